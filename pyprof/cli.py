@@ -1,0 +1,42 @@
+"""``pyprof`` command line: a thin layer over the public Python API.
+
+Exit status: 0 ok, 1 an error in the work (one line on stderr with the fix), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pyprof", description="Operator-level profiling for Apache MXNet 1.9.1.")
+    parser.add_argument("--version", action="version", version=f"pyprof {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    from .examples import matmul
+    p = sub.add_parser("matmul", help="profile the NxN dot example (Python or JVM binding)",
+                       description=matmul.__doc__.split("\n\n")[0])
+    matmul.add_arguments(p)
+    p.set_defaults(func=lambda a: matmul.execute(a, p))
+
+    try:
+        from .trace import cli as trace_cli
+    except ImportError:  # trace tools not installed in this build
+        trace_cli = None
+    if trace_cli is not None:
+        trace_cli.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""One exception tree for pyprof. Every error names the problem and the fix."""
+
+from __future__ import annotations
+
+__all__ = [
+    "PyprofError",
+    "MXNetError",
+    "LibraryNotFoundError",
+    "ConfigError",
+    "StateError",
+    "DeviceError",
+    "JVMError",
+]
+
+
+class PyprofError(Exception):
+    """Base class of every error pyprof raises."""
+
+
+class MXNetError(PyprofError):
+    """A call into libmxnet returned -1.
+
+    Attributes:
+        function: name of the C function that failed, e.g. ``"MXDumpProcessProfile"``.
+        mxnet_message: the text of ``MXGetLastError()`` read right after the call.
+    """
+
+    def __init__(self, function: str, mxnet_message: str, hint: str | None = None):
+        self.function = function
+        self.mxnet_message = mxnet_message
+        self.hint = hint
+        first = _first_line(mxnet_message)
+        text = f"{function} failed: {first}"
+        if hint:
+            text += f"\n  fix: {hint}"
+        super().__init__(text)
+
+
+class LibraryNotFoundError(PyprofError):
+    """libmxnet.so could not be found or loaded. ``tried`` lists every path attempted."""
+
+    def __init__(self, tried: list[tuple[str, str]]):
+        self.tried = tried
+        lines = "\n".join(f"  - {path}: {why}" for path, why in tried) or "  (nothing)"
+        super().__init__(
+            "cannot load libmxnet.so; tried:\n"
+            f"{lines}\n"
+            "  fix: pip install 'mxnet==1.9.1' 'numpy<1.24' into this environment, "
+            "or set MXNET_LIBRARY_PATH to the absolute path of libmxnet.so"
+        )
+
+
+class ConfigError(PyprofError, ValueError):
+    """A profiler configuration key or value that the spec does not accept."""
+
+
+class StateError(PyprofError, ValueError):
+    """A state, process or call order the profiler does not accept."""
+
+
+class DeviceError(PyprofError):
+    """A context (cpu/gpu) this MXNet build or machine cannot provide."""
+
+
+class JVMError(PyprofError):
+    """The JVM bridge could not start, or was used in a state where it cannot work."""
+
+
+def _first_line(message: str) -> str:
+    """MXNet appends a C++ stack trace to its messages; keep the human part."""
+    lines = [ln for ln in message.strip().splitlines() if ln.strip()]
+    for i, ln in enumerate(lines):
+        if ln.startswith("Stack trace") or ln.lstrip().startswith("[bt]"):
+            lines = lines[:i]
+            break
+    text = " ".join(ln.strip() for ln in lines)
+    return text.removeprefix("MXNetError: ") or "(MXNet gave no message)"

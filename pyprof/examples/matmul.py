@@ -1,0 +1,216 @@
+"""The 4096x4096 ``dot`` example, profiled by MXNet's own profiler.
+
+Mirrors MXNet's Clojure profiler example (``profiler.core``): bind ``dot(A, B)`` to two
+uniform [-1, 1) float32 matrices, run ``--iters`` forward passes, record iterations
+``[--begin, --end)``, write the Chrome trace and print MXNet's aggregate statistics and
+the achieved GFLOP/s (2*N^3 flops per call) from the profiler's own operator time beside
+the wall-clock figure. ``--binding jvm`` runs the same program in the JVM layer, loaded
+into this process through JPype; ``lein run`` in ``jvm/`` runs it in a plain JVM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+from .. import context, profiler
+from ..errors import PyprofError
+
+MODES = ("symbolic", "imperative", "api", "memory", "all")
+DEFAULT_OUTPUT = "./profile-matmul-20iter.json"
+
+
+@dataclass
+class MatmulResult:
+    """What one run of the example measured. Times in ms, rates in GFLOP/s."""
+
+    binding: str
+    trace: str
+    size: int
+    profiled_iters: int
+    dot_name: str | None
+    dot_calls: int
+    dot_ms: float
+    gflops: float | None
+    wall_ms: float
+    wall_gflops: float | None
+    stats_table: str
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--size", type=int, default=4096, help="N of the NxN matrices (default 4096)")
+    p.add_argument("--iters", type=int, default=5, help="forward passes in all (default 5)")
+    p.add_argument("--begin", type=int, default=0, help="first profiled iteration (default 0)")
+    p.add_argument("--end", type=int, default=1,
+                   help="iteration at which profiling stops, exclusive (default 1)")
+    p.add_argument("--mode", default="symbolic",
+                   help="what to record besides the bound symbol: symbolic, imperative, api, "
+                        "memory or all; a comma list combines them (default symbolic)")
+    p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"trace path (default {DEFAULT_OUTPUT})")
+    p.add_argument("--ctx", choices=("cpu", "gpu"), default="cpu", help="device (default cpu)")
+    p.add_argument("--device-id", type=int, default=0, help="device id (default 0)")
+    p.add_argument("--binding", choices=("python", "jvm"), default="python",
+                   help="python: this process's pyprof; jvm: the JVM layer through JPype")
+
+
+def check_options(o: argparse.Namespace) -> None:
+    """Raise ValueError naming the bad option and the accepted range."""
+    if o.size <= 0:
+        raise ValueError(f"--size must be > 0, got {o.size}")
+    if o.iters <= 0:
+        raise ValueError(f"--iters must be > 0, got {o.iters}")
+    if not 0 <= o.begin < o.end:
+        raise ValueError(f"need 0 <= --begin < --end, got --begin {o.begin} --end {o.end}")
+    if o.begin >= o.iters:
+        raise ValueError(f"--begin {o.begin} is past the last iteration ({o.iters - 1})")
+    for m in o.mode.split(","):
+        if m not in MODES:
+            raise ValueError(f"invalid --mode {m!r}: expected {', '.join(MODES)}")
+
+
+def profiler_config(mode: str, output: str) -> dict:
+    """The set_config keywords for ``mode``: the bound symbol is always recorded."""
+    modes = set(mode.split(","))
+    return {
+        "filename": output,
+        "profile_all": "all" in modes,
+        "profile_symbolic": True,
+        "profile_imperative": "imperative" in modes,
+        "profile_api": "api" in modes,
+        "profile_memory": "memory" in modes,
+        "aggregate_stats": True,
+    }
+
+
+def dot_events(trace_path: str) -> tuple[str | None, list[float]]:
+    """The dot operator's name in the trace (``dot``, or ``[dot]`` under bulk execution)
+    and the duration in ms of each call: one per B/E pair on a device pid."""
+    # TODO(trace): switch to pyprof.trace.stats once it lands.
+    with open(trace_path, encoding="utf-8") as f:
+        events = json.load(f)["traceEvents"]
+    devices = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+               and e["args"]["name"].split("/")[0] in ("cpu", "gpu")}
+    open_: dict[tuple, list[int]] = {}
+    calls: dict[str, list[float]] = {}
+    for e in events:
+        if e.get("pid") not in devices or e.get("name") not in ("dot", "[dot]"):
+            continue
+        key = (e["pid"], e["tid"], e["name"])
+        if e["ph"] == "B":
+            open_.setdefault(key, []).append(e["ts"])
+        elif e["ph"] == "E" and open_.get(key):
+            calls.setdefault(e["name"], []).append((e["ts"] - open_[key].pop()) / 1000.0)
+    if not calls:
+        return None, []
+    name = max(calls, key=lambda k: len(calls[k]))
+    return name, calls[name]
+
+
+def run(o: argparse.Namespace) -> MatmulResult:
+    """Run the example in this process with the Python binding."""
+    context.check_context(o.ctx, o.device_id)
+    import mxnet as mx
+
+    ctx = mx.gpu(o.device_id) if o.ctx == "gpu" else mx.cpu(o.device_id)
+    shape = (o.size, o.size)
+    a = mx.nd.random.uniform(-1.0, 1.0, shape, ctx=ctx)
+    b = mx.nd.random.uniform(-1.0, 1.0, shape, ctx=ctx)
+    c = mx.sym.dot(mx.sym.var("A"), mx.sym.var("B"), name="dot")
+    exe = c.bind(ctx, {"A": a, "B": b})
+    os.makedirs(os.path.dirname(os.path.abspath(o.output)), exist_ok=True)
+    profiler.set_config(**profiler_config(o.mode, o.output))
+
+    running = False
+    t0 = wall = 0.0
+    for i in range(o.iters):
+        if i == o.begin:
+            profiler.set_state("run")
+            running, t0 = True, time.perf_counter()
+        if i == o.end:
+            wall = time.perf_counter() - t0
+            profiler.set_state("stop")
+            running = False
+        exe.forward()[0].wait_to_read()
+    if running:
+        wall = time.perf_counter() - t0
+        profiler.set_state("stop")
+    profiler.dump(True)
+    table = profiler.dumps()
+    return _result("python", o, table, wall * 1000.0)
+
+
+def _result(binding: str, o: argparse.Namespace, table: str, wall_ms: float) -> MatmulResult:
+    name, durations = dot_events(o.output)
+    flops = 2.0 * o.size ** 3
+    dot_ms = sum(durations)
+    n = min(o.end, o.iters) - o.begin
+    return MatmulResult(
+        binding=binding, trace=os.path.abspath(o.output), size=o.size, profiled_iters=n,
+        dot_name=name, dot_calls=len(durations), dot_ms=dot_ms,
+        gflops=(flops * len(durations) / (dot_ms / 1e3) / 1e9) if dot_ms > 0 else None,
+        wall_ms=wall_ms,
+        wall_gflops=(flops * n / (wall_ms / 1e3) / 1e9) if wall_ms > 0 else None,
+        stats_table=table)
+
+
+def run_jvm(o: argparse.Namespace) -> MatmulResult:
+    """Run the Clojure example (pyprof.matmul/run) in a JVM inside this process."""
+    from .. import jvm
+
+    context.check_context(o.ctx, o.device_id)
+    os.makedirs(os.path.dirname(os.path.abspath(o.output)), exist_ok=True)
+    out = jvm.call("pyprof.matmul", "run", {
+        "size": o.size, "iters": o.iters, "begin": o.begin, "end": o.end, "mode": o.mode,
+        "output": o.output, "ctx": o.ctx, "device-id": o.device_id})
+    return _result("jvm", o, out["stats-table"], float(out["wall-ms"]))
+
+
+def report(r: MatmulResult, file=sys.stdout) -> None:
+    """Print what a user wants to see: the trace, MXNet's stats table, the dot figures."""
+    p = lambda *a: print(*a, file=file)  # noqa: E731
+    p(r.stats_table.rstrip())
+    p("")
+    p(f"binding:      {r.binding}")
+    p(f"trace:        {r.trace}")
+    if r.dot_name is None:
+        p("dot operator: not found in the trace (was the symbolic mode on?)")
+    else:
+        bulk = " (bulk execution's name for the bound dot)" if r.dot_name.startswith("[") else ""
+        p(f"dot operator: {r.dot_name!r}{bulk}, {r.dot_calls} call(s) in "
+          f"{r.profiled_iters} profiled iteration(s)")
+        p(f"dot time:     {r.dot_ms:.3f} ms by the profiler "
+          f"({r.dot_ms / max(r.dot_calls, 1):.3f} ms/call)")
+    fmt = lambda g: "n/a" if g is None else f"{g:.1f}"  # noqa: E731
+    p(f"GFLOP/s:      {fmt(r.gflops)} from operator time, {fmt(r.wall_gflops)} wall-clock "
+      f"({r.wall_ms:.3f} ms for the profiled iterations; 2*N^3 flops per dot, N={r.size})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="pyprof matmul", description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    return execute(p.parse_args(argv), p)
+
+
+def execute(o: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    try:
+        check_options(o)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        r = run_jvm(o) if o.binding == "jvm" else run(o)
+    except PyprofError as exc:
+        print(f"pyprof matmul: {exc}", file=sys.stderr)
+        return 1
+    report(r)
+    if os.environ.get("PYPROF_RESULT_JSON"):
+        with open(os.environ["PYPROF_RESULT_JSON"], "w") as f:
+            json.dump(r.__dict__, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""The reference profiler API, named and defaulted like ``mxnet.profiler`` 1.9.1.
+
+Code written for ``mxnet.profiler`` runs unchanged with ``import pyprof.profiler as
+profiler`` (or ``from pyprof import profiler``). Differences are deliberate and make
+misuse loud: keys and values are validated against the shared spec before C sees them,
+and a call MXNet would reject, or silently ignore, raises a pyprof error that names the
+fix. Collected data is never dropped by an error: a failed call leaves the profiler as
+it was.
+"""
+
+from __future__ import annotations
+
+import threading
+from ctypes import byref, c_char_p
+from typing import Any
+
+from . import _capi, config
+from .errors import ConfigError, MXNetError, StateError
+
+__all__ = [
+    "set_config", "set_state", "dump", "dumps", "pause", "resume",
+    "set_kvstore_handle", "state", "current_config",
+    "profiler_set_config", "profiler_set_state", "dump_profile",
+]
+
+STATES = {"stop": 0, "run": 1}
+PROCESSES = {"worker": 0, "server": 1}
+FORMATS = {"table": 0, "json": 1}
+SORT_KEYS = {"total": 0, "avg": 1, "min": 2, "max": 3, "count": 4}
+
+_kvstore_handle = _capi.Handle()  # NULL unless set_kvstore_handle() was called
+
+
+class _Tracker:
+    """What this process has asked of the profiler singleton, for errors with a fix.
+
+    MXNet exposes no getters, so pyprof records its own calls. The JVM layer in the same
+    process keeps its own record; neither overrides MXNet's own checks.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.config: dict[str, str] | None = None  # effective C strings after set_config
+        self.running = False
+        self.ever_ran = False
+        self.paused = False
+        self.finished = False  # a dump(finished=True) happened: no new session possible
+
+
+_t = _Tracker()
+
+
+def _process_code(profile_process: str) -> int:
+    if profile_process not in PROCESSES:
+        raise StateError(
+            f"invalid profile_process {profile_process!r}: expected 'worker' or 'server'")
+    if profile_process == "server" and not _kvstore_handle:
+        raise StateError(
+            "profile_process='server' needs a distributed kvstore: create one with "
+            "mx.kv.create('dist_sync') (or dist_async) in a process launched with the DMLC_* "
+            "variables; then profile its servers with set_config/set_state(..., "
+            "profile_process='server')")
+    return PROCESSES[profile_process]
+
+
+def set_kvstore_handle(handle: Any) -> None:
+    """Use this kvstore handle (``mx.kv.KVStore.handle``) for server profiling calls."""
+    global _kvstore_handle
+    _kvstore_handle = _capi.Handle(getattr(handle, "value", handle))
+
+
+def set_config(**kwargs: Any) -> None:
+    """Configure the profiler. C: MXSetProcessProfilerConfig.
+
+    Keys (see ``pyprof.config.keys()``): profile_all, profile_symbolic, profile_imperative,
+    profile_memory, profile_api (bool), filename (str), continuous_dump (bool),
+    dump_period (float, seconds, > 0), aggregate_stats (bool), profile_process
+    ('worker' | 'server'). Keys left out return to their C defaults, as in MXNet.
+    Configuring deletes an existing file at ``filename``.
+
+    Raises:
+        ConfigError: unknown key (with the nearest valid key) or bad value.
+        StateError: after ``dump(finished=True)``: MXNet cannot start a second trace
+            session in one process.
+        MXNetError: MXNet rejected the call.
+    """
+    c_values = config.validate(kwargs)
+    process = kwargs.get("profile_process", "worker")
+    _process_code(process)
+    with _t.lock:
+        if _t.finished:
+            raise StateError(
+                "the profiler already wrote its finished trace (dump(finished=True)); MXNet "
+                "cannot start a second trace session in one process. fix: run each session in "
+                "its own process, or use pyprof.profile(...), whose windows share one session")
+        if _t.running and "filename" in c_values and _t.config and \
+                c_values["filename"] != _t.config["filename"]:
+            raise StateError(
+                f"cannot change filename to {c_values['filename']!r} while profiling into "
+                f"{_t.config['filename']!r}. fix: set_state('stop') and dump() first")
+        keys = list(c_values)
+        _capi.call("MXSetProcessProfilerConfig", len(keys), _capi.str_array(keys),
+                   _capi.str_array([c_values[k] for k in keys]), _kvstore_handle)
+        if process == "worker":
+            _t.config = config.effective(c_values)
+
+
+def set_state(state: str = "stop", profile_process: str = "worker") -> None:
+    """Start ('run') or stop ('stop') recording. C: MXSetProcessProfilerState.
+
+    'run' also resumes a paused profiler. Raises StateError for an unknown state or
+    process, MXNetError when MXNet rejects the call.
+    """
+    if state not in STATES:
+        raise StateError(f"invalid profiler state {state!r}: expected 'run' or 'stop'")
+    code = _process_code(profile_process)
+    with _t.lock:
+        if state == "run" and _t.finished:
+            raise StateError(
+                "the profiler already wrote its finished trace; MXNet cannot record a second "
+                "session in one process. fix: run the next session in a child process, or use "
+                "pyprof.profile(...)")
+        _capi.call("MXSetProcessProfilerState", STATES[state], code, _kvstore_handle)
+        if code == 0:
+            _t.running = state == "run"
+            _t.ever_ran |= _t.running
+            _t.paused = False if _t.running else _t.paused
+
+
+def dump(finished: bool = True, profile_process: str = "worker") -> None:
+    """Write collected events to the trace file. C: MXDumpProcessProfile.
+
+    With ``finished=True`` (only the literal True, as in mxnet.profiler) the file is
+    closed as valid JSON and the profiler stops for good in this process. Raises
+    StateError before the profiler has ever run, MXNetError when MXNet rejects the call.
+    """
+    code = _process_code(profile_process)
+    fin = 1 if finished is True else 0
+    with _t.lock:
+        if code == 0 and not _t.ever_ran and _t.config is None:
+            raise StateError(
+                "dump() before the profiler ran: nothing was recorded. fix: "
+                "set_config(...) and set_state('run') first")
+        if code == 0 and _t.finished:
+            raise StateError(
+                "the finished trace was already written; a second dump would corrupt it. "
+                "fix: dump(finished=False) for intermediate dumps")
+        _capi.call("MXDumpProcessProfile", fin, code, _kvstore_handle,
+                   hint="set_config(...) and set_state('run') before dump()")
+        if code == 0 and fin:
+            _t.finished = True
+            _t.running = False
+
+
+def dumps(reset: bool = False, format: str = "table", sort_by: str = "total",
+          ascending: bool = False) -> str:
+    """MXNet's aggregate statistics as text. C: MXAggregateProfileStatsPrintEx.
+
+    ``format`` 'table' gives fixed-width text, 'json' a JSON object
+    ``{"Time": {category: {name: {Count, Total, Min, Max, Avg}}}, "Memory": {...},
+    "Unit": {"Time": "ms", "Memory": "kB"}}`` (4 significant digits; times in ms,
+    memory in kB). ``sort_by`` is total, avg, min, max or count. ``reset`` clears the
+    statistics after reading. For exact statistics use ``pyprof.stats`` on the trace.
+
+    Raises ConfigError for a bad format/sort key, StateError when aggregate_stats is off.
+    """
+    if format not in FORMATS:
+        raise ConfigError(f"invalid format {format!r}: expected 'table' or 'json'")
+    if sort_by not in SORT_KEYS:
+        raise ConfigError(
+            f"invalid sort_by {sort_by!r}: expected one of {', '.join(SORT_KEYS)}")
+    if not isinstance(ascending, bool):
+        raise ConfigError(f"invalid ascending {ascending!r}: expected True or False")
+    with _t.lock:
+        if _t.config is not None and _t.config.get("aggregate_stats") != "true":
+            raise StateError(
+                "dumps() needs aggregate statistics, which are off. fix: "
+                "set_config(aggregate_stats=True, ...) before profiling")
+        out = c_char_p()
+        try:
+            _capi.call("MXAggregateProfileStatsPrintEx", byref(out), int(bool(reset)),
+                       FORMATS[format], SORT_KEYS[sort_by], int(ascending))
+        except MXNetError as exc:
+            raise StateError(
+                f"dumps() failed ({exc.mxnet_message.splitlines()[0] if exc.mxnet_message else ''}). "
+                "fix: set_config(aggregate_stats=True, ...) and profile something first") from exc
+        text = out.value.decode("utf-8", "replace") if out.value else ""
+    if not text:
+        raise StateError(
+            "MXNet returned no aggregate statistics. fix: set_config(aggregate_stats=True, ...) "
+            "before set_state('run') (statistics are kept only while it is on)")
+    return text
+
+
+def pause(profile_process: str = "worker") -> None:
+    """Pause recording without ending the session. C: MXProcessProfilePause(1, ...)."""
+    code = _process_code(profile_process)
+    _capi.call("MXProcessProfilePause", 1, code, _kvstore_handle)
+    if code == 0:
+        _t.paused = True
+
+
+def resume(profile_process: str = "worker") -> None:
+    """Resume after pause(). C: MXProcessProfilePause(0, ...)."""
+    code = _process_code(profile_process)
+    _capi.call("MXProcessProfilePause", 0, code, _kvstore_handle)
+    if code == 0:
+        _t.paused = False
+
+
+def state() -> dict[str, bool]:
+    """What this process has asked of the profiler: running, paused, finished, ever_ran."""
+    with _t.lock:
+        return {"running": _t.running, "paused": _t.paused,
+                "finished": _t.finished, "ever_ran": _t.ever_ran}
+
+
+def current_config() -> dict[str, str] | None:
+    """The effective configuration (C strings) after the last worker set_config, or None."""
+    with _t.lock:
+        return dict(_t.config) if _t.config is not None else None
+
+
+# Deprecated mxnet.profiler names, kept so old scripts run.
+def profiler_set_config(mode: str = "symbolic", filename: str = "profile.json") -> None:
+    """Deprecated mxnet.profiler spelling: ``mode`` 'symbolic' or 'all'."""
+    if mode not in ("symbolic", "all"):
+        raise ConfigError(f"invalid mode {mode!r}: expected 'symbolic' or 'all'")
+    set_config(profile_symbolic=True, profile_all=(mode == "all"), filename=filename)
+
+
+def profiler_set_state(state: str = "stop") -> None:
+    """Deprecated alias of set_state(state)."""
+    set_state(state)
+
+
+def dump_profile() -> None:
+    """Deprecated alias of dump(True)."""
+    dump(True)

@@ -1,0 +1,95 @@
+"""Run a profiling scenario in its own child process.
+
+MXNet's profiler is one per process and cannot start a fresh trace session after a
+finished dump, so every test that records a session runs it through ``run_scenario``:
+the body runs in a fresh interpreter, and whatever it assigns to ``result`` comes back
+as JSON. Errors in the child surface as an AssertionError carrying its stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_PRELUDE = """
+import json, os, sys
+result = None
+"""
+
+_EPILOGUE = """
+with open(os.environ["PYPROF_CHILD_RESULT"], "w") as _f:
+    json.dump(result, _f)
+"""
+
+
+def run_scenario(body: str, workdir: Path, *, env: dict[str, str] | None = None,
+                 timeout: float = 300, expect_rc: int | None = 0) -> Any:
+    """Execute ``body`` (Python source) in a child interpreter with cwd ``workdir``.
+
+    Returns the JSON-decoded value of ``result`` set by the body. With ``expect_rc``
+    None the completed process is returned instead (for crash tests).
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = workdir / f"result-{os.getpid()}-{id(body)}.json"
+    script = _PRELUDE + textwrap.dedent(body) + _EPILOGUE
+    child_env = dict(os.environ)
+    child_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), child_env.get("PYTHONPATH", "")])
+    child_env["PYPROF_CHILD_RESULT"] = str(out)
+    child_env.update(env or {})
+    proc = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=child_env,
+                          capture_output=True, text=True, timeout=timeout)
+    if expect_rc is None:
+        return proc
+    assert proc.returncode == expect_rc, (
+        f"child exited {proc.returncode}, expected {expect_rc}\n--- stderr ---\n"
+        f"{proc.stderr[-4000:]}\n--- stdout ---\n{proc.stdout[-2000:]}")
+    return json.loads(out.read_text()) if out.exists() else None
+
+
+def run_cli(args: list[str], workdir: Path, *, env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``python -m pyprof ARGS`` in a child process."""
+    child_env = dict(os.environ)
+    child_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), child_env.get("PYTHONPATH", "")])
+    child_env.update(env or {})
+    workdir.mkdir(parents=True, exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "pyprof", *args], cwd=workdir, env=child_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def load_trace(path: Path) -> list[dict]:
+    """The events of a trace file, asserting that it is valid JSON of the object form."""
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    assert isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list), path
+    return doc["traceEvents"]
+
+
+def device_pids(events: list[dict]) -> set[int]:
+    return {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
+            and e["args"]["name"].split("/")[0] in ("cpu", "gpu")}
+
+
+def operator_pairs(events: list[dict], names: tuple[str, ...]) -> list[tuple[dict, dict]]:
+    """B/E pairs on device pids whose name is in ``names`` (async b/e copies ignored)."""
+    devs = device_pids(events)
+    stacks: dict[tuple, list[dict]] = {}
+    pairs = []
+    for e in events:
+        if e.get("pid") not in devs or e.get("name") not in names:
+            continue
+        key = (e["pid"], e["tid"], e["name"])
+        if e["ph"] == "B":
+            stacks.setdefault(key, []).append(e)
+        elif e["ph"] == "E":
+            assert stacks.get(key), f"E without B: {e}"
+            pairs.append((stacks[key].pop(), e))
+    assert not any(stacks.values()), f"B without E: {stacks}"
+    return pairs
