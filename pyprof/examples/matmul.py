@@ -89,21 +89,12 @@ def profiler_config(mode: str, output: str) -> dict:
 def dot_events(trace_path: str) -> tuple[str | None, list[float]]:
     """The dot operator's name in the trace (``dot``, or ``[dot]`` under bulk execution)
     and the duration in ms of each call: one per B/E pair on a device pid."""
-    # TODO(trace): switch to pyprof.trace.stats once it lands.
-    with open(trace_path, encoding="utf-8") as f:
-        events = json.load(f)["traceEvents"]
-    devices = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"
-               and e["args"]["name"].split("/")[0] in ("cpu", "gpu")}
-    open_: dict[tuple, list[int]] = {}
+    from ..trace import stats
+
     calls: dict[str, list[float]] = {}
-    for e in events:
-        if e.get("pid") not in devices or e.get("name") not in ("dot", "[dot]"):
-            continue
-        key = (e["pid"], e["tid"], e["name"])
-        if e["ph"] == "B":
-            open_.setdefault(key, []).append(e["ts"])
-        elif e["ph"] == "E" and open_.get(key):
-            calls.setdefault(e["name"], []).append((e["ts"] - open_[key].pop()) / 1000.0)
+    for op in stats(trace_path, categories={"operator"}, progress=False).operators:
+        if op.name in ("dot", "[dot]") and op.device.split("/")[0] in ("cpu", "gpu"):
+            calls.setdefault(op.name, []).extend(d / 1000.0 for d in op.durations_us)
     if not calls:
         return None, []
     name = max(calls, key=lambda k: len(calls[k]))

@@ -1,0 +1,175 @@
+"""Benchmark ``pyprof.trace.summarize`` against a plain ``json.load``-and-aggregate baseline.
+
+Generates an MXNet-style trace (pretty-printed events exactly as MXNet 1.9.1 writes them:
+operator B/E pairs with their async b/e copies, C API b/e calls with their counters, memory
+counters, metadata with 64-bit pids/tids) of about ``--size-mb`` MB in a temporary directory, then
+runs each contender in its own child process and reports wall time, throughput and the child's
+peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss`` read inside the child at exit).
+
+Both contenders compute the same thing: per (category, name, device) count, total, min, max,
+mean, p50/p90/p99 of B/E pairs and non-duplicate async pairs outside MXNET_C_API (summarize's
+default), plus memory high-water marks.
+
+    python bench/bench_summarize.py               # ~1 GB
+    python bench/bench_summarize.py --size-mb 50  # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+OPS = ["Convolution", "BatchNorm", "Activation", "Pooling", "FullyConnected", "dot", "_plus_scalar",
+       "elemwise_add", "softmax", "SoftmaxOutput", "[dot]", "Activation,Convolution", "DeleteVariable",
+       "WaitForVar", "_copyto", "Reshape", "transpose", "broadcast_add", "mean", "sum"]
+APIS = ["MXImperativeInvokeEx", "MXNDArrayFree", "MXNDArrayWaitToRead", "MXExecutorForward"]
+DEV_TID = 11063534467229197503
+API_PID, OP_PID, MEM_PID, API_TID = 849786139768988538, 3060606181218273969, 9785678402843609691, 3479342850793368915
+
+
+def _ev(name: str, cat: str, ph: str, ts: int, pid: int, tid: int, extra: str = "") -> str:
+    return (f'    {{\n        "name": "{name}",\n        "cat": "{cat}",\n        "ph": "{ph}",\n'
+            f'        "ts": {ts},\n{extra}        "pid": {pid},\n        "tid": {tid}\n    }}\n')
+
+
+def generate(path: str, size_mb: float, seed: int = 0) -> int:
+    """Write an MXNet-style trace of about ``size_mb`` MB; returns the number of events."""
+    rng = random.Random(seed)
+    target = int(size_mb * 1e6)
+    meta = ['        {\n            "ph": "M",\n            "args": {\n                "name": "%s"\n'
+            '            },\n            "pid": %d,\n            "name": "process_name"\n        }'
+            % (n, p) for n, p in (("cpu/0", 0), ("cpu/1", 1), ("MXNET_C_API", API_PID),
+                                  ("Device Storage", MEM_PID), ("operator", OP_PID))]
+    written = 0
+    events = len(meta)
+    ts = 1_795_937_667_000_000
+    calls = 0
+    mem = 0
+    with open(path, "w") as f:
+        f.write('{\n    "traceEvents": [\n' + ",\n".join(meta) + ",\n\n")
+        while written < target:
+            parts = []
+            for _ in range(2000):
+                op = OPS[rng.randrange(len(OPS))]
+                dev = rng.randrange(2)
+                api = APIS[rng.randrange(len(APIS))]
+                d_api = rng.randrange(1, 30)
+                d = rng.randrange(1, 2000)
+                idl = f'        "id": {DEV_TID},\n'
+                calls += 1
+                mem = max(0, mem + rng.choice((16384, -16384, 32768)))
+                parts += [
+                    _ev("MXNet C API Calls", "MXNET_C_API", "C", ts, API_PID, API_TID,
+                        f'        "args": {{ "MXNet C API Calls": {calls} }},\n'),
+                    _ev(api, "MXNET_C_API", "b", ts + 1, API_PID, API_TID, f'        "id": {API_TID},\n'),
+                    _ev(api, "MXNET_C_API", "e", ts + 1 + d_api, API_PID, API_TID, f'        "id": {API_TID},\n'),
+                    _ev(op, "operator", "B", ts + 40, dev, DEV_TID),
+                    _ev(op, "operator", "E", ts + 40 + d, dev, DEV_TID),
+                    _ev(op, "operator", "b", ts + 40, OP_PID, DEV_TID, idl),
+                    _ev(op, "operator", "e", ts + 40 + d, OP_PID, DEV_TID, idl),
+                    _ev(f"Memory: cpu/{dev}", "Device Storage", "C", ts + 41, MEM_PID, DEV_TID,
+                        f'        "args": {{ "Memory: cpu/{dev}": {mem} }},\n'),
+                ]
+                ts += d + 50
+            chunk = ",\n".join(parts) + ",\n"
+            f.write(chunk)
+            written += len(chunk)
+            events += len(parts)
+        f.write(_ev("MXNet C API Calls", "MXNET_C_API", "C", ts, API_PID, API_TID,
+                    f'        "args": {{ "MXNet C API Calls": {calls + 1} }},\n')
+                + '\n\n    ],\n    "displayTimeUnit": "ms"\n}\n')
+    return events + 1
+
+
+def baseline(path: str) -> int:
+    """json.load the whole file, then aggregate in Python (what a script would do)."""
+    import numpy as np
+    with open(path) as f:
+        data = json.load(f)
+    names = {e["pid"]: e["args"]["name"] for e in data["traceEvents"]
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    open_, durs, mem = {}, {}, {}
+    for e in data["traceEvents"]:
+        ph = e["ph"]
+        if ph in ("B", "b"):
+            if e["cat"] == "MXNET_C_API" or ph == "b" and e["cat"] == "operator":
+                continue
+            open_.setdefault((ph, e["pid"], e.get("tid"), e.get("id"), e["name"]), []).append(e["ts"])
+        elif ph in ("E", "e"):
+            if e["cat"] == "MXNET_C_API" or ph == "e" and e["cat"] == "operator":
+                continue
+            b = open_[("B" if ph == "E" else "b", e["pid"], e.get("tid"), e.get("id"), e["name"])].pop()
+            durs.setdefault((e["cat"], e["name"], names.get(e["pid"], "")), []).append(e["ts"] - b)
+        elif ph == "C":
+            for k, v in e["args"].items():
+                if k.startswith("Memory: "):
+                    mem[k] = max(mem.get(k, 0), v)
+    rows = []
+    for key, d in durs.items():
+        a = np.asarray(d)
+        rows.append((key, a.size, a.sum(), a.min(), a.max(), a.mean(), *np.percentile(a, [50, 90, 99])))
+    return len(rows)
+
+
+def contender(path: str) -> int:
+    from pyprof.trace import summarize
+    text = summarize(path, fmt="json", progress=False)
+    return text.count('"name"')
+
+
+def child(mode: str, path: str) -> None:
+    t0 = time.perf_counter()
+    n = baseline(path) if mode == "baseline" else contender(path)
+    wall = time.perf_counter() - t0
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux
+    print(json.dumps({"mode": mode, "wall_s": wall, "peak_rss_mb": peak_kb / 1024, "rows": n}))
+
+
+def run_child(mode: str, path: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, path],
+                         check=True, capture_output=True, text=True, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--size-mb", type=float, default=1000.0)
+    ap.add_argument("--dir", default=None, help="where to write the trace (default: a temp dir)")
+    ap.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(*args.child)
+        return
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        path = os.path.join(tmp, "trace.json")
+        t0 = time.perf_counter()
+        events = generate(path, args.size_mb)
+        size = os.path.getsize(path)
+        print(f"generated {size / 1e6:.0f} MB, {events} events in {time.perf_counter() - t0:.1f} s",
+              file=sys.stderr)
+        res = {m: run_child(m, path) for m in ("pyprof", "baseline")}
+    assert res["pyprof"]["rows"] >= 1
+    b = res["baseline"]
+    print(f"\nCommand: `{' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}`  \n"
+          f"Trace: {size / 1e6:.0f} MB, {events} events; Python {sys.version.split()[0]}, "
+          f"{os.cpu_count()} CPUs\n")
+    print("| contender | wall (s) | throughput (MB/s) | peak RSS (MB) | speed vs baseline | memory vs baseline |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for m, r in res.items():
+        print(f"| {'pyprof.trace.summarize' if m == 'pyprof' else 'json.load + aggregate'} "
+              f"| {r['wall_s']:.1f} | {size / 1e6 / r['wall_s']:.0f} | {r['peak_rss_mb']:.0f} "
+              f"| {b['wall_s'] / r['wall_s']:.2f}x | {r['peak_rss_mb'] / b['peak_rss_mb']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""Trace analysis for MXNet profiler output: read, repair, summarise, compare, merge, plot.
+
+Everything streams (bounded memory on traces larger than RAM) and copes with the files MXNet
+really writes: pretty-printed events, 64-bit pids/tids, unescaped names, async duplicates of every
+operator, and damage from crashes or repeated sessions (missing tail, leading comma, missing head).
+
+Quick start::
+
+    from pyprof import trace
+    print(trace.summarize("profile.json", top=10))
+    s = trace.stats("profile.json")              # exact, microseconds
+    s.find("dot")[0].p99_us
+    trace.diff("base.json", "new.json", threshold=5).exit_code
+    trace.repair("crashed.json")                 # in place, atomically
+    trace.merge(["w0.json", "w1.json"], "all.json", labels=["worker 0", "worker 1"])
+    trace.compact("profile.json", "small.json.gz")
+    trace.plot("profile.json", "ops.png")
+"""
+
+from .diff import DiffResult, DiffRow, compare_samples, diff, format_diff
+from .errors import AggregateFormatError, TraceError, TraceFormatError, TraceNotFoundError
+from .merge import CompactResult, MergeResult, compact, merge
+from .plot import plot
+from .reader import ReadReport, TraceReader, iter_events
+from .repair import RepairResult, repair
+from .report import summarize
+from .stats import (ASYNC_COPY_CATEGORIES, BULK_NOTE, CounterStats, CrossCheck, MemoryStats,
+                    Mismatch, OpStats, TraceStats, cross_check, is_bulk_name, load_aggregate, stats)
+
+__all__ = [
+    "iter_events", "TraceReader", "ReadReport",
+    "repair", "RepairResult",
+    "stats", "TraceStats", "OpStats", "MemoryStats", "CounterStats", "cross_check", "CrossCheck",
+    "Mismatch", "load_aggregate", "is_bulk_name", "ASYNC_COPY_CATEGORIES", "BULK_NOTE",
+    "summarize",
+    "diff", "compare_samples", "format_diff", "DiffResult", "DiffRow",
+    "merge", "MergeResult", "compact", "CompactResult",
+    "plot",
+    "TraceError", "TraceNotFoundError", "TraceFormatError", "AggregateFormatError",
+]

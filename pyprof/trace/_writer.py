@@ -1,0 +1,84 @@
+"""Atomic, streaming writer of Chrome trace files (object form, optionally gzip)."""
+
+from __future__ import annotations
+
+import gzip as _gzip
+import os
+import tempfile
+from types import TracebackType
+from typing import IO, Any
+
+import orjson
+
+from .errors import TraceError
+
+_HEAD = b'{"traceEvents":[\n'
+
+
+class TraceWriter:
+    """Write ``{"traceEvents": [...], "displayTimeUnit": "ms"}`` one event at a time.
+
+    The file is written to a temporary file beside ``path`` and renamed over it on a clean exit
+    from the ``with`` block (atomic on POSIX); on an exception the temporary file is removed and
+    ``path`` is untouched. Each event is one compact JSON line.
+
+    Args:
+        path: destination.
+        gzip: compress; ``None`` = when ``path`` ends in ``.gz``.
+        display_time_unit: the trace's ``displayTimeUnit``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, gzip: bool | None = None,
+                 display_time_unit: str = "ms"):
+        self.path = os.fspath(path)
+        self.gzip = self.path.endswith(".gz") if gzip is None else gzip
+        self.display_time_unit = display_time_unit
+        self.count = 0
+        self._tmp: str | None = None
+        self._f: IO[bytes] | None = None
+
+    def __enter__(self) -> TraceWriter:
+        directory = os.path.dirname(os.path.abspath(self.path))
+        try:
+            fd, self._tmp = tempfile.mkstemp(prefix=".pyprof-", suffix=".tmp", dir=directory)
+        except OSError as exc:
+            raise TraceError(f"cannot write {self.path!r}: {exc.strerror}; choose a writable "
+                             "output path") from exc
+        raw = os.fdopen(fd, "wb", buffering=1 << 20)
+        self._f = _gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if self.gzip else raw
+        self._raw = raw
+        self._f.write(_HEAD)
+        return self
+
+    def write(self, event: dict[str, Any]) -> None:
+        """Append one event."""
+        assert self._f is not None, "use TraceWriter in a with block"
+        if self.count:
+            self._f.write(b",\n")
+        self._f.write(orjson.dumps(event))
+        self.count += 1
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        assert self._f is not None and self._tmp is not None
+        try:
+            if exc_type is None:
+                unit = orjson.dumps(self.display_time_unit)
+                self._f.write(b'\n],"displayTimeUnit":' + unit + b"}\n")
+            self._f.close()
+            if self._raw is not self._f:
+                self._raw.close()
+            if exc_type is None:
+                mode = 0o666 & ~_umask()
+                os.chmod(self._tmp, mode)
+                os.replace(self._tmp, self.path)
+                self._tmp = None
+        finally:
+            if self._tmp is not None and os.path.exists(self._tmp):
+                os.unlink(self._tmp)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,149 @@
+"""``pyprof`` subcommands for trace files; a thin layer over :mod:`pyprof.trace`.
+
+The main CLI calls :func:`register` with its subparsers, then ``args.func(args)``, which returns
+the exit status: 0 ok, 1 analysis failure (a regression over the threshold for ``diff``, or a
+:class:`~pyprof.trace.errors.TraceError`, printed on one line), 2 usage error (argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from . import compact, diff, format_diff, merge, plot, repair, summarize
+from .errors import TraceError
+from .report import FORMATS, SORT_KEYS
+
+__all__ = ["register", "main"]
+
+
+def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return fn(args)
+        except TraceError as exc:
+            print(f"pyprof {args.command}: error: {exc}", file=sys.stderr)
+            return 1
+    run.__doc__ = fn.__doc__
+    return run
+
+
+def _progress(args: argparse.Namespace) -> bool | None:
+    return False if args.no_progress else None
+
+
+def _summarize(args: argparse.Namespace) -> int:
+    sys.stdout.write(summarize(args.trace, top=args.top, sort=args.sort, fmt=args.format,
+                               include_api=args.include_api, progress=_progress(args)))
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    result = diff(args.base, args.new, threshold=args.threshold, progress=_progress(args),
+                  categories=args.category or None)
+    print(format_diff(result, args.format))
+    return result.exit_code
+
+
+def _merge(args: argparse.Namespace) -> int:
+    if args.label and len(args.label) != len(args.trace):
+        raise TraceError(f"{len(args.label)} --label for {len(args.trace)} traces; give one per trace")
+    res = merge(args.trace, args.output, labels=args.label or None, align=args.align,
+                gzip=args.gzip or None, progress=_progress(args))
+    print(f"wrote {res.out}: {res.events} events from {len(res.labels)} traces")
+    return 0
+
+
+def _repair(args: argparse.Namespace) -> int:
+    res = repair(args.trace, args.output, progress=_progress(args))
+    if res.out is None:
+        print(f"{res.path}: valid, nothing to repair")
+    else:
+        fixed = "; ".join(res.fixed) or "nothing wrong"
+        print(f"wrote {res.out}: {res.events} events ({fixed})")
+    return 0
+
+
+def _compact(args: argparse.Namespace) -> int:
+    res = compact(args.trace, args.output, gzip=args.gzip or None, progress=_progress(args))
+    print(f"wrote {res.out}: {res.events_out} events from {res.events_in} "
+          f"({res.complete} B/E pairs -> X, {res.async_copies_dropped} async copies dropped)")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    print(f"wrote {plot(args.trace, args.output, top=args.top, progress=_progress(args))}")
+    return 0
+
+
+def _positive(text: str) -> int:
+    v = int(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``summarize``, ``diff``, ``merge``, ``repair``, ``compact`` and ``plot`` subcommands.
+
+    Each sets ``func`` (returns the exit status) and ``command`` on the parsed namespace.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--no-progress", action="store_true",
+                        help="never show a progress bar (default: on a terminal for big files)")
+
+    def add(name: str, fn: Callable[[argparse.Namespace], int], help_: str) -> argparse.ArgumentParser:
+        p = subparsers.add_parser(name, help=help_, description=help_, parents=[common])
+        p.set_defaults(func=_guard(fn), command=name)
+        return p
+
+    p = add("summarize", _summarize, "per-operator time and memory summary of MXNet traces")
+    p.add_argument("trace", nargs="+", help="trace file(s), plain or .gz; several are pooled")
+    p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument("--top", type=_positive, default=None, help="operators per device/category group")
+    p.add_argument("--sort", choices=list(SORT_KEYS), default="total")
+    p.add_argument("--include-api", action="store_true", help="also list C API calls (MXNET_C_API)")
+
+    p = add("diff", _diff, "per-operator change between two traces; exit 1 on a regression")
+    p.add_argument("base")
+    p.add_argument("new")
+    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+                   help="fail (exit 1) when an operator's median is slower by at least PCT percent "
+                        "beyond noise (default 5)")
+    p.add_argument("--category", action="append", help="only this category (repeatable)")
+    p.add_argument("--format", choices=FORMATS, default="table")
+
+    p = add("merge", _merge, "merge traces of several processes into one Chrome trace")
+    p.add_argument("trace", nargs="+")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--label", action="append", help="label per input, in order (default file names)")
+    p.add_argument("--align", choices=["absolute", "start"], default="absolute",
+                   help="absolute: keep epoch timestamps (default); start: each input starts at 0")
+    p.add_argument("--gzip", action="store_true", help="gzip the output (default when -o ends in .gz)")
+
+    p = add("repair", _repair, "make a damaged MXNet trace valid JSON (in place by default)")
+    p.add_argument("trace")
+    p.add_argument("-o", "--output", default=None)
+
+    p = add("compact", _compact, "B/E pairs to X events, drop async copies, small ids")
+    p.add_argument("trace")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--gzip", action="store_true", help="gzip the output (default when -o ends in .gz)")
+
+    p = add("plot", _plot, "bar chart of top operators and a per-device timeline (PNG)")
+    p.add_argument("trace")
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--top", type=_positive, default=15)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry point (``python -m pyprof.trace.cli``) for testing without the main CLI."""
+    parser = argparse.ArgumentParser(prog="pyprof")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
