@@ -23,6 +23,10 @@ def build_parser() -> argparse.ArgumentParser:
     matmul.add_arguments(p)
     p.set_defaults(func=lambda a: matmul.execute(a, p))
 
+    p = sub.add_parser("config", help="list the profiler configuration keys (the shared spec)")
+    p.add_argument("--format", choices=("markdown", "json"), default="markdown")
+    p.set_defaults(func=_config)
+
     try:
         from .trace import cli as trace_cli
     except ImportError:  # trace tools not installed in this build
@@ -30,6 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
     if trace_cli is not None:
         trace_cli.register(sub)
     return parser
+
+
+def _config(args: argparse.Namespace) -> int:
+    from . import config
+
+    if args.format == "json":
+        print(config.SPEC_PATH.read_text().strip())
+    else:
+        print(config.markdown_table())
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,3 +115,15 @@ def effective(c_values: Mapping[str, str]) -> dict[str, str]:
     out = {name: spec.to_c(spec.default) for name, spec in keys().items()}
     out.update(c_values)
     return out
+
+
+def markdown_table() -> str:
+    """The spec as the Markdown table in docs/configuration.md (kept in sync by a test)."""
+    rows = ["| key | type | C default | meaning |", "|---|---|---|---|"]
+    for k in keys().values():
+        kind = k.type if not k.choices else " \\| ".join(f"`{c}`" for c in k.choices)
+        if k.unit:
+            kind += f" ({k.unit})"
+        default = k.to_c(k.default)
+        rows.append(f"| `{k.name}` | {kind} | `{default}` | {k.doc} |")
+    return "\n".join(rows)

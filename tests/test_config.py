@@ -70,3 +70,8 @@ def test_effective_config_resets_omitted_keys_to_c_defaults():
     assert eff["profile_api"] == "false"
     assert eff["profile_symbolic"] == "true" and eff["aggregate_stats"] == "false"
     assert eff["filename"] == "profile.json" and eff["dump_period"] == "1.0"
+
+
+def test_docs_configuration_page_matches_the_spec():
+    page = (config.SPEC_PATH.parents[2] / "docs" / "configuration.md").read_text()
+    assert config.markdown_table() in page, "regenerate: pyprof config >> docs/configuration.md"
