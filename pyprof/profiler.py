@@ -137,16 +137,19 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
     code = _process_code(profile_process)
     fin = 1 if finished is True else 0
     with _t.lock:
-        if code == 0 and not _t.ever_ran and _t.config is None:
-            raise StateError(
-                "dump() before the profiler ran: nothing was recorded. fix: "
-                "set_config(...) and set_state('run') first")
         if code == 0 and _t.finished:
             raise StateError(
                 "the finished trace was already written; a second dump would corrupt it. "
                 "fix: dump(finished=False) for intermediate dumps")
-        _capi.call("MXDumpProcessProfile", fin, code, _kvstore_handle,
-                   hint="set_config(...) and set_state('run') before dump()")
+        try:
+            _capi.call("MXDumpProcessProfile", fin, code, _kvstore_handle)
+        except MXNetError as exc:
+            # MXNet itself knows whether anything ran (the JVM may have started it).
+            if "hasn't been run" in exc.mxnet_message:
+                raise StateError(
+                    "dump() before the profiler ran: nothing was recorded. fix: "
+                    "set_config(...) and set_state('run') first") from exc
+            raise
         if code == 0 and fin:
             _t.finished = True
             _t.running = False

@@ -1,0 +1,253 @@
+"""The JPype bridge: the JVM layer (``jvm/``) loaded into this Python process.
+
+Both languages then drive the one MXNet profiler singleton: the JVM is started with
+``-Dmxnet.library.path`` set to the libmxnet.so Python already loaded, so JNA's dlopen
+returns that same library instead of loading a second copy (which would abort).
+
+The JVM starts once per process (JPype cannot restart one). ``start()`` twice, or after
+``shutdown()``, raises JVMError; ``call`` and ``require`` start it on first use.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from . import _capi
+from .errors import JVMError
+
+__all__ = ["start", "shutdown", "is_running", "call", "require", "classpath", "jvm_dir",
+           "Keyword", "to_clojure", "to_python", "eval_clojure"]
+
+_lock = threading.RLock()
+_state = "new"  # new -> running -> shut down
+_clj: dict[str, Any] = {}
+
+
+def jvm_dir() -> Path:
+    """The Leiningen project: ``$PYPROF_JVM_DIR``, else ``jvm/`` beside the package."""
+    env = os.environ.get("PYPROF_JVM_DIR")
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "jvm"
+
+
+def classpath() -> list[str]:
+    """Entries for the JVM: ``$PYPROF_JVM_CLASSPATH``, or the Leiningen project's
+    classpath (compiled Java classes, Clojure sources, resources and the jars, all
+    local), cached in ``jvm/target/classpath.txt`` by ``scripts/setup.sh``.
+
+    Raises JVMError when neither is available, saying how to build it.
+    """
+    env = os.environ.get("PYPROF_JVM_CLASSPATH")
+    if env:
+        return [p for p in env.split(os.pathsep) if p]
+    d = jvm_dir()
+    cache = d / "target" / "classpath.txt"
+    classes = d / "target" / "classes"
+    if not cache.is_file() or not classes.is_dir():
+        lein = shutil.which("lein")
+        if lein is None or not (d / "project.clj").is_file():
+            raise JVMError(
+                f"no JVM classpath: {cache} is missing and Leiningen or {d}/project.clj is not "
+                "available. fix: run scripts/setup.sh (installs leiningen and builds jvm/), or "
+                "set PYPROF_JVM_CLASSPATH")
+        proc = subprocess.run([lein, "do", "javac,", "classpath"], cwd=d, text=True,
+                              capture_output=True)
+        if proc.returncode != 0:
+            raise JVMError(f"`lein do javac, classpath` failed in {d}:\n{proc.stderr[-2000:]}")
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(proc.stdout.strip().splitlines()[-1])
+    return [p for p in cache.read_text().strip().split(os.pathsep) if p]
+
+
+def start(extra_jvm_args: list[str] | None = None) -> None:
+    """Start the JVM in this process with the pyprof classpath. Raises JVMError when a
+    JVM runs already or ran before (JPype cannot start a second one)."""
+    global _state
+    import jpype
+
+    with _lock:
+        if _state == "running" or jpype.isJVMStarted():
+            raise JVMError("the JVM is already running in this process; use pyprof.jvm.call "
+                           "or pyprof.jvm.require, which reuse it")
+        if _state == "shut down":
+            raise JVMError("the JVM was shut down and cannot start again in this process "
+                           "(a JPype limit). fix: run the JVM work in a new process")
+        args = [f"-Dmxnet.library.path={_capi.library_path()}", "-Xss4m"]
+        args += list(extra_jvm_args or ())
+        try:
+            jpype.startJVM(*args, classpath=classpath(), convertStrings=False)
+        except (OSError, RuntimeError) as exc:
+            raise JVMError(f"the JVM did not start: {exc}. fix: install OpenJDK 17 "
+                           "(apt-get install openjdk-17-jdk-headless) or set JAVA_HOME") from exc
+        _state = "running"
+        rt = jpype.JClass("clojure.java.api.Clojure")
+        _clj["var"] = rt.var
+        _clj["read"] = rt.read
+        _clj["require"] = rt.var("clojure.core", "require")
+
+
+def shutdown() -> None:
+    """Stop the JVM. After this, no JVM can run in this process again."""
+    global _state
+    import jpype
+
+    with _lock:
+        if _state == "running":
+            _clj.clear()
+            jpype.shutdownJVM()
+            _state = "shut down"
+
+
+def is_running() -> bool:
+    return _state == "running"
+
+
+def _ensure() -> None:
+    with _lock:
+        if _state != "running":
+            start()
+
+
+class Namespace:
+    """A Clojure namespace seen from Python: ``ns["dump-profile"](...)`` or
+    ``ns.dump_profile(...)`` (underscores become hyphens). Arguments and results are
+    converted: dicts <-> maps with keyword keys, lists <-> vectors, str/int/float/bool."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __getitem__(self, fn: str):
+        v = _clj["var"](self.name, fn)
+
+        def invoke(*args):
+            import jpype
+
+            try:
+                return to_python(v.invoke(*[to_clojure(a) for a in args]))
+            except jpype.JException as exc:
+                translated = translate_exception(exc)
+                if translated is None:
+                    raise
+                raise translated from exc
+
+        invoke.__name__ = fn
+        return invoke
+
+    def __getattr__(self, fn: str):
+        if fn.startswith("__"):
+            raise AttributeError(fn)
+        return self[fn.replace("_", "-")]
+
+
+_KINDS = {
+    "invalid-config": "ConfigError", "invalid-option": "ConfigError",
+    "invalid-state": "StateError", "session-finished": "StateError",
+    "no-gpu": "DeviceError",
+}
+
+
+def translate_exception(exc: Any) -> Exception | None:
+    """The pyprof error for a JVM-side pyprof exception (ex-info with ``:pyprof/error``, or
+    ``pyprof.jvm.MXNetException``), with the Clojure data on ``.data``; None for others."""
+    import jpype
+
+    from . import errors
+
+    if not isinstance(exc, jpype.JClass("clojure.lang.IExceptionInfo")):
+        return None
+    data = to_python(exc.getData()) or {}
+    kind = data.get("pyprof/error")
+    message = str(exc.getMessage())
+    if kind == "mxnet":
+        out: Exception = errors.MXNetError(str(data.get("fn")), str(data.get("mxnet-error", "")))
+    elif kind in _KINDS:
+        out = getattr(errors, _KINDS[kind])(message)
+    else:
+        return None
+    out.data = data  # type: ignore[attr-defined]
+    return out
+
+
+def require(ns: str) -> Namespace:
+    """Load Clojure namespace ``ns`` in the JVM (starting it if needed)."""
+    _ensure()
+    _clj["require"].invoke(_clj["read"](ns))
+    return Namespace(ns)
+
+
+def eval_clojure(source: str) -> Any:
+    """Read and evaluate one Clojure form in the JVM; return the converted result."""
+    _ensure()
+    return to_python(_clj["var"]("clojure.core", "eval").invoke(_clj["read"](source)))
+
+
+def call(ns: str, fn: str, *args: Any) -> Any:
+    """Call ``ns/fn`` with converted ``args`` and return the converted result."""
+    return require(ns)[fn](*args)
+
+
+class Keyword(str):
+    """A Clojure keyword seen from Python: equal to its name (``Keyword("cpu") == "cpu"``),
+    and a keyword again when passed back, so Clojure data round-trips unchanged."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return ":" + str.__str__(self)
+
+
+def to_clojure(x: Any) -> Any:
+    """Python data -> Clojure data (string dict keys become keywords)."""
+    import jpype
+
+    if isinstance(x, Keyword):
+        return jpype.JClass("clojure.lang.Keyword").intern(str.__str__(x))
+    if isinstance(x, dict):
+        kw = jpype.JClass("clojure.lang.Keyword")
+        flat = []
+        for k, v in x.items():
+            flat += [kw.intern(k) if isinstance(k, str) else to_clojure(k), to_clojure(v)]
+        return jpype.JClass("clojure.lang.PersistentArrayMap").createAsIfByAssoc(
+            jpype.JArray(jpype.JObject)(flat))
+    if isinstance(x, (list, tuple)):
+        return jpype.JClass("clojure.lang.PersistentVector").create(
+            [to_clojure(v) for v in x])
+    if isinstance(x, bool):
+        return jpype.JClass("java.lang.Boolean").valueOf(x)
+    if isinstance(x, int):
+        return jpype.JClass("java.lang.Long").valueOf(x)
+    if isinstance(x, float):
+        return jpype.JClass("java.lang.Double").valueOf(x)
+    if isinstance(x, str):
+        return jpype.JString(x)
+    return x
+
+
+def to_python(x: Any) -> Any:
+    """Clojure data -> Python data (keywords become :class:`Keyword`, a str subclass)."""
+    import jpype
+
+    if x is None:
+        return None
+    if isinstance(x, (str, int, float, bool)):
+        return x
+    J = jpype.JClass
+    if isinstance(x, J("clojure.lang.Keyword")):
+        return Keyword(str(x.toString())[1:])  # keeps a namespace: "pyprof/error"
+    if isinstance(x, J("java.lang.String")):
+        return str(x)
+    if isinstance(x, J("java.lang.Boolean")):
+        return bool(x.booleanValue())
+    if isinstance(x, (J("java.lang.Long"), J("java.lang.Integer"), J("clojure.lang.BigInt"))):
+        return int(x.longValue())
+    if isinstance(x, J("java.lang.Number")):
+        return float(x.doubleValue())
+    if isinstance(x, J("java.util.Map")):
+        return {to_python(e.getKey()): to_python(e.getValue()) for e in x.entrySet()}
+    if isinstance(x, J("java.util.Collection")):
+        return [to_python(v) for v in x]
+    return x
