@@ -1,0 +1,23 @@
+(defproject pyprof/pyprof-jvm "0.1.0-SNAPSHOT"
+  :description "JVM binding (Java + Clojure) of pyprof, an operator-level profiler for Apache MXNet 1.9.1."
+  :license {:name "Apache License 2.0" :url "https://www.apache.org/licenses/LICENSE-2.0"}
+  :dependencies [[org.clojure/clojure "1.11.1"]
+                 [net.java.dev.jna/jna "5.13.0"]
+                 [org.clojure/data.json "2.4.0"]
+                 [org.clojure/tools.cli "1.0.194"]]
+  ;; Debian's packaged artifacts (leiningen, clojure, libjna-java, ...). Elsewhere the same
+  ;; coordinates resolve from the default repositories.
+  :repositories [["debian" {:url "file:///usr/share/maven-repo" :checksum :ignore :snapshots false}]]
+  :java-source-paths ["src/java"]
+  :javac-options ["--release" "11" "-Xlint:all,-options,-path"]
+  :source-paths ["src/clj"]
+  ;; ../pyprof/spec puts the one spec of profiler keys on the classpath as profiler_config.json.
+  :resource-paths ["resources" "../pyprof/spec"]
+  :test-paths ["test"]
+  :main pyprof.matmul
+  ;; A -Dmxnet.library.path given to Leiningen's JVM (JVM_OPTS / LEIN_JVM_OPTS) reaches the
+  ;; project JVM too; MXNET_LIBRARY_PATH is inherited from the environment as is.
+  :jvm-opts ~(cond-> ["-XX:-OmitStackTraceInFastThrow"]
+               (System/getProperty "mxnet.library.path")
+               (conj (str "-Dmxnet.library.path=" (System/getProperty "mxnet.library.path"))))
+  :profiles {:uberjar {:aot [pyprof.matmul] :target-path "target/uberjar"}})

@@ -1,0 +1,15 @@
+package pyprof.jvm;
+
+import com.sun.jna.Pointer;
+
+/** A bound MXNet executor (ExecutorHandle). Outputs are separate NDArray handles that the caller closes. Closing calls {@code MXExecutorFree} once. */
+public final class Executor extends NativeHandle {
+  public Executor(Pointer handle) {
+    super(handle);
+  }
+
+  @Override
+  protected void free(Pointer p) {
+    LibMXNet.check(LibMXNet.MXExecutorFree(p), "MXExecutorFree");
+  }
+}

@@ -1,0 +1,195 @@
+package pyprof.jvm;
+
+import java.io.File;
+import java.io.IOException;
+import java.net.URISyntaxException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.security.CodeSource;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
+
+/**
+ * Finds libmxnet.so. Order:
+ *
+ * <ol>
+ *   <li>system property {@code mxnet.library.path} (a file, or a directory holding libmxnet.so);
+ *   <li>environment variable {@code MXNET_LIBRARY_PATH} (same);
+ *   <li>{@code .venv/lib/python3*&#47;site-packages/mxnet/libmxnet.so} in the repository that holds
+ *       this jvm project (found from where these classes were loaded, then from {@code user.dir});
+ *   <li>{@code python3 -c "importlib.util.find_spec('mxnet')"} on the PATH.
+ * </ol>
+ *
+ * An explicit path (1 or 2) is authoritative: when it does not load, nothing else is tried, so a
+ * JVM hosted by a Python process that already loaded libmxnet never loads a second copy.
+ */
+final class LibraryLoader {
+  static final String PROPERTY = "mxnet.library.path";
+  static final String ENV = "MXNET_LIBRARY_PATH";
+  static final String LIB = "libmxnet.so";
+
+  /** One candidate path and where it came from. */
+  static final class Candidate {
+    final Path path;
+    final String source;
+    /** Set by the user (property or environment): the only candidate tried. */
+    final boolean explicit;
+
+    Candidate(Path path, String source, boolean explicit) {
+      this.path = path;
+      this.source = source;
+      this.explicit = explicit;
+    }
+
+    @Override
+    public String toString() {
+      return path + " (" + source + ")";
+    }
+  }
+
+  private LibraryLoader() {}
+
+  /**
+   * Candidates in order; the explicit setting, when present, is the only one. Directories searched
+   * in vain are noted in {@code tried}.
+   */
+  static List<Candidate> candidates(Map<String, String> env, List<String> tried) {
+    List<Candidate> out = new ArrayList<>();
+    String prop = System.getProperty(PROPERTY);
+    if (prop != null && !prop.isBlank()) {
+      out.add(new Candidate(asLibrary(Paths.get(prop.strip())), "-D" + PROPERTY, true));
+      return out;
+    }
+    String var = env.get(ENV);
+    if (var != null && !var.isBlank()) {
+      out.add(new Candidate(asLibrary(Paths.get(var.strip())), "$" + ENV, true));
+      return out;
+    }
+    Set<Path> seen = new LinkedHashSet<>();
+    List<Path> roots = searchRoots();
+    for (Path root : roots) {
+      for (Path lib : venvLibraries(root.resolve(".venv"))) {
+        if (seen.add(lib)) {
+          out.add(new Candidate(lib, "project .venv", false));
+        }
+      }
+    }
+    if (out.isEmpty()) {
+      StringBuilder sb = new StringBuilder("no .venv/lib/python3*/site-packages/mxnet/" + LIB + " in");
+      for (Path root : roots) {
+        sb.append(' ').append(root);
+      }
+      tried.add(sb.toString());
+    }
+    return out;
+  }
+
+  /** A path given as a directory means the libmxnet.so inside it; relative paths are absolutized. */
+  static Path asLibrary(Path p) {
+    Path abs = p.toAbsolutePath().normalize();
+    return Files.isDirectory(abs) ? abs.resolve(LIB) : abs;
+  }
+
+  /** The jvm project dir (from these classes' location) and user.dir, each with its parent. */
+  private static List<Path> searchRoots() {
+    Set<Path> roots = new LinkedHashSet<>();
+    Path classes = codeLocation();
+    if (classes != null) {
+      // .../jvm/target/classes or .../jvm/target/uberjar/x.jar: walk up to the repository root.
+      Path p = classes;
+      for (int i = 0; i < 5 && p != null; i++, p = p.getParent()) {
+        roots.add(p);
+      }
+    }
+    Path cwd = Paths.get(System.getProperty("user.dir", ".")).toAbsolutePath().normalize();
+    roots.add(cwd);
+    if (cwd.getParent() != null) {
+      roots.add(cwd.getParent());
+    }
+    return new ArrayList<>(roots);
+  }
+
+  private static Path codeLocation() {
+    try {
+      CodeSource cs = LibraryLoader.class.getProtectionDomain().getCodeSource();
+      return cs == null ? null : Paths.get(cs.getLocation().toURI()).toAbsolutePath().normalize();
+    } catch (URISyntaxException | SecurityException | IllegalArgumentException e) {
+      return null;
+    }
+  }
+
+  private static List<Path> venvLibraries(Path venv) {
+    List<Path> out = new ArrayList<>();
+    Path lib = venv.resolve("lib");
+    if (!Files.isDirectory(lib)) {
+      return out;
+    }
+    try (Stream<Path> dirs = Files.list(lib)) {
+      dirs.filter(d -> d.getFileName().toString().startsWith("python3"))
+          .sorted()
+          .map(d -> d.resolve("site-packages").resolve("mxnet").resolve(LIB))
+          .forEach(out::add);
+    } catch (IOException e) {
+      // unreadable: nothing to offer from here
+    }
+    return out;
+  }
+
+  /** Asks python3 on the PATH where the mxnet package lives, without importing it. */
+  static Candidate fromPython(List<String> tried) {
+    String script =
+        "import importlib.util, os\n"
+            + "s = importlib.util.find_spec('mxnet')\n"
+            + "print(os.path.join(os.path.dirname(s.origin), 'libmxnet.so') if s and s.origin else '')\n";
+    try {
+      Process proc =
+          new ProcessBuilder("python3", "-c", script).redirectErrorStream(true).start();
+      if (!proc.waitFor(30, TimeUnit.SECONDS)) {
+        proc.destroyForcibly();
+        tried.add("python3 -c find_spec('mxnet'): timed out");
+        return null;
+      }
+      String out = new String(proc.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
+      if (proc.exitValue() != 0 || out.isEmpty()) {
+        tried.add("python3 -c find_spec('mxnet'): no mxnet package for python3 on the PATH");
+        return null;
+      }
+      return new Candidate(Paths.get(out).toAbsolutePath().normalize(), "python3 on the PATH", false);
+    } catch (IOException e) {
+      tried.add("python3 -c find_spec('mxnet'): " + e.getMessage());
+      return null;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      tried.add("python3 -c find_spec('mxnet'): interrupted");
+      return null;
+    }
+  }
+
+  static MXNetException notFound(List<String> tried) {
+    StringBuilder sb = new StringBuilder("cannot load libmxnet.so; tried:");
+    if (tried.isEmpty()) {
+      sb.append("\n  (nothing)");
+    }
+    for (String t : tried) {
+      sb.append("\n  - ").append(t);
+    }
+    sb.append("\n  fix: pip install 'mxnet==1.9.1' 'numpy<1.24' into the project's .venv, or set ")
+        .append(ENV)
+        .append(" (or -D")
+        .append(PROPERTY)
+        .append(") to the absolute path of libmxnet.so");
+    String text = sb.toString();
+    return new MXNetException("dlopen", text, text);
+  }
+
+  static boolean isFile(Path p) {
+    return new File(p.toString()).isFile();
+  }
+}

@@ -1,0 +1,77 @@
+package pyprof.jvm;
+
+import clojure.lang.IExceptionInfo;
+import clojure.lang.IPersistentMap;
+import clojure.lang.Keyword;
+import clojure.lang.PersistentArrayMap;
+
+/**
+ * A call into libmxnet failed (it returned -1), or libmxnet could not be loaded.
+ *
+ * <p>{@link #function()} names the C function ({@code "MXDumpProcessProfile"}, or {@code "dlopen"}
+ * when loading failed); {@link #mxnetMessage()} is the full text of {@code MXGetLastError()}, read on
+ * the failing thread right after the call. {@link #getMessage()} keeps only the human part of it
+ * (MXNet appends a C++ stack trace).
+ *
+ * <p>It implements {@link IExceptionInfo}, so Clojure code reads it with {@code ex-data}:
+ * {@code {:pyprof/error :mxnet, :fn "MXDumpProcessProfile", :mxnet-error "..."}}.
+ */
+public class MXNetException extends RuntimeException implements IExceptionInfo {
+  private static final long serialVersionUID = 1L;
+
+  private final String function;
+  private final String mxnetMessage;
+
+  public MXNetException(String function, String mxnetMessage) {
+    this(function, mxnetMessage, function + " failed: " + firstLine(mxnetMessage));
+  }
+
+  MXNetException(String function, String mxnetMessage, String message) {
+    super(message);
+    this.function = function;
+    this.mxnetMessage = mxnetMessage == null ? "" : mxnetMessage;
+  }
+
+  /** The C function that failed, e.g. {@code "MXSetProcessProfilerConfig"}. */
+  public String function() {
+    return function;
+  }
+
+  /** MXNet's own error text ({@code MXGetLastError()}), including any C++ stack trace. */
+  public String mxnetMessage() {
+    return mxnetMessage;
+  }
+
+  @Override
+  public IPersistentMap getData() {
+    return PersistentArrayMap.createAsIfByAssoc(new Object[] {
+      Keyword.intern("pyprof", "error"), Keyword.intern("mxnet"),
+      Keyword.intern("fn"), function,
+      Keyword.intern("mxnet-error"), mxnetMessage});
+  }
+
+  /** The human part of an MXNet message: lines before "Stack trace", joined, without "MXNetError: ". */
+  static String firstLine(String message) {
+    if (message == null || message.isBlank()) {
+      return "(MXNet gave no message)";
+    }
+    StringBuilder sb = new StringBuilder();
+    for (String line : message.strip().split("\\R")) {
+      String t = line.strip();
+      if (t.startsWith("Stack trace") || t.startsWith("[bt]")) {
+        break;
+      }
+      if (!t.isEmpty()) {
+        if (sb.length() > 0) {
+          sb.append(' ');
+        }
+        sb.append(t);
+      }
+    }
+    String text = sb.toString();
+    if (text.startsWith("MXNetError: ")) {
+      text = text.substring("MXNetError: ".length());
+    }
+    return text.isEmpty() ? "(MXNet gave no message)" : text;
+  }
+}

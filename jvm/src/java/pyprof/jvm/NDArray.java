@@ -1,0 +1,15 @@
+package pyprof.jvm;
+
+import com.sun.jna.Pointer;
+
+/** An MXNet NDArray (NDArrayHandle). Closing calls {@code MXNDArrayFree} once. */
+public final class NDArray extends NativeHandle {
+  public NDArray(Pointer handle) {
+    super(handle);
+  }
+
+  @Override
+  protected void free(Pointer p) {
+    LibMXNet.check(LibMXNet.MXNDArrayFree(p), "MXNDArrayFree");
+  }
+}

@@ -1,0 +1,39 @@
+(ns pyprof.test-util
+  "Running Clojure in a child JVM, for tests that need a fresh process (one profiler session per
+  process, library loading once per JVM)."
+  (:require [clojure.java.io :as io]
+            [clojure.string :as str])
+  (:import (java.util.concurrent TimeUnit)))
+
+(defn java-child
+  "Runs `java -cp <this classpath> <jvm-args> clojure.main <args>` and returns {:exit :out :err}.
+  Options: :jvm-args (e.g. [\"-Dmxnet.library.path=...\"]), :env (a map merged into the
+  environment; a nil value removes a variable), :timeout-s (default 300)."
+  [args & {:keys [jvm-args env timeout-s] :or {timeout-s 300}}]
+  (let [java (str (io/file (System/getProperty "java.home") "bin" "java"))
+        inherited (when-let [p (System/getProperty "mxnet.library.path")]
+                    (when-not (some #(str/starts-with? % "-Dmxnet.library.path=") jvm-args)
+                      [(str "-Dmxnet.library.path=" p)]))
+        cmd (concat [java "-cp" (System/getProperty "java.class.path")]
+                    inherited jvm-args ["clojure.main"] args)
+        pb (ProcessBuilder. ^java.util.List (vec cmd))
+        penv (.environment pb)
+        out (java.io.File/createTempFile "child" ".out")
+        err (java.io.File/createTempFile "child" ".err")]
+    (doseq [[k v] env]
+      (if (nil? v) (.remove penv k) (.put penv k v)))
+    (.redirectOutput pb out)
+    (.redirectError pb err)
+    (let [p (.start pb)]
+      (when-not (.waitFor p timeout-s TimeUnit/SECONDS)
+        (.destroyForcibly p)
+        (throw (ex-info (str "child JVM timed out: " (str/join " " args)) {:args args})))
+      (try
+        {:exit (.exitValue p) :out (slurp out) :err (slurp err)}
+        (finally (.delete out) (.delete err))))))
+
+(defn temp-dir
+  "A fresh temporary directory."
+  ^java.io.File []
+  (.toFile (java.nio.file.Files/createTempDirectory
+            "pyprof-test" (make-array java.nio.file.attribute.FileAttribute 0))))
