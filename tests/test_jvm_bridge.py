@@ -1,0 +1,86 @@
+"""The JPype bridge: one JVM per process, bound to the libmxnet Python loaded."""
+
+from child import run_scenario
+
+
+def test_jvm_binds_to_the_library_python_loaded_and_shares_the_profiler(tmp_path):
+    r = run_scenario("""
+import mxnet as mx
+import pyprof._capi as capi
+from pyprof import jvm, profiler
+p = jvm.require("pyprof.profiler")
+# Configure from the JVM, record from both, dump from Python: one trace.
+sent = p.profiler_set_config({"filename": "t.json", "profile-imperative": True,
+                              "continuous-dump": False, "aggregate-stats": True})
+p.profiler_set_state("run")
+mx.nd.dot(mx.nd.ones((8, 8)), mx.nd.ones((8, 8))).wait_to_read()
+profiler.dump()
+jpype_prop = str(__import__("jpype").java.lang.System.getProperty("mxnet.library.path"))
+result = {"sent": sent, "prop": jpype_prop, "py": capi.library_path()}
+""", tmp_path)
+    assert r["prop"] == r["py"]
+    assert r["sent"]["profile_imperative"] == "true" and r["sent"]["filename"] == "t.json"
+    from child import load_trace, operator_pairs
+    assert len(operator_pairs(load_trace(tmp_path / "t.json"), ("dot",))) == 1
+
+
+def test_start_twice_and_after_shutdown_are_clear_errors(tmp_path):
+    r = run_scenario("""
+from pyprof import jvm, JVMError
+out = []
+jvm.start()
+try:
+    jvm.start()
+except JVMError as e:
+    out.append(str(e))
+jvm.shutdown()
+try:
+    jvm.start()
+except JVMError as e:
+    out.append(str(e))
+try:
+    jvm.call("pyprof.profiler", "pause")
+except JVMError as e:
+    out.append(str(e))
+result = out
+""", tmp_path)
+    assert "already running" in r[0]
+    assert "cannot start again" in r[1] and "cannot start again" in r[2]
+
+
+def test_jvm_errors_become_pyprof_errors_with_their_data(tmp_path):
+    r = run_scenario("""
+import pyprof
+from pyprof import jvm
+p = jvm.require("pyprof.profiler")
+out = {}
+for name, call in [("key", lambda: p.profiler_set_config({"profile-symbolc": True})),
+                   ("value", lambda: p.profiler_set_config({"profile-api": "yes"})),
+                   ("state", lambda: p.profiler_set_state("go")),
+                   ("c", lambda: p.dump_profile(True))]:
+    try:
+        call()
+    except pyprof.PyprofError as e:
+        out[name] = [type(e).__name__, str(e), e.data]
+result = out
+""", tmp_path)
+    kind, message, data = r["key"]
+    assert kind == "ConfigError" and "profile_symbolic" in message
+    assert data["pyprof/error"] == "invalid-config" and data["nearest"] == "profile_symbolic"
+    assert r["value"][0] == "ConfigError" and "yes" in r["value"][1]
+    assert r["state"][0] == "StateError"
+    kind, message, data = r["c"]  # MXNet's own error, from a real failing C call
+    assert kind == "MXNetError" and data["fn"] == "MXDumpProcessProfile"
+    assert "hasn't been run" in data["mxnet-error"]
+
+
+def test_jit_compiled_npes_survive_libmxnet_loaded_first(tmp_path):
+    """MXNet installs a SIGSEGV handler; the JVM's implicit null checks must still work."""
+    r = run_scenario("""
+import mxnet as mx
+from pyprof import jvm
+mx.nd.ones((4, 4)).wait_to_read()
+result = jvm.eval_clojure("(let [f (fn [^String s] (try (.length s) (catch NullPointerException _ -1)))]"
+          " (loop [i 0 acc 0] (if (< i 300000) (recur (inc i) (+ acc (f (when (odd? i) \\"ab\\")))) acc)))")
+""", tmp_path)
+    assert r == 150000 * 2 - 150000  # odd i: +2, even i: -1

@@ -1,0 +1,83 @@
+"""The dot example end to end: `pyprof matmul` with each binding, and `lein run`."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from child import ROOT, load_trace, operator_pairs, run_cli
+
+SMALL = ["--size", "512", "--iters", "3", "--begin", "1", "--end", "2"]
+
+
+def _check_one_dot(stdout: str, trace) -> None:
+    pairs = operator_pairs(load_trace(trace), ("dot", "[dot]"))
+    assert len(pairs) == 1, pairs
+    name = pairs[0][0]["name"]
+    assert f"dot operator: {name!r}" in stdout
+    assert "1 call(s) in 1 profiled iteration(s)" in stdout
+    assert "Profile Statistics" in stdout and "Time (ms)" in stdout  # MXNet's table
+    assert "GFLOP/s:" in stdout and str(trace) in stdout
+
+
+@pytest.mark.parametrize("binding", ["python", "jvm"])
+def test_pyprof_matmul_small(tmp_path, binding):
+    out = tmp_path / f"{binding}.json"
+    result = tmp_path / "result.json"
+    proc = run_cli(["matmul", *SMALL, "--binding", binding, "--output", str(out)], tmp_path,
+                   env={"PYPROF_RESULT_JSON": str(result)})
+    assert proc.returncode == 0, proc.stderr
+    _check_one_dot(proc.stdout, out)
+    r = json.loads(result.read_text())
+    assert r["binding"] == binding and r["dot_calls"] == 1 and r["size"] == 512
+    assert r["dot_ms"] > 0 and r["gflops"] > 0
+    # GFLOP/s is 2*N^3 over the profiler's own operator time.
+    assert r["gflops"] == pytest.approx(2 * 512 ** 3 / (r["dot_ms"] / 1e3) / 1e9)
+
+
+def test_profiled_window_holds_exactly_its_iterations(tmp_path):
+    out = tmp_path / "w.json"
+    proc = run_cli(["matmul", "--size", "64", "--iters", "6", "--begin", "2", "--end", "5",
+                    "--output", str(out)], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert len(operator_pairs(load_trace(out), ("dot", "[dot]"))) == 3
+
+
+@pytest.mark.skipif(shutil.which("lein") is None, reason="Leiningen not installed")
+def test_lein_run_small(tmp_path):
+    out = tmp_path / "c.json"
+    env = dict(os.environ)
+    env["MXNET_LIBRARY_PATH"] = _libmxnet()
+    proc = subprocess.run(["lein", "run", "--", *SMALL, "--output", str(out)],
+                          cwd=ROOT / "jvm", env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pairs = operator_pairs(load_trace(out), ("dot", "[dot]"))
+    assert len(pairs) == 1
+    assert pairs[0][0]["name"] in proc.stdout and "GFLOP/s" in proc.stdout
+    assert "Time (ms)" in proc.stdout
+
+
+def test_gpu_on_cpu_build_is_one_clear_line(tmp_path):
+    for binding in ("python", "jvm"):
+        proc = run_cli(["matmul", "--ctx", "gpu", "--size", "64", "--binding", binding,
+                        "--output", str(tmp_path / "g.json")], tmp_path)
+        assert proc.returncode == 1
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1, proc.stderr
+        assert "sees no GPU" in lines[0] and "mxnet-cu" in lines[0]
+        assert not (tmp_path / "g.json").exists()
+
+
+def test_bad_options_are_usage_errors(tmp_path):
+    proc = run_cli(["matmul", "--begin", "3", "--end", "2"], tmp_path)
+    assert proc.returncode == 2 and "--begin < --end" in proc.stderr
+    proc = run_cli(["matmul", "--mode", "everything"], tmp_path)
+    assert proc.returncode == 2 and "invalid --mode 'everything'" in proc.stderr
+
+
+def _libmxnet() -> str:
+    import pyprof._capi as capi
+
+    return capi.library_path()
