@@ -46,11 +46,13 @@ _SIGNATURES: dict[str, list] = {
     "MXProfileAdjustCounter": [Handle, c_int64],
     "MXProfileSetMarker": [Handle, c_char_p, c_char_p],
     "MXListAllOpNames": [POINTER(ctypes.c_uint), POINTER(POINTER(c_char_p))],
+    "MXNDArrayWaitAll": [],
 }
 
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _path: str | None = None
+_fns: dict[str, ctypes._CFuncPtr] = {}  # name -> declared function, filled at load
 
 
 def _candidates(explicit: str | None) -> list[tuple[str, str]]:
@@ -118,6 +120,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         fn = getattr(lib, name)
         fn.argtypes = argtypes
         fn.restype = c_char_p if name == "MXGetLastError" else c_int
+        _fns[name] = fn
 
 
 def _check_version(lib: ctypes.CDLL, path: str) -> None:
@@ -153,7 +156,12 @@ def check(rc: int, function: str, hint: str | None = None) -> None:
 
 def call(function: str, *args, hint: str | None = None) -> None:
     """Call ``function`` in libmxnet with ``args`` and check its return code."""
-    check(getattr(lib(), function)(*args), function, hint)
+    fn = _fns.get(function)
+    if fn is None:
+        lib()
+        fn = _fns.get(function) or getattr(_lib, function)
+    if fn(*args) != 0:
+        raise MXNetError(function, last_error(), hint)
 
 
 def str_array(items: list[str]) -> ctypes.Array:
@@ -182,6 +190,11 @@ def list_all_op_names() -> list[str]:
     names = POINTER(c_char_p)()
     call("MXListAllOpNames", byref(n), byref(names))
     return [names[i].decode() for i in range(n.value)]
+
+
+def wait_all() -> None:
+    """Block until every operation pushed to MXNet's engine has finished. C: MXNDArrayWaitAll."""
+    call("MXNDArrayWaitAll")
 
 
 def package_dir() -> Path:

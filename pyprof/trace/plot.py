@@ -106,7 +106,7 @@ def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: 
     ax_bar.barh(range(len(names))[::-1], [t / 1e3 for _, t in ranked], color=[colors[n] for n in names])
     ax_bar.set_yticks(range(len(names))[::-1], [n if len(n) <= 40 else n[:37] + "..." for n in names])
     ax_bar.set_xlabel("total time (ms)")
-    ax_bar.set_title(f"top {len(names)} {category} by total time")
+    ax_bar.set_title(f"top {len(names)} {category} name{'' if len(names) == 1 else 's'} by total time")
 
     starts = [s for dev in lanes.values() for iv in dev.values() for s, _ in iv]
     t0 = min(starts) if starts else 0
