@@ -27,12 +27,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("markdown", "json"), default="markdown")
     p.set_defaults(func=_config)
 
-    try:
-        from .trace import cli as trace_cli
-    except ImportError:  # trace tools not installed in this build
-        trace_cli = None
-    if trace_cli is not None:
-        trace_cli.register(sub)
+    from .bench import cli as bench_cli
+    from .trace import cli as trace_cli
+    trace_cli.register(sub)
+    bench_cli.register(sub)
     return parser
 
 
