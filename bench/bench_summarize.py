@@ -8,10 +8,13 @@ peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss`` read inside the child at
 
 Both contenders compute the same thing: per (category, name, device) count, total, min, max,
 mean, p50/p90/p99 of B/E pairs and non-duplicate async pairs outside MXNET_C_API (summarize's
-default), plus memory high-water marks.
+default), plus memory high-water marks. Each child prints a digest of those numbers and the parent
+checks that the digests agree (the benchmark fails otherwise). A third contender, ``stats``, times
+``pyprof.trace.stats(path)`` with its defaults (everything, C API calls included) for the docs.
 
     python bench/bench_summarize.py               # ~1 GB
-    python bench/bench_summarize.py --size-mb 50  # quick
+    python bench/bench_summarize.py --size-mb 100 # the docs' "pyprof.stats on a 100 MB trace"
+    python bench/bench_summarize.py --size-mb 50 --contenders pyprof,baseline  # quick
 """
 
 from __future__ import annotations
@@ -89,7 +92,14 @@ def generate(path: str, size_mb: float, seed: int = 0) -> int:
     return events + 1
 
 
-def baseline(path: str) -> int:
+def _digest(rows: list[tuple], mem: dict[str, int]) -> str:
+    """Order-independent digest of the per-operator rows and memory high-water marks."""
+    import hashlib
+    text = repr((sorted(rows), sorted(mem.items())))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def baseline(path: str) -> tuple[int, str]:
     """json.load the whole file, then aggregate in Python (what a script would do)."""
     import numpy as np
     with open(path) as f:
@@ -115,22 +125,40 @@ def baseline(path: str) -> int:
     rows = []
     for key, d in durs.items():
         a = np.asarray(d)
-        rows.append((key, a.size, a.sum(), a.min(), a.max(), a.mean(), *np.percentile(a, [50, 90, 99])))
-    return len(rows)
+        rows.append((*key, int(a.size), int(a.sum()), int(a.min()), int(a.max()), round(float(a.mean()), 6),
+                     *(float(x) for x in np.percentile(a, [50, 90, 99]))))
+    return len(rows), _digest(rows, {k[len("Memory: "):]: int(v) for k, v in mem.items()})
 
 
-def contender(path: str) -> int:
+def contender(path: str) -> tuple[int, str]:
     from pyprof.trace import summarize
-    text = summarize(path, fmt="json", progress=False)
-    return text.count('"name"')
+    data = json.loads(summarize(path, fmt="json", progress=False))
+    rows = [(r["category"], r["name"], r["device"], r["count"], r["total_us"], r["min_us"], r["max_us"],
+             round(r["mean_us"], 6), r["p50_us"], r["p90_us"], r["p99_us"]) for r in data["operators"]]
+    return len(rows), _digest(rows, {m["device"]: m["max_bytes"] for m in data["memory"]})
+
+
+def stats_only(path: str) -> tuple[int, str]:
+    from pyprof.trace import stats
+    s = stats(path, progress=False)
+    return len(s.operators), ""
+
+
+CONTENDERS = {"pyprof": ("pyprof.trace.summarize", contender),
+              "baseline": ("json.load + aggregate", baseline),
+              "stats": ("pyprof.trace.stats (all categories)", stats_only)}
 
 
 def child(mode: str, path: str) -> None:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = ru.ru_utime + ru.ru_stime
     t0 = time.perf_counter()
-    n = baseline(path) if mode == "baseline" else contender(path)
+    n, digest = CONTENDERS[mode][1](path)
     wall = time.perf_counter() - t0
-    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux
-    print(json.dumps({"mode": mode, "wall_s": wall, "peak_rss_mb": peak_kb / 1024, "rows": n}))
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    peak_kb = ru.ru_maxrss  # kB on Linux
+    print(json.dumps({"mode": mode, "wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime - cpu0,
+                      "peak_rss_mb": peak_kb / 1024, "rows": n, "digest": digest}))
 
 
 def run_child(mode: str, path: str) -> dict:
@@ -145,6 +173,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=float, default=1000.0)
     ap.add_argument("--dir", default=None, help="where to write the trace (default: a temp dir)")
+    ap.add_argument("--contenders", default="pyprof,baseline,stats",
+                    help="comma-separated subset of: " + ", ".join(CONTENDERS))
     ap.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -157,18 +187,35 @@ def main() -> None:
         size = os.path.getsize(path)
         print(f"generated {size / 1e6:.0f} MB, {events} events in {time.perf_counter() - t0:.1f} s",
               file=sys.stderr)
-        res = {m: run_child(m, path) for m in ("pyprof", "baseline")}
-    assert res["pyprof"]["rows"] >= 1
-    b = res["baseline"]
+        # Same starting point for every contender: file written back and in the page cache.
+        os.sync()
+        with open(path, "rb") as f:
+            while f.read(64 << 20):
+                pass
+        load0 = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+        res = {m: run_child(m, path) for m in args.contenders.split(",")}
+    if "pyprof" in res and "baseline" in res:
+        assert res["pyprof"]["rows"] >= 1
+        if res["pyprof"]["digest"] != res["baseline"]["digest"]:
+            sys.exit(f"results differ: {res['pyprof']} vs {res['baseline']}")
+    b = res.get("baseline")
     print(f"\nCommand: `{' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}`  \n"
           f"Trace: {size / 1e6:.0f} MB, {events} events; Python {sys.version.split()[0]}, "
           f"{os.cpu_count()} CPUs\n")
-    print("| contender | wall (s) | throughput (MB/s) | peak RSS (MB) | speed vs baseline | memory vs baseline |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print(f"Load average before/after: {load0} / {', '.join(f'{x:.2f}' for x in os.getloadavg())} "
+          "(wall times depend on other work on the machine; CPU time much less)\n")
+    print("| contender | wall (s) | CPU (s) | throughput (MB/s) | peak RSS (MB) | speed vs baseline "
+          "(wall) | speed vs baseline (CPU) | memory vs baseline |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for m, r in res.items():
-        print(f"| {'pyprof.trace.summarize' if m == 'pyprof' else 'json.load + aggregate'} "
-              f"| {r['wall_s']:.1f} | {size / 1e6 / r['wall_s']:.0f} | {r['peak_rss_mb']:.0f} "
-              f"| {b['wall_s'] / r['wall_s']:.2f}x | {r['peak_rss_mb'] / b['peak_rss_mb']:.2f} |")
+        speed = f"{b['wall_s'] / r['wall_s']:.2f}x" if b else "-"
+        cspeed = f"{b['cpu_s'] / r['cpu_s']:.2f}x" if b else "-"
+        mem = f"{r['peak_rss_mb'] / b['peak_rss_mb']:.3f}" if b else "-"
+        print(f"| {CONTENDERS[m][0]} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {size / 1e6 / r['wall_s']:.0f} "
+              f"| {r['peak_rss_mb']:.0f} | {speed} | {cspeed} | {mem} |")
+    if "pyprof" in res and "baseline" in res:
+        print(f"\nBoth computed the same {res['pyprof']['rows']} operator rows and memory high-water "
+              f"marks (digest {res['pyprof']['digest']}).")
 
 
 if __name__ == "__main__":

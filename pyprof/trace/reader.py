@@ -223,9 +223,23 @@ class TraceReader:
                     desc=os.path.basename(self.path), leave=False)
 
     def _events(self) -> Iterator[dict[str, Any]]:
+        phases = self.phases
+        for body in self._bodies():
+            for ev in self._parse_body(body):
+                if phases is None or ev.get("ph") in phases:
+                    self.report.events += 1
+                    yield ev
+
+    def _bodies(self) -> Iterator[bytes]:
+        """Yield the text of complete events, chunk by chunk (without the ``[``/``]`` around them).
+
+        Each body is a run of whole events separated by ``,`` (as far as the separators found
+        tell); :meth:`_parse_body` turns one into events. Head, tail and progress are handled
+        here and recorded in :attr:`report`; raises :class:`TraceFormatError` at the end when no
+        event was seen (``_saw_event`` must be set by whoever parses the bodies).
+        """
         stream, raw = open_binary(self.path)
         bar = self._progress_bar(raw)
-        phases = self.phases
         try:
             buf = b""
             started = False
@@ -254,10 +268,7 @@ class TraceReader:
                     body, buf = buf[:cut[0]], buf[cut[1]:]
                 if not body.strip():
                     continue
-                for ev in self._parse_body(body):
-                    if phases is None or ev.get("ph") in phases:
-                        self.report.events += 1
-                        yield ev
+                yield body
             if not self._saw_event and self.report.dropped_fragments:
                 raise TraceFormatError(f"{self.path}: no trace events found; is this an MXNet "
                                        "profiler JSON file (profiler.set_config(filename=...))?")

@@ -27,8 +27,10 @@ size or the number of other events: 10 million calls take 80 MB.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import gc
 import io
 import math
 import os
@@ -41,6 +43,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from ._fast import FastChunk, event_pattern, pair_stack, parse_body
 from .errors import AggregateFormatError, TraceError
 from .reader import ReadReport, TraceReader
 
@@ -60,6 +63,12 @@ BULK_NOTE = ("names like 'A,B' or '[op]' are operators MXNet ran as one bulk seg
 _BULK = re.compile(r"^\[.*\]$|,")
 _MEMORY_PREFIX = "Memory: "
 _PCTS = (50.0, 90.0, 99.0)
+_INT64 = (-(2 ** 63), 2 ** 63 - 1)
+_CHUNK_BYTES = 16 << 20  # read size of stats(); memory use is a small multiple of it
+
+#: Use the fast path for chunks in MXNet's layout (``PYPROF_TRACE_FAST=0`` turns it off; results
+#: are the same either way, only slower).
+FAST_PATH = os.environ.get("PYPROF_TRACE_FAST", "1") not in ("0", "false", "no", "off")
 
 
 
@@ -297,6 +306,37 @@ class TraceStats:
         return pd.DataFrame(self.records(), columns=list(_OP_COLUMNS))
 
 
+class _FileState:
+    """Per-file state shared by the dict loop and the fast path."""
+
+    __slots__ = ("by_pid", "open_sync", "open_async", "pid_names", "unmatched_end")
+
+    def __init__(self) -> None:
+        self.by_pid: dict[tuple[str, Any, Any], array] = {}
+        self.open_sync: dict[tuple[Any, ...], list[int]] = {}
+        self.open_async: dict[tuple[Any, ...], list[int]] = {}
+        self.pid_names: dict[Any, str] = {}
+        self.unmatched_end = 0
+
+    def carry_ok(self) -> bool:
+        """True when every open begin has an int64 ``ts`` (what the fast path's arrays hold)."""
+        lo, hi = _INT64
+        return all(type(t) is int and lo <= t <= hi
+                   for d in (self.open_sync, self.open_async) for stack in d.values() for t in stack)
+
+
+@contextlib.contextmanager
+def _no_gc():
+    """Pause the cyclic GC: parsing creates millions of short-lived tuples/dicts and no cycles."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class _Accumulator:
     """Streaming state of :func:`stats` across files; see the module docstring."""
 
@@ -310,12 +350,42 @@ class _Accumulator:
         self.unmatched_begin = 0
         self.unmatched_end = 0
 
-    def add_file(self, events: Iterable[dict[str, Any]]) -> None:
-        """Consume one file's events (pids are per file, so names are resolved per file)."""
-        by_pid: dict[tuple[str, str, int], array] = {}
-        open_sync: dict[tuple[Any, ...], list[int]] = {}
-        open_async: dict[tuple[Any, ...], list[int]] = {}
-        pid_names: dict[Any, str] = {}
+    def add_file(self, events: Iterable[dict[str, Any]] | TraceReader) -> None:
+        """Consume one file's events (pids are per file, so names are resolved per file).
+
+        A :class:`TraceReader` is read chunk by chunk: chunks in MXNet's own layout go through the
+        fast path (:mod:`pyprof.trace._fast`, no dict per event), any other chunk is parsed by the
+        reader with orjson and goes through the loop below. Both update the same state, with the
+        same results (``tests/trace/test_fast_path.py``).
+        """
+        st = _FileState()
+        if isinstance(events, TraceReader) and events.phases is None:
+            reader = events
+            fast = FAST_PATH
+            copies = ASYNC_COPY_CATEGORIES if reader._copies else frozenset()
+            pattern = event_pattern(self.excluded, copies) if fast else None
+            for body in reader._bodies():
+                chunk = (parse_body(body, pattern, self.excluded, copies)
+                         if fast and st.carry_ok() else None)
+                if chunk is None:
+                    evs = reader._parse_body(body)
+                    reader.report.events += len(evs)
+                    self._add_events(evs, st)
+                else:
+                    if chunk.events:
+                        reader._saw_event = True
+                    reader.report.events += chunk.events
+                    self._add_chunk(chunk, st)
+        else:
+            self._add_events(events, st)
+        self._end_file(st)
+
+    def _add_events(self, events: Iterable[dict[str, Any]], st: _FileState) -> None:
+        """The reference loop: one parsed event (dict) at a time."""
+        by_pid = st.by_pid
+        open_sync = st.open_sync
+        open_async = st.open_async
+        pid_names = st.pid_names
         phases = self.phases
         counters = self.counters
         memory = self.memory
@@ -409,9 +479,123 @@ class _Accumulator:
                 if ev.get("name") == "process_name":
                     pid_names[ev.get("pid")] = str((ev.get("args") or {}).get("name", ""))
 
-        self.unmatched_end += unmatched_end
-        self.unmatched_begin += sum(len(s) for s in open_sync.values())
-        self.unmatched_begin += sum(len(s) for s in open_async.values())
+        st.unmatched_end += unmatched_end
+
+    def _add_chunk(self, ch: FastChunk, st: _FileState) -> None:
+        """The fast path's counterpart of :meth:`_add_events` for one chunk (see ``_fast``)."""
+        for ph, n in ch.phases.items():
+            self.phases[ph] += n
+        for pid, name in ch.meta:
+            st.pid_names[pid] = name
+        self._pair(ch.sync_keys, ch.sync_key, ch.sync_begin, ch.sync_ts, ch.sync_cat, ch.cats,
+                   st.open_sync, st, lambda key, cat: (cat, key[3], key[1]))
+        self._pair(ch.async_keys, ch.async_key, ch.async_begin, ch.async_ts, ch.async_cat, ch.cats,
+                   st.open_async, st, lambda key, cat: (cat, key[3], key[0]))
+        if not ch.ctr_keys:
+            return
+        devices: dict[str, list[int]] = {}
+        for j, (cat, cname) in enumerate(ch.ctr_keys):
+            if cname.startswith(_MEMORY_PREFIX):
+                devices.setdefault(cname[len(_MEMORY_PREFIX):], []).append(j)
+                continue
+            sel = ch.ctr_key == j
+            v, t = ch.ctr_val[sel], ch.ctr_ts[sel]
+            lo, hi = int(v.min()), int(v.max())
+            total = (int(v.sum()) if v.size * max(abs(lo), abs(hi)) < 2 ** 62
+                     else sum(v.tolist()))
+            tmax = int(t.max())
+            last = int(v[np.flatnonzero(t == tmax)[-1]])
+            c = self.counters.get((cat, cname))
+            if c is None:
+                self.counters[(cat, cname)] = [int(v.size), lo, hi, total, tmax, last]
+            else:
+                c[0] += int(v.size)
+                c[1] = min(c[1], lo)
+                c[2] = max(c[2], hi)
+                c[3] += total
+                if tmax >= c[4]:
+                    c[4], c[5] = tmax, last
+        for dev, js in devices.items():
+            sel = np.isin(ch.ctr_key, js)  # file order across categories
+            series = self.memory.get(dev)
+            if series is None:
+                series = self.memory[dev] = (array("q"), array("q"))
+            series[0].frombytes(ch.ctr_ts[sel].tobytes())
+            series[1].frombytes(ch.ctr_val[sel].tobytes())
+
+    def _pair(self, keys: list[tuple[Any, ...]], key: np.ndarray, begin: np.ndarray, ts: np.ndarray,
+              catidx: np.ndarray, cats: list[str], open_: dict[tuple[Any, ...], list[int]],
+              st: _FileState, out_key: Any) -> None:
+        """Match one chunk's begin/end events, after the begins still open from earlier chunks."""
+        carried = [(k, t) for k, stack in open_.items() for t in stack]
+        if not carried and not key.size:
+            return
+        allkeys = list(keys)
+        if carried:
+            index = {k: i for i, k in enumerate(allkeys)}
+            ck = []
+            for k, _t in carried:
+                i = index.get(k)
+                if i is None:
+                    i = index[k] = len(allkeys)
+                    allkeys.append(k)
+                ck.append(i)
+            nc = len(carried)
+            key = np.concatenate([np.array(ck, np.int64), key])
+            begin = np.concatenate([np.ones(nc, bool), begin])
+            ts = np.concatenate([np.array([t for _k, t in carried], np.int64), ts])
+            catidx = np.concatenate([np.zeros(nc, np.int64), catidx])
+        end_pos, begin_pos, unmatched, open_pos = pair_stack(key, begin)
+        st.unmatched_end += unmatched
+        if end_pos.size:
+            dur = ts[end_pos] - ts[begin_pos]
+            # Group by output key (several stack keys, e.g. tids or ids, feed one), keeping file order.
+            ncat = max(len(cats), 1)
+            pair = key[end_pos] * ncat + catidx[end_pos]
+            upair, inv = np.unique(pair, return_inverse=True)
+            out_ids: dict[tuple[Any, ...], int] = {}
+            out_keys: list[tuple[Any, ...] | None] = []
+            remap = np.empty(upair.size, np.int64)
+            for j, pc in enumerate(upair.tolist()):
+                k, c = divmod(pc, ncat)
+                cat = cats[c]
+                if self.categories is not None and cat not in self.categories:
+                    ok = None
+                else:
+                    ok = out_key(allkeys[k], cat)
+                if ok not in out_ids:
+                    out_ids[ok] = len(out_keys)
+                    out_keys.append(ok)
+                remap[j] = out_ids[ok]
+            combo = remap[inv.reshape(-1)]
+            order = np.argsort(combo, kind="stable")
+            combo, dur = combo[order], dur[order]
+            bounds = np.flatnonzero(np.diff(combo)) + 1
+            starts = [0, *bounds.tolist()]
+            stops = [*bounds.tolist(), int(combo.size)]
+            for a, b in zip(starts, stops):
+                ok = out_keys[int(combo[a])]
+                if ok is None:
+                    continue
+                arr = st.by_pid.get(ok)
+                if arr is None:
+                    arr = st.by_pid[ok] = array("q")
+                arr.frombytes(dur[a:b].tobytes())
+        open_.clear()
+        if open_pos.size:
+            for p, t in zip(key[open_pos].tolist(), ts[open_pos].tolist()):
+                stack = open_.get(allkeys[p])
+                if stack is None:
+                    open_[allkeys[p]] = [t]
+                else:
+                    stack.append(t)
+
+    def _end_file(self, st: _FileState) -> None:
+        by_pid = st.by_pid
+        pid_names = st.pid_names
+        self.unmatched_end += st.unmatched_end
+        self.unmatched_begin += sum(len(s) for s in st.open_sync.values())
+        self.unmatched_begin += sum(len(s) for s in st.open_async.values())
         for (cat, name, pid), arr in by_pid.items():
             pname = pid_names.get(pid)
             device = "" if pname is None and pid is None else (pname if pname is not None else f"pid {pid}")
@@ -486,8 +670,9 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
     reports = []
     for path in _as_paths(trace_or_paths):
         reader = TraceReader(path, progress=progress, drop_async_copies=True,
-                             exclude_categories=exclude_categories)
-        acc.add_file(reader)
+                             exclude_categories=exclude_categories, chunk_bytes=_CHUNK_BYTES)
+        with _no_gc():
+            acc.add_file(reader)
         reports.append(reader.report)
     return acc.result(reports)
 
