@@ -8,6 +8,9 @@ cd "$root"
 status=0
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest "$@" || status=$?
-echo "== JVM tests (lein test)"
-(cd jvm && MXNET_LIBRARY_PATH="$("$root/.venv/bin/python" -c 'import pyprof._capi as c; print(c.library_path())')" lein test) || status=$?
+libmxnet="$("$root/.venv/bin/python" -c 'import pyprof._capi as c; print(c.library_path())')"
+echo "== JVM tests (lein test in jvm/)"
+(cd jvm && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?
+echo "== The seed's Clojure example (lein test in examples/matmul/)"
+(cd examples/matmul && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?
 exit $status

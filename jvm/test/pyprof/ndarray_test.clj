@@ -19,7 +19,7 @@
     (nd/close a)
     (nd/close a)
     (is (.isClosed a))
-    (is (thrown-with-msg? IllegalStateException #"NDArray is closed" (nd/shape a)))))
+    (is (thrown-with-msg? pyprof.jvm.PyprofException #"NDArray is closed" (nd/shape a)))))
 
 (deftest bad-shape
   (is (thrown-with-msg? clojure.lang.ExceptionInfo #"positive integers" (nd/random-uniform 0 1 [0 2])))

@@ -121,3 +121,9 @@
          (assoc out c-key c-val)))
      {}
      options)))
+
+(defn effective
+  "The whole configuration in force after a config call with the C strings `c-opts` (from
+  `validate`): MXNet resets every omitted key to its C default."
+  [c-opts]
+  (merge (into {} (map (fn [ks] [(:name ks) (value->c ks (:default ks))])) (spec)) c-opts))

@@ -5,6 +5,7 @@
   to `pyprof.jvm.LibMXNet/check`: a failure throws `pyprof.jvm.MXNetException`, whose `ex-data` is
   `{:pyprof/error :mxnet, :fn \"<C function>\", :mxnet-error \"<MXGetLastError text>\"}`."
   (:import (com.sun.jna Pointer)
+           (java.util.concurrent.locks Lock)
            (com.sun.jna.ptr IntByReference PointerByReference)
            (pyprof.jvm LibMXNet)))
 
@@ -20,7 +21,18 @@
   and checks its return code."
   [f & args]
   `(do (LibMXNet/load)
-       (LibMXNet/check (. LibMXNet ~f ~@args) ~(name f))))
+       (LibMXNet/enter)
+       (try
+         (LibMXNet/check (. LibMXNet ~f ~@args) ~(name f))
+         (finally (LibMXNet/exit)))))
+
+(defmacro exclusively
+  "Runs `body` (a call that switches profiling: config, state, pause) while no other pyprof C
+  call is in flight: MXNet aborts when API profiling switches under a running C API call."
+  [& body]
+  `(let [^Lock l# (LibMXNet/exclusive)]
+     (.lock l#)
+     (try ~@body (finally (.unlock l#)))))
 
 (defn int-out
   "Calls `(f out)` with a fresh IntByReference and returns the int written."

@@ -10,6 +10,8 @@ import com.sun.jna.ptr.PointerByReference;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.locks.Lock;
+import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
  * JNA direct mapping of the part of MXNet 1.9.1's C API that pyprof uses. Names and argument order
@@ -36,7 +38,32 @@ public final class LibMXNet {
   private static volatile String loadedPath;
   private static MXNetException fatal; // guarded by LibMXNet.class; set once a loaded library is unusable
 
+  /**
+   * MXNet aborts the process (std::terminate from on_exit_api: "Check failed:
+   * !thread_profiling_data.calls_.empty()") when API profiling is switched on while another
+   * thread is inside a C API call. Every call pyprof makes holds the read side of this lock
+   * ({@link #enter()}/{@link #exit()}); calls that switch profiling (config, state, pause) hold
+   * the write side ({@link #exclusive()}), so no pyprof call is in flight while the mode changes.
+   * Calls that other code makes into the same libmxnet (Python under JPype) are not covered.
+   */
+  private static final ReentrantReadWriteLock GATE = new ReentrantReadWriteLock();
+
   private LibMXNet() {}
+
+  /** Before a C call: shared with other calls, excluded from profiler switches. */
+  public static void enter() {
+    GATE.readLock().lock();
+  }
+
+  /** After a C call made under {@link #enter()}. */
+  public static void exit() {
+    GATE.readLock().unlock();
+  }
+
+  /** The lock a profiler switch holds: no C call of pyprof is in flight meanwhile. */
+  public static Lock exclusive() {
+    return GATE.writeLock();
+  }
 
   // ---------------------------------------------------------------- loading
 

@@ -1,7 +1,5 @@
 package pyprof.jvm;
 
-import clojure.lang.IExceptionInfo;
-import clojure.lang.IPersistentMap;
 import clojure.lang.Keyword;
 import clojure.lang.PersistentArrayMap;
 
@@ -13,10 +11,10 @@ import clojure.lang.PersistentArrayMap;
  * the failing thread right after the call. {@link #getMessage()} keeps only the human part of it
  * (MXNet appends a C++ stack trace).
  *
- * <p>It implements {@link IExceptionInfo}, so Clojure code reads it with {@code ex-data}:
+ * <p>It is a {@link PyprofException} of kind {@code "mxnet"}, so Clojure code reads it with {@code ex-data}:
  * {@code {:pyprof/error :mxnet, :fn "MXDumpProcessProfile", :mxnet-error "..."}}.
  */
-public class MXNetException extends RuntimeException implements IExceptionInfo {
+public class MXNetException extends PyprofException {
   private static final long serialVersionUID = 1L;
 
   private final String function;
@@ -26,8 +24,11 @@ public class MXNetException extends RuntimeException implements IExceptionInfo {
     this(function, mxnetMessage, function + " failed: " + firstLine(mxnetMessage));
   }
 
-  MXNetException(String function, String mxnetMessage, String message) {
-    super(message);
+  public MXNetException(String function, String mxnetMessage, String message) {
+    super(message, PersistentArrayMap.createAsIfByAssoc(new Object[] {
+      ERROR, Keyword.intern("mxnet"),
+      Keyword.intern("fn"), function,
+      Keyword.intern("mxnet-error"), mxnetMessage == null ? "" : mxnetMessage}), null);
     this.function = function;
     this.mxnetMessage = mxnetMessage == null ? "" : mxnetMessage;
   }
@@ -40,14 +41,6 @@ public class MXNetException extends RuntimeException implements IExceptionInfo {
   /** MXNet's own error text ({@code MXGetLastError()}), including any C++ stack trace. */
   public String mxnetMessage() {
     return mxnetMessage;
-  }
-
-  @Override
-  public IPersistentMap getData() {
-    return PersistentArrayMap.createAsIfByAssoc(new Object[] {
-      Keyword.intern("pyprof", "error"), Keyword.intern("mxnet"),
-      Keyword.intern("fn"), function,
-      Keyword.intern("mxnet-error"), mxnetMessage});
   }
 
   /** The human part of an MXNet message: lines before "Stack trace", joined, without "MXNetError: ". */

@@ -7,8 +7,10 @@ import java.util.concurrent.atomic.AtomicReference;
 /**
  * An owned MXNet handle. {@link #close()} frees it exactly once, from any thread: the handle is
  * swapped to null atomically and only the thread that saw it non-null frees it; later calls do
- * nothing. Using a handle after close throws {@link IllegalStateException}. (Closing a handle while
- * another thread is inside a native call with it is the caller's race, as in C.)
+ * nothing. Using a handle after close throws {@link PyprofException} of kind {@code invalid-state}.
+ * Any thread may close a handle, not only the one that created it. (Closing a handle while another
+ * thread is inside a native call with it is the caller's race, as in C; {@link ProfileObject}
+ * serialises its own calls with close.)
  */
 public abstract class NativeHandle implements AutoCloseable {
   private final AtomicReference<Pointer> handle;
@@ -21,7 +23,7 @@ public abstract class NativeHandle implements AutoCloseable {
   public final Pointer pointer() {
     Pointer p = handle.get();
     if (p == null) {
-      throw new IllegalStateException(getClass().getSimpleName() + " is closed");
+      throw PyprofException.state(describe() + " is closed; fix: create a new one");
     }
     return p;
   }
@@ -36,6 +38,11 @@ public abstract class NativeHandle implements AutoCloseable {
     if (p != null) {
       free(p);
     }
+  }
+
+  /** How errors name this handle, e.g. {@code NDArray} or {@code Task 'step'}. */
+  protected String describe() {
+    return getClass().getSimpleName();
   }
 
   /** Releases {@code p} in libmxnet; called at most once. */

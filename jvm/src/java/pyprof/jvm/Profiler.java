@@ -11,8 +11,10 @@ import java.util.Map;
  * Java facade over the Clojure namespace {@code pyprof.profiler}: the same calls, the same
  * validation against {@code profiler_config.json}, one implementation.
  *
- * <p>Errors: {@code clojure.lang.ExceptionInfo} (a RuntimeException) for a key, value or state the
- * spec rejects before any C call; {@link MXNetException} when MXNet itself fails.
+ * <p>Errors: one unchecked type, {@link PyprofException}: {@code kind()} {@code invalid-config},
+ * {@code invalid-state}, ... for what pyprof rejects before any C call; its subclass
+ * {@link MXNetException} when MXNet itself fails. All methods are thread safe. For windows of a
+ * long-running service use {@link ProfilerSession}; for control from JMX, {@link ProfilerControl}.
  *
  * <pre>{@code
  * Profiler.setConfig(Map.of("filename", "trace.json", "aggregate_stats", true));
@@ -34,6 +36,13 @@ public final class Profiler {
     static final IFn DUMPS;
     static final IFn PAUSE;
     static final IFn RESUME;
+    static final IFn DOMAIN;
+    static final IFn TASK;
+    static final IFn FRAME;
+    static final IFn EVENT;
+    static final IFn COUNTER;
+    static final IFn MARK;
+    static final IFn STATS;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.profiler"));
@@ -43,6 +52,14 @@ public final class Profiler {
       DUMPS = Clojure.var("pyprof.profiler", "dumps");
       PAUSE = Clojure.var("pyprof.profiler", "pause");
       RESUME = Clojure.var("pyprof.profiler", "resume");
+      DOMAIN = Clojure.var("pyprof.profiler", "domain");
+      TASK = Clojure.var("pyprof.profiler", "task");
+      FRAME = Clojure.var("pyprof.profiler", "frame");
+      EVENT = Clojure.var("pyprof.profiler", "event");
+      COUNTER = Clojure.var("pyprof.profiler", "counter");
+      MARK = Clojure.var("pyprof.profiler", "mark");
+      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.stats"));
+      STATS = Clojure.var("pyprof.stats", "stats");
     }
   }
 
@@ -53,22 +70,22 @@ public final class Profiler {
    */
   @SuppressWarnings("unchecked")
   public static Map<String, String> setConfig(Map<String, ?> config) {
-    return (Map<String, String>) Vars.SET_CONFIG.invoke(PersistentHashMap.create(config));
+    return (Map<String, String>) call(() -> Vars.SET_CONFIG.invoke(PersistentHashMap.create(config)));
   }
 
   /** {@code "run"} or {@code "stop"} ({@code MXSetProcessProfilerState}). */
   public static void setState(String state) {
-    Vars.SET_STATE.invoke(state);
+    call(() -> Vars.SET_STATE.invoke(state));
   }
 
   /** Writes the trace file ({@code MXDumpProcessProfile}); {@code finished} ends the session. */
   public static void dump(boolean finished) {
-    Vars.DUMP.invoke(finished);
+    call(() -> Vars.DUMP.invoke(finished));
   }
 
   /** Aggregate statistics as a table sorted by total time, descending (needs aggregate_stats). */
   public static String dumps() {
-    return (String) Vars.DUMPS.invoke();
+    return (String) call(() -> Vars.DUMPS.invoke());
   }
 
   /**
@@ -80,21 +97,65 @@ public final class Profiler {
    * @param ascending sort order
    */
   public static Object dumps(boolean reset, String format, String sortBy, boolean ascending) {
-    return Vars.DUMPS.invoke(
+    return call(() -> Vars.DUMPS.invoke(
         PersistentArrayMap.createAsIfByAssoc(new Object[] {
           Keyword.intern("reset"), reset,
           Keyword.intern("format"), Keyword.intern(format),
           Keyword.intern("sort-by"), Keyword.intern(sortBy),
-          Keyword.intern("ascending"), ascending}));
+          Keyword.intern("ascending"), ascending})));
   }
 
   /** Pauses recording ({@code MXProcessProfilePause(1)}); state stays "run". */
   public static void pause() {
-    Vars.PAUSE.invoke();
+    call(() -> Vars.PAUSE.invoke());
   }
 
   /** Resumes recording after {@link #pause()}. */
   public static void resume() {
-    Vars.RESUME.invoke();
+    call(() -> Vars.RESUME.invoke());
+  }
+
+  /** The domain {@code name} (one per name; never destroyed). */
+  public static ProfileDomain domain(String name) {
+    return (ProfileDomain) call(() -> Vars.DOMAIN.invoke(name));
+  }
+
+  /** A new task in {@code domain}; close it to destroy the handle. */
+  public static ProfileObject task(ProfileDomain domain, String name) {
+    return (ProfileObject) call(() -> Vars.TASK.invoke(domain, name));
+  }
+
+  /** A new frame in {@code domain}. */
+  public static ProfileObject frame(ProfileDomain domain, String name) {
+    return (ProfileObject) call(() -> Vars.FRAME.invoke(domain, name));
+  }
+
+  /** A new event (no domain). */
+  public static ProfileObject event(String name) {
+    return (ProfileObject) call(() -> Vars.EVENT.invoke(name));
+  }
+
+  /** A new counter in {@code domain}, at 0. */
+  public static ProfileObject counter(ProfileDomain domain, String name) {
+    return (ProfileObject) call(() -> Vars.COUNTER.invoke(domain, name));
+  }
+
+  /** Records the instant marker {@code name} with {@code scope} (global, process, thread, task, marker). */
+  public static void mark(ProfileDomain domain, String name, String scope) {
+    call(() -> Vars.MARK.invoke(domain, name, scope));
+  }
+
+  /** Exact statistics of the trace file(s) at {@code paths} (see {@code pyprof.stats}). */
+  @SuppressWarnings("unchecked")
+  public static Map<Object, Object> stats(String... paths) {
+    return (Map<Object, Object>) call(() -> Vars.STATS.invoke(java.util.Arrays.asList(paths)));
+  }
+
+  private static Object call(java.util.function.Supplier<Object> f) {
+    try {
+      return f.get();
+    } catch (Throwable t) {
+      throw PyprofException.wrap(t);
+    }
   }
 }

@@ -1,0 +1,312 @@
+package pyprof.jvm;
+
+import clojure.java.api.Clojure;
+import clojure.lang.IFn;
+import java.lang.management.ManagementFactory;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import javax.management.InstanceAlreadyExistsException;
+import javax.management.JMException;
+import javax.management.MBeanServer;
+import javax.management.ObjectName;
+
+/**
+ * On-demand control of a running service through JMX. Register it once at start-up:
+ *
+ * <pre>{@code ProfilerControl.register();   // Clojure: (pyprof.jvm.ProfilerControl/register)}</pre>
+ *
+ * It appears as {@code pyprof:type=ProfilerControl} on the platform MBean server. That server is
+ * local-only unless you enable a remote connector: JDK tools on the same machine, running as the
+ * same OS user, attach to the process (jconsole, VisualVM, {@code jcmd <pid>
+ * ManagementAgent.start_local}); no port is opened. Do not set
+ * {@code com.sun.management.jmxremote.port} without authentication and TLS.
+ *
+ * <p>Every session has a maximum duration ({@code maxDurationSeconds}, else
+ * {@code -Dpyprof.jmx.maxDurationSeconds}, else 600 s; never more than
+ * {@code -Dpyprof.jmx.maxDurationLimitSeconds}, default 3600 s): a forgotten session stops by
+ * itself and keeps its windows. One session at a time. Errors reach the JMX client as
+ * {@link IllegalArgumentException} or {@link IllegalStateException} with pyprof's message (JMX
+ * clients cannot load pyprof's own exception classes).
+ */
+public final class ProfilerControl implements ProfilerControlMBean {
+  public static final String OBJECT_NAME = "pyprof:type=ProfilerControl";
+
+  private static final long DEFAULT_MAX_S = Long.getLong("pyprof.jmx.maxDurationSeconds", 600);
+  private static final long LIMIT_MAX_S = Long.getLong("pyprof.jmx.maxDurationLimitSeconds", 3600);
+
+  private static final class Vars {
+    static final IFn READ_JSON;
+    static final IFn WRITE_JSON;
+
+    static {
+      Clojure.var("clojure.core", "require").invoke(Clojure.read("clojure.data.json"));
+      READ_JSON = Clojure.var("clojure.data.json", "read-str");
+      WRITE_JSON = Clojure.var("clojure.data.json", "write-str");
+    }
+  }
+
+  private static final ProfilerControl INSTANCE = new ProfilerControl();
+
+  private final ScheduledExecutorService timer =
+      Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "pyprof-jmx-timer");
+        t.setDaemon(true);
+        return t;
+      });
+  private ProfilerSession session; // guarded by this: the last session started here
+  private boolean active; // guarded by this
+  private long deadlineNanos; // guarded by this
+  private String lastError; // guarded by this: why the session ended early, if it did
+  private ScheduledFuture<?> expiry; // guarded by this
+  private ScheduledFuture<?> stepper; // guarded by this
+
+  private ProfilerControl() {}
+
+  /** The one instance (also usable without JMX). */
+  public static ProfilerControl instance() {
+    return INSTANCE;
+  }
+
+  /** Registers the MBean on the platform MBean server (idempotent); returns its name. */
+  public static ObjectName register() {
+    ProfilerSession.init(); // load Clojure namespaces here, not on a JMX/RMI thread
+    Vars.WRITE_JSON.getClass();
+    try {
+      ObjectName name = new ObjectName(OBJECT_NAME);
+      MBeanServer server = ManagementFactory.getPlatformMBeanServer();
+      if (!server.isRegistered(name)) {
+        try {
+          server.registerMBean(INSTANCE, name);
+        } catch (InstanceAlreadyExistsException e) {
+          // registered concurrently: fine
+        }
+      }
+      return name;
+    } catch (JMException e) {
+      throw new PyprofException("invalid-state", "cannot register " + OBJECT_NAME + ": " + e);
+    }
+  }
+
+  /** Stops a running session and removes the MBean (idempotent). */
+  public static void unregister() {
+    INSTANCE.stop();
+    try {
+      ObjectName name = new ObjectName(OBJECT_NAME);
+      MBeanServer server = ManagementFactory.getPlatformMBeanServer();
+      if (server.isRegistered(name)) {
+        server.unregisterMBean(name);
+      }
+    } catch (JMException e) {
+      // not registered: nothing to do
+    }
+  }
+
+  @Override
+  public synchronized String start(String options, long maxDurationSeconds) {
+    if (active) {
+      throw new IllegalStateException("a pyprof JMX session is already running; stop it first");
+    }
+    try {
+      Map<String, Object> opts = parseOptions(options);
+      Object stepSeconds = opts.remove("step_seconds");
+      Map<String, Object> sched = new HashMap<>();
+      if (opts.get("schedule") instanceof Map) {
+        ((Map<?, ?>) opts.get("schedule")).forEach((k, v) -> sched.put(String.valueOf(k), v));
+      }
+      for (String k : new String[] {"wait", "warmup", "active", "repeat", "skip_first"}) {
+        if (opts.containsKey(k)) {
+          sched.put(k, opts.remove(k));
+        }
+      }
+      sched.replaceAll((k, v) -> v instanceof String ? Long.valueOf(((String) v).strip()) : v);
+      if (!sched.isEmpty()) {
+        opts.put("schedule", sched);
+      }
+      opts.putIfAbsent("path", System.getProperty("java.io.tmpdir") + "/pyprof-jmx-"
+          + ProcessHandle.current().pid() + "-{window}.json");
+      long max = maxDurationSeconds > 0 ? maxDurationSeconds : DEFAULT_MAX_S;
+      max = Math.min(max, LIMIT_MAX_S);
+      Thread.currentThread().setContextClassLoader(ProfilerControl.class.getClassLoader());
+      ProfilerSession s = new ProfilerSession(opts);
+      s.start();
+      session = s;
+      active = true;
+      lastError = null;
+      deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(max);
+      expiry = timer.schedule(() -> expire(s), max, TimeUnit.SECONDS);
+      if (stepSeconds != null) {
+        long ms = (long) (Double.parseDouble(String.valueOf(stepSeconds)) * 1000);
+        if (ms <= 0) {
+          throw new IllegalArgumentException("step_seconds must be > 0, got " + stepSeconds);
+        }
+        stepper = timer.scheduleAtFixedRate(() -> timedStep(s), ms, ms, TimeUnit.MILLISECONDS);
+      }
+      return String.valueOf(s.state().get(clojure.lang.Keyword.intern("state"))) + " "
+          + Long.toString(max) + "s";
+    } catch (PyprofException e) {
+      throw forJmx(e);
+    } catch (NumberFormatException e) {
+      throw new IllegalArgumentException("options: not a number: " + e.getMessage());
+    }
+  }
+
+  private synchronized void expire(ProfilerSession s) {
+    if (session == s && active) {
+      lastError = "stopped after its maximum duration";
+      stopLocked();
+    }
+  }
+
+  private synchronized void timedStep(ProfilerSession s) {
+    if (session == s && active) {
+      try {
+        s.step();
+      } catch (RuntimeException e) {
+        lastError = "stopped: " + e.getMessage();
+        stopLocked();
+      }
+    }
+  }
+
+  @Override
+  public synchronized void step() {
+    if (!active) {
+      throw new IllegalStateException("no pyprof JMX session is running; start one first");
+    }
+    try {
+      session.step();
+    } catch (PyprofException e) {
+      throw forJmx(e);
+    }
+  }
+
+  @Override
+  public synchronized String stop() {
+    if (session == null) {
+      return "[]";
+    }
+    try {
+      return json(stopLocked());
+    } catch (PyprofException e) {
+      throw forJmx(e);
+    }
+  }
+
+  private List<Map<Object, Object>> stopLocked() {
+    active = false;
+    if (expiry != null) {
+      expiry.cancel(false);
+    }
+    if (stepper != null) {
+      stepper.cancel(false);
+    }
+    expiry = null;
+    stepper = null;
+    return session.stop();
+  }
+
+  @Override
+  public synchronized String dump(String path) {
+    if (session == null) {
+      throw new IllegalStateException("no pyprof JMX session was started; start one first");
+    }
+    try {
+      stopLocked();
+      return session.dump(path);
+    } catch (PyprofException e) {
+      throw forJmx(e);
+    }
+  }
+
+  @Override
+  public synchronized String stats() {
+    if (session == null) {
+      throw new IllegalStateException("no pyprof JMX session was started; start one first");
+    }
+    try {
+      return json(session.stats());
+    } catch (PyprofException e) {
+      throw forJmx(e);
+    }
+  }
+
+  @Override
+  public synchronized boolean isActive() {
+    return active;
+  }
+
+  @Override
+  public synchronized String getStatus() {
+    Map<Object, Object> out = new LinkedHashMap<>();
+    if (session == null) {
+      out.put("state", "none");
+    } else {
+      out.putAll(session.state());
+      out.put("active", active);
+      out.put("remaining_seconds",
+          active ? Math.max(0, TimeUnit.NANOSECONDS.toSeconds(deadlineNanos - System.nanoTime())) : 0);
+      if (lastError != null) {
+        out.put("note", lastError);
+      }
+    }
+    return json(out);
+  }
+
+  @Override
+  public long getDefaultMaxDurationSeconds() {
+    return DEFAULT_MAX_S;
+  }
+
+  // ------------------------------------------------------------------ helpers
+
+  @SuppressWarnings("unchecked")
+  static Map<String, Object> parseOptions(String options) {
+    Map<String, Object> out = new HashMap<>();
+    String s = options == null ? "" : options.strip();
+    if (s.isEmpty()) {
+      return out;
+    }
+    if (s.startsWith("{")) {
+      Object parsed = Vars.READ_JSON.invoke(s);
+      if (!(parsed instanceof Map)) {
+        throw new IllegalArgumentException("options must be a JSON object, got " + s);
+      }
+      for (Map.Entry<?, ?> e : ((Map<?, ?>) parsed).entrySet()) {
+        out.put(String.valueOf(e.getKey()), e.getValue());
+      }
+      return out;
+    }
+    for (String part : s.split(",")) {
+      String p = part.strip();
+      if (p.isEmpty()) {
+        continue;
+      }
+      int eq = p.indexOf('=');
+      if (eq <= 0) {
+        throw new IllegalArgumentException(
+            "options: expected key=value pairs separated by commas, or a JSON object; got " + p);
+      }
+      out.put(p.substring(0, eq).strip(), p.substring(eq + 1).strip());
+    }
+    return out;
+  }
+
+  private static String json(Object o) {
+    return (String) Vars.WRITE_JSON.invoke(o);
+  }
+
+  /** JMX clients lack pyprof's classes: rethrow as a JDK exception with the same message. */
+  private static RuntimeException forJmx(PyprofException e) {
+    String kind = e.kind();
+    String msg = e.getMessage();
+    return kind.startsWith("invalid-config") || kind.startsWith("invalid-option")
+        ? new IllegalArgumentException(msg)
+        : new IllegalStateException(msg);
+  }
+}

@@ -1,0 +1,176 @@
+package pyprof.jvm;
+
+import clojure.java.api.Clojure;
+import clojure.lang.IFn;
+import clojure.lang.Keyword;
+import clojure.lang.PersistentHashMap;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * A profiling session for services: one or more windows of MXNet's process-wide profiler, each
+ * saved as its own valid Chrome trace (the design of {@code pyprof.session}, shared with Python).
+ *
+ * <pre>{@code
+ * try (ProfilerSession s = new ProfilerSession(Map.of(
+ *         "path", "/tmp/trace_{window}.json",
+ *         "profile_imperative", true, "aggregate_stats", true,
+ *         "schedule", Map.of("wait", 1, "active", 2, "repeat", 3)))) {
+ *   s.start();
+ *   for (Batch b : batches) { train(b); s.step(); }
+ * }   // close() stops and saves the open window
+ * }</pre>
+ *
+ * <p>Options: {@code "path"} (window files; {@code {window}}, {@code {step}}, {@code {pid}} are
+ * filled in), {@code "schedule"} (a map of {@code wait}, {@code warmup}, {@code active},
+ * {@code repeat}, {@code skip_first}; default: one window from start to stop), and the recording
+ * keys of {@link Profiler#setConfig} except {@code filename}, {@code continuous_dump} and
+ * {@code profile_process}.
+ *
+ * <p>Thread safe: any number of threads may call any method. {@link #stop()}, {@link #dump()}
+ * and {@link #close()} are idempotent. A failed {@link #start()} leaves the profiler as it was
+ * (usable by a new session). Every error is a {@link PyprofException} (unchecked); a failing C
+ * call is its subclass {@link MXNetException}, carrying MXNet's message.
+ */
+public final class ProfilerSession implements AutoCloseable {
+  private static final class Vars {
+    static final IFn PROFILE;
+    static final IFn SCHEDULE;
+    static final IFn START;
+    static final IFn STEP;
+    static final IFn STOP;
+    static final IFn STATE;
+    static final IFn STATS;
+    static final IFn WRITE_WINDOWS;
+
+    static {
+      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.session"));
+      PROFILE = Clojure.var("pyprof.session", "profile");
+      SCHEDULE = Clojure.var("pyprof.session", "schedule");
+      START = Clojure.var("pyprof.session", "start!");
+      STEP = Clojure.var("pyprof.session", "step!");
+      STOP = Clojure.var("pyprof.session", "stop!");
+      STATE = Clojure.var("pyprof.session", "session-state");
+      STATS = Clojure.var("pyprof.session", "session-stats");
+      WRITE_WINDOWS = Clojure.var("pyprof.session", "write-windows!");
+    }
+  }
+
+  private final Object session;
+
+  /** Loads the Clojure namespaces now (they load on first use otherwise). */
+  public static void init() {
+    Vars.PROFILE.getClass();
+  }
+
+  /** A session (not started yet); throws {@link PyprofException} for invalid options. */
+  public ProfilerSession(Map<String, ?> options) {
+    try {
+      session = Vars.PROFILE.invoke(toClojure(options));
+    } catch (Throwable t) {
+      throw PyprofException.wrap(t);
+    }
+  }
+
+  /** Converts Java options to pyprof.session's: "path", "schedule" become keywords. */
+  static Object toClojure(Map<String, ?> options) {
+    Map<Object, Object> out = new HashMap<>();
+    for (Map.Entry<String, ?> e : options.entrySet()) {
+      String k = e.getKey();
+      if ("path".equals(k)) {
+        out.put(Keyword.intern("path"), String.valueOf(e.getValue()));
+      } else if ("schedule".equals(k)) {
+        Object v = e.getValue();
+        if (!(v instanceof Map)) {
+          throw PyprofException.option("schedule must be a map of wait, warmup, active, repeat,"
+              + " skip_first; got " + v);
+        }
+        Map<Object, Object> sched = new HashMap<>();
+        for (Map.Entry<?, ?> s : ((Map<?, ?>) v).entrySet()) {
+          Object val = s.getValue();
+          sched.put(Keyword.intern(String.valueOf(s.getKey()).replace('_', '-')),
+              val instanceof Integer ? Long.valueOf((Integer) val) : val);
+        }
+        out.put(Keyword.intern("schedule"), Vars.SCHEDULE.invoke(PersistentHashMap.create(sched)));
+      } else {
+        out.put(k, e.getValue());
+      }
+    }
+    return PersistentHashMap.create(out);
+  }
+
+  /** Takes ownership of the profiler and begins step 0. */
+  public ProfilerSession start() {
+    call(Vars.START);
+    return this;
+  }
+
+  /** Marks the end of one step; saves a window when its last active step ends. */
+  public void step() {
+    call(Vars.STEP);
+  }
+
+  /**
+   * Stops recording, saves an open window, gives the profiler back; returns every saved window
+   * ({@code index}, {@code path}, {@code first-step}, {@code last-step}, {@code events}).
+   * Idempotent.
+   */
+  @SuppressWarnings("unchecked")
+  public List<Map<Object, Object>> stop() {
+    return new ArrayList<>((List<Map<Object, Object>>) call(Vars.STOP));
+  }
+
+  /** Stops (when open) and returns the paths of the saved window traces. Idempotent. */
+  public List<String> dump() {
+    List<String> out = new ArrayList<>();
+    for (Map<Object, Object> w : stop()) {
+      out.add((String) w.get(Keyword.intern("path")));
+    }
+    return out;
+  }
+
+  /** Stops (when open) and writes all windows as one valid trace at {@code path}. */
+  public String dump(String path) {
+    List<String> paths = dump();
+    if (paths.isEmpty()) {
+      throw PyprofException.state("no window was saved; fix: profile at least one active step");
+    }
+    try {
+      return (String) Vars.WRITE_WINDOWS.invoke(paths, path);
+    } catch (Throwable t) {
+      throw PyprofException.wrap(t);
+    }
+  }
+
+  /**
+   * Exact statistics of the saved windows (see {@code pyprof.stats}): a map with
+   * {@code :operators} (count, total-us, min-us, max-us, mean-us, p50-us, p90-us, p99-us per
+   * category, name and device), {@code :memory} (bytes) and {@code :counters}.
+   */
+  @SuppressWarnings("unchecked")
+  public Map<Object, Object> stats() {
+    return (Map<Object, Object>) call(Vars.STATS);
+  }
+
+  /** {@code :state} (:new, :open, :closed), {@code :step}, {@code :action}, {@code :windows}. */
+  @SuppressWarnings("unchecked")
+  public Map<Object, Object> state() {
+    return (Map<Object, Object>) call(Vars.STATE);
+  }
+
+  /** Same as {@link #stop()}. */
+  @Override
+  public void close() {
+    stop();
+  }
+
+  private Object call(IFn f) {
+    try {
+      return f.invoke(session);
+    } catch (Throwable t) {
+      throw PyprofException.wrap(t);
+    }
+  }
+}

@@ -1,0 +1,89 @@
+(ns pyprof.jmx-test
+  "The MBean: a second JVM (this one) attaches to a running service (a child JVM looping over
+  NDArray work) over a local JMX connection, starts a session, stops it, dumps and reads stats."
+  (:require [clojure.data.json :as json]
+            [clojure.java.io :as io]
+            [clojure.string :as str]
+            [clojure.test :refer [deftest is testing]]
+            [pyprof.ndarray :as nd]
+            [pyprof.test-util :refer [temp-dir]])
+  (:import (com.sun.tools.attach VirtualMachine)
+           (java.util.concurrent TimeUnit)
+           (javax.management ObjectName)
+           (javax.management.remote JMXConnectorFactory JMXServiceURL)
+           (pyprof.jvm ProfilerControl)))
+
+(defn child-service
+  "The service: registers the MBean, prints its pid, loops until `stop-file` exists (at most
+  120 s)."
+  [stop-file]
+  (ProfilerControl/register)
+  (println (.pid (java.lang.ProcessHandle/current)))
+  (flush)
+  (let [deadline (+ (System/currentTimeMillis) 120000)]
+    (while (and (not (.exists (io/file stop-file))) (< (System/currentTimeMillis) deadline))
+      (with-open [a (nd/random-uniform -1 1 [64 64])] (nd/wait-to-read a))
+      (Thread/sleep 2))))
+
+(defn- start-service [dir stop-file]
+  (let [java (str (io/file (System/getProperty "java.home") "bin" "java"))
+        args (cond-> [java "-cp" (System/getProperty "java.class.path")]
+               (System/getProperty "mxnet.library.path")
+               (conj (str "-Dmxnet.library.path=" (System/getProperty "mxnet.library.path")))
+               true (into ["clojure.main" "-e" (str "(require 'pyprof.jmx-test)"
+                                                     "(pyprof.jmx-test/child-service \"" stop-file "\")")]))
+        pb (doto (ProcessBuilder. ^java.util.List args)
+             (.redirectError (io/file dir "service.err")))
+        p (.start pb)
+        pid (.readLine (io/reader (.getInputStream p)))]
+    [p pid]))
+
+(deftest a-second-jvm-profiles-a-running-service-over-local-jmx
+  (let [dir (temp-dir)
+        stop-file (str (io/file dir "stop"))
+        [^Process p pid] (start-service dir stop-file)]
+    (try
+      (is (re-matches #"\d+" (str pid)) (slurp (io/file dir "service.err")))
+      (let [vm (VirtualMachine/attach (str pid))
+            addr (try (.startLocalManagementAgent vm) (finally (.detach vm)))
+            _ (is (re-find #"127\.0\.0\.1|localhost" addr) "a local-only connector")
+            conn (JMXConnectorFactory/connect (JMXServiceURL. addr))
+            mbs (.getMBeanServerConnection conn)
+            on (ObjectName. ProfilerControl/OBJECT_NAME)
+            invoke (fn [op params sig] (.invoke mbs on op (object-array params) (into-array String sig)))]
+        (try
+          (testing "start with a configuration, profile the running loop, stop, dump, stats"
+            (invoke "start" [(json/write-str {"profile_imperative" true "aggregate_stats" true
+                                              "path" (str dir "/jmx_{window}.json")}) 30]
+                    ["java.lang.String" "long"])
+            (is (= true (.getAttribute mbs on "Active")))
+            (Thread/sleep 1000)
+            (let [ws (json/read-str (invoke "stop" [] []))]
+              (is (= 1 (count ws)))
+              (is (= "[]" (str/replace (invoke "stop" [] []) #"\{.*\}" "")) "stop is idempotent"))
+            (is (= false (.getAttribute mbs on "Active")))
+            (let [out (str dir "/dumped.json")
+                  _ (invoke "dump" [out] ["java.lang.String"])
+                  evs (get (json/read-str (slurp out)) "traceEvents")]
+              (is (< 10 (count (filter #(= "_random_uniform" (% "name")) evs)))))
+            (let [st (json/read-str (invoke "stats" [] []))
+                  ru (first (filter #(= "_random_uniform" (% "name")) (st "operators")))]
+              (is (< 5 (ru "count")))
+              (is (every? #(contains? ru %) ["total-us" "p50-us" "p99-us"]))))
+          (testing "a schedule driven by step_seconds; a forgotten session ends by itself"
+            (invoke "start" [(str "profile_imperative=true,step_seconds=0.3,wait=1,active=1,path=" dir "/timed_{window}.json") 2]
+                    ["java.lang.String" "long"])
+            (Thread/sleep 3500)
+            (is (= false (.getAttribute mbs on "Active")))
+            (let [status (json/read-str (.getAttribute mbs on "Status"))]
+              (is (= "stopped after its maximum duration" (status "note")))
+              (is (<= 2 (count (status "windows"))))))
+          (testing "errors reach a JMX client as JDK exceptions with pyprof's message"
+            (let [e (try (invoke "start" ["{\"profile_symbolc\": true}" 5] ["java.lang.String" "long"]) nil
+                         (catch Exception e e))]
+              (is (re-find #"did you mean \"profile_symbolic\"" (str e)))))
+          (finally (.close conn))))
+      (finally
+        (spit stop-file "")
+        (when-not (.waitFor p 30 TimeUnit/SECONDS) (.destroyForcibly p))))
+    (is (= 0 (.exitValue p)) (slurp (io/file dir "service.err")))))
