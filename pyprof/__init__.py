@@ -1,12 +1,18 @@
 """pyprof: operator-level profiling for Apache MXNet 1.9.1 from Python and the JVM.
 
-``pyprof.profiler`` is a drop-in for ``mxnet.profiler``; its functions are re-exported
-here. The JVM binding is reached through ``pyprof.jvm``.
+``pyprof.profiler`` is a drop-in for ``mxnet.profiler``; its functions and objects are
+re-exported here, beside sessions with a step schedule (``pyprof.profile``), exact
+statistics from a trace (``pyprof.stats``) and trace repair (``pyprof.repair``). The JVM
+binding is reached through ``pyprof.jvm``; the trace tools live in ``pyprof.trace``.
 """
 
 from .errors import (ConfigError, DeviceError, JVMError, LibraryNotFoundError, MXNetError,
                      PyprofError, StateError)
+from .objects import Counter, Domain, Event, Frame, Marker, Task
 from .profiler import dump, dumps, pause, resume, set_config, set_state
+from .session import Action, Window, profile, recover, schedule
+from .trace import repair, stats
+from . import dist, env  # noqa: F401 - pyprof.dist.launch_local, pyprof.env.per_operator
 
 __version__ = "0.1.0"
 
@@ -14,4 +20,11 @@ __all__ = [
     "set_config", "set_state", "dump", "dumps", "pause", "resume",
     "PyprofError", "MXNetError", "LibraryNotFoundError", "ConfigError", "StateError",
     "DeviceError", "JVMError", "__version__",
+    "Domain", "Task", "Frame", "Event", "Counter", "Marker",
+    "profile", "schedule", "Action", "Window", "recover", "stats", "repair",
 ]
+
+# PYPROF_AUTOSTART / PYPROF_MODE / PYPROF_PER_OPERATOR (see pyprof.env); nothing when unset.
+from .env import autostart as _autostart  # noqa: E402
+
+_autostart()

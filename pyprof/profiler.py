@@ -10,6 +10,7 @@ it was.
 
 from __future__ import annotations
 
+import sys
 import threading
 from ctypes import byref, c_char_p
 from typing import Any
@@ -21,6 +22,7 @@ __all__ = [
     "set_config", "set_state", "dump", "dumps", "pause", "resume",
     "set_kvstore_handle", "state", "current_config",
     "profiler_set_config", "profiler_set_state", "dump_profile",
+    "Domain", "Task", "Frame", "Event", "Counter", "Marker",
 ]
 
 STATES = {"stop": 0, "run": 1}
@@ -45,9 +47,26 @@ class _Tracker:
         self.ever_ran = False
         self.paused = False
         self.finished = False  # a dump(finished=True) happened: no new session possible
+        self.session: str | None = None  # a pyprof.profile session owns the profiler (its name)
+        self.internal: int | None = None  # thread id of the session's own calls, while made
+        # Configured after the profiler had run: MXNet may write this file without its header
+        # (a second session in one process), so a finished dump repairs it.
+        self.repair_on_finish = False
 
 
 _t = _Tracker()
+
+
+def _check_owner(call: str, process_code: int = 0) -> None:
+    """Refuse calls that would break an open pyprof.profile session (it owns the trace file).
+
+    Calls for the kvstore servers (``profile_process='server'``) go to other processes.
+    """
+    if process_code == 0 and _t.session is not None and _t.internal != threading.get_ident():
+        raise StateError(
+            f"{call} while the pyprof.profile session {_t.session} is open: it owns the "
+            "profiler's configuration, state and trace file. fix: call it after the session's "
+            "with block, or use the session's own options (pyprof.profile(..., profile_api=...))")
 
 
 def _process_code(profile_process: str) -> int:
@@ -55,12 +74,22 @@ def _process_code(profile_process: str) -> int:
         raise StateError(
             f"invalid profile_process {profile_process!r}: expected 'worker' or 'server'")
     if profile_process == "server" and not _kvstore_handle:
+        _adopt_mxnet_kvstore_handle()
+    if profile_process == "server" and not _kvstore_handle:
         raise StateError(
             "profile_process='server' needs a distributed kvstore: create one with "
             "mx.kv.create('dist_sync') (or dist_async) in a process launched with the DMLC_* "
             "variables; then profile its servers with set_config/set_state(..., "
             "profile_process='server')")
     return PROCESSES[profile_process]
+
+
+def _adopt_mxnet_kvstore_handle() -> None:
+    """Use the handle ``mx.kv.create('dist_*')`` gave mxnet.profiler, as mxnet.profiler does."""
+    mxprof = sys.modules.get("mxnet.profiler")
+    handle = getattr(mxprof, "profiler_kvstore_handle", None)
+    if handle is not None and getattr(handle, "value", None):
+        set_kvstore_handle(handle)
 
 
 def set_kvstore_handle(handle: Any) -> None:
@@ -88,6 +117,7 @@ def set_config(**kwargs: Any) -> None:
     process = kwargs.get("profile_process", "worker")
     _process_code(process)
     with _t.lock:
+        _check_owner("set_config()", PROCESSES[process])
         if _t.finished:
             raise StateError(
                 "the profiler already wrote its finished trace (dump(finished=True)); MXNet "
@@ -103,6 +133,7 @@ def set_config(**kwargs: Any) -> None:
                    _capi.str_array([c_values[k] for k in keys]), _kvstore_handle)
         if process == "worker":
             _t.config = config.effective(c_values)
+            _t.repair_on_finish = _t.ever_ran
 
 
 def set_state(state: str = "stop", profile_process: str = "worker") -> None:
@@ -115,6 +146,7 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
         raise StateError(f"invalid profiler state {state!r}: expected 'run' or 'stop'")
     code = _process_code(profile_process)
     with _t.lock:
+        _check_owner(f"set_state({state!r})", code)
         if state == "run" and _t.finished:
             raise StateError(
                 "the profiler already wrote its finished trace; MXNet cannot record a second "
@@ -137,6 +169,7 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
     code = _process_code(profile_process)
     fin = 1 if finished is True else 0
     with _t.lock:
+        _check_owner("dump()", code)
         if code == 0 and _t.finished:
             raise StateError(
                 "the finished trace was already written; a second dump would corrupt it. "
@@ -153,6 +186,10 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
         if code == 0 and fin:
             _t.finished = True
             _t.running = False
+        final = fin or (_t.config or {}).get("continuous_dump") == "false"
+        if code == 0 and final and _t.repair_on_finish and _t.config:
+            from .session import complete_headless_trace  # MXNet wrote no header
+            complete_headless_trace(_t.config["filename"])
 
 
 def dumps(reset: bool = False, format: str = "table", sort_by: str = "total",
@@ -240,3 +277,7 @@ def profiler_set_state(state: str = "stop") -> None:
 def dump_profile() -> None:
     """Deprecated alias of dump(True)."""
     dump(True)
+
+
+# The custom objects live in pyprof.objects; re-exported here as in mxnet.profiler.
+from .objects import Counter, Domain, Event, Frame, Marker, Task  # noqa: E402

@@ -1,0 +1,119 @@
+"""Valid traces after a crash (SIGKILL mid-profile) and at interpreter exit."""
+
+import json
+import signal
+
+import pytest
+
+from child import load_trace, operator_pairs, run_scenario
+
+import pyprof
+from pyprof.trace import repair
+
+
+def test_killed_plain_profiler_is_recovered_by_repair(tmp_path):
+    proc = run_scenario("""
+import os, signal, mxnet as mx
+from pyprof import profiler
+profiler.set_config(filename="crash.json", profile_all=True, continuous_dump=True,
+                    dump_period=0.05)
+profiler.set_state("run")
+a = mx.nd.ones((32, 32))
+for _ in range(5):
+    mx.nd.dot(a, a)
+mx.nd.waitall()
+profiler.dump(False)              # these five are on disk now
+for _ in range(50):
+    mx.nd.dot(a, a)               # some of these may be, too
+os.kill(os.getpid(), signal.SIGKILL)
+""", tmp_path, expect_rc=None)
+    assert proc.returncode == -signal.SIGKILL
+    path = tmp_path / "crash.json"
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(path.read_text())  # what MXNet leaves behind
+    result = repair(path)
+    assert "missing closing" in " ".join(result.fixed)
+    events = load_trace(path)
+    assert 5 <= len(operator_pairs(events, ("dot",))) <= 55
+
+
+def test_killed_session_window_is_recovered(tmp_path):
+    proc = run_scenario("""
+import os, signal, time, mxnet as mx, pyprof
+a = mx.nd.ones((32, 32))
+prof = pyprof.profile(schedule=pyprof.schedule(active=2), path="win_{window}.json",
+                      dump_period=0.05)
+prof.start()
+for step in range(3):             # window 0: steps 0-1 (saved); window 1 opens at step 2
+    for _ in range(step + 1):
+        mx.nd.dot(a, a)
+    prof.step()
+for _ in range(7):
+    mx.nd.dot(a, a)
+mx.nd.waitall()
+time.sleep(0.5)                   # MXNet's dump timer appends the window's events
+os.kill(os.getpid(), signal.SIGKILL)
+""", tmp_path, expect_rc=None)
+    assert proc.returncode == -signal.SIGKILL
+    assert len(operator_pairs(load_trace(tmp_path / "win_0.json"), ("dot",))) == 1 + 2
+    assert not (tmp_path / "win_1.json").exists()
+    assert (tmp_path / "win_1.json.partial").exists()
+    window = pyprof.recover(tmp_path / "win_1.json")
+    events = load_trace(tmp_path / "win_1.json")
+    assert window.index == 1 and window.events == len(events)
+    assert len(operator_pairs(events, ("dot",))) == 3 + 7
+    assert "cpu/0" in {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert not list(tmp_path.glob(".pyprof-raw-*")) and not list(tmp_path.glob("*.partial"))
+    with pytest.raises(pyprof.StateError, match="nothing to recover"):
+        pyprof.recover(tmp_path / "win_1.json")
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+def test_trace_is_valid_at_interpreter_exit_without_dump(tmp_path, continuous):
+    run_scenario(f"""
+import mxnet as mx
+from pyprof import profiler
+profiler.set_config(filename="exit.json", continuous_dump={continuous}, dump_period=0.05)
+profiler.set_state("run")
+mx.nd.dot(mx.nd.ones((8, 8)), mx.nd.ones((8, 8))).wait_to_read()
+profiler.dump(False) if {continuous} else None   # a repeated (partial) dump, then exit
+""", tmp_path)
+    assert len(operator_pairs(load_trace(tmp_path / "exit.json"), ("dot",))) == 1
+
+
+def test_errors_do_not_abort_or_lose_events(tmp_path):
+    """Every misuse raises with a fix; the process goes on and the trace keeps everything."""
+    r = run_scenario("""
+import mxnet as mx, pyprof
+from pyprof import profiler
+from pyprof.context import check_context
+errors = {}
+def attempt(name, fn):
+    try:
+        fn()
+    except pyprof.PyprofError as e:
+        errors[name] = type(e).__name__
+attempt("dump_before_run", profiler.dump)
+profiler.set_config(filename="t.json", continuous_dump=False, aggregate_stats=False)
+profiler.set_state("run")
+a = mx.nd.ones((8, 8))
+mx.nd.dot(a, a).wait_to_read()
+attempt("unknown_key", lambda: profiler.set_config(filenme="x.json"))
+attempt("wrong_type", lambda: profiler.set_config(dump_period=[1]))
+attempt("bad_state", lambda: profiler.set_state("running"))
+attempt("rename_while_open", lambda: profiler.set_config(filename="other.json"))
+attempt("dumps_without_aggregate", profiler.dumps)
+attempt("server_without_kvstore", lambda: profiler.set_state("run", profile_process="server"))
+attempt("gpu_on_cpu_build", lambda: check_context("gpu"))
+mx.nd.dot(a, a).wait_to_read()
+profiler.set_state("stop")
+profiler.dump()
+attempt("reconfigure_after_finished", lambda: profiler.set_config(filename="again.json"))
+result = errors
+""", tmp_path)
+    assert r == {"dump_before_run": "StateError", "unknown_key": "ConfigError",
+                 "wrong_type": "ConfigError", "bad_state": "StateError",
+                 "rename_while_open": "StateError", "dumps_without_aggregate": "StateError",
+                 "server_without_kvstore": "StateError", "gpu_on_cpu_build": "DeviceError",
+                 "reconfigure_after_finished": "StateError"}
+    assert len(operator_pairs(load_trace(tmp_path / "t.json"), ("dot",))) == 2

@@ -1,0 +1,88 @@
+"""Environment helpers: PYPROF_AUTOSTART / PYPROF_MODE, per-operator mode, bulk notes."""
+
+import pytest
+
+from child import load_trace, operator_pairs, run_scenario
+
+import pyprof
+from pyprof import env
+
+
+def test_parse_mode():
+    assert env.parse_mode("symbolic,imperative") == {
+        "profile_symbolic": True, "profile_imperative": True, "profile_api": False,
+        "profile_memory": False, "profile_all": False}
+    assert all(env.parse_mode(" ALL ").values())
+    assert env.parse_mode("api, memory")["profile_memory"] is True
+    with pytest.raises(pyprof.ConfigError, match="did you mean 'imperative'"):
+        env.parse_mode("symbolic,imperitive")
+    with pytest.raises(pyprof.ConfigError, match="empty profiler mode"):
+        env.parse_mode(" , ")
+
+
+def test_config_from_environment():
+    kw = env.config_from_environment({"PYPROF_MODE": "imperative", "PYPROF_FILENAME": "a.json",
+                                      "PYPROF_AGGREGATE_STATS": "1", "PYPROF_DUMP_PERIOD": "0.5"})
+    assert kw["profile_imperative"] and not kw["profile_symbolic"]
+    assert kw["filename"].endswith("/a.json") and kw["aggregate_stats"] is True
+    assert kw["dump_period"] == "0.5" and kw["continuous_dump"] is True
+    with pytest.raises(pyprof.ConfigError, match="PYPROF_AGGREGATE_STATS"):
+        env.config_from_environment({"PYPROF_AGGREGATE_STATS": "yes"})
+    with pytest.raises(pyprof.ConfigError, match="dump_period"):
+        env.config_from_environment({"PYPROF_DUMP_PERIOD": "-1"})
+
+
+def test_per_operator_sets_the_bulk_variables():
+    fake = {}
+    env.per_operator(fake)
+    assert fake == {"MXNET_EXEC_BULK_EXEC_INFERENCE": "0", "MXNET_EXEC_BULK_EXEC_TRAIN": "0"}
+
+
+AUTOSTART = {"PYPROF_AUTOSTART": "1", "PYPROF_MODE": "symbolic,imperative",
+             "PYPROF_FILENAME": "auto.json"}
+
+
+def test_autostart_records_imperative_operators_and_finishes_at_exit(tmp_path):
+    run_scenario("""
+import pyprof            # starts the profiler (PYPROF_AUTOSTART=1)
+import mxnet as mx
+a = mx.nd.ones((8, 8))
+for _ in range(3):
+    mx.nd.dot(a, a)
+# no stop, no dump: pyprof finishes the trace at exit
+""", tmp_path, env=AUTOSTART)
+    events = load_trace(tmp_path / "auto.json")
+    assert len(operator_pairs(events, ("dot",))) == 3
+    assert not any(e.get("cat") == "MXNET_C_API" for e in events)  # api not in PYPROF_MODE
+
+
+def test_bad_mode_fails_at_import_with_the_fix(tmp_path):
+    proc = run_scenario("import pyprof", tmp_path, expect_rc=None,
+                        env={**AUTOSTART, "PYPROF_MODE": "imperativ"})
+    assert proc.returncode == 1
+    assert "did you mean 'imperative'" in proc.stderr
+
+
+BOUND = """
+import pyprof
+import mxnet as mx
+a = mx.nd.ones((8, 8))
+c = mx.sym.relu(mx.sym.dot(mx.sym.var("A"), mx.sym.var("B")))
+exe = c.bind(mx.cpu(), {"A": a, "B": a})
+with pyprof.profile(path="bound.json") as prof:
+    exe.forward()[0].wait_to_read()
+s = prof.windows[0].stats(categories={"operator"})
+result = {"names": sorted({o.name for o in s.operators}), "notes": s.notes,
+          "summary": prof.windows[0].summary()}
+"""
+
+
+def test_bulk_names_are_explained_and_per_operator_mode_splits_them(tmp_path):
+    bulk = run_scenario(BOUND, tmp_path / "bulk")
+    assert "[dot,relu]" in bulk["names"]
+    assert any("MXNET_EXEC_BULK_EXEC_INFERENCE=0" in n for n in bulk["notes"])
+    assert "MXNET_EXEC_BULK_EXEC_INFERENCE=0" in bulk["summary"]
+
+    split = run_scenario(BOUND, tmp_path / "split", env={"PYPROF_PER_OPERATOR": "1"})
+    assert {"dot", "relu"} <= set(split["names"]) and "[dot,relu]" not in split["names"]
+    assert not any("BULK" in n for n in split["notes"])

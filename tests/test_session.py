@@ -1,0 +1,213 @@
+"""pyprof.profile: schedules, many windows in one process, ownership, errors."""
+
+import json
+
+import pytest
+
+from child import device_pids, load_trace, operator_pairs, run_scenario
+
+import pyprof
+from pyprof import Action, schedule
+
+
+def test_schedule_is_a_pure_function():
+    s = schedule(skip_first=1, wait=1, warmup=1, active=2, repeat=2)
+    got = [s(i).name for i in range(12)]
+    assert got == ["NONE",                                   # skip_first
+                   "NONE", "WARMUP", "RECORD", "RECORD_AND_SAVE",
+                   "NONE", "WARMUP", "RECORD", "RECORD_AND_SAVE",
+                   "NONE", "NONE", "NONE"]                   # repeat=2 done
+    assert schedule(active=1)(5) is Action.RECORD_AND_SAVE   # repeat=0: for ever
+    with pytest.raises(pyprof.ConfigError, match="active=0"):
+        schedule(active=0)
+    with pytest.raises(pyprof.ConfigError, match="wait"):
+        schedule(wait=-1)
+
+
+def test_options_are_checked_before_anything_runs():
+    with pytest.raises(pyprof.ConfigError, match="did you mean 'profile_imperative'"):
+        pyprof.profile(profile_imperativ=True)
+    with pytest.raises(pyprof.ConfigError, match="path='trace_"):
+        pyprof.profile(filename="x.json")
+    with pytest.raises(pyprof.ConfigError, match="no \\{window\\} placeholder"):
+        pyprof.profile(schedule=schedule(active=1, repeat=3), path="one.json")
+    with pytest.raises(pyprof.ConfigError, match="expected a number"):
+        pyprof.profile(dump_period="soon")
+
+
+THREE_WINDOWS = """
+import os, mxnet as mx, pyprof
+a = mx.nd.ones((16, 16))
+ready = []
+sched = pyprof.schedule(skip_first=1, wait=1, warmup=1, active=2, repeat=3)
+with pyprof.profile(schedule=sched, path="w_{window}.json", on_trace_ready=ready.append,
+                    profile_api=False) as prof:
+    for step in range(16):
+        for _ in range(step + 1):   # step k runs k+1 dots
+            mx.nd.dot(a, a)
+        prof.step()
+result = {
+    "ready": [[w.index, os.path.basename(w.path), w.first_step, w.last_step] for w in ready],
+    "stats_dot": [w.stats().find("dot")[0].count for w in ready],
+    "notes": [w.stats().notes for w in ready],
+    "all_dot": prof.stats().find("dot")[0].count,
+    "raw": pyprof.session.raw_trace_path(),
+    "raw_exists": os.path.exists(pyprof.session.raw_trace_path()),
+}
+"""
+
+
+def test_three_windows_in_one_process(tmp_path):
+    r = run_scenario(THREE_WINDOWS, tmp_path)
+    # windows: steps 3-4, 7-8, 11-12 (skip 1, then wait 1, warmup 1, active 2)
+    assert r["ready"] == [[0, "w_0.json", 3, 4], [1, "w_1.json", 7, 8], [2, "w_2.json", 11, 12]]
+    expected = [4 + 5, 8 + 9, 12 + 13]
+    for i, n in enumerate(expected):
+        events = load_trace(tmp_path / f"w_{i}.json")
+        assert len(operator_pairs(events, ("dot",))) == n
+        names = {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+        assert "cpu/0" in names, names  # metadata carried into every window
+        assert device_pids(events)
+        assert not any(e.get("cat") == "MXNET_C_API" for e in events)  # profile_api=False
+    assert r["stats_dot"] == expected
+    assert r["all_dot"] == sum(expected)
+    assert r["notes"] == [[], [], []]
+    assert r["raw_exists"]  # while the process lives ...
+    assert not (tmp_path / r["raw"].rsplit("/", 1)[-1]).exists()  # ... removed at exit
+    assert not list(tmp_path.glob("*.partial")) and not list(tmp_path.glob(".pyprof-*"))
+
+
+def test_body_raises_trace_is_still_valid_and_sessions_follow(tmp_path):
+    """A failing body still yields a valid trace; then more sessions, with other options."""
+    r = run_scenario("""
+import mxnet as mx, pyprof
+a = mx.nd.ones((8, 8))
+try:
+    with pyprof.profile(path="first.json"):
+        mx.nd.dot(a, a)
+        raise KeyError("boom")
+except KeyError as e:
+    result = {"raised": str(e)}
+with pyprof.profile(path="second.json", profile_imperative=True, profile_memory=False):
+    for _ in range(3):
+        mx.nd.dot(a, a)
+with pyprof.profile(path="third.json"):   # same options as the first: raw file reused
+    mx.nd.dot(a, a).wait_to_read()
+""", tmp_path)
+    assert r == {"raised": "'boom'"}
+    for name, n in (("first", 1), ("second", 3), ("third", 1)):
+        events = load_trace(tmp_path / f"{name}.json")
+        assert len(operator_pairs(events, ("dot",))) == n, name
+        assert "cpu/0" in {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    second = load_trace(tmp_path / "second.json")
+    assert not any(e.get("name", "").startswith("Memory:") for e in second)
+
+
+def test_ownership_and_state_errors(tmp_path):
+    r = run_scenario("""
+import mxnet as mx, pyprof
+from pyprof import profiler
+errors = {}
+def attempt(name, fn):
+    try:
+        fn()
+    except pyprof.PyprofError as e:
+        errors[name] = [type(e).__name__, str(e)]
+a = mx.nd.ones((8, 8))
+with pyprof.profile(path="s.json", aggregate_stats=True) as prof:
+    mx.nd.dot(a, a).wait_to_read()
+    attempt("rename", lambda: profiler.set_config(filename="other.json"))
+    attempt("stop", lambda: profiler.set_state("stop"))
+    attempt("dump", lambda: profiler.dump())
+    attempt("nested", lambda: pyprof.profile(path="n.json").start())
+    profiler.pause(); mx.nd.dot(a, a).wait_to_read(); profiler.resume()   # allowed
+    stats = profiler.dumps(format="json")                                   # allowed
+    mx.nd.dot(a, a)
+attempt("step_after", prof.step)
+attempt("restart", prof.start)
+prof.stop()   # idempotent
+# plain profiler use after the session is fine; a finished dump ends pyprof sessions too
+profiler.set_config(filename="plain.json", continuous_dump=False)
+profiler.set_state("run"); mx.nd.dot(a, a).wait_to_read(); profiler.set_state("stop")
+profiler.dump()
+attempt("after_finished", lambda: pyprof.profile(path="late.json").start())
+result = {"errors": errors, "stats": stats}
+""", tmp_path)
+    err = r["errors"]
+    for key in ("rename", "stop", "dump"):
+        assert err[key][0] == "StateError" and "pyprof.profile session" in err[key][1], key
+    assert err["nested"][0] == "StateError" and "do not nest" in err["nested"][1]
+    assert err["step_after"][0] == "StateError" and err["restart"][0] == "StateError"
+    assert err["after_finished"][0] == "StateError" and "child process" in err["after_finished"][1]
+    assert json.loads(r["stats"])["Time"]["operator"]["dot"]["Count"] >= 1
+    assert len(operator_pairs(load_trace(tmp_path / "s.json"), ("dot",))) == 2  # paused one out
+    assert len(operator_pairs(load_trace(tmp_path / "plain.json"), ("dot",))) == 1
+
+
+def test_open_session_is_saved_at_interpreter_exit(tmp_path):
+    run_scenario("""
+import mxnet as mx, pyprof
+prof = pyprof.profile(path="exit.json")
+prof.start()
+for _ in range(2):
+    mx.nd.dot(mx.nd.ones((8, 8)), mx.nd.ones((8, 8)))
+# no stop(): the atexit hook waits for the operators, stops and saves the window
+""", tmp_path)
+    assert len(operator_pairs(load_trace(tmp_path / "exit.json"), ("dot",))) == 2
+    assert not list(tmp_path.glob(".pyprof-raw-*"))
+
+
+def test_running_profiler_must_be_stopped_first(tmp_path):
+    r = run_scenario("""
+import pyprof
+from pyprof import profiler
+profiler.set_config(filename="mine.json")
+profiler.set_state("run")
+try:
+    pyprof.profile(path="s.json").start()
+except pyprof.StateError as e:
+    result = str(e)
+profiler.set_state("stop")
+profiler.dump()
+""", tmp_path)
+    assert "already recording" in r and "set_state('stop')" in r
+    load_trace(tmp_path / "mine.json")
+
+
+def test_raw_trace_is_started_afresh_between_windows_when_large(tmp_path):
+    rotations = run_scenario("""
+import mxnet as mx, pyprof
+from pyprof import session
+session.ROTATE_BYTES = 1            # rotate before every window but the first
+rotations = []
+reconfigure = session._raw._reconfigure
+session._raw._reconfigure = lambda wanted: (rotations.append(1), reconfigure(wanted))
+a = mx.nd.ones((8, 8))
+with pyprof.profile(schedule=pyprof.schedule(wait=1, active=1, repeat=3),
+                    path="r_{window}.json") as prof:
+    for step in range(6):
+        for _ in range(step + 1):
+            mx.nd.dot(a, a)
+        prof.step()
+result = len(rotations)
+""", tmp_path)
+    assert rotations == 1 + 2  # the first configuration, then before windows 1 and 2
+    for i, n in enumerate((2, 4, 6)):  # steps 1, 3, 5 run 2, 4, 6 dots
+        events = load_trace(tmp_path / f"r_{i}.json")
+        assert len(operator_pairs(events, ("dot",))) == n
+        assert "cpu/0" in {e["args"]["name"] for e in events if e.get("name") == "process_name"}
+
+
+def test_metadata_of_a_session_without_windows_reaches_the_next_one(tmp_path):
+    """MXNet's one-time process_name events may come in a warm-up that no window kept."""
+    run_scenario("""
+import mxnet as mx, pyprof
+a = mx.nd.ones((8, 8))
+with pyprof.profile(schedule=pyprof.schedule(warmup=2, active=1), path="never_{window}.json"):
+    mx.nd.dot(a, a).wait_to_read()          # step 0: warm-up, then the session ends
+with pyprof.profile(path="next.json", profile_memory=False):   # other options: reconfigured
+    mx.nd.dot(a, a)
+""", tmp_path)
+    assert not list(tmp_path.glob("never_*"))
+    events = load_trace(tmp_path / "next.json")
+    assert len(operator_pairs(events, ("dot",))) == 1  # needs cpu/0's process_name
