@@ -3,7 +3,8 @@
 MXNet's profiler is one per process and cannot start a fresh trace session after a
 finished dump, so every test that records a session runs it through ``run_scenario``:
 the body runs in a fresh interpreter, and whatever it assigns to ``result`` comes back
-as JSON. Errors in the child surface as an AssertionError carrying its stderr.
+as JSON. The body may call ``attempt(name, fn)``, which records a pyprof error raised by
+``fn`` in the dict ``errors``. Errors in the child surface as an AssertionError carrying its stderr.
 """
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 _PRELUDE = """
 import json, os, sys
 result = None
+errors = {}
+
+def attempt(name, fn):
+    \"\"\"Run fn; a pyprof error is recorded as errors[name] = [class name, message].\"\"\"
+    import pyprof
+    try:
+        fn()
+    except pyprof.PyprofError as e:
+        errors[name] = [type(e).__name__, str(e)]
 """
 
 _EPILOGUE = """

@@ -87,12 +87,6 @@ def test_errors_do_not_abort_or_lose_events(tmp_path):
 import mxnet as mx, pyprof
 from pyprof import profiler
 from pyprof.context import check_context
-errors = {}
-def attempt(name, fn):
-    try:
-        fn()
-    except pyprof.PyprofError as e:
-        errors[name] = type(e).__name__
 attempt("dump_before_run", profiler.dump)
 profiler.set_config(filename="t.json", continuous_dump=False, aggregate_stats=False)
 profiler.set_state("run")
@@ -111,7 +105,7 @@ profiler.dump()
 attempt("reconfigure_after_finished", lambda: profiler.set_config(filename="again.json"))
 result = errors
 """, tmp_path)
-    assert r == {"dump_before_run": "StateError", "unknown_key": "ConfigError",
+    assert {k: v[0] for k, v in r.items()} == {"dump_before_run": "StateError", "unknown_key": "ConfigError",
                  "wrong_type": "ConfigError", "bad_state": "StateError",
                  "rename_while_open": "StateError", "dumps_without_aggregate": "StateError",
                  "server_without_kvstore": "StateError", "gpu_on_cpu_build": "DeviceError",

@@ -290,12 +290,6 @@ def test_object_contract(tmp_path):
     r = run_scenario("""
 import gc, mxnet as mx, pyprof
 from pyprof import profiler, objects
-errors = {}
-def attempt(name, fn):
-    try:
-        fn()
-    except pyprof.PyprofError as e:
-        errors[name] = [type(e).__name__, str(e)]
 
 profiler.set_config(filename="t.json", continuous_dump=False)
 profiler.set_state("run")

@@ -62,12 +62,6 @@ def test_bad_key_value_state_raise_and_the_process_survives(tmp_path):
 import mxnet as mx
 import pyprof
 from pyprof import profiler
-errors = {}
-def attempt(name, fn):
-    try:
-        fn()
-    except pyprof.PyprofError as e:
-        errors[name] = [type(e).__name__, str(e)]
 profiler.set_config(filename="t.json", continuous_dump=False, aggregate_stats=True)
 profiler.set_state("run")
 a = mx.nd.ones((16, 16))
