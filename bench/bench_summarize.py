@@ -3,8 +3,10 @@
 Generates an MXNet-style trace (pretty-printed events exactly as MXNet 1.9.1 writes them:
 operator B/E pairs with their async b/e copies, C API b/e calls with their counters, memory
 counters, metadata with 64-bit pids/tids) of about ``--size-mb`` MB in a temporary directory, then
-runs each contender in its own child process and reports wall time, throughput and the child's
-peak RSS (``resource.getrusage(RUSAGE_SELF).ru_maxrss`` read inside the child at exit).
+runs each contender in its own child process and reports wall time, CPU time (the child's plus
+its reaped worker processes', ``RUSAGE_CHILDREN``), throughput and peak RSS: the child's
+``ru_maxrss`` plus, when pyprof parsed the file in worker processes, the sum of every worker's own
+``ru_maxrss`` (an over-estimate of their joint peak, never an under-estimate).
 
 Both contenders compute the same thing: per (category, name, device) count, total, min, max,
 mean, p50/p90/p99 of B/E pairs and non-duplicate async pairs outside MXNET_C_API (summarize's
@@ -150,15 +152,28 @@ CONTENDERS = {"pyprof": ("pyprof.trace.summarize", contender),
 
 
 def child(mode: str, path: str) -> None:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    cpu0 = ru.ru_utime + ru.ru_stime
+    def cpu() -> float:
+        return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                     resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+    cpu0 = cpu()
     t0 = time.perf_counter()
     n, digest = CONTENDERS[mode][1](path)
     wall = time.perf_counter() - t0
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    peak_kb = ru.ru_maxrss  # kB on Linux
-    print(json.dumps({"mode": mode, "wall_s": wall, "cpu_s": ru.ru_utime + ru.ru_stime - cpu0,
-                      "peak_rss_mb": peak_kb / 1024, "rows": n, "digest": digest}))
+    cpu_s = cpu() - cpu0  # worker processes (reaped) included
+    peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux
+    # Worker processes of the parallel fast path: add each worker's own peak RSS (a sum of peaks,
+    # which over-counts: they do not peak at the same moment, and forked pages are shared).
+    run = getattr(sys.modules.get("pyprof.trace._parallel"), "LAST_RUN", None) or {}
+    worker_peaks = list(run.get("worker_peak_rss_kb", []))
+    if run.get("workers", 0) > len(worker_peaks):  # a worker that did not report: assume the worst
+        biggest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        worker_peaks += [biggest] * (run["workers"] - len(worker_peaks))
+    print(json.dumps({"mode": mode, "wall_s": wall, "cpu_s": cpu_s,
+                      "peak_rss_mb": (peak_kb + sum(worker_peaks)) / 1024,
+                      "parent_peak_rss_mb": peak_kb / 1024, "workers": len(worker_peaks),
+                      "worker_peaks_mb": [round(k / 1024) for k in worker_peaks],
+                      "rows": n, "digest": digest}))
 
 
 def run_child(mode: str, path: str) -> dict:
@@ -204,15 +219,18 @@ def main() -> None:
           f"{os.cpu_count()} CPUs\n")
     print(f"Load average before/after: {load0} / {', '.join(f'{x:.2f}' for x in os.getloadavg())} "
           "(wall times depend on other work on the machine; CPU time much less)\n")
-    print("| contender | wall (s) | CPU (s) | throughput (MB/s) | peak RSS (MB) | speed vs baseline "
-          "(wall) | speed vs baseline (CPU) | memory vs baseline |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| contender | workers | wall (s) | CPU (s, incl. workers) | throughput (MB/s) | peak RSS (MB, "
+          "parent + workers) | speed vs baseline (wall) | speed vs baseline (CPU) | memory vs baseline |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for m, r in res.items():
         speed = f"{b['wall_s'] / r['wall_s']:.2f}x" if b else "-"
         cspeed = f"{b['cpu_s'] / r['cpu_s']:.2f}x" if b else "-"
         mem = f"{r['peak_rss_mb'] / b['peak_rss_mb']:.3f}" if b else "-"
-        print(f"| {CONTENDERS[m][0]} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {size / 1e6 / r['wall_s']:.0f} "
-              f"| {r['peak_rss_mb']:.0f} | {speed} | {cspeed} | {mem} |")
+        peak = f"{r['peak_rss_mb']:.0f}"
+        if r.get("workers"):
+            peak += f" ({r['parent_peak_rss_mb']:.0f} + {' + '.join(str(k) for k in r['worker_peaks_mb'])})"
+        print(f"| {CONTENDERS[m][0]} | {r.get('workers', 0)} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} "
+              f"| {size / 1e6 / r['wall_s']:.0f} | {peak} | {speed} | {cspeed} | {mem} |")
     if "pyprof" in res and "baseline" in res:
         print(f"\nBoth computed the same {res['pyprof']['rows']} operator rows and memory high-water "
               f"marks (digest {res['pyprof']['digest']}).")

@@ -12,22 +12,24 @@ MXNet 1.9.1 writes every event over about eight lines with a fixed key order::
     }
 
 (plus one optional line, ``"args": { "<counter>": <value> },``, ``"id": <id>,`` or ``"s": "p",``,
-before ``pid``; metadata events have their own layout). :func:`parse_body` matches a whole chunk of
-such events with **one** ``re.findall`` whose pattern captures only what the statistics need, and
-turns the captures into numpy arrays; strings and ids are decoded once per distinct value.
+before ``pid``; metadata events have their own layout). :func:`parse_body` splits a whole chunk of
+such events with **one** ``re.split`` whose pattern captures only what the statistics need, and
+turns the captures (every 11th item of the split list is one column) into numpy arrays; strings and
+ids are decoded once per distinct value.
 
 Exactness: the fast result of a chunk is used only when the chunk provably is nothing but such
 events, so that ``orjson`` would have produced exactly the same events from it:
 
-* the matches tile the chunk: each match ends with a separator followed by ``{`` (or the end of
-  the chunk), the chunk begins with ``{``, and every ``{`` of the chunk lies inside a match (the
-  number of ``{`` equals the number the matches contain), so no text is left between matches;
+* the matches tile the chunk: every gap between matches in the split list (and before the first,
+  after the last) is empty; each match ends with a separator followed by ``{`` (or the end of the
+  chunk);
 * every captured string is valid JSON as written (no ``"``, back slash, control character; valid
   UTF-8) and holds no brace (so the reader's bytes prefilter splits the chunk exactly into these
   events), numbers have no leading zeros and ids fit in 64 bits (orjson returns larger ones as
   floats);
 * events the reader's prefilter would drop unparsed (excluded categories, async operator copies)
-  are matched by separate branches that capture nothing.
+  are matched by a separate branch that captures nothing and admits no ``{`` in their strings
+  (an event with one is matched as a kept event instead, whose strings are checked).
 
 Anything else (names with quotes, ``X`` events, other layouts, damaged chunks) returns ``None`` and
 the caller parses that chunk with orjson, as before. Pairing of begin/end events is vectorised in
@@ -49,11 +51,13 @@ __all__ = ["event_pattern", "parse_body", "pair_stack", "FastChunk"]
 _SP = rb"\n *"
 _SEP = rb"[ \n]*(?:,[ \n]*(?=\{)|\Z)"
 _U64_MAX = 2 ** 64 - 1
-# An event the prefilter drops unparsed: its contents do not matter, but its extent must be certain;
-# captures only whether it holds a "{" (args). Names may not hold braces (the "{" count is exact).
-_SKIPPED = (rb'[^"]*",' + _SP + rb'"cat": "[^"]*",' + _SP + rb'"ph": "[^"]",' + _SP
-            + rb'"ts": [0-9]+,' + _SP + rb'(?:"args": (\{) "[^"]*": -?[0-9]+ \},' + _SP
-            + rb'|"id": [0-9]+,' + _SP + rb'|"s": "[^"]*",' + _SP + rb')?"pid": [0-9]+,' + _SP
+# An event the prefilter drops unparsed: its contents do not matter, but its extent must be certain,
+# and its strings may hold no "{" (so that no "}, {" inside them could mislead the prefilter's split;
+# an event with one matches _KEPT instead, whose strings are checked). Group 1 only keeps the
+# numbering of the groups (whether it holds args).
+_SKIPPED = (rb'[^"{]*",' + _SP + rb'"cat": "[^"{]*",' + _SP + rb'"ph": "[^"{]",' + _SP
+            + rb'"ts": [0-9]+,' + _SP + rb'(?:"args": (\{) "[^"{]*": -?[0-9]+ \},' + _SP
+            + rb'|"id": [0-9]+,' + _SP + rb'|"s": "[^"{]*",' + _SP + rb')?"pid": [0-9]+,' + _SP
             + rb'"tid": [0-9]+' + _SP + rb"\}")
 # Groups of a kept event: name/cat/ph, ts, args key, counter value, id or scope, pid/tid.
 _KEPT = (rb'([^"]*",' + _SP + rb'"cat": "[^"]*",' + _SP + rb'"ph": "[^"])",' + _SP
@@ -63,8 +67,9 @@ _KEPT = (rb'([^"]*",' + _SP + rb'"cat": "[^"]*",' + _SP + rb'"ph": "[^"])",' + _
          + rb'("pid": [0-9]{1,20},' + _SP + rb'"tid": [0-9]{1,20})' + _SP + rb"\}")
 _META = (rb"\{" + _SP + rb'"ph": "M",' + _SP + rb'"args": \{' + _SP + rb'"name": "([^"]*)"' + _SP
          + rb"\}," + _SP + rb'"pid": ([0-9]{1,20}),' + _SP + rb'"name": "([^"]*)"' + _SP + rb"\}")
-# Column numbers in the findall tuples.
+# Group numbers (minus one) of the pattern; re.split gives a gap and then the 10 groups per match.
 _C_SKIPARGS, _C_KEY, _C_TS, _C_ARGS, _C_VAL, _C_MID, _C_PIDTID, _C_MNAME, _C_MPID, _C_MOUTER = range(10)
+_STRIDE = 11
 
 _KEY_BLOB = re.compile(rb'([^"]*)",' + _SP + rb'"cat": "([^"]*)",' + _SP + rb'"ph": "([^"])\Z')
 _PIDTID_BLOB = re.compile(rb'"pid": (0|[1-9][0-9]*),' + _SP + rb'"tid": (0|[1-9][0-9]*)\Z')
@@ -73,10 +78,6 @@ _S_BLOB = re.compile(rb'"s": "([^"]*)"\Z')
 _ARGS_BLOB = re.compile(rb'"args": \{ "([^"]*)": \Z')
 _BAD_STRING = re.compile(rb"[\x00-\x1f\\{}]")
 _LEADING_ZERO = re.compile(rb" -?0[0-9]")
-_SKIPPED_PLAIN = (b"",) * 10
-_SKIPPED_ARGS = (b"{",) + (b"",) * 9
-_GET_KEY = operator.itemgetter(_C_KEY)
-_GET_MPID = operator.itemgetter(_C_MPID)
 
 
 class _Reject(Exception):
@@ -85,7 +86,7 @@ class _Reject(Exception):
 
 @functools.lru_cache(maxsize=32)
 def event_pattern(excluded: frozenset[str], copies: frozenset[str]) -> re.Pattern[bytes]:
-    """The compiled findall pattern for chunks whose prefilter drops ``excluded`` categories and
+    """The compiled split pattern for chunks whose prefilter drops ``excluded`` categories and
     async (``b``/``e``) events of the ``copies`` categories."""
     def alt(cats: Iterable[str]) -> bytes:
         return b"|".join(re.escape(c.encode()) for c in sorted(cats))
@@ -98,7 +99,7 @@ def event_pattern(excluded: frozenset[str], copies: frozenset[str]) -> re.Patter
         dropped.append(rb'(?:' + alt(excluded) + rb')"')
     if copies:
         dropped.append(rb'(?:' + alt(copies) + rb')",' + _SP + rb'"ph": "[be]"')
-    if dropped:
+    if dropped and not any(b in c for c in excluded | copies for b in "{}"):
         skip = (rb'(?=[^"]*",' + _SP + rb'"cat": "(?:' + b"|".join(dropped) + rb'))' + _SKIPPED)
     else:
         skip = rb"(?!)(\{)"  # keeps the group numbering
@@ -170,28 +171,33 @@ def parse_body(body: bytes, pattern: re.Pattern[bytes], excluded: frozenset[str]
         return None
 
 
+def _take(col: list[Any], idx: list[int]) -> list[Any] | tuple[Any, ...]:
+    """``[col[i] for i in idx]`` at C speed."""
+    if len(idx) > 1:
+        return operator.itemgetter(*idx)(col)
+    return [col[i] for i in idx]
+
+
 def _parse(body: bytes, pattern: re.Pattern[bytes], excluded: frozenset[str],
            copies: frozenset[str]) -> FastChunk:
     first = body.find(b"{")
     if first < 0 or body[:first].strip(b" \n"):
         raise _Reject
-    matches = pattern.findall(body, first)
-    n = len(matches)
-    if not n:
-        raise _Reject
-    # Skipped events give one of two constant tuples; kept and metadata events are filtered out.
-    n_skip_args = matches.count(_SKIPPED_ARGS)
-    kept = list(filter(_GET_KEY, matches))
-    metas = list(filter(_GET_MPID, matches)) if len(kept) + n_skip_args + matches.count(
-        _SKIPPED_PLAIN) != n else []
-    del matches
-    nk = len(kept)
-    cols = list(zip(*kept)) if nk else [()] * 10
-    del kept
-    args_col = cols[_C_ARGS]
-    n_args = nk - args_col.count(b"")
-    if body.count(b"{") != n + n_skip_args + n_args + len(metas):
+    if first:
+        body = body[first:]
+    # [gap, 10 groups, gap, 10 groups, ..., gap]: empty gaps prove the matches tile the body.
+    parts = pattern.split(body)
+    n = len(parts) // _STRIDE
+    if not n or parts[0::_STRIDE].count(b"") != n + 1:
         raise _Reject  # text outside the matches: not a clean run of events
+    keys = parts[1 + _C_KEY::_STRIDE]  # None for skipped and metadata events
+    mpids = parts[1 + _C_MPID::_STRIDE]
+    n_meta = n - mpids.count(None)
+    metas = []
+    if n_meta:
+        names, outers = parts[1 + _C_MNAME::_STRIDE], parts[1 + _C_MOUTER::_STRIDE]
+        metas = [(names[i], mpids[i], outers[i]) for i, v in enumerate(mpids) if v is not None]
+    del mpids
 
     out = FastChunk()
     out.meta = []
@@ -199,11 +205,12 @@ def _parse(body: bytes, pattern: re.Pattern[bytes], excluded: frozenset[str],
     if metas:
         phases["M"] = len(metas)
         for m in metas:
-            a, o, p = _string(m[_C_MNAME]), _string(m[_C_MOUTER]), _uint(m[_C_MPID])
+            a, o, p = _string(m[0]), _string(m[2]), _uint(m[1])
             if o == "process_name":
                 out.meta.append((p, a))
 
-    key_codes, key_uniq = _factorize(cols[_C_KEY])
+    key_codes, key_uniq = _factorize(keys)
+    del keys
     # Per distinct name/cat/ph: decoded strings and what to do with the event.
     n_u = len(key_uniq)
     u_name: list[str] = [""] * n_u
@@ -215,6 +222,8 @@ def _parse(body: bytes, pattern: re.Pattern[bytes], excluded: frozenset[str],
     cat_index: dict[str, int] = {}
     u_catidx = np.zeros(n_u, np.int64)
     for i, blob in enumerate(key_uniq):
+        if blob is None:
+            continue  # skipped or metadata event
         m = _KEY_BLOB.match(blob)
         if m is None:  # pragma: no cover - the findall pattern guarantees the shape
             raise _Reject
@@ -238,11 +247,14 @@ def _parse(body: bytes, pattern: re.Pattern[bytes], excluded: frozenset[str],
     kind = u_kind[key_codes]
     all_kept = bool(kind.all())
     kept_idx = None if all_kept else np.flatnonzero(kind)
-    out.events = (nk if all_kept else int(kept_idx.size)) + len(metas)
+    out.events = (n if all_kept else int(kept_idx.size)) + len(metas)
 
-    def sel(col: tuple[bytes, ...]) -> tuple[bytes, ...] | list[bytes]:
-        """The column's values of the events that count (all, in the usual case)."""
-        return col if all_kept else [col[i] for i in kept_idx.tolist()]
+    kept_list = None if all_kept else kept_idx.tolist()
+
+    def sel(c: int) -> list[bytes | None] | tuple[bytes | None, ...]:
+        """Column ``c``'s values of the events that count."""
+        col = parts[1 + c::_STRIDE]
+        return col if all_kept else _take(col, kept_list)
 
     if not all_kept:
         key_codes = key_codes[kept_idx]
@@ -250,14 +262,14 @@ def _parse(body: bytes, pattern: re.Pattern[bytes], excluded: frozenset[str],
     nkept = kind.size
 
     # pid/tid and id/scope, decoded per distinct value.
-    pt_codes, pt_uniq = _factorize(sel(cols[_C_PIDTID]))
+    pt_codes, pt_uniq = _factorize(sel(_C_PIDTID))
     pt_vals: list[tuple[int, int]] = []
     for blob in pt_uniq:
         m = _PIDTID_BLOB.match(blob)
         if m is None:
             raise _Reject  # leading zero
         pt_vals.append((_uint(m.group(1)), _uint(m.group(2))))
-    mid_codes, mid_uniq = _factorize(sel(cols[_C_MID]))
+    mid_codes, mid_uniq = _factorize(sel(_C_MID))
     mid_ids: list[int | None] = []
     for blob in mid_uniq:
         if not blob:
@@ -274,20 +286,20 @@ def _parse(body: bytes, pattern: re.Pattern[bytes], excluded: frozenset[str],
         mid_ids.append(None)
 
     # ts of every kept event (checked even where unused: orjson would reject "01").
-    ts_all = _ints(sel(cols[_C_TS]), nkept)
+    ts_all = _ints(sel(_C_TS), nkept)
     # args of kept events: keys decoded, values parsed (also where only counted).
-    args_kept = sel(args_col)
+    args_kept = sel(_C_ARGS)
     has_args = np.fromiter(map(bool, args_kept), bool, nkept)
     a_idx = np.flatnonzero(has_args).tolist()
-    a_codes, a_uniq = _factorize([args_kept[i] for i in a_idx])
+    a_codes, a_uniq = _factorize(_take(args_kept, a_idx))
     a_names = []
     for blob in a_uniq:
         m = _ARGS_BLOB.match(blob)
         if m is None:  # pragma: no cover - the findall pattern guarantees the shape
             raise _Reject
         a_names.append(_string(m.group(1)))
-    val_kept = sel(cols[_C_VAL])
-    a_vals = _ints([val_kept[i] for i in a_idx], len(a_idx))
+    a_vals = _ints(_take(sel(_C_VAL), a_idx), len(a_idx))
+    del parts
 
     # Begin/end events: one combined code per (name/cat/ph, pid/tid) pair, then stack keys.
     m2 = kind == 2

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import mmap
 import os
 import re
 import sys
@@ -269,14 +270,71 @@ class TraceReader:
                 if not body.strip():
                     continue
                 yield body
-            if not self._saw_event and self.report.dropped_fragments:
-                raise TraceFormatError(f"{self.path}: no trace events found; is this an MXNet "
-                                       "profiler JSON file (profiler.set_config(filename=...))?")
+            self._check_events()
         finally:
             if bar is not None:
                 bar.close()
             stream.close()
             raw.close()
+
+    def _check_events(self) -> None:
+        """Raise :class:`TraceFormatError` when every body has been parsed and none held an event."""
+        if not self._saw_event and self.report.dropped_fragments:
+            raise TraceFormatError(f"{self.path}: no trace events found; is this an MXNet "
+                                   "profiler JSON file (profiler.set_config(filename=...))?")
+
+    def _body_spans(self) -> Iterator[tuple[int, int]]:
+        """``(offset, length)`` in the file of each body :meth:`_bodies` would yield, in order.
+
+        For plain (not gzip) files only: the same chunking, head/tail handling, report fields and
+        progress bar as :meth:`_bodies`, computed on a memory map without copying the bodies (the
+        caller reads them, e.g. in worker processes). The caller parses the bodies, then calls
+        :meth:`_check_events`.
+        """
+        with open(self.path, "rb") as raw:
+            size = os.fstat(raw.fileno()).st_size
+            if not size:
+                return
+            bar = self._progress_bar(raw)
+            mm = mmap.mmap(raw.fileno(), size, access=mmap.ACCESS_READ)
+            try:
+                start = 0  # file offset of the carried text (buf[0] in _bodies)
+                end = 0  # bytes read so far
+                started = False
+                eof = False
+                while not eof:
+                    n = min(self.chunk_bytes, size - end)
+                    eof = not n
+                    end += n
+                    self.report.bytes_read += n
+                    if bar is not None:
+                        bar.update(n)
+                    if not started:
+                        if not eof and end - start < 4096:
+                            continue
+                        head = mm[start:end]
+                        start = end - len(self._skip_head(head))
+                        del head
+                        started = True
+                    if eof:
+                        body = self._strip_tail(mm[start:end])
+                        span = (start, len(body))
+                        start = end
+                        if not body.strip():
+                            continue
+                        del body
+                    else:
+                        cut = _last_separator(mm, start, end)
+                        if cut is None:
+                            continue  # one event larger than the chunk: read more
+                        span = (start, cut[0] - start)
+                        start = cut[1]
+                        # A body cut at a separator ends with "}": never blank.
+                    yield span
+            finally:
+                if bar is not None:
+                    bar.close()
+                mm.close()
 
     _saw_event = False
 
@@ -413,14 +471,18 @@ def _looks_like_event_start(text: bytes) -> bool:
     return re.match(rb'\{\s*"(?:name|ph|cat|ts|pid|tid|args)"', text) is not None
 
 
-def _last_separator(buf: bytes) -> tuple[int, int] | None:
-    """(end of the last complete event, start of the next) for the last separator in ``buf``."""
-    pos = len(buf)
+def _last_separator(buf: bytes | mmap.mmap, start: int = 0,
+                    stop: int | None = None) -> tuple[int, int] | None:
+    """(end of the last complete event, start of the next) for the last separator in
+    ``buf[start:stop]`` (positions in ``buf``)."""
+    if stop is None:
+        stop = len(buf)
+    pos = stop
     while True:
-        pos = buf.rfind(b"}", 0, pos)
+        pos = buf.rfind(b"}", start, pos)
         if pos < 0:
             return None
-        m = _SEP.match(buf, pos)
+        m = _SEP.match(buf, pos, stop)
         if m:
             return pos + 1, m.end() - 1
 

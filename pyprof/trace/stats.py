@@ -23,6 +23,10 @@ Percentiles: every call's duration is kept in a compact ``array('q')`` (8 bytes 
 ``(category, name, device)``), so p50/p90/p99 are exact — numpy's default linear interpolation
 between order statistics. Memory therefore grows with the number of *calls*, never with the file
 size or the number of other events: 10 million calls take 80 MB.
+
+Large plain files (64 MiB and more) are parsed by ``min(2, cpu_count)`` forked worker processes
+(``PYPROF_TRACE_WORKERS=N`` sets the number, ``1`` reads sequentially); the parent applies their
+results in file order with the sequential code, so the statistics are identical (see ``_parallel``).
 """
 
 from __future__ import annotations
@@ -43,9 +47,10 @@ from typing import Any
 import numpy as np
 import orjson
 
+from . import _parallel
 from ._fast import FastChunk, event_pattern, pair_stack, parse_body
 from .errors import AggregateFormatError, TraceError
-from .reader import ReadReport, TraceReader
+from .reader import ReadReport, TraceReader, is_gzip
 
 __all__ = [
     "ASYNC_COPY_CATEGORIES", "BULK_NOTE", "OpStats", "MemoryStats", "CounterStats", "TraceStats",
@@ -340,9 +345,11 @@ def _no_gc():
 class _Accumulator:
     """Streaming state of :func:`stats` across files; see the module docstring."""
 
-    def __init__(self, categories: frozenset[str] | None, excluded: frozenset[str] = frozenset()):
+    def __init__(self, categories: frozenset[str] | None, excluded: frozenset[str] = frozenset(),
+                 workers: int | None = None):
         self.categories = categories
         self.excluded = excluded
+        self.workers = workers  # None: by file size and PYPROF_TRACE_WORKERS
         self.durations: dict[tuple[str, str, str], array] = {}
         self.memory: dict[str, tuple[array, array]] = {}
         self.counters: dict[tuple[str, str], list[float]] = {}
@@ -364,21 +371,63 @@ class _Accumulator:
             fast = FAST_PATH
             copies = ASYNC_COPY_CATEGORIES if reader._copies else frozenset()
             pattern = event_pattern(self.excluded, copies) if fast else None
-            for body in reader._bodies():
-                chunk = (parse_body(body, pattern, self.excluded, copies)
-                         if fast and st.carry_ok() else None)
-                if chunk is None:
-                    evs = reader._parse_body(body)
-                    reader.report.events += len(evs)
-                    self._add_events(evs, st)
-                else:
-                    if chunk.events:
-                        reader._saw_event = True
-                    reader.report.events += chunk.events
-                    self._add_chunk(chunk, st)
+            workers = self._workers_for(reader) if fast else 1
+            if workers > 1:
+                self._add_file_parallel(reader, st, workers, pattern, copies)
+            else:
+                for body in reader._bodies():
+                    chunk = (parse_body(body, pattern, self.excluded, copies)
+                             if fast and st.carry_ok() else None)
+                    self._add_body(reader, st, body, chunk)
         else:
             self._add_events(events, st)
         self._end_file(st)
+
+    def _add_body(self, reader: TraceReader, st: _FileState, body: bytes | None,
+                  chunk: FastChunk | None, span: tuple[int, int] | None = None,
+                  fd: int | None = None) -> None:
+        """One reader body: its fast-path result, or (``chunk`` None) the orjson loop. The body
+        text may instead be given as a ``span`` of the file open as ``fd``."""
+        if chunk is None:
+            if body is None:
+                body = _parallel.pread(fd, span[1], span[0])
+            evs = reader._parse_body(body)
+            reader.report.events += len(evs)
+            self._add_events(evs, st)
+        else:
+            if chunk.events:
+                reader._saw_event = True
+            reader.report.events += chunk.events
+            self._add_chunk(chunk, st)
+
+    def _workers_for(self, reader: TraceReader) -> int:
+        """Worker processes for this file: 1 (sequential) unless it is a large plain file."""
+        if reader.chunk_bytes <= 0 or not _parallel.available():
+            return 1
+        try:
+            if is_gzip(reader.path):
+                return 1
+            size = os.path.getsize(reader.path)
+        except (OSError, TraceError):
+            return 1  # the sequential reader reports the problem
+        if self.workers is not None:
+            return max(1, self.workers)
+        return _parallel.default_workers(size)
+
+    def _add_file_parallel(self, reader: TraceReader, st: _FileState, workers: int,
+                           pattern: re.Pattern[bytes], copies: frozenset[str]) -> None:
+        """The fast path with bodies parsed by worker processes (see ``_parallel``), results
+        applied here in file order exactly as in the sequential loop."""
+        fd = os.open(reader.path, os.O_RDONLY)
+        try:
+            with _parallel.ChunkPool(reader.path, workers, pattern, self.excluded, copies) as pool:
+                for span, chunk in pool.map(reader._body_spans(), fd):
+                    if chunk is not None and not st.carry_ok():
+                        chunk = None
+                    self._add_body(reader, st, None, chunk, span, fd)
+        finally:
+            os.close(fd)
+        reader._check_events()
 
     def _add_events(self, events: Iterable[dict[str, Any]], st: _FileState) -> None:
         """The reference loop: one parsed event (dict) at a time."""
@@ -643,7 +692,7 @@ def _as_paths(trace_or_paths: Any) -> list[str]:
 
 def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
           categories: Iterable[str] | None = None, exclude_categories: Iterable[str] = (),
-          progress: bool | None = None) -> TraceStats:
+          progress: bool | None = None, _workers: int | None = None) -> TraceStats:
     """Exact per-operator and memory statistics of one or more trace files.
 
     Several files are combined: records with the same ``(category, name, device)`` are pooled
@@ -656,6 +705,8 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
         exclude_categories: categories skipped before parsing (faster), e.g. ``{"MXNET_C_API"}``
             (C API calls and their counters are a large share of a trace).
         progress: tqdm bar per file (see :class:`~pyprof.trace.reader.TraceReader`).
+        _workers: private, for tests: worker processes for every plain file, whatever its size
+            (default: 1 below 64 MiB, else ``PYPROF_TRACE_WORKERS`` or ``min(2, cpu_count)``).
 
     Returns:
         :class:`TraceStats`; times in integer/float microseconds, memory in bytes.
@@ -666,7 +717,8 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
         TraceError: no paths given.
     """
     excluded = frozenset(exclude_categories)
-    acc = _Accumulator(frozenset(categories) if categories is not None else None, excluded)
+    acc = _Accumulator(frozenset(categories) if categories is not None else None, excluded,
+                       _workers)
     reports = []
     for path in _as_paths(trace_or_paths):
         reader = TraceReader(path, progress=progress, drop_async_copies=True,
