@@ -37,6 +37,7 @@ class ConfigKey:
     choices: tuple[str, ...] = ()
     min_exclusive: float | None = None
     unit: str | None = None
+    file: bool = False  # a path whose directory must exist (MXNet silently writes nothing)
 
     def to_c(self, value: Any) -> str:
         """The string MXNet's parameter parser accepts for ``value``; ConfigError otherwise."""
@@ -49,9 +50,17 @@ class ConfigKey:
                 return "true" if value.strip().lower() in _TRUE else "false"
             raise self._bad(value, "True/False, 1/0, or the strings 'true'/'false'/'1'/'0'")
         if self.type == "string":
-            if isinstance(value, (str, os.PathLike)) and str(os.fspath(value)):
-                return str(os.fspath(value))
-            raise self._bad(value, "a non-empty string (a file path)")
+            if not (isinstance(value, (str, os.PathLike)) and str(os.fspath(value))):
+                raise self._bad(value, "a non-empty string (a file path)")
+            text = str(os.fspath(value))
+            if self.file:
+                parent = os.path.dirname(os.path.abspath(text))
+                if not os.path.isdir(parent):
+                    raise ConfigError(
+                        f"invalid value {text!r} for profiler config key {self.name!r}: "
+                        f"directory {parent!r} does not exist. fix: create it first "
+                        "(MXNet would silently write no trace)")
+            return text
         if self.type == "float":
             try:
                 number = float(value) if not isinstance(value, bool) else math.nan
@@ -82,7 +91,7 @@ def keys() -> dict[str, ConfigKey]:
         k["name"]: ConfigKey(
             name=k["name"], type=k["type"], default=k["default"], doc=k["doc"],
             choices=tuple(k.get("choices", ())), min_exclusive=k.get("min_exclusive"),
-            unit=k.get("unit"))
+            unit=k.get("unit"), file=bool(k.get("file", False)))
         for k in raw["keys"]
     }
 

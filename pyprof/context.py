@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import os
+
 from . import _capi
 from .errors import DeviceError
 
 CUDA_HINT = ("install a CUDA build of MXNet matching your driver, e.g. "
              "pip install 'mxnet-cu112==1.9.1' (cu102 ... cu117 exist), in place of 'mxnet'")
+
+
+def cpu_device_count() -> int:
+    """CPU devices MXNet's profiler has tables for: the processors this process may use
+    (what ``omp_get_num_procs`` reports)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def check_context(kind: str, device_id: int = 0) -> None:
@@ -15,8 +26,13 @@ def check_context(kind: str, device_id: int = 0) -> None:
     C: MXGetGPUCount (0 on a CPU build of MXNet, or with no visible GPU).
     """
     if kind == "cpu":
-        if device_id < 0:
-            raise DeviceError(f"invalid cpu device id {device_id}: expected >= 0")
+        n = cpu_device_count()
+        if not 0 <= device_id < n:
+            # MXNet's profiler indexes its per-device tables by this id and aborts past the end.
+            raise DeviceError(
+                f"cpu device id {device_id} is out of range: MXNet's profiler knows cpu/0 to "
+                f"cpu/{n - 1} on this machine. fix: use a device id from 0 to {n - 1} (CPU "
+                "contexts share the same cores; the id only labels the trace)")
         return
     if kind != "gpu":
         raise DeviceError(f"invalid context {kind!r}: expected 'cpu' or 'gpu'")

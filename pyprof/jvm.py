@@ -88,6 +88,10 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
         _clj["var"] = rt.var
         _clj["read"] = rt.read
         _clj["require"] = rt.var("clojure.core", "require")
+    # Both layers guard the one profiler singleton: tell the JVM what Python already did.
+    from . import profiler
+    _clj["require"].invoke(_clj["read"]("pyprof.profiler"))
+    share_state(**profiler.state())
 
 
 def shutdown() -> None:
@@ -107,7 +111,12 @@ def is_running() -> bool:
 
 
 def _ensure() -> None:
+    global _state
+    import jpype
+
     with _lock:
+        if _state == "running" and not jpype.isJVMStarted():
+            _state = "shut down"  # someone called jpype.shutdownJVM() directly
         if _state != "running":
             start()
 
@@ -121,11 +130,15 @@ class Namespace:
         self.name = name
 
     def __getitem__(self, fn: str):
+        _ensure()
         v = _clj["var"](self.name, fn)
 
         def invoke(*args):
             import jpype
 
+            if _state != "running":
+                raise JVMError("the JVM was shut down and cannot start again in this process "
+                               "(a JPype limit). fix: run the JVM work in a new process")
             try:
                 return to_python(v.invoke(*[to_clojure(a) for a in args]))
             except jpype.JException as exc:
@@ -177,6 +190,33 @@ def require(ns: str) -> Namespace:
     _ensure()
     _clj["require"].invoke(_clj["read"](ns))
     return Namespace(ns)
+
+
+def peer_state() -> dict[str, Any] | None:
+    """The JVM layer's record of the profiler (``pyprof.profiler/state``) when a JVM runs in
+    this process, else None. Keys: running, paused, finished, ever_ran."""
+    if _state != "running":
+        return None
+    s = call("pyprof.profiler", "state")
+    return {k.replace("-", "_"): v for k, v in s.items()}
+
+
+def share_state(**fields: Any) -> None:
+    """Record Python-side profiler calls (``finished=True``, ``ever_ran=True``...) in the JVM
+    layer's tracker, so its guards see them too. A no-op when no JVM runs."""
+    import jpype
+
+    if _state != "running":
+        return
+    keyword = jpype.JClass("clojure.lang.Keyword")
+    args = []
+    for k, v in fields.items():
+        if k in ("running", "paused", "finished", "ever_ran"):
+            args += [keyword.intern(k.replace("_", "-")), to_clojure(bool(v))]
+    if args:
+        _clj["var"]("pyprof.profiler", "-update-tracker!").applyTo(
+            jpype.JClass("clojure.lang.RT").seq(jpype.JArray(jpype.JObject)(
+                [_clj["var"]("clojure.core", "assoc"), *args])))
 
 
 def eval_clojure(source: str) -> Any:

@@ -11,6 +11,7 @@ it was.
 from __future__ import annotations
 
 import sys
+import sys
 import threading
 from ctypes import byref, c_char_p
 from typing import Any
@@ -55,6 +56,27 @@ class _Tracker:
 
 
 _t = _Tracker()
+
+
+def _peer():
+    """The JPype bridge, when a JVM runs in this process (its layer guards the same singleton)."""
+    jvm = sys.modules.get("pyprof.jvm")
+    return jvm if jvm is not None and jvm.is_running() else None
+
+
+def _sync_from_peer() -> None:
+    """Take in what the JVM layer did: a finished dump there ends this process's session too."""
+    peer = _peer()
+    if peer is not None:
+        s = peer.peer_state()
+        _t.finished |= bool(s.get("finished"))
+        _t.ever_ran |= bool(s.get("ever_ran"))
+
+
+def _share(**fields) -> None:
+    peer = _peer()
+    if peer is not None:
+        peer.share_state(**fields)
 
 
 def _check_owner(call: str, process_code: int = 0) -> None:
@@ -118,6 +140,7 @@ def set_config(**kwargs: Any) -> None:
     _process_code(process)
     with _t.lock:
         _check_owner("set_config()", PROCESSES[process])
+        _sync_from_peer()
         if _t.finished:
             raise StateError(
                 "the profiler already wrote its finished trace (dump(finished=True)); MXNet "
@@ -147,6 +170,7 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
     code = _process_code(profile_process)
     with _t.lock:
         _check_owner(f"set_state({state!r})", code)
+        _sync_from_peer()
         if state == "run" and _t.finished:
             raise StateError(
                 "the profiler already wrote its finished trace; MXNet cannot record a second "
@@ -157,6 +181,7 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
             _t.running = state == "run"
             _t.ever_ran |= _t.running
             _t.paused = False if _t.running else _t.paused
+            _share(running=_t.running, ever_ran=_t.ever_ran, paused=_t.paused)
 
 
 def dump(finished: bool = True, profile_process: str = "worker") -> None:
@@ -170,6 +195,7 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
     fin = 1 if finished is True else 0
     with _t.lock:
         _check_owner("dump()", code)
+        _sync_from_peer()
         if code == 0 and _t.finished:
             raise StateError(
                 "the finished trace was already written; a second dump would corrupt it. "
@@ -186,6 +212,7 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
         if code == 0 and fin:
             _t.finished = True
             _t.running = False
+            _share(finished=True, running=False)
         final = fin or (_t.config or {}).get("continuous_dump") == "false"
         if code == 0 and final and _t.repair_on_finish and _t.config:
             from .session import complete_headless_trace  # MXNet wrote no header

@@ -44,7 +44,11 @@ def test_float_and_enum_and_string():
     assert config.validate({"dump_period": 0.5}) == {"dump_period": "0.5"}
     assert config.validate({"dump_period": "2"}) == {"dump_period": "2.0"}
     assert config.validate({"profile_process": "server"}) == {"profile_process": "server"}
-    assert config.validate({"filename": "a/b.json"}) == {"filename": "a/b.json"}
+    assert config.validate({"filename": "b.json"}) == {"filename": "b.json"}
+    inside = str(config.SPEC_PATH.parent / "b.json")
+    assert config.validate({"filename": inside}) == {"filename": inside}
+    with pytest.raises(ConfigError, match="directory .* does not exist"):
+        config.validate({"filename": str(config.SPEC_PATH.parent / "no-such-dir" / "b.json")})
     for bad in (0, -1, "x", True, float("nan")):
         with pytest.raises(ConfigError, match="dump_period"):
             config.validate({"dump_period": bad})

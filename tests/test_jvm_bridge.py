@@ -1,6 +1,6 @@
 """The JPype bridge: one JVM per process, bound to the libmxnet Python loaded."""
 
-from child import run_scenario
+from child import load_trace, run_scenario
 
 
 def test_jvm_binds_to_the_library_python_loaded_and_shares_the_profiler(tmp_path):
@@ -84,3 +84,52 @@ result = jvm.eval_clojure("(let [f (fn [^String s] (try (.length s) (catch NullP
           " (loop [i 0 acc 0] (if (< i 300000) (recur (inc i) (+ acc (f (when (odd? i) \\"ab\\")))) acc)))")
 """, tmp_path)
     assert r == 150000 * 2 - 150000  # odd i: +2, even i: -1
+
+
+def test_one_session_guard_across_the_bridge(tmp_path):
+    """A finished dump in either language ends the process's one trace session for both."""
+    r = run_scenario("""
+import mxnet as mx
+from pyprof import jvm, profiler
+p = jvm.require("pyprof.profiler")
+p.profiler_set_config({"filename": "a.json", "continuous-dump": False})
+p.profiler_set_state("run")
+mx.nd.dot(mx.nd.ones((8, 8)), mx.nd.ones((8, 8))).wait_to_read()
+p.profiler_set_state("stop")
+p.dump_profile(True)                      # the JVM finishes the trace
+attempt("py_run", lambda: profiler.set_state("run"))
+attempt("py_config", lambda: profiler.set_config(filename="b.json"))
+result = errors
+""", tmp_path / "jvm-first")
+    assert r["py_run"][0] == "StateError" and r["py_config"][0] == "StateError"
+    load_trace(tmp_path / "jvm-first" / "a.json")  # still valid JSON
+
+    r = run_scenario("""
+import mxnet as mx
+from pyprof import jvm, profiler
+profiler.set_config(filename="a.json", continuous_dump=False)
+profiler.set_state("run")
+mx.nd.dot(mx.nd.ones((8, 8)), mx.nd.ones((8, 8))).wait_to_read()
+profiler.set_state("stop")
+profiler.dump()                           # Python finishes the trace, before the JVM starts
+p = jvm.require("pyprof.profiler")
+attempt("jvm_config", lambda: p.profiler_set_config({"filename": "b.json"}))
+attempt("jvm_run", lambda: p.profiler_set_state("run"))
+result = errors
+""", tmp_path / "py-first")
+    assert r["jvm_config"][0] == "StateError" and r["jvm_run"][0] == "StateError"
+    assert not (tmp_path / "py-first" / "b.json").exists()
+    load_trace(tmp_path / "py-first" / "a.json")
+
+
+def test_namespace_handles_after_shutdown_raise_jvm_error(tmp_path):
+    r = run_scenario("""
+import jpype
+from pyprof import jvm
+p = jvm.require("pyprof.profiler")
+pause = p["pause"]
+jvm.shutdown()
+attempt("old_handle", pause)
+result = errors
+""", tmp_path)
+    assert r["old_handle"][0] == "JVMError"
