@@ -56,13 +56,17 @@ _fns: dict[str, ctypes._CFuncPtr] = {}  # name -> declared function, filled at l
 
 
 def _candidates(explicit: str | None) -> list[tuple[str, str]]:
-    """Where libmxnet.so may be, in the documented order, with the source of each."""
-    out: list[tuple[str, str]] = []
+    """Where libmxnet.so may be, in the documented order, with the source of each.
+
+    An explicit path or ``$MXNET_LIBRARY_PATH`` is the only candidate when given: falling
+    back to another file would hide the mistake (and risk two copies in one process).
+    """
     if explicit:
-        out.append((explicit, "argument"))
+        return [(explicit, "argument")]
     env = os.environ.get("MXNET_LIBRARY_PATH")
     if env:
-        out.append((env, "MXNET_LIBRARY_PATH"))
+        return [(env, "MXNET_LIBRARY_PATH")]
+    out: list[tuple[str, str]] = []
     mx = sys.modules.get("mxnet")
     loaded = getattr(getattr(getattr(mx, "base", None), "_LIB", None), "_name", None)
     if loaded:
@@ -81,8 +85,8 @@ def _candidates(explicit: str | None) -> list[tuple[str, str]]:
 def load(path: str | None = None) -> ctypes.CDLL:
     """Load libmxnet.so once per process and return it.
 
-    Order: ``path``, ``$MXNET_LIBRARY_PATH``, the installed ``mxnet`` package (the same
-    file ``import mxnet`` loads). Raises :class:`LibraryNotFoundError` listing every path
+    Order: ``path``, ``$MXNET_LIBRARY_PATH`` (each, when given, the only one tried), the
+    installed ``mxnet`` package (the same file ``import mxnet`` loads). Raises :class:`LibraryNotFoundError` listing every path
     tried, or :class:`PyprofError` when the library is not MXNet 1.9.x. A second call
     returns the library already loaded; asking for a different file then is an error,
     since a second copy of libmxnet aborts the process.

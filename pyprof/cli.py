@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("matmul", help="profile the NxN dot example (Python or JVM binding)",
                        description=matmul.__doc__.split("\n\n")[0])
     matmul.add_arguments(p)
-    p.set_defaults(func=lambda a: matmul.execute(a, p))
+    p.set_defaults(func=lambda a, parser=p: matmul.execute(a, parser))
 
     p = sub.add_parser("config", help="list the profiler configuration keys (the shared spec)")
     p.add_argument("--format", choices=("markdown", "json"), default="markdown")

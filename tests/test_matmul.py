@@ -73,6 +73,7 @@ def test_gpu_on_cpu_build_is_one_clear_line(tmp_path):
 def test_bad_options_are_usage_errors(tmp_path):
     proc = run_cli(["matmul", "--begin", "3", "--end", "2"], tmp_path)
     assert proc.returncode == 2 and "--begin < --end" in proc.stderr
+    assert "usage: pyprof matmul" in proc.stderr  # the parser of this subcommand
     proc = run_cli(["matmul", "--mode", "everything"], tmp_path)
     assert proc.returncode == 2 and "invalid --mode 'everything'" in proc.stderr
 
@@ -81,3 +82,23 @@ def _libmxnet() -> str:
     import pyprof._capi as capi
 
     return capi.library_path()
+
+
+def test_cpu_device_id_past_the_profilers_tables_is_refused_and_keeps_the_trace(tmp_path):
+    """MXNet's profiler aborts on a cpu id past its tables, after config deleted the file."""
+    out = tmp_path / "keep.json"
+    out.write_text('{"traceEvents": []}')
+    proc = run_cli(["matmul", "--size", "64", "--device-id", str(os.cpu_count() + 3),
+                    "--output", str(out)], tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "is out of range" in proc.stderr and "fix: use a device id from 0" in proc.stderr
+    assert out.read_text() == '{"traceEvents": []}'
+
+
+def test_bad_library_path_is_one_clear_error(tmp_path):
+    for bad, why in (("/nope/libmxnet.so", "no such file"), ("/etc/passwd", "invalid ELF header")):
+        proc = run_cli(["matmul", "--size", "64", "--output", str(tmp_path / "t.json")],
+                       tmp_path, env={"MXNET_LIBRARY_PATH": bad})
+        assert proc.returncode == 1
+        assert "Traceback" not in proc.stderr
+        assert f"{bad}: from MXNET_LIBRARY_PATH" in proc.stderr and why in proc.stderr

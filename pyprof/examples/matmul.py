@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .. import context, profiler
+from .. import _capi, context, profiler
 from ..errors import PyprofError
 
 MODES = ("symbolic", "imperative", "api", "memory", "all")
@@ -103,6 +103,7 @@ def dot_events(trace_path: str) -> tuple[str | None, list[float]]:
 
 def run(o: argparse.Namespace) -> MatmulResult:
     """Run the example in this process with the Python binding."""
+    _capi.load()  # before `import mxnet`: a bad MXNET_LIBRARY_PATH is one clear error
     context.check_context(o.ctx, o.device_id)
     import mxnet as mx
 
@@ -152,6 +153,7 @@ def run_jvm(o: argparse.Namespace) -> MatmulResult:
     """Run the Clojure example (pyprof.matmul/run) in a JVM inside this process."""
     from .. import jvm
 
+    _capi.load()
     context.check_context(o.ctx, o.device_id)
     os.makedirs(os.path.dirname(os.path.abspath(o.output)), exist_ok=True)
     out = jvm.call("pyprof.matmul", "run", {
