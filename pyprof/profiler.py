@@ -56,12 +56,13 @@ class _Tracker:
 
 
 _t = _Tracker()
+_modules = sys.modules
 
 
 def _peer():
     """The JPype bridge, when a JVM runs in this process (its layer guards the same singleton)."""
-    jvm = sys.modules.get("pyprof.jvm")
-    return jvm if jvm is not None and jvm.is_running() else None
+    jvm = _modules.get("pyprof.jvm")
+    return jvm if jvm is not None and jvm._state == "running" else None
 
 
 def _sync_from_peer() -> None:
@@ -79,12 +80,15 @@ def _share(**fields) -> None:
         peer.share_state(**fields)
 
 
-def _check_owner(call: str, process_code: int = 0) -> None:
+def _check_owner(call: str, process_code: int = 0, arg: Any = None) -> None:
     """Refuse calls that would break an open pyprof.profile session (it owns the trace file).
 
     Calls for the kvstore servers (``profile_process='server'``) go to other processes.
+    ``call`` names the function; ``arg``, when given, its argument (formatted only on error).
     """
     if process_code == 0 and _t.session is not None and _t.internal != threading.get_ident():
+        if arg is not None:
+            call = f"{call}({arg!r})"
         raise StateError(
             f"{call} while the pyprof.profile session {_t.session} is open: it owns the "
             "profiler's configuration, state and trace file. fix: call it after the session's "
@@ -169,7 +173,7 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
         raise StateError(f"invalid profiler state {state!r}: expected 'run' or 'stop'")
     code = _process_code(profile_process)
     with _t.lock:
-        _check_owner(f"set_state({state!r})", code)
+        _check_owner("set_state", code, state)
         _sync_from_peer()
         if state == "run" and _t.finished:
             raise StateError(
