@@ -24,14 +24,14 @@ from .plot import plot
 from .reader import ReadReport, TraceReader, iter_events
 from .repair import RepairResult, repair
 from .report import summarize
-from .stats import (ASYNC_COPY_CATEGORIES, BULK_NOTE, CounterStats, CrossCheck, MemoryStats,
+from .stats import (API_CATEGORY, ASYNC_COPY_CATEGORIES, BULK_NOTE, CounterStats, CrossCheck, MemoryStats,
                     Mismatch, OpStats, TraceStats, cross_check, is_bulk_name, load_aggregate, stats)
 
 __all__ = [
     "iter_events", "TraceReader", "ReadReport",
     "repair", "RepairResult",
     "stats", "TraceStats", "OpStats", "MemoryStats", "CounterStats", "cross_check", "CrossCheck",
-    "Mismatch", "load_aggregate", "is_bulk_name", "ASYNC_COPY_CATEGORIES", "BULK_NOTE",
+    "Mismatch", "load_aggregate", "is_bulk_name", "API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BULK_NOTE",
     "summarize",
     "diff", "compare_samples", "format_diff", "DiffResult", "DiffRow",
     "merge", "MergeResult", "compact", "CompactResult",

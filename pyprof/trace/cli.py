@@ -41,15 +41,28 @@ def _summarize(args: argparse.Namespace) -> int:
 
 def _diff(args: argparse.Namespace) -> int:
     result = diff(args.base, args.new, threshold=args.threshold, progress=_progress(args),
-                  categories=args.category or None)
+                  categories=args.category or None, include_api=args.include_api)
     print(format_diff(result, args.format))
     return result.exit_code
 
 
+def _labels(values: list[str] | None, n: int) -> list[str] | None:
+    """``--label a --label b`` and ``--label a,b`` (or a mix) as one list, one label per trace."""
+    if not values:
+        return None
+    labels = [part.strip() for v in values for part in v.split(",")]
+    if any(not lab for lab in labels):
+        raise TraceError("empty --label; give one non-empty label per trace "
+                         "(--label a --label b, or --label a,b)")
+    if len(labels) != n:
+        raise TraceError(f"{len(labels)} label(s) for {n} trace(s); give one label per trace "
+                         "(--label a --label b, or --label a,b)")
+    return labels
+
+
 def _merge(args: argparse.Namespace) -> int:
-    if args.label and len(args.label) != len(args.trace):
-        raise TraceError(f"{len(args.label)} --label for {len(args.trace)} traces; give one per trace")
-    res = merge(args.trace, args.output, labels=args.label or None, align=args.align,
+    labels = _labels(args.label, len(args.trace))
+    res = merge(args.trace, args.output, labels=labels, align=args.align,
                 gzip=args.gzip or None, progress=_progress(args))
     print(f"wrote {res.out}: {res.events} events from {len(res.labels)} traces")
     return 0
@@ -77,6 +90,16 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _percent(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not (v >= 0 and v != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a percentage of at least 0, got {text}")
+    return v
+
+
 def _positive(text: str) -> int:
     v = int(text)
     if v < 1:
@@ -101,23 +124,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = add("summarize", _summarize, "per-operator time and memory summary of MXNet traces")
     p.add_argument("trace", nargs="+", help="trace file(s), plain or .gz; several are pooled")
     p.add_argument("--format", choices=FORMATS, default="table")
-    p.add_argument("--top", type=_positive, default=None, help="operators per device/category group")
-    p.add_argument("--sort", choices=list(SORT_KEYS), default="total")
+    p.add_argument("--top", type=_positive, default=None,
+                   help="operators shown per device/category group (default all)")
+    p.add_argument("--sort", choices=list(SORT_KEYS), default="total",
+                   help="row order in each group, descending (name: ascending); ties by total "
+                        "time, then name (default total)")
     p.add_argument("--include-api", action="store_true", help="also list C API calls (MXNET_C_API)")
 
     p = add("diff", _diff, "per-operator change between two traces; exit 1 on a regression")
     p.add_argument("base")
     p.add_argument("new")
-    p.add_argument("--threshold", type=float, default=5.0, metavar="PCT",
+    p.add_argument("--threshold", type=_percent, default=5.0, metavar="PCT",
                    help="fail (exit 1) when an operator's median is slower by at least PCT percent "
-                        "beyond noise (default 5)")
+                        "beyond noise; PCT >= 0 (default 5)")
     p.add_argument("--category", action="append", help="only this category (repeatable)")
+    p.add_argument("--include-api", action="store_true",
+                   help="also compare C API calls (MXNET_C_API), left out by default as in summarize")
     p.add_argument("--format", choices=FORMATS, default="table")
 
     p = add("merge", _merge, "merge traces of several processes into one Chrome trace")
     p.add_argument("trace", nargs="+")
     p.add_argument("-o", "--output", required=True)
-    p.add_argument("--label", action="append", help="label per input, in order (default file names)")
+    p.add_argument("--label", action="append", metavar="L[,L...]",
+                   help="label per input, in order: repeat the flag (--label a --label b) or give "
+                        "a comma-separated list (--label a,b); default the file names")
     p.add_argument("--align", choices=["absolute", "start"], default="absolute",
                    help="absolute: keep epoch timestamps (default); start: each input starts at 0")
     p.add_argument("--gzip", action="store_true", help="gzip the output (default when -o ends in .gz)")
@@ -133,8 +163,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = add("plot", _plot, "bar chart of top operators and a per-device timeline (PNG)")
     p.add_argument("trace")
-    p.add_argument("-o", "--output", required=True)
-    p.add_argument("--top", type=_positive, default=15)
+    p.add_argument("-o", "--output", required=True,
+                   help="image path; the extension picks the format (.png, .svg, .pdf, ...)")
+    p.add_argument("--top", type=_positive, default=15,
+                   help="operators shown: the N with the most total time (default 15)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,10 @@ median is at least ``min_effect_pct``; ``unchanged`` otherwise, and also when ei
 than ``min_samples`` calls (no noise estimate possible); ``added`` / ``removed`` when the operator
 is missing from one side. Rows are sorted by absolute impact ``|new total - base total|``.
 A run *fails* (CLI exit 1) when some row is ``slower`` by at least ``threshold_pct``.
+
+For traces, C API calls (``MXNET_C_API``) are left out unless ``include_api=True``, as in
+:func:`~pyprof.trace.summarize`; a trace that cannot be read, is empty, is not a trace, or has no
+timed events to compare is an error (:class:`~pyprof.trace.errors.TraceFormatError`), never a pass.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .errors import TraceError
-from .stats import TraceStats, stats
+from .errors import TraceError, TraceFormatError
+from .stats import API_CATEGORY, TraceStats, stats
 
 __all__ = ["DiffRow", "DiffResult", "compare_samples", "diff", "format_diff", "VERDICTS"]
 
@@ -149,8 +153,10 @@ def compare_samples(base: Mapping[Hashable, Sequence[float] | np.ndarray],
         :class:`DiffResult`.
 
     Raises:
-        TraceError: ``confidence`` outside (0, 1) or ``n_boot`` < 10.
+        TraceError: ``threshold_pct`` negative or not finite, ``confidence`` outside (0, 1) or
+            ``n_boot`` < 10.
     """
+    _check_threshold(threshold_pct)
     if not 0.0 < confidence < 1.0:
         raise TraceError(f"confidence must be in (0, 1), got {confidence}; use e.g. 0.95")
     if n_boot < 10:
@@ -185,21 +191,41 @@ def compare_samples(base: Mapping[Hashable, Sequence[float] | np.ndarray],
     return DiffResult(rows, float(threshold_pct), confidence, unit)
 
 
-def _samples(s: TraceStats) -> dict[Hashable, np.ndarray]:
-    return {(o.category, o.name, o.device): o.durations_us for o in s.operators}
+def _check_threshold(threshold: float) -> None:
+    if not (math.isfinite(threshold) and threshold >= 0):
+        raise TraceError(f"threshold must be a percentage of at least 0, got {threshold}; "
+                         "use e.g. 5")
+
+
+def _samples(s: TraceStats, keep: Any) -> dict[Hashable, np.ndarray]:
+    return {(o.category, o.name, o.device): o.durations_us for o in s.operators if keep(o.category)}
+
+
+def _describe(side: Any) -> str:
+    if isinstance(side, TraceStats):
+        return ", ".join(r.path for r in side.reports) or "statistics"
+    if isinstance(side, (str, os.PathLike)):
+        return os.fspath(side)
+    return ", ".join(os.fspath(p) for p in side)
 
 
 def diff(base: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | TraceStats,
          new: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | TraceStats, *,
          threshold: float = 5.0, categories: Sequence[str] | None = None,
-         progress: bool | None = None, **options: Any) -> DiffResult:
+         include_api: bool = False, progress: bool | None = None, **options: Any) -> DiffResult:
     """Per-operator change between two traces (or two :class:`TraceStats`).
+
+    C API calls (category ``MXNET_C_API``) are left out unless ``include_api=True`` (or
+    ``categories`` names ``MXNET_C_API``), as in :func:`~pyprof.trace.summarize`;
+    :func:`~pyprof.trace.stats` always includes them.
 
     Args:
         base, new: trace path(s) or already computed statistics.
-        threshold: regression threshold in percent of the base median per call; a ``slower`` row
-            at or above it makes :attr:`DiffResult.exit_code` 1.
-        categories: restrict to these categories (e.g. ``["operator"]``); default all.
+        threshold: regression threshold in percent (at least 0) of the base median per call; a
+            ``slower`` row at or above it makes :attr:`DiffResult.exit_code` 1.
+        categories: restrict to these categories (e.g. ``["operator"]``); default all (but C API
+            calls, see ``include_api``).
+        include_api: also compare C API calls (``MXNET_C_API``).
         progress: tqdm bars while reading.
         **options: passed to :func:`compare_samples` (``min_effect_pct``, ``confidence``,
             ``n_boot``, ``min_samples``, ``seed``...).
@@ -208,15 +234,35 @@ def diff(base: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Trace
         :class:`DiffResult`, times in microseconds, keys ``(category, name, device)``.
 
     Raises:
-        TraceNotFoundError / TraceFormatError: a trace cannot be read.
+        TraceNotFoundError: a trace cannot be opened.
+        TraceFormatError: a trace holds no trace events (an empty file, JSON that is not a
+            trace), or no timed events of the compared categories: a crashed run is an error,
+            never an all-``removed`` pass.
+        TraceError: ``threshold`` negative or not finite.
     """
-    sb = base if isinstance(base, TraceStats) else stats(base, categories=categories, progress=progress)
-    sn = new if isinstance(new, TraceStats) else stats(new, categories=categories, progress=progress)
-    a, b = _samples(sb), _samples(sn)
-    if categories is not None:
-        cats = set(categories)
-        a = {k: v for k, v in a.items() if k[0] in cats}
-        b = {k: v for k, v in b.items() if k[0] in cats}
+    _check_threshold(threshold)
+    cats = set(categories) if categories is not None else None
+    api = include_api or (cats is not None and API_CATEGORY in cats)
+    excluded = () if api else (API_CATEGORY,)
+
+    def keep(cat: str) -> bool:
+        return (cats is None or cat in cats) and (api or cat != API_CATEGORY)
+
+    def side(what: str, arg: Any) -> dict[Hashable, np.ndarray]:
+        s = arg if isinstance(arg, TraceStats) else stats(
+            arg, categories=categories, exclude_categories=excluded, progress=progress)
+        samples = _samples(s, keep)
+        if not samples:
+            only = (f" in category {', '.join(sorted(cats))}" if cats is not None
+                    else "" if api else " other than C API calls")
+            raise TraceFormatError(
+                f"{what} trace {_describe(arg)}: no timed events{only}, nothing to compare (a "
+                "crashed run?); pass a trace of a run that profiled operators (profile_all=True)"
+                + ("" if cats is None else " or other categories"))
+        return samples
+
+    a = side("base", base)
+    b = side("new", new)
     return compare_samples(a, b, threshold_pct=threshold, unit="us", **options)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import TraceError
 from .reader import TraceReader
-from .stats import ASYNC_COPY_CATEGORIES, TraceStats, stats
+from .stats import API_CATEGORY, ASYNC_COPY_CATEGORIES, TraceStats, stats
 
 __all__ = ["plot"]
 
@@ -55,6 +55,18 @@ def _thin(iv: np.ndarray, gap: float) -> np.ndarray:
     return np.asarray(out)
 
 
+def _check_output(out: str, supported: dict[str, str]) -> None:
+    """Fail early, before reading the trace, on an output matplotlib cannot write."""
+    ext = os.path.splitext(out)[1][1:].lower()
+    if ext and ext not in supported:
+        raise TraceError(f"cannot write {out!r}: image format {ext!r} is not supported; choose an "
+                         "output path ending in .png (or .svg, .pdf, .jpg)")
+    directory = os.path.dirname(os.path.abspath(out))
+    if not os.path.isdir(directory):
+        raise TraceError(f"cannot write {out!r}: directory {directory!r} does not exist; choose a "
+                         "writable output path")
+
+
 def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: int = 15,
          category: str = "operator", progress: bool | None = None,
          result: TraceStats | None = None) -> str:
@@ -69,7 +81,8 @@ def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: 
 
     Args:
         path: trace file.
-        out_png: output image path.
+        out_png: output image path; its extension picks the format (``.png``, ``.svg``, ``.pdf``
+            and the others matplotlib writes; PNG without one).
         top: number of operators shown.
         category: which category's events to rank (``operator`` by default).
         progress: tqdm bars while reading.
@@ -79,15 +92,22 @@ def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: 
         ``out_png`` as a string.
 
     Raises:
-        TraceError: no events of ``category`` in the trace, or ``top`` < 1.
+        TraceError: no events of ``category`` in the trace, ``top`` < 1, or ``out_png`` cannot be
+            written (unsupported extension, missing directory, no permission); checked before the
+            trace is read where possible.
+        TraceNotFoundError / TraceFormatError: the trace cannot be read, is empty or is not a trace.
     """
     if top < 1:
         raise TraceError(f"top must be at least 1, got {top}")
     import matplotlib
     matplotlib.use("Agg", force=False)
+    from matplotlib.backend_bases import FigureCanvasBase
     from matplotlib.figure import Figure
 
-    res = result if result is not None else stats(path, progress=progress)
+    out = os.fspath(out_png)
+    _check_output(out, FigureCanvasBase.get_supported_filetypes())
+    res = result if result is not None else stats(
+        path, progress=progress, exclude_categories=() if category == API_CATEGORY else (API_CATEGORY,))
     totals: dict[str, int] = {}
     for o in res.operators:
         if o.category == category:
@@ -128,5 +148,9 @@ def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: 
     if handles:
         ax_tl.legend([handles[n] for n in names if n in handles], [n for n in names if n in handles],
                      loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
-    fig.savefig(os.fspath(out_png), dpi=100)
-    return os.fspath(out_png)
+    try:
+        fig.savefig(out, dpi=100)
+    except OSError as exc:
+        raise TraceError(f"cannot write {out!r}: {exc.strerror or exc}; choose a writable output "
+                         "path") from exc
+    return out

@@ -7,8 +7,9 @@ second profiling session in one process, no closing ``]}``, a leading bare comma
 How it works (bounded memory whatever the file size):
 
 1. The file (plain or gzip, detected from the magic bytes) is read in chunks of ``chunk_bytes``.
-2. The text before the first event (``{"traceEvents": [``, ``[``, a bare ``,``) is recognised and
-   skipped; what was found is recorded in :class:`ReadReport`.
+2. The text before the first event (``{"traceEvents": [``, ``[``, a bare ``,``, or the header
+   followed by a bare comma, ``{"traceEvents": [,``, as MXNet writes for a second session) is
+   recognised and skipped; what was found is recorded in :class:`ReadReport`.
 3. Events are separated by ``}``, optional whitespace, ``,``, optional whitespace, ``{``. Each chunk
    is cut after the last separator; the complete part is parsed with **one** ``orjson.loads``
    call (fast path). The rest is carried into the next chunk.
@@ -16,8 +17,13 @@ How it works (bounded memory whatever the file size):
    separator and each piece is parsed alone; a piece that still fails is repaired (quotes, back
    slashes and control characters inside ``name``/``cat``/``args`` strings are escaped), then joined
    with following pieces (a separator inside a string), and dropped, counted, only as a last resort.
+   A piece holding a finished trace's ``]}`` (MXNet appends a second ``dump()`` after it) is cut
+   there and both sides are kept.
 5. At end of file the closing ``]`` plus trailing keys are stripped; their absence is reported as
    a missing tail, and a last event cut mid-way is dropped and counted.
+6. Only JSON objects with a ``ph`` field are trace events; any other value (``{"foo": 1}``, a
+   number) is dropped and counted. A file without a single trace event (empty, or JSON that is not
+   a trace) raises :class:`~pyprof.trace.errors.TraceFormatError` once it has been read.
 
 Nothing here assumes one event per line.
 """
@@ -46,6 +52,12 @@ _HEAD_ANY_KEY = re.compile(rb'"traceEvents"\s*:\s*\[\s*')
 _TAIL = re.compile(
     rb'\]\s*(?:,\s*"[^"]*"\s*:\s*(?:"[^"]*"|-?[0-9.eE+-]+|true|false|null|\{[^{}]*\})\s*)*\}?\s*$'
 )
+# A finished trace's closing "]}" in the middle of the file (a later dump appended after it), with
+# the "," and possibly a new header before the next event: "}  ], "displayTimeUnit": "ms" } , ".
+_SEAM = re.compile(
+    rb'\}\s*\]\s*(?:,\s*"[^"]*"\s*:\s*(?:"[^"]*"|-?[0-9.eE+-]+|true|false|null|\{[^{}]*\})\s*)*'
+    rb'\}\s*,?\s*(?:\{\s*"traceEvents"\s*:\s*\[\s*,?\s*)?'
+)
 _DISPLAY_UNIT = re.compile(rb'"displayTimeUnit"\s*:\s*"([^"]*)"')
 _EVENT_KEYS = rb"name|cat|ph|ts|dur|tdur|tts|pid|tid|id|id2|args|s|bp|scope|cname|bind_id"
 # A string value of a known key, ending at the first quote that is followed by the next key or
@@ -70,8 +82,11 @@ class ReadReport:
         bytes_read: bytes of the (decompressed) trace text consumed.
         events: events yielded (after the ``phases`` filter).
         missing_head: the ``{"traceEvents": [`` header was absent.
-        leading_comma: the text began with a bare comma (second session in one process).
+        leading_comma: a bare comma came before the first event, with or without the header
+            (``{"traceEvents": [,``: second session in one process).
         missing_tail: the closing ``]`` / ``}`` was absent (crash, or profiler not finalised).
+        inner_tails: closing ``]}`` found in the middle of the file (MXNet appends each further
+            ``profiler.dump()`` after the previous, finished trace); the events on both sides are kept.
         escaped_names: events whose strings needed escaping (unescaped quotes, back slashes or
             control characters in names).
         dropped_fragments: pieces of text that could not be turned into an event, e.g. a last
@@ -86,6 +101,7 @@ class ReadReport:
     missing_head: bool = False
     leading_comma: bool = False
     missing_tail: bool = False
+    inner_tails: int = 0
     escaped_names: int = 0
     dropped_fragments: int = 0
     dropped_bytes: int = 0
@@ -95,17 +111,20 @@ class ReadReport:
     def damaged(self) -> bool:
         """True when anything had to be fixed or dropped."""
         return bool(self.missing_head or self.leading_comma or self.missing_tail
-                     or self.escaped_names or self.dropped_fragments)
+                     or self.inner_tails or self.escaped_names or self.dropped_fragments)
 
     def problems(self) -> list[str]:
         """Human-readable list of what was wrong, empty for a valid file."""
         out = []
         if self.leading_comma:
-            out.append("text began with a bare comma (second profiling session in one process)")
+            out.append("bare comma before the first event (second profiling session in one process)")
         if self.missing_head:
             out.append('missing {"traceEvents": [ header')
         if self.missing_tail:
             out.append("missing closing ]} (process crashed or profiler not finalised)")
+        if self.inner_tails:
+            out.append(f"{self.inner_tails} closing ]}} in the middle of the file (a dump appended "
+                       "after a finished trace), events on both sides kept")
         if self.escaped_names:
             out.append(f"{self.escaped_names} event(s) with unescaped characters in names")
         if self.dropped_fragments:
@@ -191,7 +210,8 @@ class TraceReader:
 
     Raises:
         TraceNotFoundError: the file cannot be opened.
-        TraceFormatError: the file holds no trace events at all (e.g. it is not a trace).
+        TraceFormatError: the file holds no trace events at all (empty, or not a trace: events are
+            JSON objects with a ``ph`` field), raised when iteration reaches the end of the file.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, progress: bool | None = None,
@@ -278,10 +298,19 @@ class TraceReader:
             raw.close()
 
     def _check_events(self) -> None:
-        """Raise :class:`TraceFormatError` when every body has been parsed and none held an event."""
-        if not self._saw_event and self.report.dropped_fragments:
-            raise TraceFormatError(f"{self.path}: no trace events found; is this an MXNet "
-                                   "profiler JSON file (profiler.set_config(filename=...))?")
+        """Raise :class:`TraceFormatError` when every body has been parsed and none held an event
+        (events dropped by ``exclude_categories`` or ``drop_async_copies`` count as seen)."""
+        if self._saw_event:
+            return
+        if not self.report.bytes_read:
+            raise TraceFormatError(
+                f"{self.path}: empty file, no trace events (the profiled run wrote nothing: "
+                "crashed or never called profiler.dump()?); re-run the profiling or pass the "
+                "right file")
+        raise TraceFormatError(
+            f"{self.path}: no trace events found (not an MXNet/Chrome trace, or the profiler "
+            'recorded nothing; events are JSON objects with a "ph" field); pass the file named '
+            "by profiler.set_config(filename=...) of a run that profiled something")
 
     def _body_spans(self) -> Iterator[tuple[int, int]]:
         """``(offset, length)`` in the file of each body :meth:`_bodies` would yield, in order.
@@ -342,16 +371,16 @@ class TraceReader:
         stripped = buf.lstrip()
         m = _HEAD_OBJECT.match(buf)
         if m:
-            return buf[m.end():]
+            return self._skip_comma(buf[m.end():])
         if stripped.startswith(b"{"):
             # Either an object whose first key is not traceEvents, or a bare event (no header).
             m = _HEAD_ANY_KEY.search(buf, 0, 4096)
             if m and not _looks_like_event_start(stripped):
-                return buf[m.end():]
+                return self._skip_comma(buf[m.end():])
             self.report.missing_head = True
             return stripped
         if stripped.startswith(b"["):
-            return stripped[1:]
+            return self._skip_comma(stripped[1:].lstrip())
         if stripped.startswith(b","):
             self.report.leading_comma = True
             rest = stripped[1:].lstrip()
@@ -362,6 +391,14 @@ class TraceReader:
         if not stripped:
             return stripped
         return self._drop_to_brace(stripped)
+
+    def _skip_comma(self, rest: bytes) -> bytes:
+        """After ``{"traceEvents": [`` or ``[``: skip the bare comma MXNet writes before the first
+        event of a second session (``[,``), which would otherwise cost that event."""
+        if rest.startswith(b","):
+            self.report.leading_comma = True
+            return rest[1:].lstrip()
+        return rest
 
     def _drop_to_brace(self, buf: bytes) -> bytes:
         i = buf.find(b"{")
@@ -393,10 +430,13 @@ class TraceReader:
         # Pieces lose the "}" and "{" around each separator; they are put back by the join.
         for piece in _SEP.split(body):
             if excluded and any(p in piece for p in excluded):
+                if b'"ph"' in piece:
+                    self._saw_event = True  # a trace event, skipped on purpose
                 continue
             if copies and any(p in piece for p in copies) and (
                     b'"ph": "b"' in piece or b'"ph": "e"' in piece or b'"ph":"b"' in piece
                     or b'"ph":"e"' in piece):
+                self._saw_event = True
                 continue
             keep.append(piece)
         if not keep:
@@ -418,6 +458,9 @@ class TraceReader:
             events = orjson.loads(b"[" + body + b"]")
         except orjson.JSONDecodeError:
             events = self._parse_pieces(body)
+        else:
+            if not all(type(ev) is dict and "ph" in ev for ev in events):
+                events = self._parse_pieces(body)  # drops (and counts) what is not an event
         if events:
             self._saw_event = True
         return events
@@ -432,39 +475,72 @@ class TraceReader:
         out: list[dict[str, Any]] = []
         i = 0
         while i < len(spans):
-            ev, used = self._parse_joined(body, spans, i)
-            if ev is None:
+            evs, used = self._parse_joined(body, spans, i)
+            if evs is None:
                 self.report.dropped_fragments += 1
                 self.report.dropped_bytes += spans[i][1] - spans[i][0]
                 i += 1
                 continue
-            out.append(ev)
+            out.extend(evs)
             i += used
         return out
 
     def _parse_joined(self, body: bytes, spans: list[tuple[int, int]],
-                      i: int) -> tuple[dict[str, Any] | None, int]:
+                      i: int) -> tuple[list[dict[str, Any]] | None, int]:
         """Parse piece ``i``, joined with up to ``_MAX_JOIN - 1`` following pieces if needed."""
         for used in range(1, min(_MAX_JOIN, len(spans) - i) + 1):
-            text = body[spans[i][0]:spans[i + used - 1][1]]
-            ev = _try_load(text)
-            if ev is not None:
-                return ev, used
-            fixed = escape_piece(text)
-            if fixed != text:
-                ev = _try_load(fixed)
-                if ev is not None:
-                    self.report.escaped_names += 1
-                    return ev, used
+            evs = self._load_piece(body[spans[i][0]:spans[i + used - 1][1]])
+            if evs is not None:
+                return evs, used
         return None, 1
+
+    def _load_one(self, text: bytes) -> dict[str, Any] | None:
+        """The event in ``text``, escaping unescaped characters in its strings if needed."""
+        ev = _try_load(text)
+        if ev is not None:
+            return ev
+        fixed = escape_piece(text)
+        if fixed != text:
+            ev = _try_load(fixed)
+            if ev is not None:
+                self.report.escaped_names += 1
+        return ev
+
+    def _load_piece(self, text: bytes) -> list[dict[str, Any]] | None:
+        """The event(s) in ``text``: one, or those on both sides of a mid-file ``]}``; else None."""
+        ev = self._load_one(text)
+        if ev is not None:
+            return [ev]
+        if b"]" not in text:
+            return None
+        parts, start = [], 0
+        for m in _SEAM.finditer(text):
+            parts.append(text[start:m.start() + 1])
+            start = m.end()
+        seams = len(parts)
+        if not seams:
+            return None
+        if text[start:].strip():
+            parts.append(text[start:])
+        escaped = self.report.escaped_names
+        out = []
+        for part in parts:
+            ev = self._load_one(part)
+            if ev is None:
+                self.report.escaped_names = escaped
+                return None
+            out.append(ev)
+        self.report.inner_tails += seams
+        return out
 
 
 def _try_load(text: bytes) -> dict[str, Any] | None:
+    """The trace event in ``text``: a JSON object with a ``ph`` field, else ``None``."""
     try:
         ev = orjson.loads(text)
     except orjson.JSONDecodeError:
         return None
-    return ev if isinstance(ev, dict) else None
+    return ev if isinstance(ev, dict) and "ph" in ev else None
 
 
 def _looks_like_event_start(text: bytes) -> bool:

@@ -38,7 +38,8 @@ def repair(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = No
            progress: bool | None = None) -> RepairResult:
     """Rewrite an MXNet trace as valid JSON that Chrome, Perfetto and ``json.load`` accept.
 
-    Fixes a missing header, a leading bare comma, a missing closing ``]}``, unescaped quotes,
+    Fixes a missing header, a leading bare comma (with or without the header: MXNet's
+    ``{"traceEvents": [,`` of a second session), a missing closing ``]}``, unescaped quotes,
     back slashes and control characters in names; drops (and counts) a last event cut mid-way.
     Every event is re-serialised compactly, one per line; nothing else changes (order, values,
     64-bit ids are kept). Streams: memory does not grow with the file.
@@ -55,7 +56,9 @@ def repair(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = No
 
     Raises:
         TraceNotFoundError: ``path`` cannot be opened.
-        TraceFormatError: ``path`` holds no trace events.
+        TraceFormatError: ``path`` holds no trace events (empty, or JSON that is not a trace,
+            e.g. ``{"foo": 1}``: objects without a ``ph`` field are not events); nothing is
+            written and ``path`` is left untouched.
         TraceError: the output cannot be written.
     """
     src = os.fspath(path)

@@ -53,9 +53,13 @@ from .errors import AggregateFormatError, TraceError
 from .reader import ReadReport, TraceReader, is_gzip
 
 __all__ = [
-    "ASYNC_COPY_CATEGORIES", "BULK_NOTE", "OpStats", "MemoryStats", "CounterStats", "TraceStats",
+    "API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BULK_NOTE", "OpStats", "MemoryStats", "CounterStats", "TraceStats",
     "stats", "cross_check", "CrossCheck", "Mismatch", "is_bulk_name", "load_aggregate",
 ]
+
+#: Category of MXNet's C API call events: included by :func:`stats`, excluded by default by
+#: :func:`~pyprof.trace.summarize` and :func:`~pyprof.trace.diff` (``include_api=True`` keeps them).
+API_CATEGORY = "MXNET_C_API"
 
 #: Async (``b``/``e``) categories that duplicate a ``B``/``E`` pair; never counted.
 ASYNC_COPY_CATEGORIES = frozenset({"operator", "Custom Operator"})
@@ -395,8 +399,8 @@ class _Accumulator:
             reader.report.events += len(evs)
             self._add_events(evs, st)
         else:
-            if chunk.events:
-                reader._saw_event = True
+            # A fast chunk holds at least one trace event (perhaps only ones skipped on purpose).
+            reader._saw_event = True
             reader.report.events += chunk.events
             self._add_chunk(chunk, st)
 
@@ -698,6 +702,10 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
     Several files are combined: records with the same ``(category, name, device)`` are pooled
     (device names, not pids, identify a device across files).
 
+    Every category is included by default, C API calls (:data:`API_CATEGORY`, ``MXNET_C_API``)
+    too; :func:`~pyprof.trace.summarize` and :func:`~pyprof.trace.diff` leave those out unless
+    ``include_api=True`` (pass ``exclude_categories={"MXNET_C_API"}`` here for the same records).
+
     Args:
         trace_or_paths: a path or a sequence of paths (plain or gzip; damaged files are read as far
             as possible and the damage is listed in ``TraceStats.notes``).
@@ -713,7 +721,7 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
 
     Raises:
         TraceNotFoundError: a file cannot be opened.
-        TraceFormatError: a file holds no trace events.
+        TraceFormatError: a file holds no trace events (empty, or JSON that is not a trace).
         TraceError: no paths given.
     """
     excluded = frozenset(exclude_categories)

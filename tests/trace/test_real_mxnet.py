@@ -57,3 +57,29 @@ def test_real_trace_repair_roundtrip(real_trace, tmp_path):
     res = repair(real_trace, tmp_path / "fixed.json")
     assert res.report.escaped_names == 2  # the task's quote, begin and end
     assert stats(tmp_path / "fixed.json").find("dot")[0].total_us == stats(real_trace).find("dot")[0].total_us
+
+
+TWO_DUMPS = textwrap.dedent("""
+    import sys
+    import mxnet as mx
+    from mxnet import profiler
+    profiler.set_config(filename=sys.argv[1], profile_all=True)
+    for _ in range(2):  # the second dump() is appended after the first, finished trace
+        profiler.set_state('run')
+        a = mx.nd.ones((8, 8))
+        (mx.nd.dot(a, a) + 1).wait_to_read()
+        mx.nd.waitall()
+        profiler.set_state('stop')
+        profiler.dump()
+""")
+
+
+def test_two_dumps_in_one_file_lose_nothing(tmp_path):
+    path = tmp_path / "two.json"
+    subprocess.run([sys.executable, "-c", TWO_DUMPS, str(path)], check=True, timeout=120,
+                   capture_output=True)
+    written = path.read_bytes().count(b'"ph"')
+    res = repair(path, tmp_path / "fixed.json")
+    assert res.report.inner_tails == 1 and not res.report.dropped_fragments
+    assert res.events == written
+    assert stats(path).find("dot", category="operator")[0].count == 2
