@@ -1,5 +1,6 @@
 """Distributed training on loopback: profile a kvstore server and two workers, merge them."""
 
+import signal
 import sys
 
 from child import ROOT, load_trace
@@ -68,7 +69,9 @@ def test_a_failing_worker_stops_the_whole_cluster_fast(tmp_path):
     cluster = pyprof.dist.launch_local([sys.executable, "-c", "import sys; sys.exit(3)"],
                                        num_workers=2, timeout=60, cwd=tmp_path)
     assert not cluster.ok
-    assert {p.returncode for p in cluster.by_role("worker")} == {3}
+    codes = {p.returncode for p in cluster.by_role("worker")}
+    # the first worker to fail ends the job; the other exits 3 too, or is killed first
+    assert 3 in codes and codes <= {3, -signal.SIGKILL, -signal.SIGTERM}
     # the scheduler and server were waiting for the workers: killed, not left running
     assert all(p.returncode is not None for p in cluster.processes)
 
