@@ -159,7 +159,7 @@ class Namespace:
 _KINDS = {
     "invalid-config": "ConfigError", "invalid-option": "ConfigError",
     "invalid-state": "StateError", "session-finished": "StateError",
-    "no-gpu": "DeviceError",
+    "no-gpu": "DeviceError", "invalid-device": "DeviceError",
 }
 
 

@@ -57,7 +57,8 @@ out = {}
 for name, call in [("key", lambda: p.profiler_set_config({"profile-symbolc": True})),
                    ("value", lambda: p.profiler_set_config({"profile-api": "yes"})),
                    ("state", lambda: p.profiler_set_state("go")),
-                   ("c", lambda: p.dump_profile(True))]:
+                   ("dump", lambda: p.dump_profile(True)),
+                   ("c", lambda: jvm.call("pyprof.native", "op-handle", "pyprof_no_such_op"))]:
     try:
         call()
     except pyprof.PyprofError as e:
@@ -69,9 +70,11 @@ result = out
     assert data["pyprof/error"] == "invalid-config" and data["nearest"] == "profile_symbolic"
     assert r["value"][0] == "ConfigError" and "yes" in r["value"][1]
     assert r["state"][0] == "StateError"
+    assert r["dump"][0] == "StateError" and "before the profiler ran" in r["dump"][1]
     kind, message, data = r["c"]  # MXNet's own error, from a real failing C call
-    assert kind == "MXNetError" and data["fn"] == "MXDumpProcessProfile"
-    assert "hasn't been run" in data["mxnet-error"]
+    assert kind == "MXNetError" and data["fn"] == "NNGetOpHandle"
+    assert "not registered" in data["mxnet-error"]
+    assert message.startswith("NNGetOpHandle failed:")
 
 
 def test_jit_compiled_npes_survive_libmxnet_loaded_first(tmp_path):

@@ -95,3 +95,30 @@
     "" "abc" 3
     "kitten" "sitting" 3
     "profile_symbolc" "profile_symbolic" 1))
+
+(deftest file-keys-need-an-existing-directory
+  (let [dir (.toFile (java.nio.file.Files/createTempDirectory
+                      "pyprof-config" (make-array java.nio.file.attribute.FileAttribute 0)))
+        missing (str dir "/no/such/dir")
+        v (str missing "/t.json")]
+    (testing "the spec marks filename as a file"
+      (is (true? (:file (first (filter #(= "filename" (:name %)) (config/spec)))))))
+    (testing "a directory that does not exist: MXNet would silently write nothing"
+      (let [{:keys [message data]} (error {:filename v})]
+        (is (= (str "invalid value \"" v "\" for profiler config key 'filename': directory '"
+                    missing "' does not exist. fix: create it first (MXNet would silently write"
+                    " no trace)")
+               message))
+        (is (= {:pyprof/error :invalid-config :key :filename :c-key "filename" :value v
+                :directory missing}
+               (select-keys data [:pyprof/error :key :c-key :value :directory])))))
+    (testing "relative paths are checked against the absolute path (as Python's abspath)"
+      (is (= missing (:directory (:data (error {"filename" (str missing "/../dir/t.json")}))))
+          "normalised: no/such/dir/../dir is still missing")
+      (is (= {"filename" "t.json"} (config/validate {:filename "t.json"})) "the working directory")
+      (is (= {"filename" (str dir "/a.json")} (config/validate {:filename (str dir "/a.json")})))
+      (is (= {"filename" (str dir "/a.json")}
+             (config/validate {:filename (java.io.File. (str dir "/a.json"))}))))
+    (testing "it exists once created"
+      (.mkdirs (java.io.File. missing))
+      (is (= {"filename" v} (config/validate {:filename v}))))))

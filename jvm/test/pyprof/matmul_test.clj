@@ -94,7 +94,8 @@
     (is (= 1 (:dot-calls result) (:profiled-iters result)))
     (is (every? #(and (number? %) (pos? %)) ((juxt :dot-ms :gflops :wall-ms :wall-gflops) result)))
     (testing "a second session in the same process is refused before MXNet writes a broken trace"
-      (is (= {:pyprof/error :session-finished :trace out} second-run)))))
+      (is (= {:pyprof/error :session-finished :trace out}
+             (select-keys second-run [:pyprof/error :trace]))))))
 
 (deftest command-line-errors
   (let [{:keys [exit out err]} (java-child ["-m" "pyprof.matmul" "--begin" "3" "--end" "1"])]
@@ -104,5 +105,20 @@
   (let [{:keys [exit err]} (java-child ["-m" "pyprof.matmul" "--size" "256" "--ctx" "gpu"
                                         "--output" (str (temp-dir) "/g.json")])]
     (is (= 1 exit))
-    (is (re-find #"^error: this MXNet build has no GPU support .*mxnet-cu112==1.9.1" err))
+    (is (re-find #"^error: GPU context requested, but this MXNet build \(.*libmxnet\.so\) sees no GPU\. fix: install a CUDA build of MXNet matching your driver, e\.g\. pip install 'mxnet-cu112==1\.9\.1'" err))
     (is (= 1 (count (str/split-lines err))) "one line, no stack trace")))
+
+(deftest cpu-device-id-out-of-range
+  (testing "one line, exit 1, before MXNet sees the id: the existing trace is kept"
+    (let [n (.availableProcessors (Runtime/getRuntime))
+          id (+ n 3)
+          out (str (temp-dir) "/keep.json")
+          _ (spit out "{\"traceEvents\": []}")
+          {:keys [exit err] :as r} (java-child ["-m" "pyprof.matmul" "--size" "64" "--device-id"
+                                                (str id) "--output" out])]
+      (is (= 1 exit) (:out r))
+      (is (= (str "error: cpu device id " id " is out of range: MXNet's profiler knows cpu/0 to cpu/"
+                  (dec n) " on this machine. fix: use a device id from 0 to " (dec n) " (CPU"
+                  " contexts share the same cores; the id only labels the trace)")
+             (str/trim err)))
+      (is (= "{\"traceEvents\": []}" (slurp out)) "configuring never ran"))))

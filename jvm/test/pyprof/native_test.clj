@@ -1,5 +1,6 @@
 (ns pyprof.native-test
-  (:require [clojure.string :as str]
+  (:require [clojure.java.io :as io]
+            [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
             [pyprof.native :as native]
             [pyprof.test-util :refer [java-child temp-dir]])
@@ -64,3 +65,48 @@
     (is (= "MXFoo" (.function e)))
     (is (str/includes? (.mxnetMessage e) "[bt] (0)"))
     (is (= {:pyprof/error :mxnet :fn "MXFoo" :mxnet-error (.mxnetMessage e)} (ex-data e)))))
+
+(defn- jar-of
+  "Packs the directory `dir` into the jar file `jar`."
+  [^java.io.File dir ^java.io.File jar]
+  (.mkdirs (.getParentFile jar))
+  (with-open [out (java.util.jar.JarOutputStream. (io/output-stream jar))]
+    (doseq [^java.io.File f (file-seq dir) :when (.isFile f)]
+      (.putNextEntry out (java.util.jar.JarEntry.
+                          (str/replace (str (.relativize (.toPath dir) (.toPath f))) "\\" "/")))
+      (io/copy f out)
+      (.closeEntry out))))
+
+(deftest finds-the-repository-venv-from-deep-directories
+  (let [repo (.getCanonicalFile (io/file ".."))
+        venv-lib (first (for [^java.io.File d (.listFiles (io/file repo ".venv" "lib"))
+                              :let [f (io/file d "site-packages" "mxnet" "libmxnet.so")]
+                              :when (and (str/starts-with? (.getName d) "python3") (.isFile f))]
+                          (str f)))
+        classes (first (filter #(str/ends-with? % "target/classes")
+                               (str/split (System/getProperty "java.class.path") #":")))
+        run (fn [& {:keys [dir classpath]}]
+              (java-child ["-e" "(require 'pyprof.native) (println (pyprof.native/load!))"]
+                          :dir dir :classpath classpath :inherit-library false
+                          :env {"MXNET_LIBRARY_PATH" nil "PATH" "/nonexistent"}))]
+    (if-not (and venv-lib classes)
+      (println "skipped: no" (if venv-lib "target/classes on the classpath" "../.venv with mxnet"))
+      (do
+        (testing "the working directory 5 levels below the repository (jar outside it)"
+          (let [deep (io/file classes ".." "pyprof-deep" "a" "b")
+                jar (io/file (temp-dir) "x" "pyprof.jar")
+                _ (.mkdirs deep)
+                _ (jar-of (io/file classes) jar)
+                cp (str/join ":" (map #(if (= % classes) (str jar) %)
+                                      (str/split (System/getProperty "java.class.path") #":")))
+                {:keys [exit out err]} (run :dir deep :classpath cp)]
+            (is (= 0 exit) err)
+            (is (= venv-lib (str/trim out)))))
+        (testing "a jar 4 levels below the repository (examples/matmul/target/uberjar), run elsewhere"
+          (let [jar (io/file classes ".." "pyprof-deep" "uberjar" "pyprof.jar")
+                _ (jar-of (io/file classes) jar)
+                cp (str/join ":" (map #(if (= % classes) (str (.getCanonicalFile jar)) %)
+                                      (str/split (System/getProperty "java.class.path") #":")))
+                {:keys [exit out err]} (run :dir (temp-dir) :classpath cp)]
+            (is (= 0 exit) err)
+            (is (= venv-lib (str/trim out)))))))))

@@ -5,7 +5,7 @@
             [clojure.test :refer [deftest is are testing]]
             [pyprof.native :as native :refer [mx]]
             [pyprof.profiler :as profiler]
-            [pyprof.test-util :refer [temp-dir]])
+            [pyprof.test-util :refer [java-child temp-dir]])
   (:import (pyprof.jvm MXNetException Profiler ProfileObject PyprofException)))
 
 (defmacro ^:private caught
@@ -20,14 +20,100 @@
                       (re-find #"expected \"run\"/:run or \"stop\"/:stop" (ex-message e))))
     "start" :running "RUN" 1 true nil))
 
-(deftest dump-before-run-is-a-native-error
-  (let [e (caught (profiler/dump-profile))]
-    (is (instance? MXNetException e))
-    (is (= "MXDumpProcessProfile" (.function ^MXNetException e)))
-    (is (= "MXDumpProcessProfile" (:fn (ex-data e))))
-    (is (= :mxnet (:pyprof/error (ex-data e))))
-    (is (re-find #"Profiler hasn't been run" (:mxnet-error (ex-data e))))
-    (is (str/starts-with? (ex-message e) "MXDumpProcessProfile failed: "))))
+(deftest dump-before-run-is-a-state-error
+  (testing "as Python's StateError; MXNet's own error is the cause"
+    (let [e (caught (profiler/dump-profile))
+          cause (ex-cause e)]
+      (is (= :invalid-state (:pyprof/error (ex-data e))))
+      (is (= (str "dump() before the profiler ran: nothing was recorded. fix: (profiler-set-config"
+                  " {...}) and (profiler-set-state :run) first")
+             (ex-message e)))
+      (is (= "MXDumpProcessProfile" (:fn (ex-data e))))
+      (is (re-find #"Profiler hasn't been run" (:mxnet-error (ex-data e))))
+      (is (instance? MXNetException cause))
+      (is (= "MXDumpProcessProfile" (.function ^MXNetException cause)))))
+  (testing "the Java facade says it in Java"
+    (let [e (caught (Profiler/dump true))]
+      (is (instance? PyprofException e))
+      (is (not (instance? MXNetException e)))
+      (is (= "invalid-state" (.kind ^PyprofException e)))
+      (is (= (str "dump() before the profiler ran: nothing was recorded. fix:"
+                  " Profiler.setConfig(...) and Profiler.setState(\"run\") first")
+             (ex-message e))))))
+
+(deftest a-genuine-native-error
+  (testing "an operator name MXNet does not know fails in C (NNGetOpHandle), unvalidated"
+    (let [e (caught (native/op-handle "pyprof_no_such_op"))]
+      (is (instance? MXNetException e))
+      (is (= {:pyprof/error :mxnet :fn "NNGetOpHandle"} (select-keys (ex-data e) [:pyprof/error :fn])))
+      (is (re-find #"Operator pyprof_no_such_op is not registered" (:mxnet-error (ex-data e))))
+      (is (str/starts-with? (ex-message e) "NNGetOpHandle failed: ")))))
+
+(deftest server-process-is-rejected-before-c
+  (let [before (profiler/current-config)]
+    (doseq [opts [{:profile-process :server} {"profile_process" "server" :profile-all true}]]
+      (let [e (caught (profiler/profiler-set-config opts))]
+        (is (= {:pyprof/error :invalid-state :key "profile_process" :value "server"}
+               (select-keys (ex-data e) [:pyprof/error :key :value])))
+        (is (str/starts-with? (ex-message e) "profile_process='server' needs a distributed kvstore: "))
+        (is (re-find #"The JVM holds no kvstore handle" (ex-message e)))
+        (is (re-find #"fix: profile the servers from that Python worker process with pyprof\.dist\.server_profiling\(kv, filename=\.\.\.\); leave :profile-process out"
+                     (ex-message e)))
+        (is (not (re-find #"KVStoreHandle" (ex-message e))))))
+    (is (= before (profiler/current-config)) "nothing reached MXNet")
+    (let [e (caught (Profiler/setConfig {"profile_process" "server"}))]
+      (is (= "invalid-state" (.kind ^PyprofException e)))
+      (is (re-find #"leave \"profile_process\" out \(or \"worker\"\) here$" (ex-message e))))
+    (testing "the worker process is still accepted by validation"
+      (is (= {"profile_process" "worker"} (pyprof.config/validate {:profile-process :worker}))))))
+
+(deftest java-messages-name-java-calls
+  (testing "wrap puts :java-fix in place of :fix, keeping the data"
+    (let [e (PyprofException/wrap (ex-info "no. fix: (a b) now" {:pyprof/error :invalid-state
+                                                                 :fix "(a b) now" :java-fix "a.b() now"}))]
+      (is (= "no. fix: a.b() now" (ex-message e)))
+      (is (= "(a b) now" (:fix (ex-data e))))
+      (is (= "invalid-state" (.kind ^PyprofException e)))))
+  (testing "without :java-fix, or when the message does not hold :fix, the message stays"
+    (is (= "x. fix: y" (ex-message (PyprofException/wrap (ex-info "x. fix: y" {:pyprof/error :invalid-state
+                                                                              :fix "y"})))))
+    (is (= "x" (ex-message (PyprofException/wrap (ex-info "x" {:pyprof/error :invalid-state
+                                                              :fix "y" :java-fix "z"}))))))
+  (testing "the facade's own errors"
+    (is (re-find #"fix: Profiler\.setConfig\(Map\.of\(\"aggregate_stats\", true, \.\.\.\)\)"
+                 (ex-message (caught (Profiler/dumps)))))))
+
+(deftest finished-trace-messages-in-a-child-jvm
+  (let [out (str (temp-dir) "/t.json")
+        code (str "(require 'pyprof.profiler)"
+                  "(defmacro msg [& body] `(try ~@body :no-error (catch Exception e# (ex-message e#))))"
+                  "(pyprof.profiler/profiler-set-config {:filename \"" out "\"})"
+                  "(pyprof.profiler/profiler-set-state :run)"
+                  "(pyprof.profiler/profiler-set-state :stop)"
+                  "(pyprof.jvm.Profiler/dump true)"
+                  "(prn (msg (pyprof.jvm.Profiler/dump true)))"
+                  "(prn (msg (pyprof.profiler/dump-profile true)))"
+                  "(prn (msg (pyprof.profiler/profiler-set-config {:filename \"" out "\"})))"
+                  "(prn (msg (pyprof.jvm.Profiler/setConfig {\"filename\" \"" out "\"})))"
+                  "(prn (msg (pyprof.profiler/profiler-set-state :run)))"
+                  "(prn (msg (pyprof.jvm.Profiler/setState \"run\")))")
+        {:keys [exit] :as r} (java-child ["-e" code])
+        [java-dump clj-dump clj-config java-config clj-run java-run]
+        (map read-string (filter #(str/starts-with? % "\"") (str/split-lines (:out r))))]
+    (is (= 0 exit) (:err r))
+    (is (= "the finished trace was already written; a second dump would corrupt it. fix: Profiler.dump(false) for intermediate dumps"
+           java-dump))
+    (is (= "the finished trace was already written; a second dump would corrupt it. fix: (dump-profile false) for intermediate dumps"
+           clj-dump))
+    (let [head (str "the profiler already wrote its finished trace (dump(finished=True)); MXNet"
+                    " cannot start a second trace session in one process. fix: ")]
+      (is (str/starts-with? clj-config head))
+      (is (str/includes? clj-config "use pyprof.session,"))
+      (is (str/starts-with? java-config head))
+      (is (str/includes? java-config "use pyprof.jvm.ProfilerSession,"))
+      (is (str/includes? java-config (pr-str out))))
+    (is (str/starts-with? clj-run "the profiler already wrote its finished trace; MXNet cannot record a second session in one process. fix: "))
+    (is (str/ends-with? java-run "or use pyprof.jvm.ProfilerSession"))))
 
 (deftest config-that-c-rejects-is-a-native-error
   (testing "bypassing validation, MXNet's own parser rejects the value"
@@ -82,7 +168,7 @@
   (is (= :invalid-state (:pyprof/error (ex-data (caught (Profiler/setState "go"))))))
   (is (instance? PyprofException (caught (Profiler/setState "go"))))
   (is (= "invalid-state" (.kind ^PyprofException (caught (Profiler/dumps)))))
-  (is (instance? MXNetException (caught (Profiler/dump true)))))
+  (is (= "invalid-state" (.kind ^PyprofException (caught (Profiler/dump true))))))
 
 (deftest objects-behave-like-pyprof-objects
   (let [d (profiler/domain "pyprof-objects")]

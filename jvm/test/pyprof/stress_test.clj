@@ -66,8 +66,10 @@
         {:keys [exit out err]} (java-child ["-e" (str "(require 'pyprof.stress-test)"
                                                        "(pyprof.stress-test/child-stress \"" dir "\" " seconds ")")]
                                            :timeout-s (+ 120 seconds))
-        {:keys [ops errors windows]} (read-string (last (str/split-lines out)))]
+        summary (try (read-string (last (str/split-lines out))) (catch Exception _ nil))
+        {:keys [ops errors windows]} summary]
     (is (= 0 exit) (str "the JVM must not abort\n" err))
+    (is (map? summary) (str "the child printed no summary line\nstdout: " out "\nstderr: " err))
     (is (= [] errors))
     (is (< 100 ops))
     (is (<= 3 (count windows)) "the toggler cut several windows")

@@ -8,13 +8,16 @@
 (defn java-child
   "Runs `java -cp <this classpath> <jvm-args> clojure.main <args>` and returns {:exit :out :err}.
   Options: :jvm-args (e.g. [\"-Dmxnet.library.path=...\"]), :env (a map merged into the
-  environment; a nil value removes a variable), :timeout-s (default 300)."
-  [args & {:keys [jvm-args env timeout-s] :or {timeout-s 300}}]
+  environment; a nil value removes a variable), :timeout-s (default 300), :dir (working
+  directory), :classpath (default this JVM's), :inherit-library (default true: pass on this JVM's
+  -Dmxnet.library.path)."
+  [args & {:keys [jvm-args env timeout-s dir classpath inherit-library]
+           :or {timeout-s 300 inherit-library true}}]
   (let [java (str (io/file (System/getProperty "java.home") "bin" "java"))
-        inherited (when-let [p (System/getProperty "mxnet.library.path")]
+        inherited (when-let [p (and inherit-library (System/getProperty "mxnet.library.path"))]
                     (when-not (some #(str/starts-with? % "-Dmxnet.library.path=") jvm-args)
                       [(str "-Dmxnet.library.path=" p)]))
-        cmd (concat [java "-cp" (System/getProperty "java.class.path")]
+        cmd (concat [java "-cp" (or classpath (System/getProperty "java.class.path"))]
                     inherited jvm-args ["clojure.main"] args)
         pb (ProcessBuilder. ^java.util.List (vec cmd))
         penv (.environment pb)
@@ -22,6 +25,7 @@
         err (java.io.File/createTempFile "child" ".err")]
     (doseq [[k v] env]
       (if (nil? v) (.remove penv k) (.put penv k v)))
+    (when dir (.directory pb (io/file dir)))
     (.redirectOutput pb out)
     (.redirectError pb err)
     (let [p (.start pb)]

@@ -97,10 +97,26 @@
              (when (some #{s} choices) s))
     (throw (ex-info (str "profiler_config.json: unknown type " (pr-str type)) {:pyprof/error :invalid-spec}))))
 
+(defn- check-file!
+  "For a key marked `\"file\": true` in the spec: the parent directory of the absolute path must
+  exist, since MXNet silently writes no trace otherwise (as pyprof.config checks in Python)."
+  [{:keys [file name]} k ^String c-val]
+  (when file
+    (let [parent (some-> (java.nio.file.Paths/get c-val (make-array String 0))
+                         .toAbsolutePath .normalize .getParent str)]
+      (when-not (and parent (.isDirectory (io/file parent)))
+        (throw (ex-info (str "invalid value " (pr-str c-val) " for profiler config key '" name
+                             "': directory '" parent "' does not exist. fix: create it first"
+                             " (MXNet would silently write no trace)")
+                        {:pyprof/error :invalid-config :key k :c-key name :value c-val
+                         :directory parent
+                         :fix "create it first (MXNet would silently write no trace)"}))))))
+
 (defn validate
   "Checks `options` (keyword keys such as :profile-symbolic, or C's string keys) against the spec
   and returns a map of C key -> C value string, ready for MXSetProcessProfilerConfig. Throws
-  ex-info `{:pyprof/error :invalid-config ...}` naming the key and what it accepts."
+  ex-info `{:pyprof/error :invalid-config ...}` naming the key and what it accepts, also for a
+  file key (`\"file\": true` in the spec: filename) whose directory does not exist."
   [options]
   (when-not (map? options)
     (throw (ex-info (str "profiler config must be a map, got " (pr-str options))
@@ -115,6 +131,7 @@
                                             (describe-key k c-key) ": expected " (accepted ks))
                                        {:pyprof/error :invalid-config :key k :c-key c-key :value v
                                         :accepted (accepted ks)})))]
+         (check-file! ks k c-val)
          (when (contains? out c-key)
            (throw (ex-info (str "profiler config key " c-key " given twice")
                            {:pyprof/error :invalid-config :key k :c-key c-key :value v})))

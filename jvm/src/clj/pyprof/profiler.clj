@@ -8,14 +8,18 @@
     `{:pyprof/error :invalid-config | :invalid-state | :invalid-option | :session-finished ...}`;
   - a failing C call: `pyprof.jvm.MXNetException`, whose `ex-data` is
     `{:pyprof/error :mxnet :fn \"<C function>\" :mxnet-error \"<MXGetLastError text>\"}`.
+  Messages that name a fix end with `fix: <Clojure calls>`; their data holds the same advice as
+  `:fix` and, phrased for Java, `:java-fix` (which the Java facade shows instead).
 
   The profiler is one C++ singleton per process: all calls act on it, whichever thread (or, in a
   JPype-hosted JVM, whichever language) makes them. Only the worker process is profiled here
-  (`profile_process` \"server\" needs a distributed kvstore handle, which pyprof does not hold)."
+  (`profile_process` \"server\" needs a distributed kvstore handle, which the JVM does not hold:
+  profiler-set-config rejects it with :invalid-state before C)."
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
             [pyprof.config :as config]
-            [pyprof.native :as native :refer [mx]])
+            [pyprof.native :as native :refer [mx]]
+            [pyprof.util :as util])
   (:import (com.sun.jna.ptr PointerByReference)
            (pyprof.jvm MXNetException ProfileDomain ProfileObject ProfileObject$Kind)))
 
@@ -63,19 +67,49 @@
 (defn- check-owner [call]
   (let [{:keys [session internal]} @tracker]
     (when (and session (not (identical? internal (Thread/currentThread))))
-      (throw (ex-info (str call " while the pyprof.session " session " is open: it owns the"
-                           " profiler's configuration, state and trace file. fix: call it after"
-                           " the session is closed, or give the session its own options"
-                           " ((session/profile {:profile-api true ...}))")
-                      {:pyprof/error :invalid-state :session session :call call})))))
+      (throw (util/fix-error
+              (str call " while the pyprof.session " session " is open: it owns the profiler's"
+                   " configuration, state and trace file.")
+              (str "call it after the session is closed, or give the session its own options"
+                   " ((session/profile {:profile-api true ...}))")
+              (str "call it after the ProfilerSession is closed, or give the session its own"
+                   " options (new ProfilerSession(Map.of(\"profile_api\", true, ...)))")
+              {:pyprof/error :invalid-state :session session :call call})))))
 
-(defn- finished-error [what]
+(defn- finished-error
+  "After a finished dump: as pyprof.profiler's StateError for set_config (:config) and
+  set_state('run') (:run)."
+  [call]
   (let [{:keys [filename]} @tracker]
-    (ex-info (str "cannot " what ": this process already finished its profiler session"
-                  " (dump-profile wrote " (or filename "the trace") "); MXNet writes only one"
-                  " valid trace per process. fix: profile again in a new process, or use"
-                  " pyprof.session, whose windows share one session")
-             {:pyprof/error :session-finished :trace filename})))
+    (if (= call :config)
+      (util/fix-error
+       (str "the profiler already wrote its finished trace (dump(finished=True)); MXNet cannot"
+            " start a second trace session in one process.")
+       (str "run each session in its own process (a child JVM), or use pyprof.session, whose"
+            " windows share one session (the finished trace is " (pr-str filename) ")")
+       (str "run each session in its own process (a child JVM), or use"
+            " pyprof.jvm.ProfilerSession, whose windows share one session (the finished trace"
+            " is " (pr-str filename) ")")
+       {:pyprof/error :session-finished :trace filename})
+      (util/fix-error
+       (str "the profiler already wrote its finished trace; MXNet cannot record a second"
+            " session in one process.")
+       "run the next session in a child JVM, or use pyprof.session"
+       "run the next session in a child JVM, or use pyprof.jvm.ProfilerSession"
+       {:pyprof/error :session-finished :trace filename}))))
+
+(defn- server-error []
+  (util/fix-error
+   (str "profile_process='server' needs a distributed kvstore: create one with"
+        " mx.kv.create('dist_sync') (or dist_async) in a process launched with the DMLC_*"
+        " variables. The JVM holds no kvstore handle and profiles only its own (worker) process.")
+   (str "profile the servers from that Python worker process with"
+        " pyprof.dist.server_profiling(kv, filename=...); leave :profile-process out (or"
+        " :worker) here")
+   (str "profile the servers from that Python worker process with"
+        " pyprof.dist.server_profiling(kv, filename=...); leave \"profile_process\" out (or"
+        " \"worker\") here")
+   {:pyprof/error :invalid-state :key "profile_process" :value "server"}))
 
 (defn profiler-set-config
   "Configures the profiler (C: MXSetProcessProfilerConfig). `options` is a map of keyword keys
@@ -84,20 +118,25 @@
   it leaves out to their C default, and deletes an existing file at :filename. :dump-period is in
   seconds. Returns the map of C strings sent.
 
-  Throws ex-info :invalid-config (key or value), :session-finished (after a finished dump),
-  :invalid-state (changing the filename while running, or while a pyprof.session is open)."
+  Throws ex-info :invalid-config (key or value; a :filename whose directory does not exist),
+  :session-finished (after a finished dump), :invalid-state (changing the filename while
+  running, while a pyprof.session is open, or :profile-process :server: the JVM holds no
+  kvstore handle)."
   [options]
   (let [c-opts (config/validate options)]
+    (when (= "server" (c-opts "profile_process")) (throw (server-error)))
     (locking lock
       (check-owner "profiler-set-config")
       (let [{:keys [finished running config]} @tracker]
-        (when finished (throw (finished-error "configure the profiler")))
+        (when finished (throw (finished-error :config)))
         (when (and running (contains? c-opts "filename") config
                    (not= (c-opts "filename") (config "filename")))
-          (throw (ex-info (str "cannot change filename to " (pr-str (c-opts "filename"))
-                               " while profiling into " (pr-str (config "filename"))
-                               ". fix: (profiler-set-state :stop) and (dump-profile) first")
-                          {:pyprof/error :invalid-state :filename (c-opts "filename")}))))
+          (throw (util/fix-error
+                  (str "cannot change filename to " (pr-str (c-opts "filename"))
+                       " while profiling into " (pr-str (config "filename")) ".")
+                  "(profiler-set-state :stop) and (dump-profile) first"
+                  "Profiler.setState(\"stop\") and Profiler.dump(true) first"
+                  {:pyprof/error :invalid-state :filename (c-opts "filename")}))))
       (let [ks (keys c-opts)
             keys-ptr (native/strings ks)
             vals-ptr (native/strings (map c-opts ks))]
@@ -123,7 +162,7 @@
      (locking lock
        (check-owner (str "profiler-set-state " (pr-str state)))
        (when (and (= 1 code) (:finished @tracker))
-         (throw (finished-error "start the profiler")))
+         (throw (finished-error :run)))
        (native/exclusively (mx MXSetProcessProfilerState (int code) worker nil))
        (swap! tracker (fn [t] (let [run? (= 1 code)]
                                 (assoc t :running run? :ever-ran (or (:ever-ran t) run?)
@@ -133,8 +172,9 @@
 (defn dump-profile
   "Writes the trace to the configured file (C: MXDumpProcessProfile). `finished` (default true;
   also 1, or false/0) ends the session: the file is valid JSON afterwards, and no second session
-  can be written in this process. Fails with MXNetException when the profiler has not run, and
-  with ex-info :session-finished after a finished dump (a second one would corrupt the file)."
+  can be written in this process. Throws ex-info :invalid-state when the profiler never ran
+  (MXNet: \"Profiler hasn't been run\"), and :session-finished after a finished dump (a second
+  one would corrupt the file)."
   ([] (dump-profile true))
   ([finished]
    (let [f (cond (boolean? finished) finished
@@ -145,16 +185,23 @@
      (locking lock
        (check-owner "dump-profile")
        (when (:finished @tracker)
-         (throw (ex-info (str "the finished trace was already written; a second dump would"
-                              " corrupt it. fix: (dump-profile false) for intermediate dumps")
-                         {:pyprof/error :session-finished :trace (:filename @tracker)})))
+         (throw (util/fix-error
+                 "the finished trace was already written; a second dump would corrupt it."
+                 "(dump-profile false) for intermediate dumps"
+                 "Profiler.dump(false) for intermediate dumps"
+                 {:pyprof/error :session-finished :trace (:filename @tracker)})))
        (try
          (mx MXDumpProcessProfile (if f 1 0) worker nil)
          (catch MXNetException e
+           ;; MXNet itself knows whether anything ran (Python, in a JPype-hosted JVM, may have).
            (if (str/includes? (.mxnetMessage e) "hasn't been run")
-             (throw (MXNetException. (.function e) (.mxnetMessage e)
-                                     (str (.getMessage e) "\n  fix: (profiler-set-config {...})"
-                                          " and (profiler-set-state :run) first")))
+             (throw (util/fix-error
+                     "dump() before the profiler ran: nothing was recorded."
+                     "(profiler-set-config {...}) and (profiler-set-state :run) first"
+                     "Profiler.setConfig(...) and Profiler.setState(\"run\") first"
+                     {:pyprof/error :invalid-state :fn (.function e)
+                      :mxnet-error (.mxnetMessage e)}
+                     e))
              (throw e))))
        (when f (swap! tracker assoc :finished true :running false)))
      nil)))
@@ -196,25 +243,34 @@
          s (locking lock
              (let [cfg (:config @tracker)]
                (when (and cfg (not= "true" (get cfg "aggregate_stats")))
-                 (throw (ex-info (str "dumps needs aggregate statistics, which are off. fix:"
-                                      " (profiler-set-config {:aggregate-stats true ...}) before"
-                                      " profiling")
-                                 {:pyprof/error :invalid-state}))))
+                 (throw (util/fix-error
+                         "dumps needs aggregate statistics, which are off."
+                         "(profiler-set-config {:aggregate-stats true ...}) before profiling"
+                         (str "Profiler.setConfig(Map.of(\"aggregate_stats\", true, ...)) before"
+                              " profiling")
+                         {:pyprof/error :invalid-state}))))
              (try
                (mx MXAggregateProfileStatsPrintEx out (if reset 1 0) (int fmt) (int sort-code)
                    (if ascending 1 0))
                (catch MXNetException e
-                 (throw (ex-info (str "dumps failed (" (first (str/split-lines (.mxnetMessage e)))
-                                      "). fix: (profiler-set-config {:aggregate-stats true ...})"
-                                      " and profile something first")
-                                 {:pyprof/error :invalid-state :fn (.function e)
-                                  :mxnet-error (.mxnetMessage e)} e))))
+                 (throw (util/fix-error
+                         (str "dumps failed (" (first (str/split-lines (.mxnetMessage e))) ").")
+                         (str "(profiler-set-config {:aggregate-stats true ...}) and profile"
+                              " something first")
+                         (str "Profiler.setConfig(Map.of(\"aggregate_stats\", true, ...)) and"
+                              " profile something first")
+                         {:pyprof/error :invalid-state :fn (.function e)
+                          :mxnet-error (.mxnetMessage e)}
+                         e))))
              (some-> (.getValue out) (.getString 0 "UTF-8")))]
      (when (empty? s)
-       (throw (ex-info (str "MXNet returned no aggregate statistics. fix: (profiler-set-config"
-                            " {:aggregate-stats true ...}) before (profiler-set-state :run)"
-                            " (statistics are kept only while it is on)")
-                       {:pyprof/error :invalid-state})))
+       (throw (util/fix-error
+               "MXNet returned no aggregate statistics."
+               (str "(profiler-set-config {:aggregate-stats true ...}) before (profiler-set-state"
+                    " :run) (statistics are kept only while it is on)")
+               (str "Profiler.setConfig(Map.of(\"aggregate_stats\", true, ...)) before"
+                    " Profiler.setState(\"run\") (statistics are kept only while it is on)")
+               {:pyprof/error :invalid-state})))
      (if (= fmt 1) (json/read-str s) s))))
 
 (defn pause

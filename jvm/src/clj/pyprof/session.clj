@@ -27,7 +27,8 @@
             [pyprof.config :as config]
             [pyprof.native :as native :refer [mx]]
             [pyprof.profiler :as profiler]
-            [pyprof.stats :as stats])
+            [pyprof.stats :as stats]
+            [pyprof.util :as util])
   (:import (java.io File RandomAccessFile)
            (java.nio.charset StandardCharsets)
            (java.nio.file Files LinkOption Path Paths StandardCopyOption)
@@ -99,16 +100,21 @@
   [c-opts directory]
   (let [{:keys [finished running]} (profiler/state)]
     (when (or finished (:finished @raw))
-      (throw (ex-info (str "the profiler already wrote its finished trace in this process"
-                           " (dump-profile true); MXNet cannot record again. fix: use only"
-                           " pyprof.session in this process (it never finishes the trace), or"
-                           " run the session in a child process")
-                      {:pyprof/error :session-finished})))
+      (throw (util/fix-error
+              (str "the profiler already wrote its finished trace in this process"
+                   " (dump-profile true); MXNet cannot record again.")
+              (str "use only pyprof.session in this process (it never finishes the trace), or"
+                   " run the session in a child process")
+              (str "use only ProfilerSession in this process (it never finishes the trace), or"
+                   " run the session in a child process")
+              {:pyprof/error :session-finished})))
     (when running
-      (throw (ex-info (str "the profiler is already recording ((profiler-set-state :run) outside"
-                           " pyprof.session). fix: (profiler-set-state :stop) and (dump-profile)"
-                           " first")
-                      {:pyprof/error :invalid-state}))))
+      (throw (util/fix-error
+              (str "the profiler is already recording ((profiler-set-state :run) outside"
+                   " pyprof.session).")
+              "(profiler-set-state :stop) and (dump-profile) first"
+              "Profiler.setState(\"stop\") and Profiler.dump(true) first"
+              {:pyprof/error :invalid-state}))))
   (when-not (:path @raw)
     (let [dir (or (not-empty (System/getenv "PYPROF_RAW_DIR")) directory)]
       (swap! raw assoc :path (str (.toAbsolutePath (Paths/get (str dir) (into-array String [(str ".pyprof-raw-" (pid) ".json")])))))))
@@ -246,10 +252,12 @@
                                      (pr-str on-trace-ready)) {:on-trace-ready on-trace-ready})))
          path (str (.toAbsolutePath (Paths/get (str path) (make-array String 0))))]
      (when (and schedule (not (str/includes? path "{window}")) (many-windows? schedule))
-       (throw (bad-option (str "path " (pr-str (str (:path opts))) " has no {window} placeholder,"
-                               " but the schedule records several windows, which would overwrite"
-                               " each other. fix: :path \"trace_{window}.json\"")
-                          {:path path})))
+       (throw (util/fix-error
+               (str "path " (pr-str (str (:path opts))) " has no {window} placeholder, but the"
+                    " schedule records several windows, which would overwrite each other.")
+               ":path \"trace_{window}.json\""
+               "\"path\", \"trace_{window}.json\""
+               {:pyprof/error :invalid-option :path path})))
      {::name (str "<pyprof.session " (swap! counter inc) ">")
       ::options c-opts
       ::schedule (or schedule (constantly :record))
@@ -344,7 +352,9 @@
       (when-not (= :open (:state @st))
         (throw (ex-info (str "step! on a session that is " (name (:state @st)) "; fix: call it"
                              " between start! and stop! (inside with-session)")
-                        {:pyprof/error :invalid-state})))
+                        {:pyprof/error :invalid-state
+                         :fix "call it between start! and stop! (inside with-session)"
+                         :java-fix "call step() between start() and stop()"})))
       (let [n (:step (swap! st update :step inc))]
         (transition! s (:action @st) (action-for s n) false)))
     nil))

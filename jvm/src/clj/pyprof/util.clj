@@ -35,3 +35,16 @@
   booleans and keyword values."
   [m]
   (into {} (map (fn [[k v]] [(key->c k) (value->c v)])) m))
+
+(defn fix-error
+  "An ex-info whose message is `head` followed by \" fix: \" and the Clojure-phrased `fix`; the
+  data carries `:fix` and, when given, `:java-fix`, the same advice phrased for Java callers.
+  `pyprof.jvm.PyprofException/wrap` (the Java facade) puts :java-fix in place of :fix in the
+  message, so each language reads calls it can make."
+  ([head fix data] (fix-error head fix nil data))
+  ([head fix java-fix data] (fix-error head fix java-fix data nil))
+  ([head fix java-fix data cause]
+   (ex-info (str head " fix: " fix)
+            (cond-> (assoc data :fix fix)
+              java-fix (assoc :java-fix java-fix))
+            cause)))

@@ -22,8 +22,9 @@ import java.util.stream.Stream;
  * <ol>
  *   <li>system property {@code mxnet.library.path} (a file, or a directory holding libmxnet.so);
  *   <li>environment variable {@code MXNET_LIBRARY_PATH} (same);
- *   <li>{@code .venv/lib/python3*&#47;site-packages/mxnet/libmxnet.so} in the repository that holds
- *       this jvm project (found from where these classes were loaded, then from {@code user.dir});
+ *   <li>{@code .venv/lib/python3*&#47;site-packages/mxnet/libmxnet.so} in the directory of these
+ *       classes (classes directory or jar) or one of its ancestors, then in {@code user.dir} or
+ *       one of its ancestors (up to {@link #MAX_LEVELS_UP} levels up, nearest first);
  *   <li>{@code python3 -c "importlib.util.find_spec('mxnet')"} on the PATH.
  * </ol>
  *
@@ -83,9 +84,12 @@ final class LibraryLoader {
     }
     if (out.isEmpty()) {
       StringBuilder sb = new StringBuilder("no .venv/lib/python3*/site-packages/mxnet/" + LIB + " in");
-      for (Path root : roots) {
-        sb.append(' ').append(root);
+      String sep = " ";
+      for (Path start : searchStarts()) {
+        sb.append(sep).append(start);
+        sep = " or ";
       }
+      sb.append(", or up to ").append(MAX_LEVELS_UP).append(" directories above");
       tried.add(sb.toString());
     }
     return out;
@@ -97,23 +101,40 @@ final class LibraryLoader {
     return Files.isDirectory(abs) ? abs.resolve(LIB) : abs;
   }
 
-  /** The jvm project dir (from these classes' location) and user.dir, each with its parent. */
-  private static List<Path> searchRoots() {
+  /** How many ancestors above a start directory are searched for {@code .venv}. */
+  static final int MAX_LEVELS_UP = 6;
+
+  /**
+   * Directories that may hold the {@code .venv}: the directory of these classes (a classes
+   * directory, or the directory of the jar) and its ancestors, then {@code user.dir} and its
+   * ancestors, each up to {@link #MAX_LEVELS_UP} levels up, nearest first. This finds the
+   * repository's .venv from {@code jvm/target/classes}, {@code jvm/target/uberjar/x.jar},
+   * {@code examples/matmul/target/uberjar/x.jar} and from any working directory inside the
+   * repository.
+   */
+  static List<Path> searchRoots() {
     Set<Path> roots = new LinkedHashSet<>();
-    Path classes = codeLocation();
-    if (classes != null) {
-      // .../jvm/target/classes or .../jvm/target/uberjar/x.jar: walk up to the repository root.
-      Path p = classes;
-      for (int i = 0; i < 5 && p != null; i++, p = p.getParent()) {
+    for (Path start : searchStarts()) {
+      Path p = start;
+      for (int i = 0; i <= MAX_LEVELS_UP && p != null; i++, p = p.getParent()) {
         roots.add(p);
       }
     }
-    Path cwd = Paths.get(System.getProperty("user.dir", ".")).toAbsolutePath().normalize();
-    roots.add(cwd);
-    if (cwd.getParent() != null) {
-      roots.add(cwd.getParent());
-    }
     return new ArrayList<>(roots);
+  }
+
+  /** The directory of these classes (or of their jar), then {@code user.dir}. */
+  static List<Path> searchStarts() {
+    Set<Path> starts = new LinkedHashSet<>();
+    Path classes = codeLocation();
+    if (classes != null) {
+      Path dir = Files.isDirectory(classes) ? classes : classes.getParent();
+      if (dir != null) {
+        starts.add(dir);
+      }
+    }
+    starts.add(Paths.get(System.getProperty("user.dir", ".")).toAbsolutePath().normalize());
+    return new ArrayList<>(starts);
   }
 
   private static Path codeLocation() {

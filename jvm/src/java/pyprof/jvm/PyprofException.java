@@ -9,15 +9,19 @@ import clojure.lang.PersistentArrayMap;
  * The one unchecked exception type of pyprof's JVM layer.
  *
  * <p>{@link #kind()} says what went wrong: {@code "invalid-config"}, {@code "invalid-option"},
- * {@code "invalid-state"}, {@code "session-finished"}, {@code "no-gpu"} (rejected before any C
- * call) or {@code "mxnet"} (a failing C call: the subclass {@link MXNetException}, carrying
- * MXNet's own message). It implements {@link IExceptionInfo}, so Clojure code reads the same
+ * {@code "invalid-state"}, {@code "session-finished"}, {@code "no-gpu"}, {@code "invalid-device"}
+ * (rejected before any C call) or {@code "mxnet"} (a failing C call: the subclass
+ * {@link MXNetException}, carrying MXNet's own message). Messages that name a fix name Java
+ * calls ({@code fix: Profiler.dump(false) ...}): {@link #wrap} puts the error's {@code :java-fix}
+ * in place of the Clojure-phrased {@code :fix}; both stay in the data. It implements {@link IExceptionInfo}, so Clojure code reads the same
  * data with {@code ex-data}: {@code {:pyprof/error :invalid-state ...}}. The JPype bridge turns it
  * into the matching Python error.
  */
 public class PyprofException extends RuntimeException implements IExceptionInfo {
   private static final long serialVersionUID = 1L;
   static final Keyword ERROR = Keyword.intern("pyprof", "error");
+  static final Keyword FIX = Keyword.intern("fix");
+  static final Keyword JAVA_FIX = Keyword.intern("java-fix");
 
   private final transient IPersistentMap data;
 
@@ -38,6 +42,25 @@ public class PyprofException extends RuntimeException implements IExceptionInfo 
 
   static PyprofException option(String message) {
     return new PyprofException("invalid-option", message);
+  }
+
+  /**
+   * {@code message} with its Clojure-phrased fix ({@code :fix} in {@code data}, e.g.
+   * {@code (dump-profile false)}) replaced by the Java-phrased one ({@code :java-fix}, e.g.
+   * {@code Profiler.dump(false)}); unchanged when either is missing.
+   */
+  static String javaMessage(String message, IPersistentMap data) {
+    Object fix = data.valAt(FIX);
+    Object javaFix = data.valAt(JAVA_FIX);
+    if (message == null || !(fix instanceof String) || !(javaFix instanceof String)) {
+      return message;
+    }
+    String marker = "fix: " + fix;
+    int at = message.lastIndexOf(marker);
+    if (at < 0) {
+      return message;
+    }
+    return message.substring(0, at) + "fix: " + javaFix + message.substring(at + marker.length());
   }
 
   /** {@code "invalid-state"}, {@code "mxnet"}, ...: the name of {@code :pyprof/error}. */
@@ -63,7 +86,7 @@ public class PyprofException extends RuntimeException implements IExceptionInfo 
     if (t instanceof IExceptionInfo) {
       IPersistentMap d = ((IExceptionInfo) t).getData();
       if (d != null && d.containsKey(ERROR)) {
-        return new PyprofException(t.getMessage(), d, t);
+        return new PyprofException(javaMessage(t.getMessage(), d), d, t);
       }
     }
     if (t instanceof RuntimeException) {
