@@ -36,7 +36,13 @@ public abstract class NativeHandle implements AutoCloseable {
   public final void close() {
     Pointer p = handle.getAndSet(null);
     if (p != null) {
-      free(p);
+      // The free is a C API call too: it must not straddle a profiler switch (see LibMXNet).
+      LibMXNet.enter();
+      try {
+        free(p);
+      } finally {
+        LibMXNet.exit();
+      }
     }
   }
 
