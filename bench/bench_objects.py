@@ -1,86 +1,132 @@
-"""Per-call cost of the custom profiler objects: pyprof against mxnet.profiler.
+"""Per-call cost of counter increment and task start/stop through every binding: pyprof's
+Python objects against mxnet.profiler, and the JVM binding (timed inside the JVM, and called
+from Python through JPype).
 
-Run:  PYTHONPATH=. /tmp/venvtest/bin/python bench/bench_objects.py [--calls 20000] [--repeats 15]
+    .venv/bin/python bench/bench_objects.py [--calls 200000]
 
-Prints a Markdown table. Measured with the profiler running (every call records an event, as
-in real use): ``Counter.increment()`` and one ``Task.start()`` + ``Task.stop()`` pair. Both
-implementations drive the same libmxnet in one process (they share MXNet's profiler), and
-their timed loops of ``--calls`` calls alternate, so background load hits both alike; the table
-gives the minimum and the median over ``--repeats`` loops, after a warm-up.
+Each binding runs in its own child process with the profiler running (profile_api, imperative
+and symbolic off; continuous dump off), after a warm-up of the same size; the median of 5
+rounds is reported in nanoseconds per call (a task start/stop pair counts as one call).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import platform
-import statistics
+import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+
+CONFIG = dict(profile_symbolic=False, profile_imperative=False, profile_api=False,
+              profile_memory=False, continuous_dump=False, aggregate_stats=False)
+
+PY_COMMON = """
+import json, os, statistics, sys, time
+N = int(sys.argv[1])
+def bench(f):
+    f(N)
+    rounds = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns(); f(N); rounds.append((time.perf_counter_ns() - t0) / N)
+    return statistics.median(rounds)
+"""
+
+# pyprof.profiler and mxnet.profiler have the same object API: one body serves both.
+PYTHON_OBJECTS = PY_COMMON + """
+from {module} import profiler
+profiler.set_config(filename=os.environ["TRACE"], **json.loads(os.environ["CONFIG"]))
+profiler.set_state("run")
+d = profiler.Domain("bench"); c = profiler.Counter(d, "c"); t = profiler.Task(d, "t")
+def inc(n):
+    for _ in range(n): c.increment(1)
+def task(n):
+    for _ in range(n): t.start(); t.stop()
+print(json.dumps({{"counter": bench(inc), "task": bench(task)}}))
+"""
+
+JPYPE = PY_COMMON + """
+from pyprof import jvm
+p = jvm.require("pyprof.profiler")
+p.profiler_set_config({k.replace("_", "-"): v for k, v in json.loads(os.environ["CONFIG"]).items()}
+                      | {"filename": os.environ["TRACE"]})
+p.profiler_set_state("run")
+d = p.domain("bench"); c = p.counter(d, "c"); t = p.task(d, "t")
+inc_ns, start, stop = p["increment"], p["start"], p["stop"]
+def inc(n):
+    for _ in range(n): inc_ns(c, 1)
+def task(n):
+    for _ in range(n): start(t); stop(t)
+# the Java objects directly (JPype method calls, no Clojure conversion)
+def inc_java(n):
+    for _ in range(n): c.increment(1)
+def task_java(n):
+    for _ in range(n): t.start(); t.stop()
+print(json.dumps({"counter": bench(inc), "task": bench(task),
+                  "counter_java": bench(inc_java), "task_java": bench(task_java)}))
+"""
+
+CLOJURE = """
+(require '[pyprof.profiler :as p] '[clojure.data.json :as json])
+(let [n (Long/parseLong (System/getenv "CALLS"))
+      cfg (into {} (map (fn [[k v]] [(keyword (clojure.string/replace k "_" "-")) v]))
+                (json/read-str (System/getenv "CONFIG")))
+      _ (p/profiler-set-config (assoc cfg :filename (System/getenv "TRACE")))
+      _ (p/profiler-set-state :run)
+      d (p/domain "bench") c (p/counter d "c") t (p/task d "t")
+      bench (fn [f] (f n)
+              (let [rs (sort (for [_ (range 5)]
+                               (let [t0 (System/nanoTime)] (f n) (/ (double (- (System/nanoTime) t0)) n))))]
+                (nth rs 2)))]
+  (println (json/write-str
+            {"counter" (bench (fn [^long n] (dotimes [_ n] (p/increment c 1))))
+             "task" (bench (fn [^long n] (dotimes [_ n] (p/start t) (p/stop t))))})))
+"""
 
 
-def loops(profiler, calls: int) -> dict:
-    domain = profiler.Domain(f"bench_{profiler.__name__}")
-    counter = profiler.Counter(domain, "counter", 0)
-    task = profiler.Task(domain, "task")
-
-    def increment() -> None:
-        for _ in range(calls):
-            counter.increment(1)
-
-    def start_stop() -> None:
-        for _ in range(calls):
-            task.start()
-            task.stop()
-
-    return {"Counter.increment": increment, "Task start+stop": start_stop}
+def _run(cmd, env, calls):
+    e = dict(os.environ, **env, CALLS=str(calls), CONFIG=json.dumps(CONFIG),
+             PYTHONPATH=str(ROOT))
+    out = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    if out.returncode != 0:
+        raise SystemExit(f"{cmd[:3]} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=20000)
-    parser.add_argument("--repeats", type=int, default=15)
-    args = parser.parse_args()
-
-    from mxnet import profiler as mxprof
-
-    from pyprof import profiler as pyprof
-
-    workdir = tempfile.mkdtemp(prefix="bench-objects-")
-    pyprof.set_config(filename=os.path.join(workdir, "bench.json"), continuous_dump=False,
-                      profile_api=False, profile_memory=False)
-    pyprof.set_state("run")
-    impls = {"mxnet.profiler": loops(mxprof, args.calls), "pyprof": loops(pyprof, args.calls)}
-    samples = {(impl, op): [] for impl in impls for op in impls[impl]}
-    for op in impls["pyprof"]:
-        for impl in impls:
-            impls[impl][op]()  # warm-up
-        for _ in range(args.repeats):
-            for impl in impls:
-                t0 = time.perf_counter()
-                impls[impl][op]()
-                samples[impl, op].append((time.perf_counter() - t0) / args.calls * 1e6)
-    pyprof.set_state("stop")
-
-    print(f"Command: `PYTHONPATH=. python bench/bench_objects.py --calls {args.calls} "
-          f"--repeats {args.repeats}`  ")
-    print(f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python "
-          f"{platform.python_version()}, MXNet 1.9.1 (CPU); profiler running; µs per call, "
-          f"min / median of {args.repeats} alternating loops of {args.calls} calls.\n")
-    print("| operation | mxnet.profiler min / median | pyprof min / median | pyprof / mxnet (min) |")
-    print("|---|---:|---:|---:|")
-    for op in impls["pyprof"]:
-        a, b = samples["mxnet.profiler", op], samples["pyprof", op]
-        print(f"| {op} | {min(a):.2f} / {statistics.median(a):.2f} | "
-              f"{min(b):.2f} / {statistics.median(b):.2f} | {min(b) / min(a):.2f}x |")
-    sys.stdout.flush()
-    os._exit(0)  # skip MXNet's exit-time dump of a trace nobody reads (hundreds of MB)
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=200_000)
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from pyprof import _capi, jvm
+    lib = _capi.library_path()
+    cp = os.pathsep.join(jvm.classpath())
+    res = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        def trace(name):
+            return {"TRACE": os.path.join(tmp, name + ".json")}
+        py = [sys.executable, "-c"]
+        for label, module in (("mxnet.profiler (Python)", "mxnet"),
+                              ("pyprof.profiler (Python)", "pyprof")):
+            res[label] = _run(py + [PYTHON_OBJECTS.format(module=module), str(args.calls)],
+                              trace(module), args.calls)
+        res["JVM, timed in the JVM (Clojure)"] = _run(
+            ["java", f"-Dmxnet.library.path={lib}", "-cp", cp, "clojure.main", "-e", CLOJURE],
+            trace("clj"), args.calls)
+        jp = _run(py + [JPYPE, str(args.calls)], trace("jpype"), args.calls)
+        res["JVM via JPype (pyprof.jvm namespace call)"] = {"counter": jp["counter"], "task": jp["task"]}
+        res["JVM via JPype (Java method on ProfileObject)"] = {"counter": jp["counter_java"],
+                                                             "task": jp["task_java"]}
+    print(f"Command: {' '.join([os.path.relpath(sys.executable, ROOT)] + sys.argv)}\n")
+    print(f"{args.calls} calls per round, median of 5 rounds, profiler running; ns per call\n")
+    print("| binding | counter increment (ns) | task start+stop (ns) |")
+    print("|---|---:|---:|")
+    for k, v in res.items():
+        print(f"| {k} | {v['counter']:.0f} | {v['task']:.0f} |")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
