@@ -11,7 +11,6 @@ from .errors import (ConfigError, DeviceError, JVMError, LibraryNotFoundError, M
 from .objects import Counter, Domain, Event, Frame, Marker, Task
 from .profiler import dump, dumps, pause, resume, set_config, set_state
 from .session import Action, Window, profile, recover, schedule
-from .trace import repair, stats
 from . import dist, env  # noqa: F401 - pyprof.dist.launch_local, pyprof.env.per_operator
 
 __version__ = "0.1.0"
@@ -23,6 +22,18 @@ __all__ = [
     "Domain", "Task", "Frame", "Event", "Counter", "Marker",
     "profile", "schedule", "Action", "Window", "recover", "stats", "repair",
 ]
+
+
+
+def __getattr__(name: str):
+    # pyprof.stats / pyprof.repair load the trace toolkit (numpy) on first use, so that
+    # `from pyprof import profiler` stays as light as mxnet.profiler.
+    if name in ("stats", "repair"):
+        from . import trace
+
+        return getattr(trace, name)
+    raise AttributeError(f"module 'pyprof' has no attribute {name!r}")
+
 
 # PYPROF_AUTOSTART / PYPROF_MODE / PYPROF_PER_OPERATOR (see pyprof.env); nothing when unset.
 from .env import autostart as _autostart  # noqa: E402

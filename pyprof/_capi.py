@@ -14,7 +14,6 @@ import os
 import sys
 import threading
 from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_uint64, c_void_p
-from pathlib import Path
 
 from .errors import LibraryNotFoundError, MXNetError, PyprofError
 
@@ -199,7 +198,3 @@ def list_all_op_names() -> list[str]:
 def wait_all() -> None:
     """Block until every operation pushed to MXNet's engine has finished. C: MXNDArrayWaitAll."""
     call("MXNDArrayWaitAll")
-
-
-def package_dir() -> Path:
-    return Path(__file__).resolve().parent

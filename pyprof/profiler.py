@@ -11,7 +11,6 @@ it was.
 from __future__ import annotations
 
 import sys
-import sys
 import threading
 from ctypes import byref, c_char_p
 from typing import Any
@@ -56,12 +55,11 @@ class _Tracker:
 
 
 _t = _Tracker()
-_modules = sys.modules
 
 
 def _peer():
     """The JPype bridge, when a JVM runs in this process (its layer guards the same singleton)."""
-    jvm = _modules.get("pyprof.jvm")
+    jvm = sys.modules.get("pyprof.jvm")
     return jvm if jvm is not None and jvm._state == "running" else None
 
 

@@ -497,6 +497,7 @@ def _read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dic
     all known metadata events first, then the range's other events; returns events written.
     """
     from .trace import TraceReader
+    from .trace._writer import TraceWriter
 
     fd, segment = tempfile.mkstemp(prefix=".pyprof-segment-", suffix=".json",
                                    dir=os.path.dirname(out or raw) or ".")
@@ -510,7 +511,7 @@ def _read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dic
                     metadata.setdefault(orjson.dumps(ev, option=orjson.OPT_SORT_KEYS), ev)
             return 0
         written = set(metadata)
-        with _TraceFile(out) as w:
+        with TraceWriter(out, gzip=False) as w:
             for ev in metadata.values():
                 w.write(ev)
             for ev in TraceReader(segment, progress=False) if has_events else ():
@@ -590,40 +591,3 @@ def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
     if remove_raw and info.get("pid") != os.getpid():
         os.unlink(info["raw"])
     return Window(int(info["window"]), out, -1, -1, events)
-
-
-class _TraceFile:
-    """Write ``{"traceEvents": [...], "displayTimeUnit": "ms"}`` atomically, event by event.
-
-    (pyprof.trace has a writer, but privately; this is the smallest equivalent.)
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.count = 0
-
-    def __enter__(self) -> _TraceFile:
-        fd, self._tmp = tempfile.mkstemp(prefix=".pyprof-", suffix=".tmp",
-                                         dir=os.path.dirname(self.path) or ".")
-        self._f = os.fdopen(fd, "wb", buffering=1 << 20)
-        self._f.write(b'{"traceEvents":[\n')
-        return self
-
-    def write(self, event: dict[str, Any]) -> None:
-        if self.count:
-            self._f.write(b",\n")
-        self._f.write(orjson.dumps(event))
-        self.count += 1
-
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        try:
-            if exc_type is None:
-                self._f.write(b'\n],"displayTimeUnit":"ms"}\n')
-            self._f.close()
-            if exc_type is None:
-                os.chmod(self._tmp, 0o644)
-                os.replace(self._tmp, self.path)
-        finally:
-            if os.path.exists(self._tmp):
-                os.unlink(self._tmp)
-

@@ -4,7 +4,6 @@ exact statistics. Each recording side runs in its own child process (one session
 
 import json
 import subprocess
-import sys
 
 from child import ROOT, load_trace, run_scenario
 

@@ -31,32 +31,14 @@ os.environ.setdefault("MXNET_EXEC_BULK_EXEC_TRAIN", "0")
 
 import numpy as np  # noqa: E402
 
-from .. import _capi, profiler  # noqa: E402
+from .. import profiler  # noqa: E402
 from ..errors import PyprofError  # noqa: E402
+from ..objects import Domain, Task  # noqa: E402
 from .inputs import Tensor  # noqa: E402
 from .native import DOMAIN  # noqa: E402
 
 _NOT_DIFFERENTIABLE = ("non-differentiable", "cannot differentiate", "does not have gradient",
                        "FGradient", "require gradients", "does not require gradient")
-
-
-class _Task:
-    """A pyprof domain task: a named window in the trace, started and stopped per run."""
-
-    def __init__(self, domain: Any, name: str):
-        self.handle = _capi.Handle()
-        _capi.call("MXProfileCreateTask", domain, name.encode(), self.handle)
-
-    def start(self) -> None:
-        _capi.call("MXProfileDurationStart", self.handle)
-
-    def stop(self) -> None:
-        _capi.call("MXProfileDurationStop", self.handle)
-
-    def close(self) -> None:
-        if self.handle:  # destroy once: a second destroy is a use-after-free
-            handle, self.handle = self.handle, _capi.Handle()
-            _capi.call("MXProfileDestroyHandle", handle)
 
 
 class _NoTask:
@@ -233,8 +215,7 @@ def main() -> int:
         profiler.set_config(filename=job["trace"], profile_imperative=True,
                             profile_symbolic=True, profile_memory=True, profile_api=False,
                             continuous_dump=False, aggregate_stats=False)
-        domain = _capi.Handle()
-        _capi.call("MXProfileCreateDomain", DOMAIN.encode(), domain)
+        domain = Domain(DOMAIN)
         profiler.set_state("run")
     if any(c.get("namespace", "nd") != "nd" for c in job["cases"]):
         mx.npx.set_np()
@@ -247,7 +228,7 @@ def main() -> int:
         try:
             case = Case(spec, job, mx)
             if native:
-                tasks = (_Task(domain, f"{spec['id']}/forward"), _Task(domain, f"{spec['id']}/backward"))
+                tasks = (Task(domain, f"{spec['id']}/forward"), Task(domain, f"{spec['id']}/backward"))
             samples = run_case(case, job, tasks)
             record.update(status="ok", backward=case.backward, backward_note=case.backward_note)
             if not native:

@@ -17,10 +17,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .. import _capi, context, profiler
-from ..errors import PyprofError
+from .. import _capi, context, env, profiler
+from ..errors import ConfigError, PyprofError
 
-MODES = ("symbolic", "imperative", "api", "memory", "all")
 DEFAULT_OUTPUT = "./profile-matmul-20iter.json"
 
 
@@ -67,23 +66,17 @@ def check_options(o: argparse.Namespace) -> None:
         raise ValueError(f"need 0 <= --begin < --end, got --begin {o.begin} --end {o.end}")
     if o.begin >= o.iters:
         raise ValueError(f"--begin {o.begin} is past the last iteration ({o.iters - 1})")
-    for m in o.mode.split(","):
-        if m not in MODES:
-            raise ValueError(f"invalid --mode {m!r}: expected {', '.join(MODES)}")
+    try:
+        env.parse_mode(o.mode)
+    except ConfigError as exc:
+        raise ValueError(f"invalid --mode {o.mode!r}: {exc}") from None
 
 
 def profiler_config(mode: str, output: str) -> dict:
-    """The set_config keywords for ``mode``: the bound symbol is always recorded."""
-    modes = set(mode.split(","))
-    return {
-        "filename": output,
-        "profile_all": "all" in modes,
-        "profile_symbolic": True,
-        "profile_imperative": "imperative" in modes,
-        "profile_api": "api" in modes,
-        "profile_memory": "memory" in modes,
-        "aggregate_stats": True,
-    }
+    """The set_config keywords for ``mode`` (see pyprof.env.parse_mode): the bound symbol is
+    always recorded, the mode's categories are added and the others switched off."""
+    return {**env.parse_mode(mode), "profile_symbolic": True, "filename": output,
+            "aggregate_stats": True}
 
 
 def dot_events(trace_path: str) -> tuple[str | None, list[float]]:

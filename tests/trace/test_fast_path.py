@@ -161,7 +161,10 @@ def test_odd_names_fall_back_per_chunk(engines, tmp_path, odd, chunk):
     if odd == "\xff\xfe":  # invalid UTF-8 bytes in a name
         p.write_bytes(p.read_bytes().replace("\xff\xfe".encode(), b"\xff\xfe"))
     for kw in KWARGS:
-        engines(p, chunk=chunk, **kw)
+        _, used = engines(p, chunk=chunk, **kw)
+        assert used["slow"] >= 1  # the chunk(s) holding the odd name took the orjson path
+        if chunk == 1 << 11:
+            assert used["fast"] >= 1  # ... and only those: clean chunks stay fast
 
 
 @pytest.mark.parametrize("cut", [0.3, 0.7, 0.999])

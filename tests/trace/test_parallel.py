@@ -12,7 +12,7 @@ from pyprof.trace import TraceReader, summarize
 from test_fast_path import CLEAN, DOM_PID, KWARGS, TID, canon, ev, random_events, write_trace
 
 S = sys.modules["pyprof.trace.stats"]
-P = pytest.importorskip("pyprof.trace._parallel")
+from pyprof.trace import _parallel as P  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not P.available(), reason="needs fork")
 

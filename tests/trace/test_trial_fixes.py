@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pyprof.trace import (TraceError, TraceFormatError, TraceReader, diff, merge, plot, repair,
+from pyprof.trace import (TraceError, TraceFormatError, TraceReader, diff, plot, repair,
                           stats, summarize)
 from pyprof.trace.cli import main
 

@@ -81,3 +81,21 @@
     (is (not (.exists (io/file dir "w_0.json.partial"))))
     (is (empty? (filter #(str/starts-with? (.getName ^java.io.File %) ".pyprof-raw") (.listFiles (io/file dir))))
         "the raw trace is finished and deleted at exit")))
+
+(defn child-exit-with-open-session
+  "Run in a child JVM: a session left open when the JVM exits."
+  [dir]
+  (let [s (session/start! (session/profile {:path (str dir "/open_{window}.json")
+                                            :profile-imperative true}))]
+    (with-open [a (nd/random-uniform -1 1 [16 16])] (nd/wait-to-read a))
+    (prn (some? s))))
+
+(deftest an-open-session-is-saved-at-jvm-exit
+  (let [dir (str (temp-dir))
+        {:keys [exit err]} (java-child ["-e" (str "(require 'pyprof.session-test)"
+                                                   "(pyprof.session-test/child-exit-with-open-session \""
+                                                   dir "\")")])]
+    (is (= 0 exit) err)
+    (let [evs (get (load-trace (str dir "/open_0.json")) "traceEvents")]
+      (is (some #(= "_random_uniform" (% "name")) evs) "the window recorded before exit is written"))
+    (is (not (.exists (io/file dir "open_0.json.partial"))))))

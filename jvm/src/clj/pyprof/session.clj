@@ -433,5 +433,6 @@
         (.delete (io/file ^String path))))))
 
 ;; Run by pyprof.profiler's shutdown hook, before it finishes a plain trace.
-(profiler/-on-exit! ::sessions (fn [] (doseq [s @open-sessions] (stop! s))))
-(profiler/-on-exit! ::raw finish-raw!)
+;; Exit actions run in key order: save the open windows first, then finish the raw trace.
+(profiler/-on-exit! "1-pyprof.session/sessions" (fn [] (doseq [s @open-sessions] (stop! s))))
+(profiler/-on-exit! "2-pyprof.session/raw" finish-raw!)

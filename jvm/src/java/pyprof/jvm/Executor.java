@@ -10,6 +10,6 @@ public final class Executor extends NativeHandle {
 
   @Override
   protected void free(Pointer p) {
-    LibMXNet.check(LibMXNet.MXExecutorFree(p), "MXExecutorFree");
+    LibMXNet.gated(() -> LibMXNet.MXExecutorFree(p), "MXExecutorFree");
   }
 }

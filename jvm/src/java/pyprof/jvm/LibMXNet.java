@@ -60,6 +60,19 @@ public final class LibMXNet {
     GATE.readLock().unlock();
   }
 
+  /**
+   * Runs one C call inside the gate and checks its return code: for calls made outside the
+   * Clojure {@code mx} macro (handle frees, the version check).
+   */
+  public static void gated(java.util.function.IntSupplier call, String function) {
+    enter();
+    try {
+      check(call.getAsInt(), function);
+    } finally {
+      exit();
+    }
+  }
+
   /** The lock a profiler switch holds: no C call of pyprof is in flight meanwhile. */
   public static Lock exclusive() {
     return GATE.writeLock();
@@ -121,7 +134,7 @@ public final class LibMXNet {
     }
     Native.register(LibMXNet.class, lib);
     IntByReference v = new IntByReference();
-    check(MXGetVersion(v), "MXGetVersion");
+    gated(() -> MXGetVersion(v), "MXGetVersion");
     if (v.getValue() / 100 != EXPECTED_VERSION / 100) {
       String text =
           path + " is MXNet " + versionString(v.getValue()) + "; pyprof needs MXNet "
@@ -144,7 +157,7 @@ public final class LibMXNet {
   public static int version() {
     load();
     IntByReference v = new IntByReference();
-    check(MXGetVersion(v), "MXGetVersion");
+    gated(() -> MXGetVersion(v), "MXGetVersion");
     return v.getValue();
   }
 

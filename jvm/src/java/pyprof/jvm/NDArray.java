@@ -10,6 +10,6 @@ public final class NDArray extends NativeHandle {
 
   @Override
   protected void free(Pointer p) {
-    LibMXNet.check(LibMXNet.MXNDArrayFree(p), "MXNDArrayFree");
+    LibMXNet.gated(() -> LibMXNet.MXNDArrayFree(p), "MXNDArrayFree");
   }
 }

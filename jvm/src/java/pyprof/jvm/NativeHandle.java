@@ -36,13 +36,7 @@ public abstract class NativeHandle implements AutoCloseable {
   public final void close() {
     Pointer p = handle.getAndSet(null);
     if (p != null) {
-      // The free is a C API call too: it must not straddle a profiler switch (see LibMXNet).
-      LibMXNet.enter();
-      try {
-        free(p);
-      } finally {
-        LibMXNet.exit();
-      }
+      free(p); // each free passes LibMXNet's gate itself, after any lock of its own
     }
   }
 

@@ -209,13 +209,8 @@ public final class ProfileObject extends NativeHandle {
 
   @Override
   protected void free(Pointer p) {
-    synchronized (this) { // waits for a start/stop/set/adjust in progress
-      LibMXNet.enter();
-    try {
-      LibMXNet.check(LibMXNet.MXProfileDestroyHandle(p), "MXProfileDestroyHandle");
-    } finally {
-      LibMXNet.exit();
-    }
+    synchronized (this) { // waits for a start/stop/set/adjust in progress; then the gate
+      LibMXNet.gated(() -> LibMXNet.MXProfileDestroyHandle(p), "MXProfileDestroyHandle");
     }
   }
 

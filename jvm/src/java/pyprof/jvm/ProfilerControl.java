@@ -115,6 +115,12 @@ public final class ProfilerControl implements ProfilerControlMBean {
     try {
       Map<String, Object> opts = parseOptions(options);
       Object stepSeconds = opts.remove("step_seconds");
+      // Checked before anything starts: a bad option must leave no session running.
+      long stepMs = stepSeconds == null ? 0
+          : (long) (Double.parseDouble(String.valueOf(stepSeconds)) * 1000);
+      if (stepSeconds != null && stepMs <= 0) {
+        throw new IllegalArgumentException("step_seconds must be > 0, got " + stepSeconds);
+      }
       Map<String, Object> sched = new HashMap<>();
       if (opts.get("schedule") instanceof Map) {
         ((Map<?, ?>) opts.get("schedule")).forEach((k, v) -> sched.put(String.valueOf(k), v));
@@ -140,12 +146,9 @@ public final class ProfilerControl implements ProfilerControlMBean {
       lastError = null;
       deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(max);
       expiry = timer.schedule(() -> expire(s), max, TimeUnit.SECONDS);
-      if (stepSeconds != null) {
-        long ms = (long) (Double.parseDouble(String.valueOf(stepSeconds)) * 1000);
-        if (ms <= 0) {
-          throw new IllegalArgumentException("step_seconds must be > 0, got " + stepSeconds);
-        }
-        stepper = timer.scheduleAtFixedRate(() -> timedStep(s), ms, ms, TimeUnit.MILLISECONDS);
+      if (stepMs > 0) {
+        stepper = timer.scheduleAtFixedRate(() -> timedStep(s), stepMs, stepMs,
+            TimeUnit.MILLISECONDS);
       }
       return String.valueOf(s.state().get(clojure.lang.Keyword.intern("state"))) + " "
           + Long.toString(max) + "s";

@@ -10,6 +10,6 @@ public final class Symbol extends NativeHandle {
 
   @Override
   protected void free(Pointer p) {
-    LibMXNet.check(LibMXNet.MXSymbolFree(p), "MXSymbolFree");
+    LibMXNet.gated(() -> LibMXNet.MXSymbolFree(p), "MXSymbolFree");
   }
 }
