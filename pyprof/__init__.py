@@ -6,6 +6,7 @@ statistics from a trace (``pyprof.stats``) and trace repair (``pyprof.repair``).
 binding is reached through ``pyprof.jvm``; the trace tools live in ``pyprof.trace``.
 """
 
+from . import _capi
 from .errors import (ConfigError, DeviceError, JVMError, LibraryNotFoundError, MXNetError,
                      PyprofError, StateError)
 from .objects import Counter, Domain, Event, Frame, Marker, Task
@@ -34,6 +35,10 @@ def __getattr__(name: str):
         return getattr(trace, name)
     raise AttributeError(f"module 'pyprof' has no attribute {name!r}")
 
+
+# MXNet's own Python calls pass pyprof's API gate, so switching API profiling never aborts a
+# thread inside one (now if mxnet is imported, else as soon as mxnet.base loads).
+_capi.install_import_hook()
 
 # PYPROF_AUTOSTART / PYPROF_MODE / PYPROF_PER_OPERATOR (see pyprof.env); nothing when unset.
 from .env import autostart as _autostart  # noqa: E402

@@ -4,6 +4,11 @@ Everything else in pyprof calls the typed wrappers here. Each wrapper checks the
 return code and raises :class:`pyprof.errors.MXNetError` with the C function's name
 and ``MXGetLastError()``'s text, read on the calling thread right after the call
 (MXNet keeps its last error per thread).
+
+Every call passes the API gate (:mod:`pyprof._gate`): a call that can switch API
+profiling (config, state, a finished dump) runs alone, the others as readers, and the
+profiler-object calls, which MXNet runs outside its API-call records, pass freely.
+:func:`guard_mxnet` puts the calls of MXNet's own Python front end behind the same gate.
 """
 
 from __future__ import annotations
@@ -14,10 +19,12 @@ import os
 import sys
 import threading
 from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_uint64, c_void_p
+from typing import Any
 
-from .errors import LibraryNotFoundError, MXNetError, PyprofError
+from ._gate import GATE
+from .errors import LibraryNotFoundError, MXNetError, PyprofError, StateError
 
-__all__ = ["lib", "library_path", "check", "Handle"]
+__all__ = ["lib", "library_path", "check", "Handle", "guard_mxnet"]
 
 EXPECTED_VERSION = 10901  # MXGetVersion() of mxnet 1.9.1
 
@@ -47,6 +54,18 @@ _SIGNATURES: dict[str, list] = {
     "MXListAllOpNames": [POINTER(ctypes.c_uint), POINTER(POINTER(c_char_p))],
     "MXNDArrayWaitAll": [],
 }
+
+# MXNet runs these inside IgnoreProfileCallScope (c_api_profile.cc): they never touch the
+# per-thread API-call records, so they need no gate, and profiler objects stay as cheap as in
+# mxnet.profiler. MXGetLastError has no API_BEGIN at all.
+_UNGATED = frozenset({
+    "MXGetLastError", "MXProcessProfilePause", "MXProfileCreateDomain", "MXProfileCreateTask",
+    "MXProfileCreateFrame", "MXProfileCreateEvent", "MXProfileCreateCounter",
+    "MXProfileDestroyHandle", "MXProfileDurationStart", "MXProfileDurationStop",
+    "MXProfileSetCounter", "MXProfileAdjustCounter", "MXProfileSetMarker"})
+# These can change IsProfiling(kAPI): they run with the gate closed (a finished dump only;
+# an intermediate one only appends to the file).
+_SWITCHES = frozenset({"MXSetProcessProfilerConfig", "MXSetProcessProfilerState"})
 
 _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
@@ -120,23 +139,110 @@ def load(path: str | None = None) -> ctypes.CDLL:
 
 def _declare(lib: ctypes.CDLL) -> None:
     for name, argtypes in _SIGNATURES.items():
-        fn = getattr(lib, name)
+        fn = lib[name]  # a fresh function object: mxnet's own _LIB stays as mxnet set it up
         fn.argtypes = argtypes
         fn.restype = c_char_p if name == "MXGetLastError" else c_int
+        if name in _SWITCHES:
+            fn = _switch(fn)
+        elif name == "MXDumpProcessProfile":
+            fn = _dump(fn)
+        elif name not in _UNGATED:
+            fn = GATE.wrap(fn)
         _fns[name] = fn
+
+
+def _switch(fn: Any) -> Any:
+    def switch(*args: Any) -> int:
+        if _forked:
+            raise StateError(_forked)
+        _users.add("MXNet's profiler")
+        with GATE.exclusive():
+            return fn(*args)
+    return switch
+
+
+def _dump(fn: Any) -> Any:
+    switch = _switch(fn)
+
+    def dump(finished: int, *args: Any) -> int:
+        if finished or _forked:
+            return switch(finished, *args)
+        return fn(finished, *args)
+    return dump
 
 
 def _check_version(lib: ctypes.CDLL, path: str) -> None:
     v = c_int()
-    if lib.MXGetVersion(byref(v)) != 0 or v.value // 100 != EXPECTED_VERSION // 100:
+    if _fns["MXGetVersion"](byref(v)) != 0 or v.value // 100 != EXPECTED_VERSION // 100:
         raise PyprofError(
             f"{path} is MXNet version {v.value}, pyprof needs 1.9.x ({EXPECTED_VERSION}). "
             "fix: pip install 'mxnet==1.9.1' or point MXNET_LIBRARY_PATH at a 1.9 build")
 
 
+# ---------------------------------------------------------------------- fork
+
+# What used the profiler (or a JVM) in this process; a forked child of such a process must not
+# touch the profiler: its dump thread and the JVM's threads stayed in the parent.
+_users: set[str] = set()
+_forked: str | None = None  # in such a child: the error every profiler call raises
+
+
+def note_user(what: str) -> None:
+    """Record that ``what`` (e.g. "a JVM") runs in this process, for the fork check."""
+    _users.add(what)
+
+
+def forked_error() -> str | None:
+    """In a forked child of a process that used the profiler or a JVM: why it cannot be used."""
+    return _forked
+
+
+def ensure_not_forked() -> None:
+    """Raise StateError in a forked child of a process that used the profiler or a JVM."""
+    if _forked:
+        raise StateError(_forked)
+
+
+def _after_fork_in_child() -> None:
+    global _forked
+    if not _users or _forked:
+        return
+    _forked = (
+        f"this process is a fork of process {os.getppid()}, which used "
+        f"{' and '.join(sorted(_users))}; after fork the profiler's dump thread, its locks and "
+        "any JVM stay in the parent, so configuring, stopping, dumping or recording here would "
+        "abort or hang the process. fix: start the child with the 'spawn' start method "
+        "(multiprocessing.get_context('spawn')), or profile only in the parent")
+
+    def refuse(*_args: Any) -> int:
+        raise StateError(_forked)
+    for name in list(_fns):
+        if name.startswith(("MXProfile", "MXProcessProfile", "MXSetProcessProfiler",
+                            "MXDumpProcess", "MXAggregateProfile")):
+            _fns[name] = refuse
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def functions() -> dict[str, Any]:
+    """The live table of declared functions (filled at load; a fork child refuses profiler
+    calls through it), for modules that look functions up on their hot path."""
+    return _fns
+
+
 def lib() -> ctypes.CDLL:
     """The loaded libmxnet (loading it on first use)."""
     return _lib if _lib is not None else load()
+
+
+def fn(name: str) -> Any:
+    """The declared, gated function ``name`` (loading libmxnet on first use)."""
+    f = _fns.get(name)
+    if f is None:
+        lib()
+        f = _fns[name]
+    return f
 
 
 def library_path() -> str:
@@ -147,7 +253,7 @@ def library_path() -> str:
 
 
 def last_error() -> str:
-    raw = lib().MXGetLastError()
+    raw = fn("MXGetLastError")()
     return raw.decode("utf-8", "replace") if raw else ""
 
 
@@ -159,11 +265,7 @@ def check(rc: int, function: str, hint: str | None = None) -> None:
 
 def call(function: str, *args, hint: str | None = None) -> None:
     """Call ``function`` in libmxnet with ``args`` and check its return code."""
-    fn = _fns.get(function)
-    if fn is None:
-        lib()
-        fn = _fns.get(function) or getattr(_lib, function)
-    if fn(*args) != 0:
+    if fn(function)(*args) != 0:
         raise MXNetError(function, last_error(), hint)
 
 
@@ -198,3 +300,84 @@ def list_all_op_names() -> list[str]:
 def wait_all() -> None:
     """Block until every operation pushed to MXNet's engine has finished. C: MXNDArrayWaitAll."""
     call("MXNDArrayWaitAll")
+
+
+# ---------------------------------------------------------------------- mxnet's own calls
+
+class _GatedCDLL(ctypes.CDLL):
+    """mxnet.base._LIB after :func:`guard_mxnet`: every function it hands out is gated.
+
+    MXNet's Python front end looks functions up on this one object at each call (every module
+    shares it through ``from .base import _LIB``), so changing the object's class and its
+    cached functions covers them all, including functions first used later.
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        func = self[name]
+        setattr(self, name, func)
+        return func
+
+    def __getitem__(self, name_or_ordinal: Any) -> Any:
+        func = super().__getitem__(name_or_ordinal)
+        return func if name_or_ordinal in _UNGATED else _gated_function(func)
+
+
+def _gated_function(func: Any) -> Any:
+    name = getattr(func, "__name__", "")
+    if name in _SWITCHES or name == "MXDumpProcessProfile":
+        # mxnet.profiler's own switches: alone, as pyprof's are.
+        return _dump(func) if name == "MXDumpProcessProfile" else _switch(func)
+    return GATE.wrap(func)
+
+
+def guard_mxnet() -> bool:
+    """Put every call through ``mxnet.base._LIB`` behind the API gate; idempotent.
+
+    Returns True when mxnet is imported and guarded, False when it is not imported yet (then
+    :func:`install_import_hook` guards it as soon as ``mxnet.base`` has loaded).
+    """
+    base = sys.modules.get("mxnet.base")
+    mxlib = getattr(base, "_LIB", None)
+    if not isinstance(mxlib, ctypes.CDLL):
+        return False
+    with _lock:
+        if isinstance(mxlib, _GatedCDLL):
+            return True
+        cached = {k: v for k, v in vars(mxlib).items()
+                  if isinstance(v, ctypes._CFuncPtr) and k not in _UNGATED}
+        mxlib.__class__ = _GatedCDLL
+        for k, v in cached.items():
+            setattr(mxlib, k, _gated_function(v))
+    return True
+
+
+class _GuardOnImport:
+    """A meta-path finder that guards mxnet.base._LIB right after ``mxnet.base`` executes."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "mxnet.base":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                exec_module = spec.loader.exec_module
+
+                def exec_and_guard(module: Any, _exec: Any = exec_module) -> None:
+                    _exec(module)
+                    guard_mxnet()
+                spec.loader.exec_module = exec_and_guard  # type: ignore[method-assign]
+                return spec
+        return None
+
+
+_HOOK = _GuardOnImport()
+
+
+def install_import_hook() -> None:
+    """Guard mxnet now if it is imported, else when ``mxnet.base`` loads (idempotent)."""
+    if not guard_mxnet() and _HOOK not in sys.meta_path:
+        sys.meta_path.insert(0, _HOOK)

@@ -152,7 +152,9 @@ def autostart(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def _finish() -> None:
-    from . import profiler
+    from . import _capi, profiler
+    if _capi.forked_error():
+        return  # a forked child: the trace is the parent's
     state = profiler.state()
     if state["finished"] or profiler._t.session is not None:
         return

@@ -18,14 +18,37 @@ from pathlib import Path
 from typing import Any
 
 from . import _capi
+from ._gate import GATE
 from .errors import JVMError
 
 __all__ = ["start", "shutdown", "is_running", "call", "require", "classpath", "jvm_dir",
            "Keyword", "to_clojure", "to_python", "eval_clojure"]
 
 _lock = threading.RLock()
-_state = "new"  # new -> running -> shut down
+_state = "new"  # new -> running -> shut down; "forked" in a forked child of a running JVM
 _clj: dict[str, Any] = {}
+_FORKED = ("this process is a fork of a process that runs a JVM; the JVM's threads stayed in the "
+           "parent, so any call into it here would hang. fix: start the child with the 'spawn' "
+           "start method (multiprocessing.get_context('spawn')), which gives it its own JVM")
+_SHUT_DOWN = ("the JVM was shut down and cannot start again in this process (JPype starts one "
+              "JVM per process). fix: run the JVM work in a new process")
+
+
+def _after_fork_in_child() -> None:
+    global _state
+    if _state == "running":
+        _state = "forked"
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _usable() -> None:
+    """Raise JVMError where the JVM cannot be used: a forked child, or after shutdown()."""
+    if _state == "forked":
+        raise JVMError(_FORKED)
+    if _state == "shut down":
+        raise JVMError(_SHUT_DOWN)
 
 
 def jvm_dir() -> Path:
@@ -70,20 +93,22 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
     import jpype
 
     with _lock:
+        _usable()
         if _state == "running" or jpype.isJVMStarted():
             raise JVMError("the JVM is already running in this process; use pyprof.jvm.call "
                            "or pyprof.jvm.require, which reuse it")
-        if _state == "shut down":
-            raise JVMError("the JVM was shut down and cannot start again in this process "
-                           "(a JPype limit). fix: run the JVM work in a new process")
         args = [f"-Dmxnet.library.path={_capi.library_path()}", "-Xss4m"]
         args += list(extra_jvm_args or ())
         try:
-            jpype.startJVM(*args, classpath=classpath(), convertStrings=False)
+            # interrupt=False: Ctrl+C stays Python's (KeyboardInterrupt), and the JVM keeps
+            # running, so the program can still stop the profiler and dump its trace.
+            jpype.startJVM(*args, classpath=classpath(), convertStrings=False, interrupt=False)
         except (OSError, RuntimeError) as exc:
             raise JVMError(f"the JVM did not start: {exc}. fix: install OpenJDK 17 "
                            "(apt-get install openjdk-17-jdk-headless) or set JAVA_HOME") from exc
         _state = "running"
+        _capi.note_user("a JVM (pyprof.jvm)")
+        _join_gates()
         rt = jpype.JClass("clojure.java.api.Clojure")
         _clj["var"] = rt.var
         _clj["read"] = rt.read
@@ -94,6 +119,44 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
     share_state(**profiler.state())
 
 
+class _JVMGate:
+    """The JVM layer's API gate as a peer of Python's: a Python switch closes it second."""
+
+    def __init__(self, gate: Any) -> None:
+        self._gate = gate
+
+    def acquire(self) -> None:
+        self._gate.acquireForPeer()
+
+    def release(self) -> None:
+        self._gate.releaseForPeer()
+
+
+def _join_gates() -> None:
+    """One gate across both languages: a switch in either closes Python's gate, then the JVM's.
+
+    A Python switch closes its own gate and then the JVM's (``Gate.acquireForPeer``); a JVM
+    switch asks Python first (this proxy, ``Gate.Peer``), then closes its own. Same order, so
+    no switch waits for another that waits for it.
+    """
+    import jpype
+
+    gate = jpype.JClass("pyprof.jvm.capi.Gate")
+
+    @jpype.JImplements("pyprof.jvm.capi.Gate$Peer")
+    class PythonGate:
+        @jpype.JOverride
+        def acquire(self) -> None:
+            GATE.acquire(peers=False)
+
+        @jpype.JOverride
+        def release(self) -> None:
+            GATE.release()
+
+    gate.setPeer(PythonGate())
+    GATE.add_peer(_JVMGate(gate))
+
+
 def shutdown() -> None:
     """Stop the JVM. After this, no JVM can run in this process again."""
     global _state
@@ -102,6 +165,8 @@ def shutdown() -> None:
     with _lock:
         if _state == "running":
             _clj.clear()
+            for peer in [p for p in GATE.peers() if isinstance(p, _JVMGate)]:
+                GATE.remove_peer(peer)
             jpype.shutdownJVM()
             _state = "shut down"
 
@@ -115,8 +180,10 @@ def _ensure() -> None:
     import jpype
 
     with _lock:
+        _usable()
         if _state == "running" and not jpype.isJVMStarted():
             _state = "shut down"  # someone called jpype.shutdownJVM() directly
+            _usable()
         if _state != "running":
             start()
 
@@ -137,8 +204,7 @@ class Namespace:
             import jpype
 
             if _state != "running":
-                raise JVMError("the JVM was shut down and cannot start again in this process "
-                               "(a JPype limit). fix: run the JVM work in a new process")
+                _usable()
             try:
                 return to_python(v.invoke(*[to_clojure(a) for a in args]))
             except jpype.JException as exc:

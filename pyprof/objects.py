@@ -42,16 +42,14 @@ _UINT64_MAX = (1 << 64) - 1
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-_fns: dict[str, Any] = {}
+_fns = _capi.functions()  # the live table: a forked child's refusals show through
 _close_lock = threading.RLock()
 
 
 def _fn(name: str) -> Any:
-    """The ctypes function ``name``, looked up once (the hot paths call it per operation)."""
+    """The declared C function ``name`` (the hot paths call it per operation)."""
     f = _fns.get(name)
-    if f is None:
-        f = _fns[name] = getattr(_capi.lib(), name)
-    return f
+    return f if f is not None else _capi.fn(name)
 
 
 def _encode_name(kind: str, name: Any) -> bytes:

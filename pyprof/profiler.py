@@ -60,7 +60,7 @@ _t = _Tracker()
 def _peer():
     """The JPype bridge, when a JVM runs in this process (its layer guards the same singleton)."""
     jvm = sys.modules.get("pyprof.jvm")
-    return jvm if jvm is not None and jvm._state == "running" else None
+    return jvm if jvm is not None and jvm.is_running() else None
 
 
 def _sync_from_peer() -> None:
@@ -137,6 +137,7 @@ def set_config(**kwargs: Any) -> None:
             session in one process.
         MXNetError: MXNet rejected the call.
     """
+    _capi.ensure_not_forked()
     c_values = config.validate(kwargs)
     process = kwargs.get("profile_process", "worker")
     _process_code(process)
@@ -167,6 +168,7 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
     'run' also resumes a paused profiler. Raises StateError for an unknown state or
     process, MXNetError when MXNet rejects the call.
     """
+    _capi.ensure_not_forked()
     if state not in STATES:
         raise StateError(f"invalid profiler state {state!r}: expected 'run' or 'stop'")
     code = _process_code(profile_process)
@@ -193,6 +195,7 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
     closed as valid JSON and the profiler stops for good in this process. Raises
     StateError before the profiler has ever run, MXNetError when MXNet rejects the call.
     """
+    _capi.ensure_not_forked()
     code = _process_code(profile_process)
     fin = 1 if finished is True else 0
     with _t.lock:
@@ -233,6 +236,7 @@ def dumps(reset: bool = False, format: str = "table", sort_by: str = "total",
 
     Raises ConfigError for a bad format/sort key, StateError when aggregate_stats is off.
     """
+    _capi.ensure_not_forked()
     if format not in FORMATS:
         raise ConfigError(f"invalid format {format!r}: expected 'table' or 'json'")
     if sort_by not in SORT_KEYS:
@@ -263,6 +267,7 @@ def dumps(reset: bool = False, format: str = "table", sort_by: str = "total",
 
 def pause(profile_process: str = "worker") -> None:
     """Pause recording without ending the session. C: MXProcessProfilePause(1, ...)."""
+    _capi.ensure_not_forked()
     code = _process_code(profile_process)
     _capi.call("MXProcessProfilePause", 1, code, _kvstore_handle)
     if code == 0:
@@ -271,6 +276,7 @@ def pause(profile_process: str = "worker") -> None:
 
 def resume(profile_process: str = "worker") -> None:
     """Resume after pause(). C: MXProcessProfilePause(0, ...)."""
+    _capi.ensure_not_forked()
     code = _process_code(profile_process)
     _capi.call("MXProcessProfilePause", 0, code, _kvstore_handle)
     if code == 0:

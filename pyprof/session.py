@@ -294,6 +294,8 @@ def _owner(name: str) -> Iterator[None]:
 
 def _at_exit() -> None:
     """Save the windows of sessions still open, then finish and delete the raw trace."""
+    if _capi.forked_error():
+        return  # a forked child: the sessions and the raw trace are the parent's
     for session in list(_open_sessions):
         _report_at_exit(session.stop, f"could not save the open window of {session._name}")
     _report_at_exit(_raw.finish, f"could not finish the raw trace {_raw.path}")

@@ -4,7 +4,8 @@
             [clojure.test :refer [deftest is testing]]
             [pyprof.native :as native]
             [pyprof.test-util :refer [java-child temp-dir]])
-  (:import (pyprof.jvm LibMXNet MXNetException)))
+  (:import (pyprof.jvm MXNetException)
+           (pyprof.jvm.capi LibMXNet)))
 
 (deftest loads-mxnet-1-9-1-once
   (let [path (native/load!)]
@@ -110,3 +111,15 @@
                 {:keys [exit out err]} (run :dir (temp-dir) :classpath cp)]
             (is (= 0 exit) err)
             (is (= venv-lib (str/trim out)))))))))
+
+(deftest no-public-native-entry-point-bypasses-the-gate
+  (let [mods #(.getModifiers ^java.lang.reflect.Method %)
+        public-natives (for [m (.getDeclaredMethods LibMXNet)
+                             :when (and (java.lang.reflect.Modifier/isPublic (mods m))
+                                        (java.lang.reflect.Modifier/isNative (mods m)))]
+                         (.getName ^java.lang.reflect.Method m))
+        natives (Class/forName "pyprof.jvm.capi.Natives")]
+    (is (empty? public-natives) "LibMXNet's public methods are gated wrappers, not natives")
+    (is (not (java.lang.reflect.Modifier/isPublic (.getModifiers natives)))
+        "the raw JNA mapping is package-private")
+    (is (every? #(not (java.lang.reflect.Modifier/isPublic (mods %))) (.getDeclaredMethods natives)))))

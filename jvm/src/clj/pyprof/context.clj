@@ -1,7 +1,7 @@
 (ns pyprof.context
   "Device contexts: plain maps `{:device-type :cpu|:gpu, :device-id n}`."
   (:require [pyprof.native :as native])
-  (:import (pyprof.jvm LibMXNet)))
+  (:import (pyprof.jvm.capi LibMXNet)))
 
 (set! *warn-on-reflection* true)
 

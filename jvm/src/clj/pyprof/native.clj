@@ -1,13 +1,12 @@
 (ns pyprof.native
   "The one place Clojure touches libmxnet: loading and the `mx` call macro.
 
-  Every C call goes through `mx`, which loads the library on first use and hands the return code
-  to `pyprof.jvm.LibMXNet/check`: a failure throws `pyprof.jvm.MXNetException`, whose `ex-data` is
+  Every C call goes through `mx`, that is through `pyprof.jvm.capi.LibMXNet`, which loads the
+  library on first use and gates the call: a failure throws `pyprof.jvm.MXNetException`, whose `ex-data` is
   `{:pyprof/error :mxnet, :fn \"<C function>\", :mxnet-error \"<MXGetLastError text>\"}`."
   (:import (com.sun.jna Pointer)
-           (java.util.concurrent.locks Lock)
            (com.sun.jna.ptr IntByReference PointerByReference)
-           (pyprof.jvm LibMXNet)))
+           (pyprof.jvm.capi LibMXNet)))
 
 (set! *warn-on-reflection* true)
 
@@ -17,22 +16,11 @@
   (LibMXNet/load))
 
 (defmacro mx
-  "Calls the C function `f` (a symbol naming a `LibMXNet` method, e.g. `MXGetVersion`) with `args`
-  and checks its return code."
+  "Calls the C function `f` (a symbol naming a `pyprof.jvm.capi.LibMXNet` method, e.g.
+  `MXGetVersion`) with `args`. LibMXNet loads the library, passes the API gate (switches run
+  alone, see `pyprof.jvm.capi.Gate`) and throws `MXNetException` when the call fails."
   [f & args]
-  `(do (LibMXNet/load)
-       (LibMXNet/enter)
-       (try
-         (LibMXNet/check (. LibMXNet ~f ~@args) ~(name f))
-         (finally (LibMXNet/exit)))))
-
-(defmacro exclusively
-  "Runs `body` (a call that switches profiling: config, state, pause) while no other pyprof C
-  call is in flight: MXNet aborts when API profiling switches under a running C API call."
-  [& body]
-  `(let [^Lock l# (LibMXNet/exclusive)]
-     (.lock l#)
-     (try ~@body (finally (.unlock l#)))))
+  `(. LibMXNet ~f ~@args))
 
 (defn int-out
   "Calls `(f out)` with a fresh IntByReference and returns the int written."

@@ -140,7 +140,7 @@
       (let [ks (keys c-opts)
             keys-ptr (native/strings ks)
             vals-ptr (native/strings (map c-opts ks))]
-        (native/exclusively (mx MXSetProcessProfilerConfig (count c-opts) keys-ptr vals-ptr nil))
+        (mx MXSetProcessProfilerConfig (count c-opts) keys-ptr vals-ptr nil)
         (swap! tracker assoc
                :config (config/effective c-opts)
                :filename (get c-opts "filename" "profile.json"))
@@ -163,7 +163,7 @@
        (check-owner (str "profiler-set-state " (pr-str state)))
        (when (and (= 1 code) (:finished @tracker))
          (throw (finished-error :run)))
-       (native/exclusively (mx MXSetProcessProfilerState (int code) worker nil))
+       (mx MXSetProcessProfilerState (int code) worker nil)
        (swap! tracker (fn [t] (let [run? (= 1 code)]
                                 (assoc t :running run? :ever-ran (or (:ever-ran t) run?)
                                        :paused (if run? false (:paused t)))))))
@@ -278,7 +278,7 @@
   not a counter."
   []
   (locking lock
-    (native/exclusively (mx MXProcessProfilePause 1 worker nil))
+    (mx MXProcessProfilePause 1 worker nil)
     (swap! tracker assoc :paused true))
   nil)
 
@@ -286,7 +286,7 @@
   "Resumes recording after `pause` (C: MXProcessProfilePause 0)."
   []
   (locking lock
-    (native/exclusively (mx MXProcessProfilePause 0 worker nil))
+    (mx MXProcessProfilePause 0 worker nil)
     (swap! tracker assoc :paused false))
   nil)
 

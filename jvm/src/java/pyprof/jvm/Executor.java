@@ -1,6 +1,7 @@
 package pyprof.jvm;
 
 import com.sun.jna.Pointer;
+import pyprof.jvm.capi.LibMXNet;
 
 /** A bound MXNet executor (ExecutorHandle). Outputs are separate NDArray handles that the caller closes. Closing calls {@code MXExecutorFree} once. */
 public final class Executor extends NativeHandle {
@@ -10,6 +11,6 @@ public final class Executor extends NativeHandle {
 
   @Override
   protected void free(Pointer p) {
-    LibMXNet.gated(() -> LibMXNet.MXExecutorFree(p), "MXExecutorFree");
+    LibMXNet.MXExecutorFree(p);
   }
 }

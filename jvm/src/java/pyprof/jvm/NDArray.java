@@ -1,6 +1,7 @@
 package pyprof.jvm;
 
 import com.sun.jna.Pointer;
+import pyprof.jvm.capi.LibMXNet;
 
 /** An MXNet NDArray (NDArrayHandle). Closing calls {@code MXNDArrayFree} once. */
 public final class NDArray extends NativeHandle {
@@ -10,6 +11,6 @@ public final class NDArray extends NativeHandle {
 
   @Override
   protected void free(Pointer p) {
-    LibMXNet.gated(() -> LibMXNet.MXNDArrayFree(p), "MXNDArrayFree");
+    LibMXNet.MXNDArrayFree(p);
   }
 }

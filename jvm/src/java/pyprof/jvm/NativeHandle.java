@@ -36,7 +36,7 @@ public abstract class NativeHandle implements AutoCloseable {
   public final void close() {
     Pointer p = handle.getAndSet(null);
     if (p != null) {
-      free(p); // each free passes LibMXNet's gate itself, after any lock of its own
+      free(p); // LibMXNet gates the free as MXNet needs
     }
   }
 

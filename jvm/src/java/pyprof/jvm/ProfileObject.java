@@ -2,6 +2,7 @@ package pyprof.jvm;
 
 import com.sun.jna.Pointer;
 import java.nio.charset.StandardCharsets;
+import pyprof.jvm.capi.LibMXNet;
 
 /**
  * A profiler task, frame, event or counter (ProfileHandle), with the semantics of
@@ -106,12 +107,7 @@ public final class ProfileObject extends NativeHandle {
       throw PyprofException.state(describe() + " is already started; MXNet keeps one start time per"
           + " object. fix: stop() it first, or use one " + kind.display() + " per concurrent use");
     }
-    LibMXNet.enter();
-    try {
-      LibMXNet.check(LibMXNet.MXProfileDurationStart(p), "MXProfileDurationStart");
-    } finally {
-      LibMXNet.exit();
-    }
+    LibMXNet.MXProfileDurationStart(p);
     started = true;
   }
 
@@ -123,12 +119,7 @@ public final class ProfileObject extends NativeHandle {
       throw PyprofException.state(describe() + " was not started. fix: start() first");
     }
     started = false;
-    LibMXNet.enter();
-    try {
-      LibMXNet.check(LibMXNet.MXProfileDurationStop(p), "MXProfileDurationStop");
-    } finally {
-      LibMXNet.exit();
-    }
+    LibMXNet.MXProfileDurationStop(p);
   }
 
   public synchronized boolean isStarted() {
@@ -150,12 +141,7 @@ public final class ProfileObject extends NativeHandle {
       throw PyprofException.state(describe() + " cannot be set to " + v
           + ": MXNet counters hold 0 ... 2**64-1. fix: keep the value in that range");
     }
-    LibMXNet.enter();
-    try {
-      LibMXNet.check(LibMXNet.MXProfileSetCounter(pointer(), v), "MXProfileSetCounter");
-    } finally {
-      LibMXNet.exit();
-    }
+    LibMXNet.MXProfileSetCounter(pointer(), v);
     value = v;
   }
 
@@ -173,12 +159,7 @@ public final class ProfileObject extends NativeHandle {
           + Long.toUnsignedString(value) + " +" + delta + "). fix: set_value() to a smaller value"
           + " first");
     }
-    LibMXNet.enter();
-    try {
-      LibMXNet.check(LibMXNet.MXProfileAdjustCounter(pointer(), delta), "MXProfileAdjustCounter");
-    } finally {
-      LibMXNet.exit();
-    }
+    LibMXNet.MXProfileAdjustCounter(pointer(), delta);
     value = next;
   }
 
@@ -209,8 +190,8 @@ public final class ProfileObject extends NativeHandle {
 
   @Override
   protected void free(Pointer p) {
-    synchronized (this) { // waits for a start/stop/set/adjust in progress; then the gate
-      LibMXNet.gated(() -> LibMXNet.MXProfileDestroyHandle(p), "MXProfileDestroyHandle");
+    synchronized (this) { // waits for a start/stop/set/adjust in progress
+      LibMXNet.MXProfileDestroyHandle(p);
     }
   }
 

@@ -1,6 +1,7 @@
 package pyprof.jvm;
 
 import com.sun.jna.Pointer;
+import pyprof.jvm.capi.LibMXNet;
 
 /** An MXNet symbol (SymbolHandle). Closing calls {@code MXSymbolFree} once. */
 public final class Symbol extends NativeHandle {
@@ -10,6 +11,6 @@ public final class Symbol extends NativeHandle {
 
   @Override
   protected void free(Pointer p) {
-    LibMXNet.gated(() -> LibMXNet.MXSymbolFree(p), "MXSymbolFree");
+    LibMXNet.MXSymbolFree(p);
   }
 }

@@ -1,4 +1,4 @@
-package pyprof.jvm;
+package pyprof.jvm.capi;
 
 import java.io.File;
 import java.io.IOException;
@@ -15,6 +15,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
+import pyprof.jvm.MXNetException;
 
 /**
  * Finds libmxnet.so. Order:

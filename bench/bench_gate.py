@@ -1,0 +1,135 @@
+"""What the API gate costs: thousands of tiny imperative operators with the profiler running,
+pyprof (every MXNet call gated) against raw mxnet.profiler (no gate), in one benchmark run;
+and the per-call cost of one gated C call, in Python and in the JVM.
+
+    .venv/bin/python bench/bench_gate.py [--ops 20000] [--rounds 7]
+
+The small-op workload is ``a + 1`` on a 2x2 NDArray, ``ops`` times, then ``waitall``, with
+the profiler running (profile_api and profile_imperative on, continuous dump off). pyprof and
+raw mxnet.profiler alternate in fresh child processes, ``rounds`` each; each child reports the
+median of 3 passes in microseconds per operator. The per-call figure times ``MXGetVersion``
+(the cheapest C API call) raw and through the gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SMALL_OPS = """
+import json, os, statistics, sys, time
+N = int(sys.argv[1])
+{imports}
+profiler.set_config(profile_api=True, profile_imperative=True, continuous_dump=False,
+                    filename=os.environ["TRACE"])
+a = mx.nd.ones((2, 2))
+def once():
+    t0 = time.perf_counter()
+    for _ in range(N):
+        b = a + 1
+    mx.nd.waitall()
+    return (time.perf_counter() - t0) / N * 1e6
+profiler.set_state("run")
+once()  # warm-up
+us = statistics.median(once() for _ in range(3))
+profiler.set_state("stop")
+print(json.dumps({{"us_per_op": us}}))
+"""
+
+IMPORTS = {
+    "mxnet.profiler": "import mxnet as mx\nfrom mxnet import profiler",
+    "pyprof": "import pyprof\nimport mxnet as mx\nfrom pyprof import profiler",
+}
+
+PER_CALL = """
+import ctypes, json, statistics, time
+import mxnet as mx
+raw = mx.base._LIB.MXGetVersion
+import pyprof  # guards mxnet.base._LIB
+gated = mx.base._LIB.MXGetVersion
+v = ctypes.c_int(); ref = ctypes.byref(v)
+def ns(f, n=300000):
+    f(ref)
+    out = []
+    for _ in range(5):
+        t0 = time.perf_counter_ns()
+        for _ in range(n): f(ref)
+        out.append((time.perf_counter_ns() - t0) / n)
+    return statistics.median(out)
+print(json.dumps({"raw_ns": ns(raw), "gated_ns": ns(gated)}))
+"""
+
+JVM_PER_CALL = """
+(import '(com.sun.jna.ptr IntByReference) '(pyprof.jvm.capi LibMXNet))
+(let [v (IntByReference.)
+      n 2000000
+      run (fn [] (let [t0 (System/nanoTime)]
+                   (dotimes [_ n] (LibMXNet/MXGetVersion v))
+                   (/ (double (- (System/nanoTime) t0)) n)))]
+  (dotimes [_ 3] (run))
+  (println (nth (sort (repeatedly 5 run)) 2)))
+"""
+
+
+def _python(code: str, *args: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    with tempfile.TemporaryDirectory() as tmp:
+        env["TRACE"] = os.path.join(tmp, "trace.json")
+        out = subprocess.run([sys.executable, "-c", code, *args], env=env, check=True,
+                             capture_output=True, text=True, timeout=600).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def small_ops(ops: int, rounds: int) -> dict[str, list[float]]:
+    times: dict[str, list[float]] = {name: [] for name in IMPORTS}
+    for _ in range(rounds):
+        for name, imports in IMPORTS.items():
+            code = SMALL_OPS.format(imports=imports)
+            times[name].append(_python(code, str(ops))["us_per_op"])
+    return times
+
+
+def jvm_per_call() -> float:
+    sys.path.insert(0, str(ROOT))
+    from pyprof import jvm
+
+    out = subprocess.run(["java", "-cp", os.pathsep.join(jvm.classpath()), "clojure.main",
+                          "-e", JVM_PER_CALL], check=True, capture_output=True, text=True,
+                         timeout=600).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ops", type=int, default=20000)
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+    times = small_ops(args.ops, args.rounds)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    per_call = _python(PER_CALL)
+    print(f"## Small operators, profiler running ({args.ops} ops, {args.rounds} rounds "
+          "alternating, median)\n")
+    print("| path | us per operator (median) | all rounds |")
+    print("|---|---|---|")
+    for k, v in times.items():
+        print(f"| {k} | {med[k]:.2f} | {', '.join(f'{x:.2f}' for x in v)} |")
+    print(f"\nratio pyprof / mxnet.profiler: {med['pyprof'] / med['mxnet.profiler']:.3f}\n")
+    print("## One C call (MXGetVersion), ns per call (median of 5)\n")
+    print("| path | ns |")
+    print("|---|---|")
+    print(f"| Python, raw ctypes (mxnet.base._LIB before pyprof) | {per_call['raw_ns']:.0f} |")
+    print(f"| Python, gated (mxnet.base._LIB after import pyprof) | {per_call['gated_ns']:.0f} |")
+    print(f"| JVM, gated (LibMXNet.MXGetVersion: read lock + JNA direct call) | "
+          f"{jvm_per_call():.0f} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,388 @@
+package pyprof.jvm.capi;
+
+import com.sun.jna.Memory;
+import com.sun.jna.Native;
+import com.sun.jna.NativeLibrary;
+import com.sun.jna.Pointer;
+import com.sun.jna.StringArray;
+import com.sun.jna.ptr.IntByReference;
+import com.sun.jna.ptr.PointerByReference;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import pyprof.jvm.MXNetException;
+
+/**
+ * The part of MXNet 1.9.1's C API that pyprof uses, every call behind the {@link Gate}. Names and
+ * argument order are those of {@code mxnet/c_api.h} and {@code nnvm/c_api.h}; each method loads
+ * libmxnet on first use, makes the call and throws {@link MXNetException} (carrying the function
+ * and {@code MXGetLastError()}, read on the same thread) when it returns -1.
+ *
+ * <p>Three kinds of call (see {@link Gate}): <em>switches</em> (profiler config and state, a
+ * finished dump) run with the gate closed; <em>profiler-object calls</em>
+ * ({@code MXProfile*}, pause), which MXNet keeps out of its API-call records, pass freely; every
+ * other call holds the gate's read side. There is no way around the gate: the raw natives are
+ * package-private.
+ *
+ * <p>Handles are {@code void*}: {@link Pointer} here. {@code const char**} and handle arrays are
+ * passed as a {@link Pointer} built by {@link #strings} and {@link #pointers}. {@code size_t},
+ * {@code uint64_t} and {@code int64_t} map to {@code long}.
+ */
+public final class LibMXNet {
+  /** MXNet 1.9.x: the MXAggregateProfileStatsPrintEx sort codes and names used here are 1.9's. */
+  public static final int EXPECTED_VERSION = 10901;
+
+  /** {@code dev_type} codes of MXNet contexts. */
+  public static final int DEV_CPU = 1;
+
+  public static final int DEV_GPU = 2;
+
+  private static final Object LOAD_LOCK = new Object();
+  private static volatile String loadedPath;
+  private static MXNetException fatal; // guarded by LOAD_LOCK; set once a loaded library is unusable
+
+  private LibMXNet() {}
+
+  // ---------------------------------------------------------------- loading
+
+  /**
+   * Loads libmxnet once per JVM and returns its absolute path. Throws {@link MXNetException} with
+   * function {@code "dlopen"} listing every path tried and the fix when none loads, or when the
+   * loaded library is not MXNet 1.9. Thread-safe. It takes its own lock and then the gate's read
+   * side (for the version check), and every gated call loads before it enters the gate, so loading
+   * never waits for a thread that waits for it.
+   */
+  public static String load() {
+    String p = loadedPath;
+    return p != null ? p : loadSlow();
+  }
+
+  /** The absolute path of the loaded libmxnet, or null before {@link #load()} succeeded. */
+  public static String loadedPath() {
+    return loadedPath;
+  }
+
+  private static String loadSlow() {
+    synchronized (LOAD_LOCK) {
+      if (loadedPath != null) {
+        return loadedPath;
+      }
+      if (fatal != null) {
+        throw fatal;
+      }
+      List<String> tried = new ArrayList<>();
+      List<LibraryLoader.Candidate> candidates = LibraryLoader.candidates(System.getenv(), tried);
+      boolean explicit = !candidates.isEmpty() && candidates.get(0).explicit;
+      for (LibraryLoader.Candidate c : candidates) {
+        if (tryLoad(c, tried)) {
+          return loadedPath;
+        }
+      }
+      if (!explicit) {
+        LibraryLoader.Candidate c = LibraryLoader.fromPython(tried);
+        if (c != null && tryLoad(c, tried)) {
+          return loadedPath;
+        }
+      }
+      throw LibraryLoader.notFound(tried);
+    }
+  }
+
+  private static boolean tryLoad(LibraryLoader.Candidate c, List<String> tried) {
+    Path path = c.path;
+    if (!LibraryLoader.isFile(path)) {
+      tried.add(c + ": no such file");
+      return false;
+    }
+    NativeLibrary lib;
+    try {
+      lib = NativeLibrary.getInstance(path.toString());
+    } catch (UnsatisfiedLinkError e) {
+      tried.add(c + ": " + e.getMessage());
+      return false;
+    }
+    Native.register(Natives.class, lib);
+    IntByReference v = new IntByReference();
+    Gate.shared(() -> Natives.MXGetVersion(v), "MXGetVersion");
+    if (v.getValue() / 100 != EXPECTED_VERSION / 100) {
+      String text =
+          path + " is MXNet " + versionString(v.getValue()) + "; pyprof needs MXNet "
+              + versionString(EXPECTED_VERSION)
+              + " (fix: pip install 'mxnet==1.9.1' 'numpy<1.24', or point "
+              + LibraryLoader.ENV + " at a 1.9.1 libmxnet.so)";
+      fatal = new MXNetException("MXGetVersion", text, text);
+      throw fatal;
+    }
+    loadedPath = path.toString();
+    return true;
+  }
+
+  /** 10901 -> "1.9.1". */
+  public static String versionString(int v) {
+    return (v / 10000) + "." + (v / 100 % 100) + "." + (v % 100);
+  }
+
+  /** The version of the loaded library, e.g. 10901 (C: MXGetVersion). */
+  public static int version() {
+    IntByReference v = new IntByReference();
+    MXGetVersion(v);
+    return v.getValue();
+  }
+
+  // ---------------------------------------------------------------- errors and marshalling
+
+  /** Throws {@link MXNetException} carrying {@code fn} and {@code MXGetLastError()} when rc != 0. */
+  static void check(int rc, String fn) {
+    if (rc != 0) {
+      throw new MXNetException(fn, Natives.MXGetLastError());
+    }
+  }
+
+  private static void reader(java.util.function.IntSupplier call, String fn) {
+    load();
+    Gate.shared(call, fn);
+  }
+
+  private static void free(java.util.function.IntSupplier call, String fn) {
+    load();
+    check(call.getAsInt(), fn);
+  }
+
+  private static void switched(java.util.function.IntSupplier call, String fn) {
+    load();
+    Gate.exclusive(call, fn);
+  }
+
+  /** A native {@code const char*[]} (NULL when empty); keep the result reachable during the call. */
+  public static Pointer strings(String... values) {
+    return values.length == 0 ? null : new StringArray(values);
+  }
+
+  /** A native array of handles (NULL when empty); keep the result reachable during the call. */
+  public static Pointer pointers(Pointer... values) {
+    if (values.length == 0) {
+      return null;
+    }
+    Memory m = new Memory((long) values.length * Native.POINTER_SIZE);
+    for (int i = 0; i < values.length; i++) {
+      m.setPointer((long) i * Native.POINTER_SIZE, values[i]);
+    }
+    return m;
+  }
+
+  // ---------------------------------------------------------------- library (readers)
+
+  public static void MXGetVersion(IntByReference out) {
+    reader(() -> Natives.MXGetVersion(out), "MXGetVersion");
+  }
+
+  public static void MXGetGPUCount(IntByReference out) {
+    reader(() -> Natives.MXGetGPUCount(out), "MXGetGPUCount");
+  }
+
+  // ---------------------------------------------------------------- profiler
+
+  /** A switch: runs with the gate closed. */
+  public static void MXSetProcessProfilerConfig(
+      int numParams, Pointer keys, Pointer vals, Pointer kvstoreHandle) {
+    switched(() -> Natives.MXSetProcessProfilerConfig(numParams, keys, vals, kvstoreHandle),
+        "MXSetProcessProfilerConfig");
+  }
+
+  /** A switch: runs with the gate closed. */
+  public static void MXSetProcessProfilerState(int state, int profileProcess, Pointer kvstoreHandle) {
+    switched(() -> Natives.MXSetProcessProfilerState(state, profileProcess, kvstoreHandle),
+        "MXSetProcessProfilerState");
+  }
+
+  /** A finished dump ({@code finished} 1) is a switch; an intermediate one only appends. */
+  public static void MXDumpProcessProfile(int finished, int profileProcess, Pointer kvstoreHandle) {
+    java.util.function.IntSupplier call =
+        () -> Natives.MXDumpProcessProfile(finished, profileProcess, kvstoreHandle);
+    if (finished != 0) {
+      switched(call, "MXDumpProcessProfile");
+    } else {
+      free(call, "MXDumpProcessProfile");
+    }
+  }
+
+  public static void MXAggregateProfileStatsPrintEx(
+      PointerByReference outStr, int reset, int format, int sortBy, int ascending) {
+    reader(() -> Natives.MXAggregateProfileStatsPrintEx(outStr, reset, format, sortBy, ascending),
+        "MXAggregateProfileStatsPrintEx");
+  }
+
+  public static void MXProcessProfilePause(int paused, int profileProcess, Pointer kvstoreHandle) {
+    free(() -> Natives.MXProcessProfilePause(paused, profileProcess, kvstoreHandle),
+        "MXProcessProfilePause");
+  }
+
+  public static void MXProfileCreateDomain(String domain, PointerByReference out) {
+    free(() -> Natives.MXProfileCreateDomain(domain, out), "MXProfileCreateDomain");
+  }
+
+  public static void MXProfileCreateTask(Pointer domain, String taskName, PointerByReference out) {
+    free(() -> Natives.MXProfileCreateTask(domain, taskName, out), "MXProfileCreateTask");
+  }
+
+  public static void MXProfileCreateFrame(Pointer domain, String frameName, PointerByReference out) {
+    free(() -> Natives.MXProfileCreateFrame(domain, frameName, out), "MXProfileCreateFrame");
+  }
+
+  public static void MXProfileCreateEvent(String eventName, PointerByReference out) {
+    free(() -> Natives.MXProfileCreateEvent(eventName, out), "MXProfileCreateEvent");
+  }
+
+  public static void MXProfileCreateCounter(
+      Pointer domain, String counterName, PointerByReference out) {
+    free(() -> Natives.MXProfileCreateCounter(domain, counterName, out), "MXProfileCreateCounter");
+  }
+
+  public static void MXProfileDestroyHandle(Pointer handle) {
+    free(() -> Natives.MXProfileDestroyHandle(handle), "MXProfileDestroyHandle");
+  }
+
+  public static void MXProfileDurationStart(Pointer durationHandle) {
+    check(Natives.MXProfileDurationStart(durationHandle), "MXProfileDurationStart");
+  }
+
+  public static void MXProfileDurationStop(Pointer durationHandle) {
+    check(Natives.MXProfileDurationStop(durationHandle), "MXProfileDurationStop");
+  }
+
+  public static void MXProfileSetCounter(Pointer counterHandle, long value) {
+    check(Natives.MXProfileSetCounter(counterHandle, value), "MXProfileSetCounter");
+  }
+
+  public static void MXProfileAdjustCounter(Pointer counterHandle, long value) {
+    check(Natives.MXProfileAdjustCounter(counterHandle, value), "MXProfileAdjustCounter");
+  }
+
+  public static void MXProfileSetMarker(Pointer domain, String instantMarkerName, String scope) {
+    free(() -> Natives.MXProfileSetMarker(domain, instantMarkerName, scope), "MXProfileSetMarker");
+  }
+
+  // ---------------------------------------------------------------- operators, NDArray (readers)
+
+  public static void NNGetOpHandle(String opName, PointerByReference opOut) {
+    reader(() -> Natives.NNGetOpHandle(opName, opOut), "NNGetOpHandle");
+  }
+
+  public static void MXImperativeInvoke(
+      Pointer creator,
+      int numInputs,
+      Pointer inputs,
+      IntByReference numOutputs,
+      PointerByReference outputs,
+      int numParams,
+      Pointer paramKeys,
+      Pointer paramVals) {
+    reader(() -> Natives.MXImperativeInvoke(creator, numInputs, inputs, numOutputs, outputs,
+        numParams, paramKeys, paramVals), "MXImperativeInvoke");
+  }
+
+  public static void MXNDArrayCreate(
+      int[] shape, int ndim, int devType, int devId, int delayAlloc, PointerByReference out) {
+    reader(() -> Natives.MXNDArrayCreate(shape, ndim, devType, devId, delayAlloc, out),
+        "MXNDArrayCreate");
+  }
+
+  public static void MXNDArrayCreateEx(
+      int[] shape,
+      int ndim,
+      int devType,
+      int devId,
+      int delayAlloc,
+      int dtype,
+      PointerByReference out) {
+    reader(() -> Natives.MXNDArrayCreateEx(shape, ndim, devType, devId, delayAlloc, dtype, out),
+        "MXNDArrayCreateEx");
+  }
+
+  public static void MXNDArrayWaitToRead(Pointer handle) {
+    reader(() -> Natives.MXNDArrayWaitToRead(handle), "MXNDArrayWaitToRead");
+  }
+
+  public static void MXNDArrayWaitAll() {
+    reader(Natives::MXNDArrayWaitAll, "MXNDArrayWaitAll");
+  }
+
+  /** {@code size} counts elements, not bytes. */
+  public static void MXNDArraySyncCopyToCPU(Pointer handle, Pointer data, long size) {
+    reader(() -> Natives.MXNDArraySyncCopyToCPU(handle, data, size), "MXNDArraySyncCopyToCPU");
+  }
+
+  public static void MXNDArrayGetShape(
+      Pointer handle, IntByReference outDim, PointerByReference outPdata) {
+    reader(() -> Natives.MXNDArrayGetShape(handle, outDim, outPdata), "MXNDArrayGetShape");
+  }
+
+  public static void MXNDArrayGetShapeEx(
+      Pointer handle, IntByReference outDim, PointerByReference outPdata) {
+    reader(() -> Natives.MXNDArrayGetShapeEx(handle, outDim, outPdata), "MXNDArrayGetShapeEx");
+  }
+
+  public static void MXNDArrayGetDType(Pointer handle, IntByReference outDtype) {
+    reader(() -> Natives.MXNDArrayGetDType(handle, outDtype), "MXNDArrayGetDType");
+  }
+
+  public static void MXNDArrayFree(Pointer handle) {
+    reader(() -> Natives.MXNDArrayFree(handle), "MXNDArrayFree");
+  }
+
+  // ---------------------------------------------------------------- symbols, executors (readers)
+
+  public static void MXSymbolCreateVariable(String name, PointerByReference out) {
+    reader(() -> Natives.MXSymbolCreateVariable(name, out), "MXSymbolCreateVariable");
+  }
+
+  /** An NNVM OpHandle (from {@link #NNGetOpHandle}) is an AtomicSymbolCreator. */
+  public static void MXSymbolCreateAtomicSymbol(
+      Pointer creator, int numParam, Pointer keys, Pointer vals, PointerByReference out) {
+    reader(() -> Natives.MXSymbolCreateAtomicSymbol(creator, numParam, keys, vals, out),
+        "MXSymbolCreateAtomicSymbol");
+  }
+
+  public static void MXSymbolCompose(
+      Pointer sym, String name, int numArgs, Pointer keys, Pointer args) {
+    reader(() -> Natives.MXSymbolCompose(sym, name, numArgs, keys, args), "MXSymbolCompose");
+  }
+
+  public static void MXSymbolListArguments(
+      Pointer symbol, IntByReference outSize, PointerByReference outStrArray) {
+    reader(() -> Natives.MXSymbolListArguments(symbol, outSize, outStrArray),
+        "MXSymbolListArguments");
+  }
+
+  public static void MXSymbolFree(Pointer symbol) {
+    reader(() -> Natives.MXSymbolFree(symbol), "MXSymbolFree");
+  }
+
+  public static void MXExecutorBind(
+      Pointer symbolHandle,
+      int devType,
+      int devId,
+      int len,
+      Pointer inArgs,
+      Pointer argGradStore,
+      int[] gradReqType,
+      int auxStatesLen,
+      Pointer auxStates,
+      PointerByReference out) {
+    reader(() -> Natives.MXExecutorBind(symbolHandle, devType, devId, len, inArgs, argGradStore,
+        gradReqType, auxStatesLen, auxStates, out), "MXExecutorBind");
+  }
+
+  public static void MXExecutorForward(Pointer handle, int isTrain) {
+    reader(() -> Natives.MXExecutorForward(handle, isTrain), "MXExecutorForward");
+  }
+
+  public static void MXExecutorOutputs(
+      Pointer handle, IntByReference outSize, PointerByReference out) {
+    reader(() -> Natives.MXExecutorOutputs(handle, outSize, out), "MXExecutorOutputs");
+  }
+
+  public static void MXExecutorFree(Pointer handle) {
+    reader(() -> Natives.MXExecutorFree(handle), "MXExecutorFree");
+  }
+}

@@ -1,0 +1,128 @@
+package pyprof.jvm.capi;
+
+import com.sun.jna.Pointer;
+import com.sun.jna.ptr.IntByReference;
+import com.sun.jna.ptr.PointerByReference;
+
+/**
+ * The raw JNA direct mapping of the part of MXNet 1.9.1's C API that pyprof uses, hidden from
+ * everything outside this package: callers go through {@link LibMXNet}, whose methods pass the
+ * {@link Gate}. Names and argument order are those of {@code mxnet/c_api.h} and
+ * {@code nnvm/c_api.h}; every function returns 0 on success and -1 on failure.
+ * {@code uint32_t}/{@code int} map to {@code int}; {@code size_t}, {@code uint64_t} and
+ * {@code int64_t} to {@code long}. Registered by {@link LibMXNet#load()}.
+ */
+final class Natives {
+  private Natives() {}
+
+  static native String MXGetLastError();
+
+  static native int MXGetVersion(IntByReference out);
+
+  static native int MXGetGPUCount(IntByReference out);
+
+  static native int MXSetProcessProfilerConfig(
+      int numParams, Pointer keys, Pointer vals, Pointer kvstoreHandle);
+
+  static native int MXSetProcessProfilerState(int state, int profileProcess, Pointer kvstoreHandle);
+
+  static native int MXDumpProcessProfile(int finished, int profileProcess, Pointer kvstoreHandle);
+
+  static native int MXAggregateProfileStatsPrintEx(
+      PointerByReference outStr, int reset, int format, int sortBy, int ascending);
+
+  static native int MXProcessProfilePause(int paused, int profileProcess, Pointer kvstoreHandle);
+
+  static native int MXProfileCreateDomain(String domain, PointerByReference out);
+
+  static native int MXProfileCreateTask(Pointer domain, String taskName, PointerByReference out);
+
+  static native int MXProfileCreateFrame(Pointer domain, String frameName, PointerByReference out);
+
+  static native int MXProfileCreateEvent(String eventName, PointerByReference out);
+
+  static native int MXProfileCreateCounter(
+      Pointer domain, String counterName, PointerByReference out);
+
+  static native int MXProfileDestroyHandle(Pointer handle);
+
+  static native int MXProfileDurationStart(Pointer durationHandle);
+
+  static native int MXProfileDurationStop(Pointer durationHandle);
+
+  static native int MXProfileSetCounter(Pointer counterHandle, long value);
+
+  static native int MXProfileAdjustCounter(Pointer counterHandle, long value);
+
+  static native int MXProfileSetMarker(Pointer domain, String instantMarkerName, String scope);
+
+  static native int NNGetOpHandle(String opName, PointerByReference opOut);
+
+  static native int MXImperativeInvoke(
+      Pointer creator,
+      int numInputs,
+      Pointer inputs,
+      IntByReference numOutputs,
+      PointerByReference outputs,
+      int numParams,
+      Pointer paramKeys,
+      Pointer paramVals);
+
+  static native int MXNDArrayCreate(
+      int[] shape, int ndim, int devType, int devId, int delayAlloc, PointerByReference out);
+
+  static native int MXNDArrayCreateEx(
+      int[] shape,
+      int ndim,
+      int devType,
+      int devId,
+      int delayAlloc,
+      int dtype,
+      PointerByReference out);
+
+  static native int MXNDArrayWaitToRead(Pointer handle);
+
+  static native int MXNDArrayWaitAll();
+
+  static native int MXNDArraySyncCopyToCPU(Pointer handle, Pointer data, long size);
+
+  static native int MXNDArrayGetShape(
+      Pointer handle, IntByReference outDim, PointerByReference outPdata);
+
+  static native int MXNDArrayGetShapeEx(
+      Pointer handle, IntByReference outDim, PointerByReference outPdata);
+
+  static native int MXNDArrayGetDType(Pointer handle, IntByReference outDtype);
+
+  static native int MXNDArrayFree(Pointer handle);
+
+  static native int MXSymbolCreateVariable(String name, PointerByReference out);
+
+  static native int MXSymbolCreateAtomicSymbol(
+      Pointer creator, int numParam, Pointer keys, Pointer vals, PointerByReference out);
+
+  static native int MXSymbolCompose(Pointer sym, String name, int numArgs, Pointer keys, Pointer args);
+
+  static native int MXSymbolListArguments(
+      Pointer symbol, IntByReference outSize, PointerByReference outStrArray);
+
+  static native int MXSymbolFree(Pointer symbol);
+
+  static native int MXExecutorBind(
+      Pointer symbolHandle,
+      int devType,
+      int devId,
+      int len,
+      Pointer inArgs,
+      Pointer argGradStore,
+      int[] gradReqType,
+      int auxStatesLen,
+      Pointer auxStates,
+      PointerByReference out);
+
+  static native int MXExecutorForward(Pointer handle, int isTrain);
+
+  static native int MXExecutorOutputs(Pointer handle, IntByReference outSize, PointerByReference out);
+
+  static native int MXExecutorFree(Pointer handle);
+}
