@@ -204,7 +204,8 @@ def ensure_not_forked() -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _forked
+    global _forked, _lock
+    _lock = threading.Lock()  # a parent thread may have held it at fork
     if not _users or _forked:
         return
     _forked = (
@@ -229,6 +230,11 @@ def functions() -> dict[str, Any]:
     """The live table of declared functions (filled at load; a fork child refuses profiler
     calls through it), for modules that look functions up on their hot path."""
     return _fns
+
+
+def is_loaded() -> bool:
+    """Whether libmxnet is loaded in this process by pyprof (without loading it)."""
+    return _lib is not None
 
 
 def lib() -> ctypes.CDLL:

@@ -101,7 +101,7 @@ def libmxnet_loaded() -> bool:
             return any("libmxnet" in line for line in f)
     except OSError:  # not Linux: fall back to what Python knows
         from . import _capi
-        return _capi._lib is not None or "mxnet" in sys.modules
+        return _capi.is_loaded() or "mxnet" in sys.modules
 
 
 def per_operator(environ: dict[str, str] | None = None) -> None:
@@ -153,10 +153,11 @@ def autostart(environ: Mapping[str, str] | None = None) -> bool:
 
 def _finish() -> None:
     from . import _capi, profiler
+    from ._tracker import TRACKER
     if _capi.forked_error():
         return  # a forked child: the trace is the parent's
     state = profiler.state()
-    if state["finished"] or profiler._t.session is not None:
+    if state["finished"] or TRACKER.session is not None:
         return
     cfg = profiler.current_config() or {}
     try:

@@ -35,7 +35,8 @@ _SHUT_DOWN = ("the JVM was shut down and cannot start again in this process (JPy
 
 
 def _after_fork_in_child() -> None:
-    global _state
+    global _state, _lock
+    _lock = threading.RLock()  # a parent thread may have held it at fork
     if _state == "running":
         _state = "forked"
 

@@ -25,6 +25,7 @@ A duration whose ``stop()`` comes while the profiler is stopped is dropped by MX
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from ctypes import byref
 from typing import Any, Callable, TypeVar
@@ -363,3 +364,13 @@ class Marker:
 
     def __repr__(self) -> str:
         return f"Marker({self.name!r})"
+
+
+def _after_fork_in_child() -> None:
+    # Locks a parent thread may have held at fork (that thread does not exist here).
+    global _close_lock
+    _close_lock = threading.RLock()
+    Domain._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

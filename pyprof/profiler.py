@@ -16,6 +16,7 @@ from ctypes import byref, c_char_p
 from typing import Any
 
 from . import _capi, config
+from ._tracker import TRACKER
 from .errors import ConfigError, MXNetError, StateError
 
 __all__ = [
@@ -33,28 +34,7 @@ SORT_KEYS = {"total": 0, "avg": 1, "min": 2, "max": 3, "count": 4}
 _kvstore_handle = _capi.Handle()  # NULL unless set_kvstore_handle() was called
 
 
-class _Tracker:
-    """What this process has asked of the profiler singleton, for errors with a fix.
-
-    MXNet exposes no getters, so pyprof records its own calls. The JVM layer in the same
-    process keeps its own record; neither overrides MXNet's own checks.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
-        self.config: dict[str, str] | None = None  # effective C strings after set_config
-        self.running = False
-        self.ever_ran = False
-        self.paused = False
-        self.finished = False  # a dump(finished=True) happened: no new session possible
-        self.session: str | None = None  # a pyprof.profile session owns the profiler (its name)
-        self.internal: int | None = None  # thread id of the session's own calls, while made
-        # Configured after the profiler had run: MXNet may write this file without its header
-        # (a second session in one process), so a finished dump repairs it.
-        self.repair_on_finish = False
-
-
-_t = _Tracker()
+_t = TRACKER  # this module's short name for the process's one tracker
 
 
 def _peer():

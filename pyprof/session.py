@@ -91,6 +91,7 @@ from typing import IO, Any
 import orjson
 
 from . import _capi, config, profiler
+from ._tracker import TRACKER
 from .errors import ConfigError, StateError
 
 __all__ = ["Action", "schedule", "profile", "Window", "recover", "raw_trace_path",
@@ -190,7 +191,7 @@ class _RawTrace:
 
     def configure(self, options: dict[str, str], directory: str) -> None:
         """Make MXNet record with ``options`` into the raw file (reconfiguring only if needed)."""
-        t = profiler._t
+        t = TRACKER
         if t.finished or self.finished:
             raise StateError(
                 "the profiler already wrote its finished trace in this process "
@@ -253,7 +254,7 @@ class _RawTrace:
 
     def finish(self) -> None:
         """At exit: finish the raw file (MXNet's destructor then writes nothing) and delete it."""
-        t = profiler._t
+        t = TRACKER
         if self.path is None or self.finished or t.finished:
             return
         cfg = profiler.current_config()
@@ -282,7 +283,7 @@ def raw_trace_path() -> str | None:
 @contextlib.contextmanager
 def _owner(name: str) -> Iterator[None]:
     """Make profiler calls on behalf of the session ``name`` (they pass the ownership check)."""
-    t = profiler._t
+    t = TRACKER
     with t.lock:
         previous = t.internal
         t.internal = threading.get_ident()
@@ -378,7 +379,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._state != "new":
             raise StateError(f"{self._name} was already started; fix: create a new "
                              "pyprof.profile for each session")
-        t = profiler._t
+        t = TRACKER
         with t.lock:
             if t.session is not None:
                 raise StateError(
@@ -410,9 +411,9 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         finally:
             self._state = "closed"
             _open_sessions.discard(self)
-            with profiler._t.lock:
-                if profiler._t.session == self._name:
-                    profiler._t.session = None
+            with TRACKER.lock:
+                if TRACKER.session == self._name:
+                    TRACKER.session = None
 
     def stats(self, **options: Any):
         """Exact statistics of all saved windows together (:func:`pyprof.trace.stats`)."""

@@ -62,7 +62,7 @@ def _libmxnet_loaded() -> bool:
     # forking a process that profiles would disturb the very work being measured.
     from .. import _capi
 
-    return _capi._lib is not None or "mxnet" in sys.modules
+    return _capi.is_loaded() or "mxnet" in sys.modules
 
 
 def pread(fd: int, length: int, offset: int) -> bytes:

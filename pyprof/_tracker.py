@@ -1,0 +1,45 @@
+"""What this process has asked of MXNet's profiler singleton (MXNet has no getters).
+
+``pyprof.profiler`` records every call it makes here, and ``pyprof.session`` reads and
+claims the profiler through it; both lock ``TRACKER.lock`` around a check and the call it
+guards. Package-internal: the public view is ``pyprof.profiler.state()``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+__all__ = ["Tracker", "TRACKER"]
+
+
+class Tracker:
+    """What this process has asked of the profiler singleton, for errors with a fix.
+
+    MXNet exposes no getters, so pyprof records its own calls. The JVM layer in the same
+    process keeps its own record; neither overrides MXNet's own checks.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.config: dict[str, str] | None = None  # effective C strings after set_config
+        self.running = False
+        self.ever_ran = False
+        self.paused = False
+        self.finished = False  # a dump(finished=True) happened: no new session possible
+        self.session: str | None = None  # a pyprof.profile session owns the profiler (its name)
+        self.internal: int | None = None  # thread id of the session's own calls, while made
+        # Configured after the profiler had run: MXNet may write this file without its header
+        # (a second session in one process), so a finished dump repairs it.
+        self.repair_on_finish = False
+
+
+TRACKER = Tracker()
+
+
+def _after_fork_in_child() -> None:
+    # A thread of the parent may have held the lock at fork; it does not exist here.
+    TRACKER.lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
