@@ -61,30 +61,55 @@ def jvm_dir() -> Path:
 def classpath() -> list[str]:
     """Entries for the JVM: ``$PYPROF_JVM_CLASSPATH``, or the Leiningen project's
     classpath (compiled Java classes, Clojure sources, resources and the jars, all
-    local), cached in ``jvm/target/classpath.txt`` by ``scripts/setup.sh``.
+    local), cached in ``jvm/target/classpath.txt``.
 
-    Raises JVMError when neither is available, saying how to build it.
+    The cache is rebuilt (``lein do javac, classpath``, after removing compiled classes)
+    when it is missing, when it names another checkout's sources (a copied repository), or
+    when a JVM source, ``project.clj`` or a spec file is newer than it. ``scripts/setup.sh``
+    builds it through this function. Raises JVMError when it cannot be built, saying how.
     """
     env = os.environ.get("PYPROF_JVM_CLASSPATH")
     if env:
         return [p for p in env.split(os.pathsep) if p]
-    d = jvm_dir()
+    d = jvm_dir().resolve()
     cache = d / "target" / "classpath.txt"
-    classes = d / "target" / "classes"
-    if not cache.is_file() or not classes.is_dir():
-        lein = shutil.which("lein")
-        if lein is None or not (d / "project.clj").is_file():
-            raise JVMError(
-                f"no JVM classpath: {cache} is missing and Leiningen or {d}/project.clj is not "
-                "available. fix: run scripts/setup.sh (installs leiningen and builds jvm/), or "
-                "set PYPROF_JVM_CLASSPATH")
-        proc = subprocess.run([lein, "do", "javac,", "classpath"], cwd=d, text=True,
-                              capture_output=True)
-        if proc.returncode != 0:
-            raise JVMError(f"`lein do javac, classpath` failed in {d}:\n{proc.stderr[-2000:]}")
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(proc.stdout.strip().splitlines()[-1])
+    why = stale_reason(d, cache)
+    if why:
+        _build_classpath(d, cache, why)
     return [p for p in cache.read_text().strip().split(os.pathsep) if p]
+
+
+def stale_reason(d: Path, cache: Path) -> str | None:
+    """Why the cached classpath of project ``d`` must be rebuilt, or None."""
+    if not cache.is_file() or not (d / "target" / "classes").is_dir():
+        return f"{cache} is missing"
+    entries = set(cache.read_text().strip().split(os.pathsep))
+    own = {str(d / "src" / "clj"), str(d / "target" / "classes")}
+    if not own <= entries:
+        return f"{cache} names another checkout's sources"
+    built = cache.stat().st_mtime
+    sources = [d / "project.clj", *(d / "src").rglob("*"), *(d.parent / "pyprof" / "spec").glob("*")]
+    newer = next((p for p in sources if p.is_file() and p.stat().st_mtime > built), None)
+    return f"{newer} is newer than {cache}" if newer else None
+
+
+def _build_classpath(d: Path, cache: Path, why: str) -> None:
+    lein = shutil.which("lein")
+    if lein is None or not (d / "project.clj").is_file():
+        raise JVMError(
+            f"no usable JVM classpath ({why}) and Leiningen or {d}/project.clj is not "
+            "available. fix: run scripts/setup.sh (installs leiningen and builds jvm/), or "
+            "set PYPROF_JVM_CLASSPATH")
+    shutil.rmtree(d / "target" / "classes", ignore_errors=True)  # no classes of deleted sources
+    proc = subprocess.run([lein, "do", "javac,", "classpath"], cwd=d, text=True,
+                          capture_output=True)
+    if proc.returncode != 0:
+        raise JVMError(f"`lein do javac, classpath` failed in {d} ({why}):\n"
+                       f"{proc.stderr[-2000:]}\nfix: correct the error above, then rerun")
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cache.with_suffix(".tmp")
+    tmp.write_text(proc.stdout.strip().splitlines()[-1])
+    os.replace(tmp, cache)
 
 
 def start(extra_jvm_args: list[str] | None = None) -> None:

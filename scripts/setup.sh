@@ -33,12 +33,8 @@ if [ "$(cat .venv/.pyprof-stamp 2>/dev/null)" != "$stamp" ]; then
   echo "$stamp" > .venv/.pyprof-stamp
 fi
 
-# The JVM layer: compile the Java sources and cache the classpath for the JPype bridge.
-cp_file=jvm/target/classpath.txt
-if [ ! -s "$cp_file" ] || [ -n "$(find jvm/project.clj jvm/src/java -newer "$cp_file" 2>/dev/null | head -1)" ]; then
-  log "building jvm/ (lein javac)"
-  mkdir -p jvm/target
-  (cd jvm && lein do javac, classpath) > "$cp_file.tmp" 2> jvm/target-build.log || {
-    cat jvm/target-build.log >&2; exit 1; }
-  tail -n 1 "$cp_file.tmp" > "$cp_file"; rm -f "$cp_file.tmp" jvm/target-build.log
-fi
+# The JVM layer: compile the Java sources and cache the classpath for the JPype bridge and
+# the tests. pyprof.jvm.classpath() owns the rule for when the cache is stale (missing, another
+# checkout's paths, or a JVM source or spec newer than it).
+.venv/bin/python -c 'from pyprof import jvm; jvm.classpath()' || {
+  log "building jvm/ failed"; exit 1; }

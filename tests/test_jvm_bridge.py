@@ -136,3 +136,30 @@ attempt("old_handle", pause)
 result = errors
 """, tmp_path)
     assert r["old_handle"][0] == "JVMError"
+
+
+def test_the_classpath_cache_is_rebuilt_for_another_checkout_or_newer_sources(tmp_path):
+    import os
+    import time
+
+    from pyprof.jvm import stale_reason
+
+    d = tmp_path / "jvm"
+    (d / "src" / "clj" / "pyprof").mkdir(parents=True)
+    (d / "target" / "classes").mkdir(parents=True)
+    (d / "project.clj").write_text("(defproject x)")
+    src = d / "src" / "clj" / "pyprof" / "a.clj"
+    src.write_text("(ns pyprof.a)")
+    cache = d / "target" / "classpath.txt"
+    assert "missing" in stale_reason(d, cache)
+    other = "/elsewhere/jvm/src/clj:/elsewhere/jvm/target/classes:/root/.m2/x.jar"
+    cache.write_text(other)
+    assert "another checkout" in stale_reason(d, cache)
+    cache.write_text(os.pathsep.join([str(d / "src" / "clj"), str(d / "target" / "classes"),
+                                      "/root/.m2/x.jar"]))
+    past = time.time() - 100
+    for p in (d / "project.clj", src):
+        os.utime(p, (past, past))
+    assert stale_reason(d, cache) is None
+    src.write_text("(ns pyprof.a) ; edited")
+    assert "a.clj is newer" in stale_reason(d, cache)
