@@ -4,7 +4,8 @@
   :dependencies [[org.clojure/clojure "1.11.1"]
                  [net.java.dev.jna/jna "5.13.0"]
                  [org.clojure/data.json "2.4.0"]
-                 [org.clojure/tools.cli "1.0.194"]]
+                 [org.clojure/tools.cli "1.0.194"]
+                 [com.fasterxml.jackson.core/jackson-core "2.14.1"]]
   ;; Debian's packaged artifacts (leiningen, clojure, libjna-java, ...). Elsewhere the same
   ;; coordinates resolve from the default repositories.
   :repositories [["debian" {:url "file:///usr/share/maven-repo" :checksum :ignore :snapshots false}]]

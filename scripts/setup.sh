@@ -7,7 +7,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 log() { printf '[setup] %s\n' "$*" >&2; }
 
-debs=(leiningen clojure libjna-java libjna-jni libdata-json-clojure libtools-cli-clojure)
+debs=(leiningen clojure libjna-java libjna-jni libdata-json-clojure libtools-cli-clojure libjackson2-core-java)
 python3 -c 'import ensurepip, venv' 2>/dev/null || debs+=(python3-venv)
 command -v javac >/dev/null || debs+=(openjdk-17-jdk-headless)
 missing=()
