@@ -275,10 +275,39 @@ def call(function: str, *args, hint: str | None = None) -> None:
         raise MXNetError(function, last_error(), hint)
 
 
-def str_array(items: list[str]) -> ctypes.Array:
+def _str_array(items: list[str]) -> ctypes.Array:
     arr = (c_char_p * len(items))()
     arr[:] = [s.encode("utf-8") for s in items]
     return arr
+
+
+def handle(value: int | None = None) -> Handle:
+    """A ``void*`` handle (NULL by default), e.g. a kvstore handle for server profiling."""
+    return Handle(value)
+
+
+def set_process_profiler_config(c_values: dict[str, str], kvstore: Handle) -> None:
+    """Configure MXNet's profiler with C key/value strings (a switch: runs with the gate
+    closed). C: MXSetProcessProfilerConfig."""
+    keys = list(c_values)
+    call("MXSetProcessProfilerConfig", len(keys), _str_array(keys),
+         _str_array([c_values[k] for k in keys]), kvstore)
+
+
+def aggregate_profile_stats(reset: bool, fmt: int, sort_by: int, ascending: bool) -> str:
+    """MXNet's aggregate statistics text ('' when it has none).
+    C: MXAggregateProfileStatsPrintEx."""
+    out = c_char_p()
+    call("MXAggregateProfileStatsPrintEx", byref(out), int(reset), fmt, sort_by, int(ascending))
+    return out.value.decode("utf-8", "replace") if out.value else ""
+
+
+def create_profile_object(function: str, *args: Any) -> Handle:
+    """A new profiler handle: ``function`` is MXProfileCreateDomain/Task/Frame/Event/Counter,
+    ``args`` its arguments before the out-pointer (a domain handle, the name as bytes)."""
+    out = Handle()
+    call(function, *args, byref(out))
+    return out
 
 
 def gpu_count() -> int:

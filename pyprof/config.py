@@ -7,23 +7,40 @@ so a bad key or value never reaches C.
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
+from . import rules
 from .errors import ConfigError
 
 __all__ = ["ConfigKey", "keys", "validate", "SPEC_PATH"]
 
 SPEC_PATH = Path(__file__).resolve().parent / "spec" / "profiler_config.json"
 
-_TRUE = {"true", "1"}
-_FALSE = {"false", "0"}
+_VALUES = rules.API["config_values"]  # accepted spellings and the C strings (api.json)
+
+
+def c_float(number: float) -> str:
+    """A float as the C string pyprof sends: the shortest decimal that reads back as
+    ``number``, in plain notation, trailing zeros dropped (0.5 -> "0.5", 1.0 -> "1",
+    1e-05 -> "0.00001"). The JVM layer formats the same way."""
+    return format(Decimal(repr(number)).normalize(), "f")
+
+
+def accepted(key: ConfigKey) -> str:
+    """What ``key`` accepts, in words (errors.json ``accepted``)."""
+    forms = rules.CATALOGUE["accepted"]
+    if key.type == "float" and key.min_exclusive is not None:
+        return rules.render(forms["float_min"], {"min": c_float(key.min_exclusive),
+                                                  "unit": key.unit or "units"})
+    return rules.render(forms[key.type], {"unit": key.unit or "units",
+                                          "choices": list(key.choices)})
 
 
 @dataclass(frozen=True)
@@ -41,46 +58,46 @@ class ConfigKey:
 
     def to_c(self, value: Any) -> str:
         """The string MXNet's parameter parser accepts for ``value``; ConfigError otherwise."""
+        text = self._convert(value)
+        if text is None:
+            raise rules.error("config.bad_value", value=value, key=self.name,
+                              accepted=accepted(self))
+        if self.file:
+            parent = os.path.dirname(os.path.abspath(text))
+            if not os.path.isdir(parent):
+                raise rules.error("config.missing_directory", value=text, key=self.name,
+                                  directory=parent)
+        return text
+
+    def _convert(self, value: Any) -> str | None:
         if self.type == "bool":
             if isinstance(value, bool):
-                return "true" if value else "false"
-            if isinstance(value, int) and value in (0, 1):
-                return "true" if value else "false"
-            if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-                return "true" if value.strip().lower() in _TRUE else "false"
-            raise self._bad(value, "True/False, 1/0, or the strings 'true'/'false'/'1'/'0'")
+                return _VALUES["c_true"] if value else _VALUES["c_false"]
+            if isinstance(value, int):
+                return _VALUES["bool_numbers"].get(str(value))
+            if isinstance(value, str):
+                word = value.strip().lower()
+                if word in _VALUES["bool_true"]:
+                    return _VALUES["c_true"]
+                if word in _VALUES["bool_false"]:
+                    return _VALUES["c_false"]
+            return None
         if self.type == "string":
-            if not (isinstance(value, (str, os.PathLike)) and str(os.fspath(value))):
-                raise self._bad(value, "a non-empty string (a file path)")
-            text = str(os.fspath(value))
-            if self.file:
-                parent = os.path.dirname(os.path.abspath(text))
-                if not os.path.isdir(parent):
-                    raise ConfigError(
-                        f"invalid value {text!r} for profiler config key {self.name!r}: "
-                        f"directory {parent!r} does not exist. fix: create it first "
-                        "(MXNet would silently write no trace)")
-            return text
+            if isinstance(value, (str, os.PathLike)) and str(os.fspath(value)):
+                return str(os.fspath(value))
+            return None
         if self.type == "float":
             try:
                 number = float(value) if not isinstance(value, bool) else math.nan
             except (TypeError, ValueError):
-                number = math.nan
-            if math.isnan(number) or math.isinf(number):
-                raise self._bad(value, f"a number of {self.unit or 'units'}")
-            if self.min_exclusive is not None and number <= self.min_exclusive:
-                unit = f" {self.unit}" if self.unit else ""
-                raise self._bad(value, f"a number > {self.min_exclusive:g}{unit}")
-            return repr(number)
+                return None
+            if not math.isfinite(number) or (self.min_exclusive is not None
+                                             and number <= self.min_exclusive):
+                return None
+            return c_float(number)
         if self.type == "enum":
-            if isinstance(value, str) and value in self.choices:
-                return value
-            raise self._bad(value, "one of " + ", ".join(repr(c) for c in self.choices))
+            return value if isinstance(value, str) and value in self.choices else None
         raise AssertionError(f"spec: unknown type {self.type!r} for {self.name}")
-
-    def _bad(self, value: Any, accepted: str) -> ConfigError:
-        return ConfigError(
-            f"invalid value {value!r} for profiler config key {self.name!r}: expected {accepted}")
 
 
 @lru_cache(maxsize=1)
@@ -96,12 +113,25 @@ def keys() -> dict[str, ConfigKey]:
     }
 
 
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance between ``a`` and ``b``."""
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        row = [i]
+        for j, cb in enumerate(b, 1):
+            row.append(min(row[-1] + 1, prev[j] + 1, prev[j - 1] + (ca != cb)))
+        prev = row
+    return prev[-1]
+
+
+def nearest_key(key: str) -> str:
+    """The valid key closest to ``key`` by edit distance (ties: the earlier key in the spec)."""
+    return min(keys(), key=lambda name: edit_distance(key, name))
+
+
 def unknown_key_error(key: str) -> ConfigError:
-    names = list(keys())
-    near = difflib.get_close_matches(key, names, n=1, cutoff=0.0)
-    hint = f"did you mean {near[0]!r}? " if near else ""
-    return ConfigError(
-        f"unknown profiler config key {key!r}: {hint}valid keys are {', '.join(names)}")
+    return rules.error("config.unknown_key", key=key, nearest=nearest_key(key),
+                       valid=", ".join(keys()))
 
 
 def validate(kwargs: Mapping[str, Any]) -> dict[str, str]:

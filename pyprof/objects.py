@@ -27,20 +27,19 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from ctypes import byref
 from typing import Any, Callable, TypeVar
 
-from . import _capi
-from .errors import ConfigError, StateError
+from . import _capi, rules
 
 __all__ = ["Domain", "Task", "Frame", "Event", "Counter", "Marker", "MARKER_SCOPES"]
 
-#: Scopes ``Marker.mark`` accepts (MXNet's ProfileMarker scopes).
-MARKER_SCOPES = ("global", "process", "thread", "task", "marker")
+#: Scopes ``Marker.mark`` accepts (MXNet's ProfileMarker scopes; pyprof/spec/api.json).
+MARKER_SCOPES = rules.MARKER_SCOPES
 
-_NAME_BYTES = 127  # MXNet's profile_stat_string_t holds 128 bytes including the NUL
-_UINT64_MAX = (1 << 64) - 1
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_NAME_BYTES = rules.NAME_MAX_BYTES  # MXNet's profile_stat_string_t: 128 bytes with the NUL
+_NAMES = rules.API["names"]
+_UINT64_MAX = rules.COUNTER_MAX
+_INT64_MIN, _INT64_MAX = rules.COUNTER_STEP_MIN, rules.COUNTER_STEP_MAX
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 _fns = _capi.functions()  # the live table: a forked child's refusals show through
@@ -54,27 +53,22 @@ def _fn(name: str) -> Any:
 
 
 def _encode_name(kind: str, name: Any) -> bytes:
+    """``name`` as MXNet will copy it; the rules are pyprof/spec/api.json's ``names``."""
     if not isinstance(name, str) or not name:
-        raise ConfigError(f"invalid {kind} name {name!r}: expected a non-empty string")
+        raise rules.error("object.bad_name", what=kind, name=name)
     raw = name.encode("utf-8")
     if len(raw) > _NAME_BYTES:
-        raise ConfigError(
-            f"{kind} name {name[:40]!r}... is {len(raw)} bytes; MXNet keeps {_NAME_BYTES} and "
-            "would cut it. fix: use a shorter name")
-    bad = [c for c in name if c in '"\\' or ord(c) < 0x20]
+        raise rules.error("object.name_too_long", what=kind, shown=name[:_NAMES["shown_chars"]],
+                          bytes=len(raw), max=_NAME_BYTES)
+    bad = [c for c in name if c in _NAMES["forbidden_chars"] or ord(c) < _NAMES["forbidden_below"]]
     if bad:
-        raise ConfigError(
-            f"{kind} name {name!r} contains {bad[0]!r}; MXNet writes names unescaped, so the "
-            "trace would not be valid JSON. fix: leave out quotes, back slashes and control "
-            "characters")
+        raise rules.error("object.name_bad_char", what=kind, name=name, char=bad[0])
     return raw
 
 
 def _check_domain(domain: Any, kind: str) -> Domain:
     if not isinstance(domain, Domain):
-        raise ConfigError(
-            f"{kind} needs a pyprof Domain, got {type(domain).__name__}. "
-            f"fix: {kind}(pyprof.Domain('my_domain'), 'name') or domain.new_{kind.lower()}(...)")
+        raise rules.error("object.needs_domain", what=kind, value=domain)
     return domain
 
 
@@ -98,9 +92,7 @@ class Domain:
                 raw = _encode_name("Domain", name)
                 dom = super().__new__(cls)
                 dom.name = name
-                dom.handle = _capi.Handle()
-                _capi.check(_fn("MXProfileCreateDomain")(raw, byref(dom.handle)),
-                            "MXProfileCreateDomain")
+                dom.handle = _capi.create_profile_object("MXProfileCreateDomain", raw)
                 cls._cache[name] = dom
             return dom
 
@@ -140,9 +132,7 @@ class _Owned:
         self._handle: _capi.Handle | None = None  # set first: __del__ may run after a failure
         raw = _encode_name(self._kind, name)
         self.name = name
-        handle = _capi.Handle()
-        _capi.check(_fn(create)(*prefix, raw, byref(handle)), create)
-        self._handle = handle
+        self._handle = _capi.create_profile_object(create, *prefix, raw)
 
     @property
     def handle(self) -> _capi.Handle | None:
@@ -171,7 +161,7 @@ class _Owned:
     def _live(self) -> _capi.Handle:
         handle = self._handle
         if handle is None:
-            raise StateError(f"{self._kind} {self.name!r} is closed; fix: create a new one")
+            raise rules.error("object.closed", what=self._kind, name=self.name)
         return handle
 
     def __str__(self) -> str:
@@ -194,9 +184,7 @@ class _Duration(_Owned):
         """Begin the duration. C: MXProfileDurationStart."""
         handle = self._handle or self._live()
         if self._started:
-            raise StateError(
-                f"{self._kind} {self.name!r} is already started; MXNet keeps one start time per "
-                f"object. fix: stop() it first, or use one {self._kind} per concurrent use")
+            raise rules.error("object.already_started", what=self._kind, name=self.name)
         if _fn("MXProfileDurationStart")(handle):
             _capi.check(-1, "MXProfileDurationStart")
         self._started = True
@@ -205,7 +193,7 @@ class _Duration(_Owned):
         """End the duration and record it. C: MXProfileDurationStop."""
         handle = self._handle or self._live()
         if not self._started:
-            raise StateError(f"{self._kind} {self.name!r} was not started. fix: start() first")
+            raise rules.error("object.not_started", what=self._kind, name=self.name)
         self._started = False
         if _fn("MXProfileDurationStop")(handle):
             _capi.check(-1, "MXProfileDurationStop")
@@ -288,8 +276,7 @@ class Counter(_Owned):
         """Set the counter to ``value`` (0 ... 2**64-1). C: MXProfileSetCounter."""
         v = self._as_int(value, "value")
         if not 0 <= v <= _UINT64_MAX:
-            raise StateError(f"Counter {self.name!r} cannot be set to {v}: MXNet counters hold "
-                             "0 ... 2**64-1. fix: keep the value in that range")
+            raise rules.error("counter.out_of_range", name=self.name, value=v)
         with self._lock:
             _capi.check(_fn("MXProfileSetCounter")(self._live(), v), "MXProfileSetCounter")
             self._value = v
@@ -315,20 +302,16 @@ class Counter(_Owned):
     def _refuse(self, delta: int) -> None:
         self._live()  # closed: raises
         new = self._value + delta
+        fields = dict(name=self.name, value=self._value, delta=f"{delta:+d}")
         if new < 0:
-            raise StateError(
-                f"Counter {self.name!r} would go below zero ({self._value} {delta:+d}); MXNet "
-                "stores it as uint64 and would wrap to 18446744073709551615. fix: decrement "
-                "by at most the current value, or set_value() first")
+            raise rules.error("counter.below_zero", **fields)
         if new > _UINT64_MAX:
-            raise StateError(f"Counter {self.name!r} would exceed 2**64-1 ({self._value} "
-                             f"{delta:+d}). fix: set_value() to a smaller value first")
-        raise StateError(f"Counter {self.name!r}: a step of {delta:+d} does not fit the int64 "
-                         "MXNet adjusts by. fix: set_value(value) instead")
+            raise rules.error("counter.above_max", **fields)
+        raise rules.error("counter.step_range", **fields)
 
     def _as_int(self, value: Any, what: str) -> int:
         if isinstance(value, bool) or not hasattr(value, "__index__"):
-            raise ConfigError(f"Counter {self.name!r}: {what} must be an int, got {value!r}")
+            raise rules.error("counter.not_int", name=self.name, what=what, value=value)
         return value.__index__()
 
     def __iadd__(self, delta: int) -> Counter:
@@ -348,14 +331,13 @@ class Marker:
         self._raw = _encode_name("Marker", name)
         self.name = name
 
-    def mark(self, scope: str = "process") -> None:
+    def mark(self, scope: str = rules.DEFAULT_MARKER_SCOPE) -> None:
         """Record the marker now. ``scope``: one of :data:`MARKER_SCOPES`.
 
         C: MXProfileSetMarker.
         """
         if scope not in MARKER_SCOPES:
-            raise ConfigError(f"invalid marker scope {scope!r}: expected one of "
-                              f"{', '.join(MARKER_SCOPES)}")
+            raise rules.error("marker.scope", scope=scope, choices=list(MARKER_SCOPES))
         _capi.check(_fn("MXProfileSetMarker")(self.domain.handle, self._raw, scope.encode()),
                     "MXProfileSetMarker")
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import sys
 import threading
-from ctypes import byref, c_char_p
 from typing import Any
 
-from . import _capi, config
+from . import _capi, config, rules
 from ._tracker import TRACKER
-from .errors import ConfigError, MXNetError, StateError
+from .errors import MXNetError
 
 __all__ = [
     "set_config", "set_state", "dump", "dumps", "pause", "resume",
@@ -26,15 +25,20 @@ __all__ = [
     "Domain", "Task", "Frame", "Event", "Counter", "Marker",
 ]
 
-STATES = {"stop": 0, "run": 1}
-PROCESSES = {"worker": 0, "server": 1}
-FORMATS = {"table": 0, "json": 1}
-SORT_KEYS = {"total": 0, "avg": 1, "min": 2, "max": 3, "count": 4}
+# C codes, from pyprof/spec/api.json (shared with the JVM layer).
+STATES = rules.STATES
+PROCESSES = rules.PROCESSES
+FORMATS = rules.DUMPS_FORMATS
+SORT_KEYS = rules.DUMPS_SORT_KEYS
 
-_kvstore_handle = _capi.Handle()  # NULL unless set_kvstore_handle() was called
+_kvstore_handle = _capi.handle()  # NULL unless set_kvstore_handle() was called
 
 
 _t = TRACKER  # this module's short name for the process's one tracker
+
+
+def _trace_name() -> str | None:
+    return (_t.config or {}).get("filename")
 
 
 def _peer():
@@ -67,24 +71,16 @@ def _check_owner(call: str, process_code: int = 0, arg: Any = None) -> None:
     if process_code == 0 and _t.session is not None and _t.internal != threading.get_ident():
         if arg is not None:
             call = f"{call}({arg!r})"
-        raise StateError(
-            f"{call} while the pyprof.profile session {_t.session} is open: it owns the "
-            "profiler's configuration, state and trace file. fix: call it after the session's "
-            "with block, or use the session's own options (pyprof.profile(..., profile_api=...))")
+        raise rules.error("state.session_owns", call=call, session=_t.session)
 
 
 def _process_code(profile_process: str) -> int:
     if profile_process not in PROCESSES:
-        raise StateError(
-            f"invalid profile_process {profile_process!r}: expected 'worker' or 'server'")
+        raise rules.error("process.invalid", value=profile_process, choices=list(PROCESSES))
     if profile_process == "server" and not _kvstore_handle:
         _adopt_mxnet_kvstore_handle()
     if profile_process == "server" and not _kvstore_handle:
-        raise StateError(
-            "profile_process='server' needs a distributed kvstore: create one with "
-            "mx.kv.create('dist_sync') (or dist_async) in a process launched with the DMLC_* "
-            "variables; then profile its servers with set_config/set_state(..., "
-            "profile_process='server')")
+        raise rules.error("process.server_needs_kvstore")
     return PROCESSES[profile_process]
 
 
@@ -99,7 +95,7 @@ def _adopt_mxnet_kvstore_handle() -> None:
 def set_kvstore_handle(handle: Any) -> None:
     """Use this kvstore handle (``mx.kv.KVStore.handle``) for server profiling calls."""
     global _kvstore_handle
-    _kvstore_handle = _capi.Handle(getattr(handle, "value", handle))
+    _kvstore_handle = _capi.handle(getattr(handle, "value", handle))
 
 
 def set_config(**kwargs: Any) -> None:
@@ -125,18 +121,12 @@ def set_config(**kwargs: Any) -> None:
         _check_owner("set_config()", PROCESSES[process])
         _sync_from_peer()
         if _t.finished:
-            raise StateError(
-                "the profiler already wrote its finished trace (dump(finished=True)); MXNet "
-                "cannot start a second trace session in one process. fix: run each session in "
-                "its own process, or use pyprof.profile(...), whose windows share one session")
+            raise rules.error("state.finished_config", trace=_trace_name())
         if _t.running and "filename" in c_values and _t.config and \
                 c_values["filename"] != _t.config["filename"]:
-            raise StateError(
-                f"cannot change filename to {c_values['filename']!r} while profiling into "
-                f"{_t.config['filename']!r}. fix: set_state('stop') and dump() first")
-        keys = list(c_values)
-        _capi.call("MXSetProcessProfilerConfig", len(keys), _capi.str_array(keys),
-                   _capi.str_array([c_values[k] for k in keys]), _kvstore_handle)
+            raise rules.error("state.filename_while_running", new=c_values["filename"],
+                              old=_t.config["filename"])
+        _capi.set_process_profiler_config(c_values, _kvstore_handle)
         if process == "worker":
             _t.config = config.effective(c_values)
             _t.repair_on_finish = _t.ever_ran
@@ -150,16 +140,13 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
     """
     _capi.ensure_not_forked()
     if state not in STATES:
-        raise StateError(f"invalid profiler state {state!r}: expected 'run' or 'stop'")
+        raise rules.error("state.invalid", state=state, choices=list(STATES))
     code = _process_code(profile_process)
     with _t.lock:
         _check_owner("set_state", code, state)
         _sync_from_peer()
         if state == "run" and _t.finished:
-            raise StateError(
-                "the profiler already wrote its finished trace; MXNet cannot record a second "
-                "session in one process. fix: run the next session in a child process, or use "
-                "pyprof.profile(...)")
+            raise rules.error("state.finished_run", trace=_trace_name())
         _capi.call("MXSetProcessProfilerState", STATES[state], code, _kvstore_handle)
         if code == 0:
             _t.running = state == "run"
@@ -182,17 +169,13 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
         _check_owner("dump()", code)
         _sync_from_peer()
         if code == 0 and _t.finished:
-            raise StateError(
-                "the finished trace was already written; a second dump would corrupt it. "
-                "fix: dump(finished=False) for intermediate dumps")
+            raise rules.error("state.finished_dump", trace=_trace_name())
         try:
             _capi.call("MXDumpProcessProfile", fin, code, _kvstore_handle)
         except MXNetError as exc:
             # MXNet itself knows whether anything ran (the JVM may have started it).
             if "hasn't been run" in exc.mxnet_message:
-                raise StateError(
-                    "dump() before the profiler ran: nothing was recorded. fix: "
-                    "set_config(...) and set_state('run') first") from exc
+                raise rules.error("state.dump_before_run") from exc
             raise
         if code == 0 and fin:
             _t.finished = True
@@ -218,30 +201,22 @@ def dumps(reset: bool = False, format: str = "table", sort_by: str = "total",
     """
     _capi.ensure_not_forked()
     if format not in FORMATS:
-        raise ConfigError(f"invalid format {format!r}: expected 'table' or 'json'")
+        raise rules.error("dumps.format", value=format, choices=list(FORMATS))
     if sort_by not in SORT_KEYS:
-        raise ConfigError(
-            f"invalid sort_by {sort_by!r}: expected one of {', '.join(SORT_KEYS)}")
+        raise rules.error("dumps.sort_by", value=sort_by, choices=list(SORT_KEYS))
     if not isinstance(ascending, bool):
-        raise ConfigError(f"invalid ascending {ascending!r}: expected True or False")
+        raise rules.error("dumps.ascending", value=ascending)
     with _t.lock:
         if _t.config is not None and _t.config.get("aggregate_stats") != "true":
-            raise StateError(
-                "dumps() needs aggregate statistics, which are off. fix: "
-                "set_config(aggregate_stats=True, ...) before profiling")
-        out = c_char_p()
+            raise rules.error("dumps.no_aggregate_stats")
         try:
-            _capi.call("MXAggregateProfileStatsPrintEx", byref(out), int(bool(reset)),
-                       FORMATS[format], SORT_KEYS[sort_by], int(ascending))
+            text = _capi.aggregate_profile_stats(bool(reset), FORMATS[format], SORT_KEYS[sort_by],
+                                                 ascending)
         except MXNetError as exc:
-            raise StateError(
-                f"dumps() failed ({exc.mxnet_message.splitlines()[0] if exc.mxnet_message else ''}). "
-                "fix: set_config(aggregate_stats=True, ...) and profile something first") from exc
-        text = out.value.decode("utf-8", "replace") if out.value else ""
+            reason = exc.mxnet_message.splitlines()[0] if exc.mxnet_message else ""
+            raise rules.error("dumps.failed", reason=reason) from exc
     if not text:
-        raise StateError(
-            "MXNet returned no aggregate statistics. fix: set_config(aggregate_stats=True, ...) "
-            "before set_state('run') (statistics are kept only while it is on)")
+        raise rules.error("dumps.empty")
     return text
 
 
@@ -279,8 +254,8 @@ def current_config() -> dict[str, str] | None:
 # Deprecated mxnet.profiler names, kept so old scripts run.
 def profiler_set_config(mode: str = "symbolic", filename: str = "profile.json") -> None:
     """Deprecated mxnet.profiler spelling: ``mode`` 'symbolic' or 'all'."""
-    if mode not in ("symbolic", "all"):
-        raise ConfigError(f"invalid mode {mode!r}: expected 'symbolic' or 'all'")
+    if mode not in rules.API["legacy_modes"]:
+        raise rules.error("config.legacy_mode", mode=mode, choices=rules.API["legacy_modes"])
     set_config(profile_symbolic=True, profile_all=(mode == "all"), filename=filename)
 
 

@@ -42,7 +42,7 @@ def test_bool_rejects_what_c_rejects(value):
 
 def test_float_and_enum_and_string():
     assert config.validate({"dump_period": 0.5}) == {"dump_period": "0.5"}
-    assert config.validate({"dump_period": "2"}) == {"dump_period": "2.0"}
+    assert config.validate({"dump_period": "2"}) == {"dump_period": "2"}
     assert config.validate({"profile_process": "server"}) == {"profile_process": "server"}
     assert config.validate({"filename": "b.json"}) == {"filename": "b.json"}
     inside = str(config.SPEC_PATH.parent / "b.json")
@@ -73,7 +73,7 @@ def test_effective_config_resets_omitted_keys_to_c_defaults():
     eff = config.effective({"profile_api": "false"})
     assert eff["profile_api"] == "false"
     assert eff["profile_symbolic"] == "true" and eff["aggregate_stats"] == "false"
-    assert eff["filename"] == "profile.json" and eff["dump_period"] == "1.0"
+    assert eff["filename"] == "profile.json" and eff["dump_period"] == "1"
 
 
 def test_docs_configuration_page_matches_the_spec():

@@ -347,7 +347,7 @@ result["errors"] = errors
     assert err["start_twice"][0] == "StateError" and err["closed"][0] == "StateError"
     assert err["quote"][0] == "ConfigError" and "valid JSON" in err["quote"][1]
     assert err["long"][0] == "ConfigError" and err["scope"][0] == "ConfigError"
-    assert err["no_domain"][0] == "ConfigError" and "new_task" in err["no_domain"][1]
+    assert err["no_domain"][0] == "ConfigError" and "pyprof.Domain('my_domain')" in err["no_domain"][1]
     events = load_trace(tmp_path / "t.json")
     assert sorted(e["ph"] for e in events if e.get("name") == "ctx_task") == ["b", "e"]
     assert [e["ph"] for e in events if e.get("name") == "ctx_frame"].count("(") == 2

@@ -82,7 +82,7 @@ result = errors
 """, tmp_path)
     assert r["key"][0] == "ConfigError" and "did you mean 'profile_symbolic'" in r["key"][1]
     assert r["value"][0] == "ConfigError" and "'yes'" in r["value"][1]
-    assert r["state"][0] == "StateError" and "'run' or 'stop'" in r["state"][1]
+    assert r["state"][0] == "StateError" and "one of 'stop', 'run'" in r["state"][1]
     assert r["format"][0] == "ConfigError" and r["sort"][0] == "ConfigError"
     assert r["server"][0] == "StateError" and "distributed kvstore" in r["server"][1]
     assert r["rename"][0] == "StateError" and "while profiling" in r["rename"][1]

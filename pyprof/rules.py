@@ -1,0 +1,72 @@
+"""The rules pyprof's Python package and its JVM layer share, read from ``pyprof/spec/``.
+
+``api.json`` holds the constants of the profiler API (C codes of states, processes, dumps
+formats and sort keys; marker scopes; name and counter limits; accepted config strings;
+reserved session keys; error kinds). ``errors.json`` is the error catalogue: every error's
+kind, message and fix. The JVM layer reads the same files from its classpath
+(``pyprof.rules`` in Clojure), so neither language restates a rule by hand.
+
+:func:`error` renders a catalogue entry as the Python exception to raise: the message is
+``"<message> fix: <fix>"``, values in ``{field!r}`` appear as Python literals and API names
+(``{api.stop}``) as Python spells them. The exception carries ``code`` (the catalogue key),
+``fix`` and ``fields``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from . import errors as _errors
+
+__all__ = ["SPEC_DIR", "API", "CATALOGUE", "error", "render", "STATES", "PROCESSES",
+           "DUMPS_FORMATS", "DUMPS_SORT_KEYS", "MARKER_SCOPES", "DEFAULT_MARKER_SCOPE",
+           "NAME_MAX_BYTES", "COUNTER_MAX", "COUNTER_STEP_MIN", "COUNTER_STEP_MAX"]
+
+SPEC_DIR = Path(__file__).resolve().parent / "spec"
+
+
+def _load(name: str) -> dict[str, Any]:
+    return json.loads((SPEC_DIR / name).read_text(encoding="utf-8"))
+
+
+API: dict[str, Any] = _load("api.json")
+CATALOGUE: dict[str, Any] = _load("errors.json")
+
+STATES: dict[str, int] = API["states"]
+PROCESSES: dict[str, int] = API["processes"]
+DUMPS_FORMATS: dict[str, int] = API["dumps_formats"]
+DUMPS_SORT_KEYS: dict[str, int] = API["dumps_sort_keys"]
+MARKER_SCOPES: tuple[str, ...] = tuple(API["marker_scopes"])
+DEFAULT_MARKER_SCOPE: str = API["default_marker_scope"]
+NAME_MAX_BYTES: int = API["names"]["max_bytes"]
+COUNTER_MAX: int = API["counter"]["max"]
+COUNTER_STEP_MIN: int = API["counter"]["step_min"]
+COUNTER_STEP_MAX: int = API["counter"]["step_max"]
+
+_FIELD = re.compile(r"\{(api\.)?([a-z_]+)(!r)?\}")
+
+
+def render(template: str, fields: dict[str, Any], language: str = "python") -> str:
+    """Fill a catalogue template: ``{f}`` as text, ``{f!r}`` as a literal, ``{api.x}`` as the
+    API name in ``language``; a list or tuple becomes its items as literals, comma-joined."""
+    def fill(m: re.Match[str]) -> str:
+        if m.group(1):
+            return CATALOGUE["api"][m.group(2)][language]
+        value = fields[m.group(2)]
+        if isinstance(value, (list, tuple)):
+            return ", ".join(repr(v) for v in value)
+        return repr(value) if m.group(3) else str(value)
+    return _FIELD.sub(fill, template)
+
+
+def error(code: str, **fields: Any) -> _errors.PyprofError:
+    """The exception for catalogue entry ``code`` with ``fields`` filled in (not raised)."""
+    entry = CATALOGUE["errors"][code]
+    fix = render(entry["fix"], fields)
+    cls = getattr(_errors, API["error_kinds"][entry["kind"]]["python"])
+    exc = cls(f"{render(entry['message'], fields)} fix: {fix}")
+    exc.code, exc.fix, exc.fields = code, fix, fields
+    return exc
