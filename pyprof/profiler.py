@@ -175,6 +175,10 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
         except MXNetError as exc:
             # MXNet itself knows whether anything ran (the JVM may have started it).
             if "hasn't been run" in exc.mxnet_message:
+                if _t.ever_ran:  # dumps() finished the file (continuous_dump off)
+                    _t.finished = True
+                    raise rules.error("state.trace_finished_by_dumps",
+                                      trace=_trace_name()) from exc
                 raise rules.error("state.dump_before_run") from exc
             raise
         if code == 0 and fin:

@@ -1,0 +1,203 @@
+"""The Python runner of the conformance suite: one scenario file, one child process.
+
+A scenario (``scenarios/*.json``) is data: a list of steps, each a call of the profiler API
+named as the Python reference names it (``bindings.json`` maps every name to the Clojure and
+Java functions), with arguments and what to expect. The JVM runner
+(``jvm/test/pyprof/conformance.clj``) executes the same files. Both produce the same outcome
+records, which :func:`differences` compares with a scenario's expectations:
+
+* a call that returns: ``{"ok": <result as JSON>}`` (objects as ``{"object": kind, "name": n}``);
+* a call that raises a pyprof error: ``{"error": <catalogue code>, "kind": <kind>}``;
+* ``trace``: the trace's events, normalised (see ``normalise_events``), with counts;
+* ``stats``: per-operator call counts and the statistics' field names.
+
+Run ``python tests/conformance/runner.py SCENARIO`` to print the outcomes of one scenario.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SCENARIOS = HERE / "scenarios"
+
+
+def scenario_files() -> list[Path]:
+    return sorted(SCENARIOS.glob("*.json"))
+
+
+def load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+# ------------------------------------------------------------------ executing (in the child)
+
+
+def _resolve(value: Any, names: dict[str, Any], workdir: str) -> Any:
+    if isinstance(value, str) and value.startswith("$"):
+        return names[value[1:]]
+    if isinstance(value, str):
+        return value.replace("{dir}", workdir)
+    if isinstance(value, list):
+        return [_resolve(v, names, workdir) for v in value]
+    if isinstance(value, dict):
+        return {k: _resolve(v, names, workdir) for k, v in value.items()}
+    return value
+
+
+def _as_json(value: Any) -> Any:
+    import pyprof
+
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _as_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_as_json(v) for v in value]
+    if isinstance(value, (pyprof.Domain, pyprof.Task, pyprof.Frame, pyprof.Event,
+                          pyprof.Counter, pyprof.Marker)):
+        return {"object": type(value).__name__, "name": value.name}
+    return {"object": type(value).__name__}
+
+
+def normalise_events(events: list[dict[str, Any]], cats: list[str] | None,
+                     names: list[str] | None, keep: list[str]) -> list[dict[str, Any]]:
+    """The events whose category is in ``cats`` and name in ``names`` (when given; C API calls,
+    memory counters and metadata never), reduced to the fields ``keep``, with how often each
+    occurs, sorted by their JSON text."""
+    counts: Counter[str] = Counter()
+    for e in events:
+        cat = e.get("cat", "")
+        if e.get("ph") == "M" or cat == "MXNET_C_API" or str(e.get("name", "")).startswith("Memory:"):
+            continue
+        if (cats is not None and cat not in cats) or (names is not None
+                                                      and e.get("name") not in names):
+            continue
+        counts[json.dumps({k: e[k] for k in keep if k in e}, sort_keys=True)] += 1
+    return [{"event": json.loads(k), "count": n} for k, n in sorted(counts.items())]
+
+
+def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
+    import mxnet as mx
+
+    import pyprof
+    from pyprof import profiler
+
+    call = step["call"]
+    args = _resolve(step.get("args", {}), names, workdir)
+    if call == "workload":  # the same operators through each binding
+        for _ in range(args.get("times", 1)):
+            mx.nd.random.uniform(-1, 1, shape=tuple(args.get("shape", [4, 4]))).wait_to_read()
+        mx.nd.waitall()
+        return None
+    if call == "dumps_json":  # the JSON form, parsed (the JVM's dumps parses it itself)
+        return json.loads(profiler.dumps(format="json", **args))
+    if call == "dumps_has":  # the table form holds a text
+        return args["text"] in profiler.dumps()
+    if call == "trace":
+        with open(os.path.join(workdir, args["path"]), encoding="utf-8") as f:
+            events = json.load(f)["traceEvents"]
+        return normalise_events(events, args.get("cats"), args.get("names"),
+                                args.get("keep", ["name", "cat", "ph"]))
+    if call == "stats":
+        result = pyprof.stats(os.path.join(workdir, args["path"]))
+        return {"operators": {op.name: op.count for op in result.operators}}
+    if "." in call:  # a method: "Task.start" with "target": "$t"
+        target = _resolve(step["target"], names, workdir)
+        member = getattr(target, call.split(".", 1)[1])
+        return member(**args) if callable(member) else member
+    fn = getattr(pyprof, call, None) or getattr(profiler, call)
+    return fn(**args)
+
+
+def execute(scenario: dict[str, Any], workdir: str) -> list[dict[str, Any]]:
+    """Run the steps in this process; one outcome per step."""
+    import pyprof
+
+    names: dict[str, Any] = {}
+    outcomes = []
+    for step in scenario["steps"]:
+        try:
+            value = _call(step, names, workdir)
+        except pyprof.PyprofError as exc:
+            outcomes.append({"error": getattr(exc, "code", type(exc).__name__),
+                             "kind": type(exc).__name__})
+            continue
+        if "as" in step:
+            names[step["as"]] = value
+        outcomes.append({"ok": _as_json(value)})
+    return outcomes
+
+
+# ------------------------------------------------------------------ driving and comparing
+
+
+def run(path: Path, *, timeout: float = 300) -> list[dict[str, Any]]:
+    """Execute scenario ``path`` in a fresh child interpreter; its outcomes."""
+    with tempfile.TemporaryDirectory(prefix="conformance-") as workdir:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
+            "PYTHONPATH", "")]))
+        proc = subprocess.run([sys.executable, str(Path(__file__)), str(path.resolve()), workdir],
+                              cwd=workdir, env=env, capture_output=True, text=True,
+                              timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(f"{path.name}: the child exited {proc.returncode}\n"
+                             f"{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _kind_matches(expected_code: str, kind: str) -> bool:
+    from pyprof import rules
+
+    entry = rules.CATALOGUE["errors"].get(expected_code)
+    if entry is None:
+        return False
+    return rules.API["error_kinds"][entry["kind"]]["python"] == kind or entry["kind"] == kind
+
+
+def _subset(expected: Any, actual: Any) -> bool:
+    """``expected`` is contained in ``actual`` (dicts: the keys given; others: equal)."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        return all(k in actual and _subset(v, actual[k]) for k, v in expected.items())
+    return expected == actual
+
+
+def differences(scenario: dict[str, Any], outcomes: list[dict[str, Any]]) -> list[str]:
+    """Where ``outcomes`` differ from the scenario's expectations, one line each."""
+    out = []
+    for i, (step, got) in enumerate(zip(scenario["steps"], outcomes)):
+        where = f"step {i} ({step['call']})"
+        expect = step.get("expect", {})  # nothing given: the call succeeds
+        if "error" in expect:
+            if got.get("error") != expect["error"]:
+                out.append(f"{where}: expected error {expect['error']}, got {got}")
+            elif not _kind_matches(expect["error"], got.get("kind", "")):
+                out.append(f"{where}: error {got['error']} has kind {got.get('kind')}")
+        elif "error" in got:
+            out.append(f"{where}: expected success, got error {got['error']} ({got['kind']})")
+        elif "ok" in expect and not _subset(expect["ok"], got.get("ok")):
+            out.append(f"{where}: expected {json.dumps(expect['ok'])}\n"
+                       f"   got {json.dumps(got.get('ok'))}")
+        elif "events" in expect:
+            exp = {json.dumps(e["event"], sort_keys=True): e["count"] for e in expect["events"]}
+            act = {json.dumps(e["event"], sort_keys=True): e["count"] for e in got.get("ok", [])}
+            diff = sorted(f"{k}: expected {exp.get(k, 0)}, got {act.get(k, 0)}"
+                          for k in exp.keys() | act.keys() if exp.get(k) != act.get(k))
+            if diff:
+                out.append(f"{where}: trace events differ:\n   " + "\n   ".join(diff))
+    if len(outcomes) != len(scenario["steps"]):
+        out.append(f"{len(outcomes)} outcomes for {len(scenario['steps'])} steps")
+    return out
+
+
+if __name__ == "__main__":
+    scenario_path, work = Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else os.getcwd()
+    print(json.dumps(execute(load(scenario_path), work)))
