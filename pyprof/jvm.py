@@ -100,7 +100,12 @@ def _build_classpath(d: Path, cache: Path, why: str) -> None:
             f"no usable JVM classpath ({why}) and Leiningen or {d}/project.clj is not "
             "available. fix: run scripts/setup.sh (installs leiningen and builds jvm/), or "
             "set PYPROF_JVM_CLASSPATH")
-    shutil.rmtree(d / "target" / "classes", ignore_errors=True)  # no classes of deleted sources
+    built = cache.stat().st_mtime if cache.is_file() else 0.0
+    java = [d / "project.clj", *(d / "src" / "java").rglob("*.java")]
+    if not built or any(p.stat().st_mtime > built for p in java):
+        # Java changed: recompile from scratch, so no class of a deleted source stays visible.
+        # (Clojure sources and specs are read from their folders: only the cache is rewritten.)
+        shutil.rmtree(d / "target" / "classes", ignore_errors=True)
     proc = subprocess.run([lein, "do", "javac,", "classpath"], cwd=d, text=True,
                           capture_output=True)
     if proc.returncode != 0:
