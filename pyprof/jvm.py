@@ -102,7 +102,8 @@ def _build_classpath(d: Path, cache: Path, why: str) -> None:
             "set PYPROF_JVM_CLASSPATH")
     built = cache.stat().st_mtime if cache.is_file() else 0.0
     java = [d / "project.clj", *(d / "src" / "java").rglob("*.java")]
-    if not built or any(p.stat().st_mtime > built for p in java):
+    foreign = "another checkout" in why
+    if not built or foreign or any(p.stat().st_mtime > built for p in java):
         # Java changed: recompile from scratch, so no class of a deleted source stays visible.
         # (Clojure sources and specs are read from their folders: only the cache is rewritten.)
         shutil.rmtree(d / "target" / "classes", ignore_errors=True)
