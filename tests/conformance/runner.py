@@ -16,6 +16,7 @@ Run ``python tests/conformance/runner.py SCENARIO`` to print the outcomes of one
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -28,6 +29,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 SCENARIOS = HERE / "scenarios"
+BINDINGS: dict[str, Any] = json.loads((HERE / "bindings.json").read_text())["calls"]
 
 
 def scenario_files() -> list[Path]:
@@ -109,13 +111,16 @@ def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
                                 args.get("keep", ["name", "cat", "ph"]))
     if call == "stats":
         result = pyprof.stats(os.path.join(workdir, args["path"]))
-        return {"operators": {op.name: op.count for op in result.operators}}
-    if "." in call:  # a method: "Task.start" with "target": "$t"
-        target = _resolve(step["target"], names, workdir)
-        member = getattr(target, call.split(".", 1)[1])
+        counts: Counter[str] = Counter()
+        for op in result.operators:
+            counts[op.name] += op.count
+        return {"operators": dict(counts)}
+    path = BINDINGS[call]["python"]
+    if "target" in step:  # a method or property: "Task.start" with "target": "$t"
+        member = getattr(_resolve(step["target"], names, workdir), path.rsplit(".", 1)[1])
         return member(**args) if callable(member) else member
-    fn = getattr(pyprof, call, None) or getattr(profiler, call)
-    return fn(**args)
+    module, _, attr = path.rpartition(".")
+    return getattr(importlib.import_module(module), attr)(**args)
 
 
 def execute(scenario: dict[str, Any], workdir: str) -> list[dict[str, Any]]:
