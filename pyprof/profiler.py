@@ -187,7 +187,7 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             _share(finished=True, running=False)
         final = fin or (_t.config or {}).get("continuous_dump") == "false"
         if code == 0 and final and _t.repair_on_finish and _t.config:
-            from .session import complete_headless_trace  # MXNet wrote no header
+            from ._session_windows import complete_headless_trace  # MXNet wrote no header
             complete_headless_trace(_t.config["filename"])
 
 

@@ -171,11 +171,11 @@ profiler.dump()
 def test_raw_trace_is_started_afresh_between_windows_when_large(tmp_path):
     rotations = run_scenario("""
 import mxnet as mx, pyprof
-from pyprof import session
-session.ROTATE_BYTES = 1            # rotate before every window but the first
+from pyprof import _session_raw as raw
+raw.ROTATE_BYTES = 1                # rotate before every window but the first
 rotations = []
-reconfigure = session._raw._reconfigure
-session._raw._reconfigure = lambda wanted: (rotations.append(1), reconfigure(wanted))
+reconfigure = raw.RAW.reconfigure
+raw.RAW.reconfigure = lambda wanted: (rotations.append(1), reconfigure(wanted))
 a = mx.nd.ones((8, 8))
 with pyprof.profile(schedule=pyprof.schedule(wait=1, active=1, repeat=3),
                     path="r_{window}.json") as prof:
@@ -205,3 +205,4 @@ with pyprof.profile(path="next.json", profile_memory=False):   # other options: 
     assert not list(tmp_path.glob("never_*"))
     events = load_trace(tmp_path / "next.json")
     assert len(operator_pairs(events, ("dot",))) == 1  # needs cpu/0's process_name
+

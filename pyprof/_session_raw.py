@@ -1,0 +1,151 @@
+"""The raw trace: the one MXNet trace file profiling sessions append to, for the whole process.
+
+See :mod:`pyprof.session` for the design. This module makes the profiler calls that keep the
+raw file's size an exact boundary between events (:meth:`RawTrace.quiesce`), configures and rotates the file, and cuts byte ranges of it into
+window traces (through :mod:`pyprof._session_windows`). Package-internal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+
+from . import _capi, config, profiler
+from ._session_windows import METADATA, read_range
+from ._tracker import TRACKER
+from .errors import StateError
+
+__all__ = ["ROTATE_BYTES", "RawTrace", "RAW", "owner"]
+
+#: Size above which the raw trace is started afresh between windows (see
+#: :meth:`RawTrace.rotate_if_large`).
+ROTATE_BYTES = 256 << 20
+
+
+@contextlib.contextmanager
+def owner(name: str) -> Iterator[None]:
+    """Make profiler calls on behalf of the session ``name`` (they pass the ownership check)."""
+    t = TRACKER
+    with t.lock:
+        previous = t.internal
+        t.internal = threading.get_ident()
+        try:
+            yield
+        finally:
+            t.internal = previous
+
+
+class RawTrace:
+    """The one MXNet trace file pyprof appends to for the life of the process.
+
+    Its metadata events are remembered in :data:`pyprof._session_windows.METADATA`.
+    """
+
+    def __init__(self) -> None:
+        self.path: str | None = None
+        self.scanned = 0  # bytes of the raw file whose metadata events are in METADATA
+        self.finished = False
+
+    def configure(self, options: dict[str, str], directory: str) -> None:
+        """Make MXNet record with ``options`` into the raw file (reconfiguring only if needed).
+
+        Called as the session's owner."""
+        t = TRACKER
+        if t.finished or self.finished:
+            raise StateError(
+                "the profiler already wrote its finished trace in this process "
+                "(profiler.dump(finished=True)); MXNet cannot record again. fix: use only "
+                "pyprof.profile in this process (it never finishes the trace), or run the "
+                "session in a child process")
+        if t.running:
+            raise StateError(
+                "the profiler is already recording (profiler.set_state('run') outside "
+                "pyprof.profile). fix: profiler.set_state('stop') and profiler.dump() first")
+        if self.path is None:
+            raw_dir = os.environ.get("PYPROF_RAW_DIR") or directory
+            self.path = os.path.join(os.path.abspath(raw_dir), f".pyprof-raw-{os.getpid()}.json")
+        wanted = dict(options, filename=self.path, continuous_dump="true")
+        if profiler.current_config() != config.effective(wanted):
+            self.reconfigure(wanted)
+
+    def reconfigure(self, wanted: dict[str, str]) -> None:
+        """Configure MXNet with ``wanted``: it deletes the raw file and starts a new one."""
+        self.harvest(self.size())  # MXNet deletes the old raw file: keep its metadata events
+        profiler.set_config(**wanted)
+        self.scanned = 0  # offsets restart at 0 in the new file
+
+    def rotate_if_large(self) -> None:
+        """Between windows: start the raw file afresh once it exceeds :data:`ROTATE_BYTES`.
+
+        Reconfiguring with the same options makes MXNet delete the file and append to a new
+        one. Skipped with ``aggregate_stats`` on, since reconfiguring also resets MXNet's
+        aggregate statistics (``profiler.dumps()``).
+        """
+        cfg = profiler.current_config()
+        if not cfg or cfg.get("aggregate_stats") == "true" or self.size() < ROTATE_BYTES:
+            return
+        self.reconfigure({k: v for k, v in cfg.items() if k != "profile_process"})
+
+    # -- boundaries (called as the session's owner) -----------------------------------------
+    @staticmethod
+    def quiesce() -> None:
+        """Wait for queued operators, stop, and append everything to the raw file.
+
+        Afterwards nothing more is appended until the profiler runs again: the raw file's size
+        is an exact boundary between events."""
+        try:
+            _capi.wait_all()
+        finally:
+            profiler.set_state("stop")
+            profiler.dump(False)
+
+    # -- reading ---------------------------------------------------------------------------
+    def size(self) -> int:
+        assert self.path is not None
+        try:
+            return os.path.getsize(self.path)
+        except FileNotFoundError:
+            return 0
+
+    def harvest(self, end: int) -> None:
+        """Remember the metadata events of the bytes not yet scanned, up to ``end``.
+
+        They matter when they fall outside every window: MXNet writes the ``process_name``
+        events in its first dump, which may be the one that ends a warm-up.
+        """
+        assert self.path is not None
+        if end > self.scanned:
+            read_range(self.path, self.scanned, end, METADATA, out=None)
+            self.scanned = end
+
+    def cut(self, start: int, end: int, out: str) -> int:
+        """Write raw bytes ``[start, end)`` as a valid trace at ``out``; return events written."""
+        assert self.path is not None
+        self.harvest(start)
+        count = read_range(self.path, start, end, METADATA, out=out)
+        self.scanned = max(self.scanned, end)
+        return count
+
+    def finish(self) -> None:
+        """At exit: finish the raw file (MXNet's destructor then writes nothing) and delete it."""
+        t = TRACKER
+        if self.path is None or self.finished or t.finished:
+            return
+        cfg = profiler.current_config()
+        if not cfg or cfg.get("filename") != self.path:
+            return  # someone reconfigured to their own file: MXNet's destructor finishes it
+        with owner("exit"):
+            if t.running:
+                profiler.set_state("stop")
+            t.repair_on_finish = False  # the raw file is deleted next: no need to complete it
+            profiler.dump(True)
+        self.finished = True
+        if not os.environ.get("PYPROF_KEEP_RAW"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+
+
+#: This process's raw trace.
+RAW = RawTrace()

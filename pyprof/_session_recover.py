@@ -1,0 +1,45 @@
+"""Crash recovery: rebuild the trace of a window whose process died while recording it.
+
+While a window records, ``<window>.partial`` beside it names the raw trace, the window's start
+offset and the metadata events known then (written by Python and by the JVM layer alike).
+Package-internal: :func:`recover` is public as ``pyprof.recover``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ._session_windows import PARTIAL, Window, metadata_key, read_range
+from .errors import StateError
+
+__all__ = ["recover"]
+
+
+def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
+    """Rebuild the trace of a window whose process died while recording it.
+
+    ``path`` is the window's trace path (``<path>.partial`` must exist beside it). What MXNet
+    had appended to the raw trace before the crash (every ``dump_period`` seconds) is written to
+    ``path`` as a valid trace; a last event cut mid-way is dropped. The ``.partial`` file, and
+    with ``remove_raw`` the raw trace, are deleted afterwards.
+
+    Raises:
+        StateError: no ``.partial`` file (nothing to recover), or its raw trace is gone.
+    """
+    out = os.path.abspath(os.fspath(path))
+    try:
+        with open(out + PARTIAL, "rb") as f:
+            info = json.load(f)
+    except FileNotFoundError as exc:
+        raise StateError(f"nothing to recover at {out}: no {out + PARTIAL} file (windows that "
+                         "were saved need no recovery)") from exc
+    if not os.path.exists(info["raw"]):
+        raise StateError(f"the raw trace {info['raw']} of {out} is gone; nothing to recover. "
+                         "fix: keep .pyprof-raw-*.json files until you have recovered")
+    metadata = {metadata_key(ev): ev for ev in info["metadata"]}
+    events = read_range(info["raw"], int(info["start"]), None, metadata, out=out)
+    os.unlink(out + PARTIAL)
+    if remove_raw and info.get("pid") != os.getpid():
+        os.unlink(info["raw"])
+    return Window(int(info["window"]), out, -1, -1, events)

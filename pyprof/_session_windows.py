@@ -1,0 +1,150 @@
+"""Windows of profiling sessions: byte ranges of a raw MXNet trace, written as valid traces.
+
+A window is the range ``[start, end)`` of the raw trace MXNet appends to (see
+:mod:`pyprof.session` for the design). It is read by :class:`pyprof.trace.TraceReader`, which
+accepts what MXNet writes there (the header only in the first range, leading or trailing commas,
+unescaped names), and written as a new, compact, valid Chrome trace with every metadata event
+this process has seen first (:data:`METADATA`).
+
+This module does not import :mod:`pyprof.profiler`: ``profiler.dump`` uses
+:func:`complete_headless_trace` from here. Package-internal: the public names are re-exported by
+:mod:`pyprof.session`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from typing import IO, Any
+
+import orjson
+
+__all__ = ["Window", "METADATA", "PARTIAL", "metadata_key", "read_range", "write_partial",
+           "complete_headless_trace"]
+
+#: Suffix of the file beside an open window that names its raw trace (for recovery).
+PARTIAL = ".partial"
+
+#: Every metadata event (``ph == "M"``) this process has read from a raw trace, in order, by
+#: :func:`metadata_key`. MXNet writes a ``process_name`` event per device only in its first
+#: dump; every window carries all of them.
+METADATA: dict[bytes, dict[str, Any]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """One recorded window, saved as a valid Chrome trace.
+
+    Attributes:
+        index: 0 for the first window of the session, then 1, 2, ...
+        path: absolute path of the trace file.
+        first_step, last_step: the session steps recorded (``last_step`` included).
+        events: events written (metadata included).
+    """
+
+    index: int
+    path: str
+    first_step: int
+    last_step: int
+    events: int
+
+    def stats(self, **options: Any):
+        """Exact statistics of this window: :func:`pyprof.trace.stats` on :attr:`path`."""
+        from .trace import stats
+        return stats(self.path, **options)
+
+    def summary(self, **options: Any) -> str:
+        """Text summary of this window (:func:`pyprof.trace.summarize`); notes bulk names."""
+        from .trace import summarize
+        return summarize(self.path, **options)
+
+
+def metadata_key(event: dict[str, Any]) -> bytes:
+    """The identity of a metadata event (its canonical JSON)."""
+    return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+
+
+def _trace_writer():
+    # The one import of the trace package's writer (package-internal, not in
+    # pyprof.trace.__all__); being renamed from pyprof.trace._writer to pyprof.trace.writer.
+    try:
+        from .trace.writer import TraceWriter
+    except ImportError:  # pragma: no cover - a checkout from before the rename
+        from .trace._writer import TraceWriter  # type: ignore[no-redef]
+    return TraceWriter
+
+
+def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],
+               out: str | None) -> int:
+    """Read the events in bytes ``[start, end)`` of ``raw`` (``end`` None: to the end).
+
+    New metadata events are added to ``metadata``. With ``out``, a valid trace is written there:
+    all known metadata events first, then the range's other events; returns events written.
+    """
+    from .trace import TraceReader
+
+    fd, segment = tempfile.mkstemp(prefix=".pyprof-segment-", suffix=".json",
+                                   dir=os.path.dirname(out or raw) or ".")
+    try:
+        with os.fdopen(fd, "wb") as dst:
+            _copy_range(raw, start, end, dst)
+        has_events = os.path.getsize(segment) > 0
+        if out is None:
+            if has_events:
+                for ev in TraceReader(segment, progress=False, phases={"M"}):
+                    metadata.setdefault(metadata_key(ev), ev)
+            return 0
+        written = set(metadata)
+        with _trace_writer()(out, gzip=False) as w:
+            for ev in metadata.values():
+                w.write(ev)
+            for ev in TraceReader(segment, progress=False) if has_events else ():
+                if ev.get("ph") == "M":
+                    key = metadata_key(ev)
+                    if key in written:
+                        continue
+                    written.add(key)
+                    metadata[key] = ev
+                w.write(ev)
+        return w.count
+    finally:
+        os.unlink(segment)
+
+
+def _copy_range(path: str, start: int, end: int | None, dst: IO[bytes]) -> None:
+    try:
+        src = open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        return  # nothing was ever flushed
+    with src:
+        src.seek(start)
+        left = None if end is None else max(0, end - start)
+        while left is None or left > 0:
+            chunk = src.read(1 << 20 if left is None else min(1 << 20, left))
+            if not chunk:
+                break
+            dst.write(chunk)
+            if left is not None:
+                left -= len(chunk)
+
+
+def write_partial(path: str, raw: str, start: int, index: int) -> None:
+    """Record where a window starts (``<path>.partial``), so that ``recover`` works after a
+    crash. The JVM layer writes the same format."""
+    info = {"raw": raw, "start": start, "window": index, "pid": os.getpid(),
+            "metadata": list(METADATA.values())}
+    with open(path + PARTIAL, "wb") as f:
+        f.write(orjson.dumps(info))
+
+
+def complete_headless_trace(path: str | os.PathLike[str]) -> int:
+    """Make a finished trace of a second session in this process valid, with process names.
+
+    MXNet writes only its first dump with the ``{"traceEvents": [`` header and the
+    ``process_name`` events; a later session's file starts with a bare comma.
+    ``pyprof.profiler.dump`` calls this for such a file: it is rewritten with every metadata
+    event this process has seen first. Returns the events written.
+    """
+    out = os.path.abspath(os.fspath(path))
+    return read_range(out, 0, None, dict(METADATA), out=out)
