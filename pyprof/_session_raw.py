@@ -1,7 +1,8 @@
 """The raw trace: the one MXNet trace file profiling sessions append to, for the whole process.
 
 See :mod:`pyprof.session` for the design. This module makes the profiler calls that keep the
-raw file's size an exact boundary between events (:meth:`RawTrace.quiesce`), configures and rotates the file, and cuts byte ranges of it into
+raw file's size an exact boundary between events (:meth:`RawTrace.quiesce`,
+:meth:`RawTrace.drain`), configures and rotates the file, and cuts byte ranges of it into
 window traces (through :mod:`pyprof._session_windows`). Package-internal.
 """
 
@@ -13,7 +14,7 @@ import threading
 from collections.abc import Iterator
 
 from . import _capi, config, profiler
-from ._session_windows import METADATA, read_range
+from ._session_windows import METADATA, now_us, read_range
 from ._tracker import TRACKER
 from .errors import StateError
 
@@ -90,8 +91,9 @@ class RawTrace:
 
     # -- boundaries (called as the session's owner) -----------------------------------------
     @staticmethod
-    def quiesce() -> None:
-        """Wait for queued operators, stop, and append everything to the raw file.
+    def quiesce() -> int:
+        """Wait for queued operators, stop, and append everything to the raw file; return
+        when recording stopped (microseconds since the epoch).
 
         Afterwards nothing more is appended until the profiler runs again: the raw file's size
         is an exact boundary between events."""
@@ -99,7 +101,24 @@ class RawTrace:
             _capi.wait_all()
         finally:
             profiler.set_state("stop")
+            stopped = now_us()
             profiler.dump(False)
+        return stopped
+
+    @staticmethod
+    def drain() -> None:
+        """With the profiler stopped: make the raw file's size a boundary before recording.
+
+        Operators queued before now run to their end unrecorded (the profiler is stopped).
+        MXNet records custom objects (tasks, counters, ...) whenever it is not *paused*, and
+        before its first run it is neither running nor paused: a first start and stop pauses it
+        (stopping pauses, running un-pauses). Whatever MXNet queued meanwhile is appended now,
+        so that it falls before the boundary, never into the next window."""
+        _capi.wait_all()
+        if not TRACKER.ever_ran:
+            profiler.set_state("run")
+            profiler.set_state("stop")
+        profiler.dump(False)
 
     # -- reading ---------------------------------------------------------------------------
     def size(self) -> int:

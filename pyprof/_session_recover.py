@@ -42,4 +42,4 @@ def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
     os.unlink(out + PARTIAL)
     if remove_raw and info.get("pid") != os.getpid():
         os.unlink(info["raw"])
-    return Window(int(info["window"]), out, -1, -1, events)
+    return Window(int(info["window"]), out, -1, -1, events, start_us=info.get("start_us"))

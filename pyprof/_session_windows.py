@@ -16,12 +16,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import time
 from typing import IO, Any
 
 import orjson
 
 __all__ = ["Window", "METADATA", "PARTIAL", "metadata_key", "read_range", "write_partial",
-           "complete_headless_trace"]
+           "complete_headless_trace", "now_us"]
 
 #: Suffix of the file beside an open window that names its raw trace (for recovery).
 PARTIAL = ".partial"
@@ -41,6 +42,10 @@ class Window:
         path: absolute path of the trace file.
         first_step, last_step: the session steps recorded (``last_step`` included).
         events: events written (metadata included).
+        start_us, end_us: the real time span the window recorded: when the profiler started
+            recording into it and when it stopped, in microseconds since the epoch (the clock
+            of the trace's ``ts``). ``end_us`` is None for a window rebuilt by
+            :func:`pyprof.recover`.
     """
 
     index: int
@@ -48,6 +53,8 @@ class Window:
     first_step: int
     last_step: int
     events: int
+    start_us: int | None = None
+    end_us: int | None = None
 
     def stats(self, **options: Any):
         """Exact statistics of this window: :func:`pyprof.trace.stats` on :attr:`path`."""
@@ -58,6 +65,11 @@ class Window:
         """Text summary of this window (:func:`pyprof.trace.summarize`); notes bulk names."""
         from .trace import summarize
         return summarize(self.path, **options)
+
+
+def now_us() -> int:
+    """Now, in microseconds since the epoch (MXNet's ``ts`` clock)."""
+    return time.time_ns() // 1000
 
 
 def metadata_key(event: dict[str, Any]) -> bytes:
@@ -129,11 +141,11 @@ def _copy_range(path: str, start: int, end: int | None, dst: IO[bytes]) -> None:
                 left -= len(chunk)
 
 
-def write_partial(path: str, raw: str, start: int, index: int) -> None:
+def write_partial(path: str, raw: str, start: int, index: int, start_us: int) -> None:
     """Record where a window starts (``<path>.partial``), so that ``recover`` works after a
     crash. The JVM layer writes the same format."""
     info = {"raw": raw, "start": start, "window": index, "pid": os.getpid(),
-            "metadata": list(METADATA.values())}
+            "start_us": start_us, "metadata": list(METADATA.values())}
     with open(path + PARTIAL, "wb") as f:
         f.write(orjson.dumps(info))
 

@@ -42,6 +42,15 @@ and written as a new, compact, valid Chrome trace (a temporary file renamed into
 steps record too (so MXNet's one-off costs fall there) but their range is skipped: the window
 starts after a boundary taken at the warm-up/record transition.
 
+**A window holds exactly its active steps.** Opening a window first waits for every operator
+pushed so far while the profiler is stopped (they run unrecorded), then appends what MXNet
+queued while stopped to the raw file, before the window's start. MXNet records custom objects
+(``Task``, ``Counter``, memory counters, ...) whenever it is not *paused*, and a profiler that
+never ran is neither running nor paused: before the first window of a process pyprof starts and
+stops it once, which pauses it until recording starts (stopping pauses, running un-pauses).
+Otherwise a wait step before the first window, or an operator pushed in a wait step and run
+after the window started, landed in that window.
+
 **Metadata is carried into every window.** MXNet writes a ``process_name`` metadata event per
 device only in its very first dump, and one for a new category pid when it first appears. pyprof
 remembers every metadata event (``ph == "M"``) it has read, in order, and writes all of them at
@@ -53,7 +62,13 @@ in the window that is ending. Operators pushed by other threads after the wait l
 recorded range. A user ``Task``/``Frame``/``Event`` started in one window and stopped while the
 profiler is stopped is dropped by MXNet (MXNet records a duration only at ``stop()``, and only
 while running); one stopped inside a later window appears there, with its true start time before
-that window began. Between windows (``wait`` and ``skip_first`` steps) nothing is recorded.
+that window began. Between windows (``wait`` and ``skip_first`` steps) nothing is recorded
+(unless the user calls ``profiler.resume()`` there: what MXNet then queues is appended before
+the next window, never into it).
+
+**Real time spans.** Every :class:`Window` carries ``start_us`` and ``end_us``: when recording
+into it started and stopped (microseconds since the epoch, the clock of the trace's ``ts``).
+A step that takes longer than planned shows as a longer span, never as extra windows.
 
 **Disk.** The raw file holds what was recorded (warm-ups and windows) since it was last started
 afresh: between windows, once it exceeds ``ROTATE_BYTES`` (256 MiB), pyprof reconfigures MXNet
@@ -73,7 +88,7 @@ header (carried metadata fills that gap). ``filename``, ``continuous_dump`` and
 
 **Exit and crashes.** At interpreter exit an open session is closed (its window written), and
 the raw file is finished and deleted. While a window records, a small ``<window>.partial`` file
-beside it names the raw file and the window's start offset; MXNet appends the raw file every
+beside it names the raw file, the window's start offset and start time; MXNet appends the raw file every
 ``dump_period`` seconds. If the process dies, :func:`recover` turns what was flushed into a valid
 window trace.
 
@@ -104,7 +119,7 @@ from ._session_raw import RAW, ROTATE_BYTES, owner  # noqa: F401 - ROTATE_BYTES 
 from ._session_recover import recover
 from ._session_schedule import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS, Action,
                                 check_action, operations, saves_many, schedule)
-from ._session_windows import PARTIAL, Window, complete_headless_trace, write_partial
+from ._session_windows import PARTIAL, Window, complete_headless_trace, now_us, write_partial
 from ._tracker import TRACKER
 from .errors import ConfigError, StateError
 
@@ -191,6 +206,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._state = "new"  # new -> open -> closed
         self._running = False
         self._window: _OpenWindow | None = None
+        self._stopped_us: int | None = None  # when the last "stop" operation stopped recording
         self._name = f"<pyprof.profile {id(self):#x}>"
 
     # -- public API --------------------------------------------------------------------------
@@ -278,7 +294,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
     def _stop(self) -> None:
         if self._running:
             self._running = False
-            RAW.quiesce()
+            self._stopped_us = RAW.quiesce()
 
     def _save(self, final: bool) -> Window | None:
         ending, self._window = self._window, None
@@ -288,8 +304,10 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         with contextlib.suppress(FileNotFoundError):
             os.unlink(ending.path + PARTIAL)
         last_step = self.step_num - (0 if final else 1)
+        end_us = now_us() if self._running or self._stopped_us is None else self._stopped_us
         window = Window(len(self.windows), ending.path, ending.first_step,
-                        max(ending.first_step, last_step), events)
+                        max(ending.first_step, last_step), events,
+                        start_us=ending.start_us, end_us=end_us)
         self.windows.append(window)
         return window
 
@@ -300,11 +318,12 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._running:  # only a transition table that opens while recording gets here
             self._stop()
         RAW.rotate_if_large()
+        RAW.drain()
         start = RAW.size()
         RAW.harvest(start)
-        self._window = _OpenWindow(start, self.step_num, path)
+        self._window = _OpenWindow(start, self.step_num, path, now_us())
         assert RAW.path is not None
-        write_partial(path, RAW.path, start, len(self.windows))
+        write_partial(path, RAW.path, start, len(self.windows), self._window.start_us)
 
     def _run(self) -> None:
         if not self._running:
@@ -316,12 +335,12 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
 
 
 class _OpenWindow:
-    """The window being recorded: where it starts in the raw trace."""
+    """The window being recorded: where it starts in the raw trace, and when."""
 
-    __slots__ = ("start", "first_step", "path")
+    __slots__ = ("start", "first_step", "path", "start_us")
 
-    def __init__(self, start: int, first_step: int, path: str) -> None:
-        self.start, self.first_step, self.path = start, first_step, path
+    def __init__(self, start: int, first_step: int, path: str, start_us: int) -> None:
+        self.start, self.first_step, self.path, self.start_us = start, first_step, path, start_us
 
 
 _missing = set(OPERATIONS) - set(profile._OPERATIONS) - {"save"}

@@ -61,6 +61,8 @@ os.kill(os.getpid(), signal.SIGKILL)
     window = pyprof.recover(tmp_path / "win_1.json")
     events = load_trace(tmp_path / "win_1.json")
     assert window.index == 1 and window.events == len(events)
+    assert window.start_us <= min(e["ts"] for e in events if e.get("name") == "dot")
+    assert window.end_us is None  # the process died: no end
     assert len(operator_pairs(events, ("dot",))) == 3 + 7
     assert "cpu/0" in {e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert not list(tmp_path.glob(".pyprof-raw-*")) and not list(tmp_path.glob("*.partial"))

@@ -206,3 +206,73 @@ with pyprof.profile(path="next.json", profile_memory=False):   # other options: 
     events = load_trace(tmp_path / "next.json")
     assert len(operator_pairs(events, ("dot",))) == 1  # needs cpu/0's process_name
 
+
+WINDOW_EVENTS = """
+import mxnet as mx, pyprof
+from pyprof import profiler
+dom = pyprof.Domain("steps")
+items = pyprof.Counter(dom, "items")
+a = mx.nd.ones((64, 64))
+with pyprof.profile(schedule=pyprof.schedule(**PARAMS), path="e_{window}.json",
+                    profile_api=False) as prof:
+    for step in range(STEPS):
+        with pyprof.Task(dom, f"step{step}"):
+            mx.nd.dot(a, a)             # pushed, not waited for: may still run at step()
+        items.increment()
+        prof.step()
+result = [[w.first_step, w.last_step] for w in prof.windows]
+"""
+
+
+def _window_contents(path):
+    events = load_trace(path)
+    return {"dot": len(operator_pairs(events, ("dot",))),
+            "tasks": sorted(e["name"] for e in events if e.get("cat") == "steps"
+                            and e.get("ph") == "b"),
+            "counters": sum(1 for e in events if e.get("ph") == "C" and e.get("cat") == "steps")}
+
+
+@pytest.mark.parametrize("params, steps, active", [
+    # the reported case: step 0 (a wait step) landed in window 0
+    (dict(wait=1, active=1, repeat=3), 6, [[1], [3], [5]]),
+    (dict(skip_first=2, wait=1, warmup=1, active=2, repeat=2), 11, [[4, 5], [8, 9]]),
+])
+def test_every_window_holds_exactly_the_events_of_its_active_steps(tmp_path, params, steps, active):
+    r = run_scenario(WINDOW_EVENTS.replace("PARAMS", repr(params)).replace("STEPS", str(steps)),
+                     tmp_path)
+    assert r == [[w[0], w[-1]] for w in active]
+    for i, window_steps in enumerate(active):
+        got = _window_contents(tmp_path / f"e_{i}.json")
+        assert got == {"dot": len(window_steps),
+                       "tasks": sorted(f"step{s}" for s in window_steps),
+                       "counters": len(window_steps)}, (i, got)
+
+
+def test_windows_record_their_real_time_span(tmp_path):
+    """A slow step makes a longer window, never extra ones; spans are contiguous and hold the
+    window's operators."""
+    r = run_scenario("""
+import time, mxnet as mx, pyprof
+a = mx.nd.ones((16, 16))
+sleeps = [0.05, 0.6, 0.05, 0.05]
+t0 = time.time_ns() // 1000
+with pyprof.profile(schedule=pyprof.schedule(active=1, repeat=4), path="t_{window}.json",
+                    profile_api=False) as prof:
+    for s in sleeps:
+        mx.nd.dot(a, a)
+        time.sleep(s)                   # a step slower than the others
+        prof.step()
+t1 = time.time_ns() // 1000
+result = {"t": [t0, t1], "spans": [[w.start_us, w.end_us] for w in prof.windows]}
+""", tmp_path)
+    t0, t1 = r["t"]
+    spans = r["spans"]
+    assert len(spans) == 4
+    for i, ((start, end), sleep) in enumerate(zip(spans, [0.05, 0.6, 0.05, 0.05])):
+        assert t0 <= start < end <= t1
+        assert end - start >= sleep * 1e6, (i, end - start)
+        ops = [e for e in load_trace(tmp_path / f"t_{i}.json") if e.get("name") == "dot"]
+        assert ops and all(start <= e["ts"] <= end for e in ops), i
+    assert spans[1][1] - spans[1][0] < 0.6e6 + 0.3e6  # the slow step, not more
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert 0 <= start - end < 0.2e6  # contiguous: only the cut between windows
