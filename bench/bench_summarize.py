@@ -164,7 +164,7 @@ def child(mode: str, path: str) -> None:
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # kB on Linux
     # Worker processes of the parallel fast path: add each worker's own peak RSS (a sum of peaks,
     # which over-counts: they do not peak at the same moment, and forked pages are shared).
-    run = getattr(sys.modules.get("pyprof.trace._parallel"), "LAST_RUN", None) or {}
+    run = getattr(sys.modules.get("pyprof.trace.parallel"), "LAST_RUN", None) or {}
     worker_peaks = list(run.get("worker_peak_rss_kb", []))
     if run.get("workers", 0) > len(worker_peaks):  # a worker that did not report: assume the worst
         biggest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss

@@ -15,17 +15,28 @@ Quick start::
     trace.merge(["w0.json", "w1.json"], "all.json", labels=["worker 0", "worker 1"])
     trace.compact("profile.json", "small.json.gz")
     trace.plot("profile.json", "ops.png")
+
+Modules: :mod:`~pyprof.trace.reader` (with :mod:`~pyprof.trace.framing`,
+:mod:`~pyprof.trace.bodyparser`, :mod:`~pyprof.trace.readreport`) reads traces;
+:mod:`~pyprof.trace.stats` computes statistics (with :mod:`~pyprof.trace.accumulate`,
+:mod:`~pyprof.trace.fastpath`, :mod:`~pyprof.trace.parallel`) into :mod:`~pyprof.trace.records`;
+:mod:`~pyprof.trace.crosscheck`, :mod:`~pyprof.trace.report`, :mod:`~pyprof.trace.diff`,
+:mod:`~pyprof.trace.merge`, :mod:`~pyprof.trace.repair` and :mod:`~pyprof.trace.plot` build on
+them; :mod:`~pyprof.trace.writer` writes traces, :mod:`~pyprof.trace.naming` holds what MXNet's
+categories and names mean, :mod:`~pyprof.trace.cli` the command line.
 """
 
+from .crosscheck import CrossCheck, Mismatch, cross_check, load_aggregate
 from .diff import DiffResult, DiffRow, compare_samples, diff, format_diff
 from .errors import AggregateFormatError, TraceError, TraceFormatError, TraceNotFoundError
 from .merge import CompactResult, MergeResult, compact, merge
+from .naming import API_CATEGORY, ASYNC_COPY_CATEGORIES, BULK_NOTE, is_bulk_name
 from .plot import plot
 from .reader import ReadReport, TraceReader, iter_events
+from .records import CounterStats, MemoryStats, OpStats, TraceStats
 from .repair import RepairResult, repair
 from .report import summarize
-from .stats import (API_CATEGORY, ASYNC_COPY_CATEGORIES, BULK_NOTE, CounterStats, CrossCheck, MemoryStats,
-                    Mismatch, OpStats, TraceStats, cross_check, is_bulk_name, load_aggregate, stats)
+from .stats import stats
 
 __all__ = [
     "iter_events", "TraceReader", "ReadReport",

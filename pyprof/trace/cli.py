@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable
+from typing import Any, Protocol
 
 from . import compact, diff, format_diff, merge, plot, repair, summarize
 from .errors import TraceError
@@ -107,7 +108,13 @@ def _positive(text: str) -> int:
     return v
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+class Subparsers(Protocol):
+    """What :meth:`argparse.ArgumentParser.add_subparsers` returns, as far as :func:`register` uses it."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser: ...
+
+
+def register(subparsers: Subparsers) -> None:
     """Add ``summarize``, ``diff``, ``merge``, ``repair``, ``compact`` and ``plot`` subcommands.
 
     Each sets ``func`` (returns the exit status) and ``command`` on the parsed namespace.

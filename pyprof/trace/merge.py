@@ -12,10 +12,10 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from ._writer import TraceWriter
 from .errors import TraceError
+from .naming import ASYNC_COPY_CATEGORIES
 from .reader import ReadReport, TraceReader
-from .stats import ASYNC_COPY_CATEGORIES
+from .writer import TraceWriter
 
 __all__ = ["MergeResult", "CompactResult", "merge", "compact"]
 

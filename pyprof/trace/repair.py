@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ._writer import TraceWriter
 from .reader import ReadReport, TraceReader, is_gzip
+from .writer import TraceWriter
 
 __all__ = ["RepairResult", "repair"]
 

@@ -12,7 +12,7 @@ import pytest
 from pyprof.trace import summarize
 
 S = sys.modules["pyprof.trace.stats"]
-F = sys.modules["pyprof.trace._fast"]
+F = sys.modules["pyprof.trace.fastpath"]
 
 KWARGS = [{}, {"exclude_categories": {"MXNET_C_API"}}, {"categories": {"operator"}},
           {"exclude_categories": {"MXNET_C_API", "dom"}}]

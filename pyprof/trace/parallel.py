@@ -1,15 +1,18 @@
 """Worker processes for the fast path of :func:`pyprof.trace.stats` on large plain files.
 
-Only the expensive, stateless step runs in the workers: :func:`~pyprof.trace._fast.parse_body` of
-one reader body (a byte span of the file the worker reads itself with ``pread``). The parent
-computes the spans exactly as the sequential reader would (:meth:`TraceReader._body_spans`), hands
-them out round-robin, takes the :class:`~pyprof.trace._fast.FastChunk` results back **in file
-order** and feeds them to the same accumulator code as the sequential path (pairing across chunk
-boundaries, orjson fallback of chunks not in the fast layout). The statistics are therefore the
-same as the sequential path's by construction, durations order included.
+Only the expensive, stateless step runs in the workers: :func:`~pyprof.trace.fastpath.parse_body`
+of one reader body (a byte span of the file the worker reads itself with ``pread``). The parent
+computes the spans exactly as the sequential reader would
+(:meth:`~pyprof.trace.reader.TraceReader.body_spans`), hands them out round-robin, takes the
+:class:`~pyprof.trace.fastpath.FastChunk` results back **in file order** and feeds them to the
+same accumulator code as the sequential path (pairing across chunk boundaries, orjson fallback of
+chunks not in the fast layout). The statistics are therefore the same as the sequential path's by
+construction, durations order included.
 
 Workers are forked (no re-import of :mod:`pyprof` and its start-up hooks); where ``fork`` is not
 available the sequential path is used.
+
+Package-internal (used by :mod:`pyprof.trace.stats`), not part of :mod:`pyprof.trace`'s API.
 """
 
 from __future__ import annotations
@@ -18,12 +21,11 @@ import collections
 import multiprocessing
 from multiprocessing import connection as mp_connection
 import os
-import sys
 import re
 from collections.abc import Iterator
 from typing import Any
 
-from ._fast import FastChunk, parse_body
+from .fastpath import FastChunk, parse_body
 
 __all__ = ["ChunkPool", "available", "default_workers", "pread", "LAST_RUN"]
 
@@ -60,9 +62,9 @@ def default_workers(size: int) -> int:
 def _libmxnet_loaded() -> bool:
     # MXNet registers pthread_atfork handlers that stop and restart its engine around a fork:
     # forking a process that profiles would disturb the very work being measured.
-    from .. import _capi
+    from ..env import libmxnet_loaded
 
-    return _capi.is_loaded() or "mxnet" in sys.modules
+    return libmxnet_loaded()
 
 
 def pread(fd: int, length: int, offset: int) -> bytes:

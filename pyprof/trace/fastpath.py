@@ -34,6 +34,9 @@ events, so that ``orjson`` would have produced exactly the same events from it:
 Anything else (names with quotes, ``X`` events, other layouts, damaged chunks) returns ``None`` and
 the caller parses that chunk with orjson, as before. Pairing of begin/end events is vectorised in
 :func:`pair_stack` with exactly the stack semantics of the dict-based loop.
+
+Package-internal (used by :mod:`pyprof.trace.stats`, :mod:`pyprof.trace.accumulate` and
+:mod:`pyprof.trace.parallel`), not part of :mod:`pyprof.trace`'s API.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""Atomic, streaming writer of Chrome trace files (object form, optionally gzip)."""
+"""Atomic, streaming writer of Chrome trace files (object form, optionally gzip).
+
+Package-internal: used by :func:`~pyprof.trace.merge`, :func:`~pyprof.trace.compact`,
+:func:`~pyprof.trace.repair` and the saving of sessions (:func:`pyprof.profile`); not in
+:mod:`pyprof.trace`'s ``__all__``.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,8 @@ from typing import IO, Any
 import orjson
 
 from .errors import TraceError
+
+__all__ = ["TraceWriter"]
 
 _HEAD = b'{"traceEvents":[\n'
 

@@ -1,0 +1,211 @@
+"""Turning a body of trace text into events, repairing what MXNet writes wrong.
+
+A body (see :mod:`pyprof.trace.framing`) is parsed with **one** ``orjson.loads`` call (fast path).
+If that call fails (an unescaped quote in a name, a broken seam), the body is split at every
+separator and each piece is parsed alone; a piece that still fails is repaired (quotes, back
+slashes and control characters inside ``name``/``cat``/``args`` strings are escaped by
+:func:`escape_piece`), then joined with following pieces (a separator inside a string), and
+dropped, counted, only as a last resort. A piece holding a finished trace's ``]}`` (MXNet appends a
+second ``dump()`` after it) is cut there and both sides are kept.
+
+Only JSON objects with a ``ph`` field are trace events; any other value (``{"foo": 1}``, a number)
+is dropped and counted. Repairs and drops are recorded in a
+:class:`~pyprof.trace.readreport.ReadReport`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from .framing import EVENT_SEPARATOR
+from .readreport import ReadReport
+
+__all__ = ["BodyParser", "escape_piece"]
+
+
+# A finished trace's closing "]}" in the middle of the file (a later dump appended after it), with
+# the "," and possibly a new header before the next event: "}  ], "displayTimeUnit": "ms" } , ".
+_SEAM = re.compile(
+    rb'\}\s*\]\s*(?:,\s*"[^"]*"\s*:\s*(?:"[^"]*"|-?[0-9.eE+-]+|true|false|null|\{[^{}]*\})\s*)*'
+    rb'\}\s*,?\s*(?:\{\s*"traceEvents"\s*:\s*\[\s*,?\s*)?'
+)
+_EVENT_KEYS = rb"name|cat|ph|ts|dur|tdur|tts|pid|tid|id|id2|args|s|bp|scope|cname|bind_id"
+# A string value of a known key, ending at the first quote that is followed by the next key or
+# the end of the object; DOTALL so an embedded newline is found too.
+_STRING_FIELD = re.compile(
+    rb'("(?:name|cat)"\s*:\s*")(.*?)("\s*(?:,\s*"(?:' + _EVENT_KEYS + rb')"\s*:|\}))', re.DOTALL
+)
+# args of counters ({"<counter name>": 12}) and metadata ({"name": "<process name>"}).
+_ARGS_COUNTER = re.compile(rb'("args"\s*:\s*\{\s*")(.*?)("\s*:\s*-?[0-9][0-9.eE+-]*\s*\})', re.DOTALL)
+_ARGS_NAME = re.compile(rb'("args"\s*:\s*\{\s*"name"\s*:\s*")(.*?)("\s*\})', re.DOTALL)
+_CONTROL = re.compile(rb"[\x00-\x1f]")
+_MAX_JOIN = 16
+
+
+def _escape_segment(seg: bytes) -> bytes:
+    """Escape a raw (never JSON-escaped) MXNet string for inclusion between quotes."""
+    seg = seg.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
+    return _CONTROL.sub(lambda m: b"\\u%04x" % m.group(0)[0], seg)
+
+
+def escape_piece(piece: bytes) -> bytes:
+    """Escape unescaped characters inside the string fields of one event's text.
+
+    MXNet copies names verbatim, so ``"name": "a"b"`` or a back slash makes invalid JSON. Each
+    ``name``/``cat`` value is taken to run to the first quote that is followed by the next key (or
+    the end of the object); counter and metadata ``args`` keys are treated alike.
+    """
+    def fix(m: re.Match[bytes]) -> bytes:
+        return m.group(1) + _escape_segment(m.group(2)) + m.group(3)
+
+    piece = _STRING_FIELD.sub(fix, piece)
+    piece = _ARGS_NAME.sub(fix, piece)
+    return _ARGS_COUNTER.sub(fix, piece)
+
+
+class BodyParser:
+    """Parse the bodies of one file, recording repairs in ``report``.
+
+    Args:
+        report: the file's report (``escaped_names``, ``dropped_*``, ``inner_tails`` are updated).
+        exclude_categories: events of these categories are skipped before parsing (bytes tests for
+            ``"cat": "<category>"``).
+        drop_async_copies: skip MXNet's async ``b``/``e`` copies of operators before parsing.
+
+    Attributes:
+        saw_event: set once a body held a trace event, parsed or skipped on purpose.
+    """
+
+    def __init__(self, report: ReadReport, exclude_categories: Iterable[str] = (),
+                 drop_async_copies: bool = False):
+        self.report = report
+        cats = [c.encode() for c in exclude_categories]
+        self.excluded = tuple(p for c in cats for p in (b'"cat": "%s"' % c, b'"cat":"%s"' % c))
+        self.copies = (tuple(p for c in (b"operator", b"Custom Operator")
+                             for p in (b'"cat": "%s"' % c, b'"cat":"%s"' % c))
+                       if drop_async_copies else ())
+        self.saw_event = False
+
+    def parse(self, body: bytes) -> list[dict[str, Any]]:
+        """The trace events in ``body`` (whole events separated by ``,``), in order."""
+        if self.excluded or self.copies:
+            body = self._prefilter(body)
+            if not body:
+                return []
+        try:
+            events = orjson.loads(b"[" + body + b"]")
+        except orjson.JSONDecodeError:
+            events = self._parse_pieces(body)
+        else:
+            if not all(type(ev) is dict and "ph" in ev for ev in events):
+                events = self._parse_pieces(body)  # drops (and counts) what is not an event
+        if events:
+            self.saw_event = True
+        return events
+
+    def _prefilter(self, body: bytes) -> bytes:
+        """``body`` without the events skipped on purpose (a bytes test per event, no parsing)."""
+        excluded, copies = self.excluded, self.copies
+        keep = []
+        # Pieces lose the "}" and "{" around each separator; they are put back by the join.
+        for piece in EVENT_SEPARATOR.split(body):
+            if excluded and any(p in piece for p in excluded):
+                if b'"ph"' in piece:
+                    self.saw_event = True  # a trace event, skipped on purpose
+                continue
+            if copies and any(p in piece for p in copies) and (
+                    b'"ph": "b"' in piece or b'"ph": "e"' in piece or b'"ph":"b"' in piece
+                    or b'"ph":"e"' in piece):
+                self.saw_event = True
+                continue
+            keep.append(piece)
+        if not keep:
+            return b""
+        text = b"},{".join(keep)
+        # Restore the outer braces the split removed (unless that piece was dropped).
+        if not text.startswith(b"{") and not text.lstrip().startswith(b"{"):
+            text = b"{" + text
+        if not text.rstrip().endswith(b"}"):
+            text = text + b"}"
+        return text
+
+    def _parse_pieces(self, body: bytes) -> list[dict[str, Any]]:
+        spans = []
+        start = 0
+        for m in EVENT_SEPARATOR.finditer(body):
+            spans.append((start, m.start() + 1))
+            start = m.end() - 1
+        spans.append((start, len(body)))
+        out: list[dict[str, Any]] = []
+        i = 0
+        while i < len(spans):
+            evs, used = self._parse_joined(body, spans, i)
+            if evs is None:
+                self.report.dropped_fragments += 1
+                self.report.dropped_bytes += spans[i][1] - spans[i][0]
+                i += 1
+                continue
+            out.extend(evs)
+            i += used
+        return out
+
+    def _parse_joined(self, body: bytes, spans: list[tuple[int, int]],
+                      i: int) -> tuple[list[dict[str, Any]] | None, int]:
+        """Parse piece ``i``, joined with up to ``_MAX_JOIN - 1`` following pieces if needed."""
+        for used in range(1, min(_MAX_JOIN, len(spans) - i) + 1):
+            evs = self._load_piece(body[spans[i][0]:spans[i + used - 1][1]])
+            if evs is not None:
+                return evs, used
+        return None, 1
+
+    def _load_one(self, text: bytes) -> dict[str, Any] | None:
+        """The event in ``text``, escaping unescaped characters in its strings if needed."""
+        ev = _try_load(text)
+        if ev is not None:
+            return ev
+        fixed = escape_piece(text)
+        if fixed != text:
+            ev = _try_load(fixed)
+            if ev is not None:
+                self.report.escaped_names += 1
+        return ev
+
+    def _load_piece(self, text: bytes) -> list[dict[str, Any]] | None:
+        """The event(s) in ``text``: one, or those on both sides of a mid-file ``]}``; else None."""
+        ev = self._load_one(text)
+        if ev is not None:
+            return [ev]
+        if b"]" not in text:
+            return None
+        parts, start = [], 0
+        for m in _SEAM.finditer(text):
+            parts.append(text[start:m.start() + 1])
+            start = m.end()
+        seams = len(parts)
+        if not seams:
+            return None
+        if text[start:].strip():
+            parts.append(text[start:])
+        escaped = self.report.escaped_names
+        out = []
+        for part in parts:
+            ev = self._load_one(part)
+            if ev is None:
+                self.report.escaped_names = escaped
+                return None
+            out.append(ev)
+        self.report.inner_tails += seams
+        return out
+
+
+def _try_load(text: bytes) -> dict[str, Any] | None:
+    """The trace event in ``text``: a JSON object with a ``ph`` field, else ``None``."""
+    try:
+        ev = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return ev if isinstance(ev, dict) and "ph" in ev else None
