@@ -1,7 +1,9 @@
 (ns pyprof.test-util
   "Running Clojure in a child JVM, for tests that need a fresh process (one profiler session per
   process, library loading once per JVM)."
-  (:require [clojure.java.io :as io]
+  (:require [clojure.data.json :as json]
+            [clojure.java.io :as io]
+            [clojure.java.shell :as sh]
             [clojure.string :as str])
   (:import (java.util.concurrent TimeUnit)))
 
@@ -41,3 +43,22 @@
   ^java.io.File []
   (.toFile (java.nio.file.Files/createTempDirectory
             "pyprof-test" (make-array java.nio.file.attribute.FileAttribute 0))))
+
+(def ^:private python (.getCanonicalFile (io/file ".." ".venv" "bin" "python")))
+
+(defn python-json
+  "What the Python reference prints (as JSON, read back) for the script `code`, run with the
+  repository's .venv in this JVM's working directory (jvm/), `input` (when given) written to its
+  stdin as JSON; nil when there is no .venv (the cross-checks with Python are then left out).
+  Throws when the script fails."
+  ([code] (python-json code ::none))
+  ([code input]
+   (when (.canExecute ^java.io.File python)
+     (let [root (str (.getParentFile (.getCanonicalFile (io/file "."))))
+           env (assoc (into {} (System/getenv)) "PYTHONPATH" root)
+           {:keys [exit out err]} (apply sh/sh (str python) "-c" code
+                                         (concat (when-not (= input ::none) [:in (json/write-str input)])
+                                                 [:dir (System/getProperty "user.dir") :env env]))]
+       (when-not (zero? exit)
+         (throw (ex-info (str "python failed: " err) {:code code})))
+       (json/read-str out)))))

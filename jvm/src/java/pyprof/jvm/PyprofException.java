@@ -1,6 +1,8 @@
 package pyprof.jvm;
 
-import clojure.lang.IExceptionInfo;
+import clojure.java.api.Clojure;
+import clojure.lang.ExceptionInfo;
+import clojure.lang.IFn;
 import clojure.lang.IPersistentMap;
 import clojure.lang.Keyword;
 import clojure.lang.PersistentArrayMap;
@@ -11,23 +13,24 @@ import clojure.lang.PersistentArrayMap;
  * <p>{@link #kind()} says what went wrong: {@code "invalid-config"}, {@code "invalid-option"},
  * {@code "invalid-state"}, {@code "session-finished"}, {@code "no-gpu"}, {@code "invalid-device"}
  * (rejected before any C call) or {@code "mxnet"} (a failing C call: the subclass
- * {@link MXNetException}, carrying MXNet's own message). Messages that name a fix name Java
- * calls ({@code fix: Profiler.dump(false) ...}): {@link #wrap} puts the error's {@code :java-fix}
- * in place of the Clojure-phrased {@code :fix}; both stay in the data. It implements {@link IExceptionInfo}, so Clojure code reads the same
- * data with {@code ex-data}: {@code {:pyprof/error :invalid-state ...}}. The JPype bridge turns it
- * into the matching Python error.
+ * {@link MXNetException}, carrying MXNet's own message). An error of pyprof's catalogue
+ * ({@code pyprof/spec/errors.json}, shared with the Python package) carries its code in
+ * {@code :pyprof/code} ({@link #code()}), its fix in {@code :fix} (Clojure calls) and
+ * {@code :java-fix} (Java calls), and its fields. Messages end in {@code fix: ...}: errors raised by
+ * Java methods, and every error through the facades ({@link #wrap}), name Java calls; errors of the
+ * Clojure functions name Clojure calls. It is a {@link ExceptionInfo}, so Clojure code catches it
+ * as one and reads the same data with {@code ex-data}: {@code {:pyprof/error :invalid-state ...}}.
+ * The JPype bridge turns it into the matching Python error.
  */
-public class PyprofException extends RuntimeException implements IExceptionInfo {
+public class PyprofException extends ExceptionInfo {
   private static final long serialVersionUID = 1L;
   static final Keyword ERROR = Keyword.intern("pyprof", "error");
+  static final Keyword CODE = Keyword.intern("pyprof", "code");
   static final Keyword FIX = Keyword.intern("fix");
   static final Keyword JAVA_FIX = Keyword.intern("java-fix");
 
-  private final transient IPersistentMap data;
-
   public PyprofException(String message, IPersistentMap data, Throwable cause) {
-    super(message, cause);
-    this.data = data == null ? PersistentArrayMap.EMPTY : data;
+    super(message, data == null ? PersistentArrayMap.EMPTY : data, cause);
   }
 
   /** An error of {@code kind} (e.g. {@code "invalid-state"}) with no further data. */
@@ -44,47 +47,109 @@ public class PyprofException extends RuntimeException implements IExceptionInfo 
     return new PyprofException("invalid-option", message);
   }
 
+  /** {@code pyprof.rules/error}, resolved on first use (loading it reads the spec files). */
+  private static final class Rules {
+    static final IFn ERROR;
+
+    static {
+      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.rules"));
+      ERROR = Clojure.var("pyprof.rules", "error");
+    }
+  }
+
+  /**
+   * The catalogue error {@code code} (errors.json, e.g. {@code "object.closed"}) with its fields
+   * given as name, value pairs ({@code "what", "Task", "name", "step"}), its message naming Java
+   * calls; not thrown.
+   */
+  static PyprofException catalogue(String code, Object... fields) {
+    Object[] kvs = new Object[fields.length];
+    for (int i = 0; i < fields.length; i += 2) {
+      kvs[i] = Keyword.intern((String) fields[i]);
+      kvs[i + 1] = fields[i + 1];
+    }
+    PyprofException e = (PyprofException) Rules.ERROR.invoke(code,
+        PersistentArrayMap.createAsIfByAssoc(kvs));
+    return new PyprofException(javaMessage(e.getMessage(), e.getData()), e.getData(), null);
+  }
+
   /**
    * {@code message} with its Clojure-phrased fix ({@code :fix} in {@code data}, e.g.
    * {@code (dump-profile false)}) replaced by the Java-phrased one ({@code :java-fix}, e.g.
    * {@code Profiler.dump(false)}); unchanged when either is missing.
    */
   static String javaMessage(String message, IPersistentMap data) {
-    Object fix = data.valAt(FIX);
-    Object javaFix = data.valAt(JAVA_FIX);
-    if (message == null || !(fix instanceof String) || !(javaFix instanceof String)) {
+    return swapFix(message, data.valAt(FIX), data.valAt(JAVA_FIX));
+  }
+
+  /** {@code message} with its Java-phrased fix replaced by the Clojure-phrased one. */
+  static String clojureMessage(String message, IPersistentMap data) {
+    return swapFix(message, data.valAt(JAVA_FIX), data.valAt(FIX));
+  }
+
+  private static String swapFix(String message, Object from, Object to) {
+    if (message == null || !(from instanceof String) || !(to instanceof String)) {
       return message;
     }
-    String marker = "fix: " + fix;
+    String marker = "fix: " + from;
     int at = message.lastIndexOf(marker);
     if (at < 0) {
       return message;
     }
-    return message.substring(0, at) + "fix: " + javaFix + message.substring(at + marker.length());
+    return message.substring(0, at) + "fix: " + to + message.substring(at + marker.length());
+  }
+
+  /** This error with the same data, cause and stack trace, and {@code message}. */
+  private PyprofException withMessage(String message) {
+    if (message == null || message.equals(getMessage())) {
+      return this;
+    }
+    PyprofException e = new PyprofException(message, getData(), getCause());
+    e.setStackTrace(getStackTrace());
+    return e;
+  }
+
+  /** This error with its fix naming Java calls (itself when it already does, or has no fix). */
+  public PyprofException inJava() {
+    return withMessage(javaMessage(getMessage(), getData()));
+  }
+
+  /** This error with its fix naming Clojure calls (itself when it already does, or has no fix). */
+  public PyprofException inClojure() {
+    return withMessage(clojureMessage(getMessage(), getData()));
   }
 
   /** {@code "invalid-state"}, {@code "mxnet"}, ...: the name of {@code :pyprof/error}. */
   public String kind() {
-    Object k = data.valAt(ERROR);
+    Object k = getData().valAt(ERROR);
     return k instanceof Keyword ? ((Keyword) k).getName() : String.valueOf(k);
   }
 
+  /** The catalogue code ({@code "state.finished_run"}, ...), or null for an error outside it. */
+  public String code() {
+    Object c = getData().valAt(CODE);
+    return c == null ? null : String.valueOf(c);
+  }
+
   @Override
-  public IPersistentMap getData() {
-    return data;
+  public String toString() {
+    String message = getLocalizedMessage();
+    String name = getClass().getName();
+    return message == null ? name : name + ": " + message;
   }
 
   /**
-   * {@code t} as a PyprofException: itself, or a Clojure {@code ex-info} carrying
-   * {@code :pyprof/error} converted with its message and data; any other RuntimeException or
-   * Error is returned unchanged (wrapped when checked).
+   * {@code t} as a PyprofException whose fix names Java calls: itself (rephrased when its fix names
+   * Clojure calls), or a Clojure {@code ex-info} carrying {@code :pyprof/error} converted with its
+   * message and data; any other RuntimeException or Error is returned unchanged (wrapped when
+   * checked).
    */
   public static RuntimeException wrap(Throwable t) {
     if (t instanceof PyprofException) {
-      return (PyprofException) t;
+      return ((PyprofException) t).inJava();
     }
-    if (t instanceof IExceptionInfo) {
-      IPersistentMap d = ((IExceptionInfo) t).getData();
+    if (t instanceof clojure.lang.IExceptionInfo) {
+      IPersistentMap d = ((clojure.lang.IExceptionInfo) t).getData();
       if (d != null && d.containsKey(ERROR)) {
         return new PyprofException(javaMessage(t.getMessage(), d), d, t);
       }

@@ -1,0 +1,133 @@
+(ns pyprof.rules
+  "The rules the JVM layer shares with the Python package, read from `api.json` and
+  `errors.json` (pyprof/spec, on the classpath): the constants of the profiler API and the error
+  catalogue. Nothing here restates a rule; it interprets the files.
+
+  `error` renders a catalogue entry as a `pyprof.jvm.PyprofException` (a
+  `clojure.lang.ExceptionInfo`): the message is \"<message> fix: <fix>\" with values in
+  `{field!r}` as Clojure literals (`pr-str`; a keyword or symbol as the string of its name, the
+  value C receives) and API names (`{api.stop}`) as Clojure spells them; its `ex-data` holds
+  `:pyprof/error` (the kind), `:pyprof/code` (the catalogue key), `:fix`, `:java-fix` (the fix as
+  Java calls spell it, which the Java facade shows) and the fields."
+  (:require [clojure.data.json :as json]
+            [clojure.java.io :as io]
+            [clojure.string :as str])
+  (:import (pyprof.jvm PyprofException)))
+
+(set! *warn-on-reflection* true)
+
+(defn- read-resource [name]
+  (let [url (or (io/resource name)
+                (throw (ex-info (str name " is not on the classpath; add ../pyprof/spec to"
+                                     " :resource-paths (or the classpath of the hosting JVM)")
+                                {:pyprof/error :missing-spec :resource name})))]
+    (with-open [r (io/reader url)]
+      (json/read r))))
+
+(def api
+  "api.json: the constants (string keys, as in the file)."
+  (read-resource "api.json"))
+
+(def catalogue
+  "errors.json: the API name table (\"api\"), accepted-value phrases (\"accepted\") and the
+  errors (\"errors\"), string keys as in the file."
+  (read-resource "errors.json"))
+
+(defn- codes
+  "A name -> C code table of api.json, in code order (the order of the file, which lists each
+  table by code: clojure.data.json does not keep the order of an object's keys)."
+  [table]
+  (into (array-map) (sort-by val (api table))))
+
+(def states "{\"stop\" 0, \"run\" 1}" (codes "states"))
+(def processes "{\"worker\" 0, \"server\" 1}" (codes "processes"))
+(def dumps-formats "{\"table\" 0, \"json\" 1}" (codes "dumps_formats"))
+(def dumps-sort-keys "{\"total\" 0, \"avg\" 1, ...}" (codes "dumps_sort_keys"))
+(def dumps-defaults
+  "{\"reset\" false, \"format\" \"table\", \"sort_by\" \"total\", \"ascending\" false}"
+  (api "dumps_defaults"))
+(def marker-scopes "[\"global\" \"process\" ...]" (vec (api "marker_scopes")))
+(def default-marker-scope "\"process\"" (api "default_marker_scope"))
+(def legacy-modes "[\"symbolic\" \"all\"]" (vec (api "legacy_modes")))
+
+(defn choices
+  "The names of a code table (`states`, `processes`, ...) in code order, as Python's
+  `list(table)`: the `choices` of an error."
+  [table]
+  (mapv key (sort-by val table)))
+
+(def name-max-bytes
+  "Bytes of UTF-8 MXNet keeps of a profiler object's name (128 with the NUL)."
+  (long (get-in api ["names" "max_bytes"])))
+(def name-forbidden-chars
+  "Characters a name may not hold (MXNet writes names into the JSON trace unescaped), as strings."
+  (vec (get-in api ["names" "forbidden_chars"])))
+(def name-forbidden-below
+  "Code points below this (control characters) may not be in a name."
+  (long (get-in api ["names" "forbidden_below"])))
+(def name-shown-chars
+  "Characters of a too-long name that its error shows."
+  (long (get-in api ["names" "shown_chars"])))
+
+(def counter-min "0" (bigint (get-in api ["counter" "min"])))
+(def counter-max "2^64-1: MXNet's counters are uint64." (bigint (get-in api ["counter" "max"])))
+(def counter-step-min "-2^63: MXNet adjusts a counter by an int64." (bigint (get-in api ["counter" "step_min"])))
+(def counter-step-max "2^63-1" (bigint (get-in api ["counter" "step_max"])))
+
+(def config-values
+  "Accepted spellings of config values and the C strings: \"bool_true\", \"bool_false\" (strings
+  after trimming and lower-casing), \"bool_numbers\" (integer -> C string), \"c_true\",
+  \"c_false\"."
+  (api "config_values"))
+(def c-true "The C string of true." (config-values "c_true"))
+(def c-false "The C string of false." (config-values "c_false"))
+
+(defn- literal
+  "A value as the Clojure reader writes it; a keyword or symbol as the string of its name (the
+  value C receives)."
+  [v]
+  (pr-str (if (or (keyword? v) (symbol? v)) (name v) v)))
+
+(defn render
+  "Fills a catalogue template: `{f}` as text, `{f!r}` as a literal, `{api.x}` as the API name in
+  `language` (\"clojure\" or \"java\"); in `{f}` a sequential value becomes its items as
+  literals, comma-joined (the `{choices}` of an error), in `{f!r}` it stays one literal (a
+  vector given as a config value shows as the vector). A field the template names must be in
+  `fields` (nil is a value)."
+  ([template fields] (render template fields "clojure"))
+  ([template fields language]
+   (str/replace template #"\{(api\.)?([a-z_]+)(!r)?\}"
+                (fn [[_ api? field literal?]]
+                  (if api?
+                    (or (get-in catalogue ["api" field language])
+                        (throw (IllegalArgumentException.
+                                (str "no API name " field " for " language " in errors.json"))))
+                    (let [k (keyword field)
+                          v (if (contains? fields k)
+                              (get fields k)
+                              (throw (IllegalArgumentException.
+                                      (str "template " (pr-str template) " needs field " k))))]
+                      (cond literal? (literal v)
+                            (sequential? v) (str/join ", " (map literal v))
+                            :else (str v))))))))
+
+(defn error
+  "The PyprofException for catalogue entry `code` (a string such as \"config.unknown_key\")
+  with `fields` (a map of keyword -> value) filled in; not thrown."
+  ([code] (error code {} nil))
+  ([code fields] (error code fields nil))
+  ([code fields cause]
+   (let [{:strs [kind message fix]} (or (get-in catalogue ["errors" code])
+                                        (throw (IllegalArgumentException.
+                                                (str "no error " code " in errors.json"))))
+         clj-fix (render fix fields "clojure")]
+     (PyprofException. (str (render message fields "clojure") " fix: " clj-fix)
+                       (merge fields {:pyprof/error (keyword kind) :pyprof/code code
+                                      :fix clj-fix :java-fix (render fix fields "java")})
+                       cause))))
+
+(defn accepted
+  "What a config value type accepts, in words (errors.json \"accepted\"): `form` is \"bool\",
+  \"string\", \"float\", \"float_min\" or \"enum\"; `fields` fill its template."
+  [form fields]
+  (render (get-in catalogue ["accepted" form]) fields "clojure"))
