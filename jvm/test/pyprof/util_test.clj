@@ -1,5 +1,6 @@
 (ns pyprof.util-test
   (:require [clojure.test :refer [deftest is are testing]]
+            [pyprof.test-util :refer [python-json]]
             [pyprof.util :as util]))
 
 (deftest key->c-table
@@ -24,9 +25,14 @@
     false "false"
     1 "1"
     0 "0"
+    100000000000000000000N "100000000000000000000"
     2.5 "2.5"
     0.001 "0.001"
+    1e-5 "0.00001"
+    1e8 "100000000"
+    2.0 "2"
     1/2 "0.5"
+    1.50M "1.5"
     (int 3) "3"
     (float 1.5) "1.5"
     "profile.json" "profile.json"
@@ -57,7 +63,88 @@
   (is (= {} (util/convert-config {}))))
 
 (deftest convert-config-rejects-what-c-cannot-take
-  (is (= :invalid-config (:pyprof/error (ex-data (is (thrown? clojure.lang.ExceptionInfo
-                                                              (util/convert-config {42 true})))))))
-  (is (thrown-with-msg? clojure.lang.ExceptionInfo #"boolean, number, string or keyword"
-                        (util/convert-config {:filename nil}))))
+  (let [e (is (thrown? clojure.lang.ExceptionInfo (util/convert-config {42 true})))]
+    (is (= {:pyprof/error :invalid-config :pyprof/code "config.bad_key_type" :key 42}
+           (select-keys (ex-data e) [:pyprof/error :pyprof/code :key])))
+    (is (= (str "profiler config key must be a keyword or string, got 42. fix: use a keyword such"
+                " as :profile-api or a string such as \"profile_api\"")
+           (ex-message e))))
+  (let [e (is (thrown? clojure.lang.ExceptionInfo (util/convert-config {:filename nil})))]
+    (is (= {:pyprof/error :invalid-config :pyprof/code "config.bad_value_type" :value nil}
+           (select-keys (ex-data e) [:pyprof/error :pyprof/code :value])))
+    (is (= (str "profiler config value must be a boolean, number, string or keyword, got nil."
+                " fix: pass one of those; (profiler-set-config {...}) checks each value against"
+                " its key (docs/configuration.md lists what each key takes)")
+           (ex-message e)))))
+
+(deftest c-float-is-python-c-float
+  (testing "the plain shortest decimal, trailing zeros dropped"
+    (are [d s] (= s (util/c-float d))
+      0.5 "0.5"
+      1.0 "1"
+      1e-5 "0.00001"
+      1e8 "100000000"
+      1e22 "10000000000000000000000"
+      123.456 "123.456"
+      -2.5 "-2.5"
+      0.0 "0"
+      -0.0 "-0"
+      0.1 "0.1"
+      (+ 0.1 0.2) "0.30000000000000004"
+      ##NaN "NaN"
+      ##Inf "Infinity"
+      ##-Inf "-Infinity"))
+  (testing "where Double/toString before JDK 19 is not the shortest (2.82879384806159008E17,
+            9.999999999999999E22)"
+    (is (= "282879384806159000" (util/c-float 2.82879384806159E17)))
+    (is (= "100000000000000000000000" (util/c-float 1e23))))
+  (testing "random doubles of every magnitude, against pyprof.config.c_float"
+    (let [r (java.util.Random. 7)
+          ds (->> (concat (repeatedly 4000 #(Double/longBitsToDouble (.nextLong r)))
+                          (repeatedly 1000 #(* (.nextDouble r) (Math/pow 10 (- (.nextInt r 30) 15))))
+                          [Double/MIN_VALUE Double/MAX_VALUE Double/MIN_NORMAL 5e-324 1.18575755E-316])
+                  (filter #(Double/isFinite %))
+                  vec)]
+      (when-let [py (python-json (str "import json, struct, sys\nfrom pyprof.config import c_float\n"
+                                      "print(json.dumps([c_float(struct.unpack('>d', bytes.fromhex(h))[0])"
+                                      " for h in json.load(sys.stdin)]))")
+                                 (mapv #(format "%016x" (Double/doubleToRawLongBits %)) ds))]
+        (is (= py (mapv util/c-float ds)))))))
+
+(deftest python-float-parsing
+  (are [s d] (= d (util/parse-py-float s))
+    "1" 1.0
+    " 2.5\n" 2.5
+    "1_000.5" 1000.5
+    "1e1_0" 1e10
+    "+.5" 0.5
+    "5." 5.0
+    "\uff11\uff12" 12.0
+    "\u00a01\u2003" 1.0
+    "-inf" ##-Inf
+    "Infinity" ##Inf
+    "1e400" ##Inf
+    "1__0" nil
+    "_1" nil
+    "0x10" nil
+    "1.5f" nil
+    "" nil
+    "1 0" nil
+    "\u200b1" nil)
+  (is (Double/isNaN (util/parse-py-float "NaN")))
+  (are [v d] (= d (util/py-float v))
+    1 1.0
+    9007199254740993 9007199254740992.0
+    1/3 (/ 1.0 3.0)
+    true nil
+    nil nil
+    :x nil))
+
+(deftest python-whitespace
+  (testing "py-space? is Python's str.isspace, over every code point"
+    (is (= [0x9 0xa 0xb 0xc 0xd 0x1c 0x1d 0x1e 0x1f 0x20 0x85 0xa0 0x1680 0x2000 0x2001 0x2002
+            0x2003 0x2004 0x2005 0x2006 0x2007 0x2008 0x2009 0x200a 0x2028 0x2029 0x202f 0x205f
+            0x3000]
+           (filterv util/py-space? (range 0x110000)))))
+  (is (= "a b" (util/py-strip "\u3000\u0085 a b\u00a0\n")))
+  (is (= "" (util/py-strip " \t "))))

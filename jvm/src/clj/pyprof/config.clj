@@ -1,12 +1,17 @@
 (ns pyprof.config
   "Profiler configuration keys, checked against the one spec, `profiler_config.json` (shared with
-  the Python package and read from the classpath), before anything reaches C.
+  the Python package and read from the classpath), before anything reaches C. Values convert as
+  `pyprof.config` (Python) converts them: the same C strings, the same accept/reject decisions.
 
-  Errors are `ex-info` with `:pyprof/error :invalid-config` and, as they apply, `:key` (as given),
-  `:c-key` (as C spells it), `:value`, `:nearest`, `:accepted` and `:valid` (every key name)."
+  Errors come from the catalogue (`pyprof.rules/error`), with Python's fields: config.unknown_key
+  (`:key` as C spells it, `:nearest`, `:valid`), config.bad_value (`:value` as given, `:key`,
+  `:accepted`), config.missing_directory (`:value`, `:key`, `:directory`), and the JVM's own
+  config.not_a_map, config.bad_key_type and config.duplicate_key. `:given` holds the key as the
+  caller wrote it (`:profile-symbolc`)."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
+            [pyprof.rules :as rules]
             [pyprof.util :as util]))
 
 (set! *warn-on-reflection* true)
@@ -25,7 +30,7 @@
 
 (defn spec
   "The spec's keys, in file order: maps with :name, :type (\"bool\" \"string\" \"float\" \"enum\"),
-  :default, :doc and, as they apply, :choices, :min_exclusive and :unit."
+  :default, :doc and, as they apply, :choices, :min_exclusive, :unit and :file."
   []
   @spec*)
 
@@ -37,104 +42,130 @@
 (defn- spec-by-name [] (into {} (map (juxt :name identity)) (spec)))
 
 (defn edit-distance
-  "Levenshtein distance between strings `a` and `b`."
+  "Levenshtein distance between strings `a` and `b`, counted in code points (as Python counts
+  the characters of a str)."
   ^long [^String a ^String b]
-  (let [n (count b)]
+  (let [a (.toArray (.codePoints a))
+        b (.toArray (.codePoints b))
+        n (alength b)]
     (loop [i 0, prev (vec (range (inc n)))]
-      (if (= i (count a))
+      (if (= i (alength a))
         (peek prev)
         (recur (inc i)
                (reduce (fn [row j]
                          (conj row (min (inc (peek row))
                                         (inc (nth prev (inc j)))
-                                        (+ (nth prev j) (if (= (.charAt a i) (.charAt b j)) 0 1)))))
+                                        (+ (nth prev j) (if (= (aget a i) (aget b j)) 0 1)))))
                        [(inc i)]
                        (range n)))))))
 
 (defn nearest-key
-  "The valid key closest to `c-key` by edit distance (ties go to the earlier key in the spec)."
+  "The valid key closest to `c-key` by edit distance (ties go to the earlier key in the spec), as
+  pyprof.config.nearest_key."
   [c-key]
+  ;; min-key returns the last of equal minima: the keys reversed make it the earliest.
   (apply min-key #(edit-distance c-key %) (rseq (key-names))))
 
-(defn- describe-key [k c-key]
-  (if (= k c-key) (pr-str c-key) (str (pr-str k) " (" c-key ")")))
-
-(defn- unknown-key [k c-key v]
-  (let [near (nearest-key c-key)
-        valid (key-names)]
-    (ex-info (str "unknown profiler config key " (describe-key k c-key)
-                  ": did you mean " (pr-str near) "? valid keys are " (str/join ", " valid))
-             {:pyprof/error :invalid-config :key k :c-key c-key :value v
-              :nearest near :valid valid})))
-
-(def ^:private bool-strings {"true" true "1" true "false" false "0" false})
-
-(defn- accepted
-  "What a key of this spec accepts, in words."
+(defn accepted
+  "What a key of this spec accepts, in words (errors.json \"accepted\"), as pyprof.config.accepted."
   [{:keys [type choices min_exclusive unit]}]
-  (case type
-    "bool" "true/false, 1/0, or the strings \"true\"/\"false\"/\"1\"/\"0\" (any case)"
-    "string" "a non-empty string (a file path)"
-    "float" (str "a number" (when min_exclusive (str " > " min_exclusive)) (when unit (str " (" unit ")")))
-    "enum" (str "one of " (str/join ", " (map pr-str choices)))))
+  (let [unit (or unit "units")]
+    (if (and (= type "float") (some? min_exclusive))
+      (rules/accepted "float_min" {:min (util/c-float (double min_exclusive)) :unit unit})
+      (rules/accepted type {:unit unit :choices (vec choices)}))))
+
+(defn- bool->c [v]
+  (cond (boolean? v) (if v rules/c-true rules/c-false)
+        (integer? v) (get-in rules/config-values ["bool_numbers" (str v)])
+        (string? v) (let [word (.toLowerCase (util/py-strip v) java.util.Locale/ROOT)]
+                      (cond (some #{word} (rules/config-values "bool_true")) rules/c-true
+                            (some #{word} (rules/config-values "bool_false")) rules/c-false))))
 
 (defn- value->c
-  "The C string for `v` under key spec `ks`, or nil when `v` is not acceptable."
-  [{:keys [type choices min_exclusive]} v]
-  (case type
-    "bool" (cond (boolean? v) (util/value->c v)
-                 (and (integer? v) (or (== v 0) (== v 1))) (util/value->c (== v 1))
-                 (string? v) (some-> (get bool-strings (str/lower-case (str/trim v))) util/value->c))
-    "string" (let [s (cond (string? v) v
-                           (instance? java.io.File v) (str v)
-                           (instance? java.nio.file.Path v) (str v))]
-               (when-not (str/blank? s) s))
-    "float" (when (and (number? v)
-                       (Double/isFinite (double v))
-                       (or (nil? min_exclusive) (> (double v) (double min_exclusive))))
-              (str (double v)))
-    "enum" (let [s (cond (string? v) v (keyword? v) (name v))]
-             (when (some #{s} choices) s))
-    (throw (ex-info (str "profiler_config.json: unknown type " (pr-str type)) {:pyprof/error :invalid-spec}))))
+  "The C string for `v` under key spec `ks`, or nil when `v` is not acceptable: the decisions of
+  pyprof.config.ConfigKey._convert. A keyword or symbol counts as the string of its name."
+  [{:keys [type choices min_exclusive name]} v]
+  (let [v (if (or (keyword? v) (symbol? v)) (clojure.core/name v) v)]
+    (case type
+      "bool" (bool->c v)
+      "string" (let [s (cond (string? v) v
+                             (instance? java.io.File v) (str v)
+                             (instance? java.nio.file.Path v) (str v))]
+                 (when (seq s) s))
+      "float" (when-let [x (util/py-float v)]
+                (let [x (double x)]
+                  (when (and (Double/isFinite x)
+                             (or (nil? min_exclusive) (> x (double min_exclusive))))
+                    (util/c-float x))))
+      "enum" (when (and (string? v) (some #{v} choices)) v)
+      (throw (ex-info (str "profiler_config.json: unknown type " (pr-str type) " for " name)
+                      {:pyprof/error :invalid-spec})))))
+
+;; ------------------------------------------------------------------ paths as Python's posixpath
+
+(defn- normpath
+  "posixpath.normpath: `.` and empty parts dropped, `..` taken back, one or two leading slashes kept."
+  ^String [^String path]
+  (if (= path "")
+    "."
+    (let [initial (cond (and (str/starts-with? path "//") (not (str/starts-with? path "///"))) "//"
+                        (str/starts-with? path "/") "/"
+                        :else "")
+          parts (reduce (fn [out part]
+                          (cond (#{"" "."} part) out
+                                (or (not= part "..") (and (= initial "") (empty? out))
+                                    (= ".." (peek out))) (conj out part)
+                                (seq out) (pop out)
+                                :else out))
+                        [] (str/split path #"/" -1))
+          p (str initial (str/join "/" parts))]
+      (if (= p "") "." p))))
+
+(defn- parent-directory
+  "`os.path.dirname(os.path.abspath(path))`: the directory pyprof.config checks for a file key."
+  ^String [^String path]
+  (let [cwd (System/getProperty "user.dir")
+        abs (normpath (cond (str/starts-with? path "/") path
+                            (str/ends-with? cwd "/") (str cwd path)
+                            :else (str cwd "/" path)))
+        head (subs abs 0 (inc (.lastIndexOf abs "/")))]
+    (if (and (seq head) (not (re-matches #"/+" head)))
+      (str/replace head #"/+$" "")
+      head)))
 
 (defn- check-file!
   "For a key marked `\"file\": true` in the spec: the parent directory of the absolute path must
   exist, since MXNet silently writes no trace otherwise (as pyprof.config checks in Python)."
   [{:keys [file name]} k ^String c-val]
   (when file
-    (let [parent (some-> (java.nio.file.Paths/get c-val (make-array String 0))
-                         .toAbsolutePath .normalize .getParent str)]
-      (when-not (and parent (.isDirectory (io/file parent)))
-        (throw (ex-info (str "invalid value " (pr-str c-val) " for profiler config key '" name
-                             "': directory '" parent "' does not exist. fix: create it first"
-                             " (MXNet would silently write no trace)")
-                        {:pyprof/error :invalid-config :key k :c-key name :value c-val
-                         :directory parent
-                         :fix "create it first (MXNet would silently write no trace)"}))))))
+    (let [parent (parent-directory c-val)]
+      (when-not (.isDirectory (io/file parent))
+        (throw (rules/error "config.missing_directory"
+                            {:value c-val :key name :directory parent :given k}))))))
 
 (defn validate
   "Checks `options` (keyword keys such as :profile-symbolic, or C's string keys) against the spec
-  and returns a map of C key -> C value string, ready for MXSetProcessProfilerConfig. Throws
-  ex-info `{:pyprof/error :invalid-config ...}` naming the key and what it accepts, also for a
-  file key (`\"file\": true` in the spec: filename) whose directory does not exist."
+  and returns a map of C key -> C value string, ready for MXSetProcessProfilerConfig, as
+  pyprof.config.validate. Throws the catalogue's config errors (kind :invalid-config) naming the
+  key and what it accepts, also for a file key (`\"file\": true` in the spec: filename) whose
+  directory does not exist."
   [options]
   (when-not (map? options)
-    (throw (ex-info (str "profiler config must be a map, got " (pr-str options))
-                    {:pyprof/error :invalid-config :value options})))
+    (throw (rules/error "config.not_a_map" {:value options})))
   (let [by-name (spec-by-name)]
     (reduce
      (fn [out [k v]]
        (let [c-key (util/key->c k)
-             ks (or (by-name c-key) (throw (unknown-key k c-key v)))
+             ks (or (by-name c-key)
+                    (throw (rules/error "config.unknown_key"
+                                        {:key c-key :nearest (nearest-key c-key)
+                                         :valid (str/join ", " (key-names)) :given k})))
              c-val (or (value->c ks v)
-                       (throw (ex-info (str "invalid value " (pr-str v) " for profiler config key "
-                                            (describe-key k c-key) ": expected " (accepted ks))
-                                       {:pyprof/error :invalid-config :key k :c-key c-key :value v
-                                        :accepted (accepted ks)})))]
+                       (throw (rules/error "config.bad_value"
+                                           {:value v :key c-key :accepted (accepted ks) :given k})))]
          (check-file! ks k c-val)
          (when (contains? out c-key)
-           (throw (ex-info (str "profiler config key " c-key " given twice")
-                           {:pyprof/error :invalid-config :key k :c-key c-key :value v})))
+           (throw (rules/error "config.duplicate_key" {:key c-key :value v :given k})))
          (assoc out c-key c-val)))
      {}
      options)))
