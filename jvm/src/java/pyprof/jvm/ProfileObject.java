@@ -1,7 +1,12 @@
 package pyprof.jvm;
 
+import clojure.java.api.Clojure;
+import clojure.lang.BigInt;
+import clojure.lang.IDeref;
 import com.sun.jna.Pointer;
+import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import pyprof.jvm.capi.LibMXNet;
 
 /**
@@ -19,8 +24,10 @@ import pyprof.jvm.capi.LibMXNet;
  *       call in progress on this object, so a handle is never destroyed under a native call.
  * </ul>
  *
- * All methods are thread safe. Errors are {@link PyprofException} ({@code invalid-state},
- * {@code invalid-option}) or {@link MXNetException}.
+ * All methods are thread safe. Errors are {@link PyprofException}s of pyprof's error catalogue
+ * ({@code pyprof/spec/errors.json}, the codes and fields of the Python reference; their fixes name
+ * Java calls) or {@link MXNetException}. Name limits and the counter range come from
+ * {@code pyprof/spec/api.json}.
  */
 public final class ProfileObject extends NativeHandle {
   /** What the handle was created as; decides which calls make sense on it. */
@@ -42,8 +49,27 @@ public final class ProfileObject extends NativeHandle {
     }
   }
 
-  /** MXNet's profile_stat_string_t holds 128 bytes including the NUL. */
-  public static final int NAME_BYTES = 127;
+  /** api.json's {@code names}, read through {@code pyprof.rules} on first use. */
+  private static final class Names {
+    static final int MAX_BYTES;
+    static final List<?> FORBIDDEN_CHARS;
+    static final int FORBIDDEN_BELOW;
+    static final int SHOWN_CHARS;
+
+    static {
+      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.rules"));
+      MAX_BYTES = ((Number) rule("name-max-bytes")).intValue();
+      FORBIDDEN_CHARS = (List<?>) rule("name-forbidden-chars");
+      FORBIDDEN_BELOW = ((Number) rule("name-forbidden-below")).intValue();
+      SHOWN_CHARS = ((Number) rule("name-shown-chars")).intValue();
+    }
+
+    private static Object rule(String name) {
+      return ((IDeref) Clojure.var("pyprof.rules", name)).deref();
+    }
+  }
+
+  private static final String DURATIONS = "Task, Frame or Event";
 
   private final Kind kind;
   private final String name;
@@ -64,48 +90,60 @@ public final class ProfileObject extends NativeHandle {
     return name;
   }
 
+  /** The byte limit of a name (api.json {@code names.max_bytes}: MXNet keeps 128 with the NUL). */
+  public static int nameMaxBytes() {
+    return Names.MAX_BYTES;
+  }
+
   /**
    * Checks a task/frame/event/counter/marker/domain name as the Python reference does and returns
-   * it: non-empty, at most 127 UTF-8 bytes, no quote, back slash or control character (MXNet
-   * copies names unescaped into the JSON trace). Throws {@link PyprofException}
+   * it: a non-empty string of at most {@link #nameMaxBytes()} UTF-8 bytes, without a quote, back
+   * slash or control character (MXNet copies names unescaped into the JSON trace). Throws
+   * {@link PyprofException} object.bad_name, object.name_too_long or object.name_bad_char
    * ({@code invalid-option}).
    */
   public static String checkName(String kind, Object name) {
     if (!(name instanceof String) || ((String) name).isEmpty()) {
-      throw PyprofException.option(
-          "invalid " + kind + " name " + repr(name) + ": expected a non-empty string");
+      throw PyprofException.catalogue("object.bad_name", "what", kind, "name", name);
     }
     String s = (String) name;
     int bytes = s.getBytes(StandardCharsets.UTF_8).length;
-    if (bytes > NAME_BYTES) {
-      throw PyprofException.option(kind + " name " + repr(s.substring(0, Math.min(40, s.length())))
-          + "... is " + bytes + " bytes; MXNet keeps " + NAME_BYTES
-          + " and would cut it. fix: use a shorter name");
+    if (bytes > Names.MAX_BYTES) {
+      int shown = s.offsetByCodePoints(0, Math.min(Names.SHOWN_CHARS, s.codePointCount(0, s.length())));
+      throw PyprofException.catalogue("object.name_too_long", "what", kind,
+          "shown", s.substring(0, shown), "bytes", (long) bytes, "max", (long) Names.MAX_BYTES);
     }
-    for (int i = 0; i < s.length(); i++) {
-      char c = s.charAt(i);
-      if (c == '"' || c == '\\' || c < 0x20) {
-        throw PyprofException.option(kind + " name " + repr(s) + " contains " + repr(String.valueOf(c))
-            + "; MXNet writes names unescaped, so the trace would not be valid JSON. fix: leave"
-            + " out quotes, back slashes and control characters");
+    for (int i = 0; i < s.length(); ) {
+      int c = s.codePointAt(i);
+      String ch = new String(Character.toChars(c));
+      if (c < Names.FORBIDDEN_BELOW || Names.FORBIDDEN_CHARS.contains(ch)) {
+        throw PyprofException.catalogue("object.name_bad_char", "what", kind, "name", s, "char", ch);
       }
+      i += Character.charCount(c);
     }
     return s;
   }
 
-  private static String repr(Object o) {
-    return o instanceof String ? "'" + o + "'" : String.valueOf(o);
+  /** The live handle; object.closed once closed. */
+  private Pointer live() {
+    if (!isClosed()) {
+      try {
+        return pointer();
+      } catch (PyprofException closedMeanwhile) {
+        // closed by another thread since isClosed(): the catalogue's error below
+      }
+    }
+    throw PyprofException.catalogue("object.closed", "what", kind.display(), "name", name);
   }
 
   // ------------------------------------------------------------------ durations
 
   /** Begins the duration (C: MXProfileDurationStart). */
   public synchronized void start() {
-    requireDuration("start");
-    Pointer p = pointer();
+    requireKind("start()", false);
+    Pointer p = live();
     if (started) {
-      throw PyprofException.state(describe() + " is already started; MXNet keeps one start time per"
-          + " object. fix: stop() it first, or use one " + kind.display() + " per concurrent use");
+      throw PyprofException.catalogue("object.already_started", "what", kind.display(), "name", name);
     }
     LibMXNet.MXProfileDurationStart(p);
     started = true;
@@ -113,10 +151,10 @@ public final class ProfileObject extends NativeHandle {
 
   /** Ends the duration and records it (C: MXProfileDurationStop). */
   public synchronized void stop() {
-    requireDuration("stop");
-    Pointer p = pointer();
+    requireKind("stop()", false);
+    Pointer p = live();
     if (!started) {
-      throw PyprofException.state(describe() + " was not started. fix: start() first");
+      throw PyprofException.catalogue("object.not_started", "what", kind.display(), "name", name);
     }
     started = false;
     LibMXNet.MXProfileDurationStop(p);
@@ -130,56 +168,94 @@ public final class ProfileObject extends NativeHandle {
 
   /** The last value pyprof set, unsigned (see {@link Long#toUnsignedString(long)}). */
   public synchronized long value() {
-    requireCounter("value");
+    requireKind("value()", true);
     return value;
   }
 
-  /** Sets the counter to {@code v} (0 ... 2^63-1 from Java) (C: MXProfileSetCounter). */
-  public synchronized void setValue(long v) {
-    requireCounter("setValue");
+  /**
+   * Sets the counter to {@code v}, 0 ... 2^63-1 from Java (C: MXProfileSetCounter); a negative
+   * {@code v} is counter.out_of_range. For 2^63 ... 2^64-1 use {@link #setUnsignedValue(long)}.
+   */
+  public void setValue(long v) {
+    requireKind("setValue()", true);
     if (v < 0) {
-      throw PyprofException.state(describe() + " cannot be set to " + v
-          + ": MXNet counters hold 0 ... 2**64-1. fix: keep the value in that range");
+      throw PyprofException.catalogue("counter.out_of_range", "name", name, "value", v);
     }
-    LibMXNet.MXProfileSetCounter(pointer(), v);
-    value = v;
+    setUnsignedValue(v);
   }
 
-  /** Adds {@code delta}, which may be negative (C: MXProfileAdjustCounter). */
+  /**
+   * Sets the counter to the unsigned value of {@code bits}, 0 ... 2^64-1
+   * ({@code Long.parseUnsignedLong("18446744073709551615")}) (C: MXProfileSetCounter).
+   */
+  public synchronized void setUnsignedValue(long bits) {
+    requireKind("setValue()", true);
+    LibMXNet.MXProfileSetCounter(live(), bits);
+    value = bits;
+  }
+
+  /**
+   * Adds {@code delta}, which may be negative (C: MXProfileAdjustCounter). Throws, leaving the
+   * counter unchanged, counter.below_zero or counter.above_max when the result would leave
+   * 0 ... 2^64-1.
+   */
   public synchronized void increment(long delta) {
-    requireCounter("increment");
+    requireKind("increment()", true);
+    Pointer p = live();
     long next = value + delta;
+    // -delta of Long.MIN_VALUE is itself, 2^63 as an unsigned number: the comparison holds.
     if (delta < 0 && Long.compareUnsigned(value, -delta) < 0) {
-      throw PyprofException.state(describe() + " would go below zero (" + Long.toUnsignedString(value)
-          + " " + delta + "); MXNet stores it as uint64 and would wrap to 18446744073709551615."
-          + " fix: decrement by at most the current value, or set_value() first");
+      throw counterError("counter.below_zero", delta);
     }
     if (delta > 0 && Long.compareUnsigned(next, value) < 0) {
-      throw PyprofException.state(describe() + " would exceed 2**64-1 ("
-          + Long.toUnsignedString(value) + " +" + delta + "). fix: set_value() to a smaller value"
-          + " first");
+      throw counterError("counter.above_max", delta);
     }
-    LibMXNet.MXProfileAdjustCounter(pointer(), delta);
+    LibMXNet.MXProfileAdjustCounter(p, delta);
     value = next;
   }
 
-  /** Subtracts {@code delta}. */
+  /** Subtracts {@code delta} (Long.MIN_VALUE adds 2^63: a step MXNet's int64 cannot take). */
   public void decrement(long delta) {
     if (delta == Long.MIN_VALUE) {
-      throw PyprofException.option(describe() + ": delta out of range: " + delta);
+      refuseStep(BigInteger.valueOf(delta).negate());
     }
     increment(-delta);
   }
 
-  private void requireDuration(String op) {
-    if (kind == Kind.COUNTER) {
-      throw PyprofException.option(op + "() needs a Task, Frame or Event, not " + describe());
-    }
+  /**
+   * Throws the error of an adjustment by {@code delta}, a step outside the int64 MXNet adjusts
+   * by, as the Python reference refuses it: object.closed, counter.below_zero, counter.above_max
+   * or counter.step_range. Never returns.
+   */
+  public synchronized void refuseStep(BigInteger delta) {
+    requireKind("increment()", true);
+    live();
+    BigInteger next = unsigned(value).add(delta);
+    String code = next.signum() < 0 ? "counter.below_zero"
+        : next.bitLength() > 64 ? "counter.above_max" : "counter.step_range";
+    throw PyprofException.catalogue(code, "name", name, "value", number(unsigned(value)),
+        "delta", (delta.signum() < 0 ? "" : "+") + delta);
   }
 
-  private void requireCounter(String op) {
-    if (kind != Kind.COUNTER) {
-      throw PyprofException.option(op + "() needs a Counter, not " + describe());
+  private PyprofException counterError(String code, long delta) {
+    return PyprofException.catalogue(code, "name", name, "value", number(unsigned(value)),
+        "delta", String.format("%+d", delta));
+  }
+
+  private static BigInteger unsigned(long bits) {
+    return new BigInteger(Long.toUnsignedString(bits));
+  }
+
+  /** A value for an error's data: a Long when it fits, else a Clojure BigInt. */
+  private static Object number(BigInteger v) {
+    return v.bitLength() < 64 ? (Object) v.longValue() : BigInt.fromBigInteger(v);
+  }
+
+  private void requireKind(String call, boolean counter) {
+    if ((kind == Kind.COUNTER) != counter) {
+      throw PyprofException.catalogue("object.wrong_kind", "call", call,
+          "needs", counter ? Kind.COUNTER.display() : DURATIONS, "what", kind.display(),
+          "name", name);
     }
   }
 

@@ -12,8 +12,9 @@ import java.util.Map;
  * validation against {@code profiler_config.json}, one implementation.
  *
  * <p>Errors: one unchecked type, {@link PyprofException}: {@code kind()} {@code invalid-config},
- * {@code invalid-state}, ... for what pyprof rejects before any C call; its subclass
- * {@link MXNetException} when MXNet itself fails. All methods are thread safe. For windows of a
+ * {@code invalid-state}, ... for what pyprof rejects before any C call, with the catalogue code
+ * ({@code code()}) and fields of the Python reference's error and a fix naming Java calls; its
+ * subclass {@link MXNetException} when MXNet itself fails. All methods are thread safe. For windows of a
  * long-running service use {@link ProfilerSession}; for control from JMX, {@link ProfilerControl}.
  *
  * <pre>{@code
@@ -70,7 +71,9 @@ public final class Profiler {
    */
   @SuppressWarnings("unchecked")
   public static Map<String, String> setConfig(Map<String, ?> config) {
-    return (Map<String, String>) call(() -> Vars.SET_CONFIG.invoke(PersistentHashMap.create(config)));
+    // null reaches the Clojure side as nil: config.not_a_map, as any other non-map.
+    return (Map<String, String>) call(() -> Vars.SET_CONFIG.invoke(
+        config == null ? null : PersistentHashMap.create(config)));
   }
 
   /** {@code "run"} or {@code "stop"} ({@code MXSetProcessProfilerState}). */
@@ -97,11 +100,12 @@ public final class Profiler {
    * @param ascending sort order
    */
   public static Object dumps(boolean reset, String format, String sortBy, boolean ascending) {
+    // The names as given (a null too): pyprof.profiler/dumps checks them against api.json.
     return call(() -> Vars.DUMPS.invoke(
         PersistentArrayMap.createAsIfByAssoc(new Object[] {
           Keyword.intern("reset"), reset,
-          Keyword.intern("format"), Keyword.intern(format),
-          Keyword.intern("sort-by"), Keyword.intern(sortBy),
+          Keyword.intern("format"), format,
+          Keyword.intern("sort-by"), sortBy,
           Keyword.intern("ascending"), ascending})));
   }
 
@@ -140,7 +144,10 @@ public final class Profiler {
     return (ProfileObject) call(() -> Vars.COUNTER.invoke(domain, name));
   }
 
-  /** Records the instant marker {@code name} with {@code scope} (global, process, thread, task, marker). */
+  /**
+   * Records the instant marker {@code name} with {@code scope} (api.json's marker_scopes: global,
+   * process, thread, task, marker).
+   */
   public static void mark(ProfileDomain domain, String name, String scope) {
     call(() -> Vars.MARK.invoke(domain, name, scope));
   }
