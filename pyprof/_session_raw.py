@@ -21,7 +21,7 @@ from .errors import StateError
 __all__ = ["ROTATE_BYTES", "RawTrace", "RAW", "owner"]
 
 #: Size above which the raw trace is started afresh between windows (see
-#: :meth:`RawTrace.rotate_if_large`).
+#: :meth:`RawTrace.rotation_due`).
 ROTATE_BYTES = 256 << 20
 
 
@@ -77,16 +77,18 @@ class RawTrace:
         profiler.set_config(**wanted)
         self.scanned = 0  # offsets restart at 0 in the new file
 
-    def rotate_if_large(self) -> None:
-        """Between windows: start the raw file afresh once it exceeds :data:`ROTATE_BYTES`.
+    def rotation_due(self) -> bool:
+        """True once the raw file exceeds :data:`ROTATE_BYTES`, unless ``aggregate_stats`` is
+        on: reconfiguring also resets MXNet's aggregate statistics (``profiler.dumps()``)."""
+        cfg = profiler.current_config()
+        return bool(cfg) and cfg.get("aggregate_stats") != "true" and self.size() >= ROTATE_BYTES
+
+    def rotate(self) -> None:
+        """Between windows (stopped, every window cut): start the raw file afresh.
 
         Reconfiguring with the same options makes MXNet delete the file and append to a new
-        one. Skipped with ``aggregate_stats`` on, since reconfiguring also resets MXNet's
-        aggregate statistics (``profiler.dumps()``).
-        """
-        cfg = profiler.current_config()
-        if not cfg or cfg.get("aggregate_stats") == "true" or self.size() < ROTATE_BYTES:
-            return
+        one."""
+        cfg = profiler.current_config() or {}
         self.reconfigure({k: v for k, v in cfg.items() if k != "profile_process"})
 
     # -- boundaries (called as the session's owner) -----------------------------------------
@@ -128,13 +130,18 @@ class RawTrace:
         except FileNotFoundError:
             return 0
 
-    def harvest(self, end: int) -> None:
+    def harvest(self, end: int, skip: tuple[int, int] | None = None) -> None:
         """Remember the metadata events of the bytes not yet scanned, up to ``end``.
 
         They matter when they fall outside every window: MXNet writes the ``process_name``
-        events in its first dump, which may be the one that ends a warm-up.
+        events in its first dump, which may be the one that ends a warm-up. ``skip`` is a range
+        left to :meth:`cut` (a window that ended and is not cut yet), read only once.
         """
         assert self.path is not None
+        if skip is not None and self.scanned < skip[1] <= end:
+            if self.scanned < skip[0]:
+                read_range(self.path, self.scanned, skip[0], METADATA, out=None)
+            self.scanned = skip[1]
         if end > self.scanned:
             read_range(self.path, self.scanned, end, METADATA, out=None)
             self.scanned = end

@@ -79,11 +79,8 @@ def metadata_key(event: dict[str, Any]) -> bytes:
 
 def _trace_writer():
     # The one import of the trace package's writer (package-internal, not in
-    # pyprof.trace.__all__); being renamed from pyprof.trace._writer to pyprof.trace.writer.
-    try:
-        from .trace.writer import TraceWriter
-    except ImportError:  # pragma: no cover - a checkout from before the rename
-        from .trace._writer import TraceWriter  # type: ignore[no-redef]
+    # pyprof.trace.__all__); imported late, as pyprof.trace is.
+    from .trace.writer import TraceWriter
     return TraceWriter
 
 

@@ -18,9 +18,11 @@ the JVM layer interpret it (:mod:`pyprof._session_schedule`, ``pyprof.session.sc
 Clojure): the schedule's parameters, the phases of a cycle with the action of each step
 (``none``, ``warmup``, ``record``, ``record_and_save``), and the transition table: for the
 action of the step that ended and that of the step that begins, the operations the session
-performs in order, out of ``stop`` (wait for queued operators, stop, append to the raw trace),
-``save`` (write the open window), ``open`` (open a window at the raw trace's current end) and
-``run`` (start the profiler). ``start()`` moves from ``none`` to step 0's action, ``step()``
+performs in order, out of ``stop`` (wait for queued operators, stop, append to the raw trace:
+the open window ends there), ``save`` (write the window that ended), ``open`` (open a window at
+the raw trace's current end) and ``run`` (start the profiler). Between back-to-back windows the
+table saves after the next window started recording, so only the boundary itself (a few
+milliseconds) separates them, not the time to write a large window. ``start()`` moves from ``none`` to step 0's action, ``step()``
 from one step's action to the next, ``stop()`` to ``none``.
 
 **One raw trace per process.** MXNet's profiler is a process-wide singleton that can finish
@@ -205,8 +207,12 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._action = INITIAL_ACTION
         self._state = "new"  # new -> open -> closed
         self._running = False
-        self._window: _OpenWindow | None = None
+        self._window: _OpenWindow | None = None  # recording
+        self._ended: _EndedWindow | None = None  # stopped, not cut yet
+        self._opened = 0  # windows opened so far
         self._stopped_us: int | None = None  # when the last "stop" operation stopped recording
+        self._final = False
+        self._saved_now: list[Window] = []
         self._name = f"<pyprof.profile {id(self):#x}>"
 
     # -- public API --------------------------------------------------------------------------
@@ -280,50 +286,71 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         Profiler calls run as the session's owner; cutting a window's file and the
         ``on_trace_ready`` callback run outside (the callback gets no owner rights).
         """
-        saved = None
+        self._final = final
+        self._saved_now = []
         for op in operations(prev, cur):
             if op == "save":
-                saved = self._save(final) or saved
+                self._save()
             else:
                 with owner(self._name):
                     self._OPERATIONS[op](self)
         self._action = cur
-        if saved is not None and self._on_trace_ready is not None:
-            self._on_trace_ready(saved)
+        if self._on_trace_ready is not None:
+            for window in self._saved_now:
+                self._on_trace_ready(window)
 
     def _stop(self) -> None:
+        """Stop recording; the open window ends here (cut by the next ``save``)."""
         if self._running:
             self._running = False
             self._stopped_us = RAW.quiesce()
+        if self._window is not None:
+            if self._ended is not None:  # a table that stops twice before saving
+                self._save()
+            last_step = self.step_num - (0 if self._final else 1)
+            self._ended = _EndedWindow(self._window, RAW.size(), self._stopped_us or now_us(),
+                                       max(self._window.first_step, last_step))
+            self._window = None
 
-    def _save(self, final: bool) -> Window | None:
-        ending, self._window = self._window, None
-        if ending is None:
-            return None
-        events = RAW.cut(ending.start, RAW.size(), ending.path)
+    def _save(self) -> None:
+        """Write the window that ended at the last ``stop``: its raw bytes, as a valid trace."""
+        ended, self._ended = self._ended, None
+        if ended is None:
+            return
+        w = ended.window
+        events = RAW.cut(w.start, ended.end, w.path)
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(ending.path + PARTIAL)
-        last_step = self.step_num - (0 if final else 1)
-        end_us = now_us() if self._running or self._stopped_us is None else self._stopped_us
-        window = Window(len(self.windows), ending.path, ending.first_step,
-                        max(ending.first_step, last_step), events,
-                        start_us=ending.start_us, end_us=end_us)
+            os.unlink(w.path + PARTIAL)
+        window = Window(w.index, w.path, w.first_step, ended.last_step, events,
+                        start_us=w.start_us, end_us=ended.end_us)
         self.windows.append(window)
-        return window
+        self._saved_now.append(window)
+        if self._window is not None:  # the window recording now: its .partial gets the
+            self._write_partial()      # metadata events of the range just cut
+
+    def _write_partial(self) -> None:
+        w = self._window
+        assert w is not None and RAW.path is not None
+        write_partial(w.path, RAW.path, w.start, w.index, w.start_us)
 
     def _open(self) -> None:
+        """Open a window at the raw trace's current end (the profiler stopped, drained)."""
         if self._window is not None:
             return
-        path = self._path.format(window=len(self.windows), step=self.step_num, pid=os.getpid())
         if self._running:  # only a transition table that opens while recording gets here
             self._stop()
-        RAW.rotate_if_large()
+        if RAW.rotation_due():
+            self._save()  # a window that ended but is not cut yet lives in the old raw file
+            RAW.rotate()
         RAW.drain()
         start = RAW.size()
-        RAW.harvest(start)
-        self._window = _OpenWindow(start, self.step_num, path, now_us())
-        assert RAW.path is not None
-        write_partial(path, RAW.path, start, len(self.windows), self._window.start_us)
+        ended = self._ended
+        RAW.harvest(start, skip=(ended.window.start, ended.end) if ended else None)
+        index = self._opened
+        self._opened += 1
+        path = self._path.format(window=index, step=self.step_num, pid=os.getpid())
+        self._window = _OpenWindow(index, start, self.step_num, path, now_us())
+        self._write_partial()
 
     def _run(self) -> None:
         if not self._running:
@@ -335,12 +362,23 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
 
 
 class _OpenWindow:
-    """The window being recorded: where it starts in the raw trace, and when."""
+    """The window being recorded: its index, where it starts in the raw trace, and when."""
 
-    __slots__ = ("start", "first_step", "path", "start_us")
+    __slots__ = ("index", "start", "first_step", "path", "start_us")
 
-    def __init__(self, start: int, first_step: int, path: str, start_us: int) -> None:
-        self.start, self.first_step, self.path, self.start_us = start, first_step, path, start_us
+    def __init__(self, index: int, start: int, first_step: int, path: str,
+                 start_us: int) -> None:
+        self.index, self.start, self.first_step = index, start, first_step
+        self.path, self.start_us = path, start_us
+
+
+class _EndedWindow:
+    """A window whose recording stopped, not yet cut: where and when it ended."""
+
+    __slots__ = ("window", "end", "end_us", "last_step")
+
+    def __init__(self, window: _OpenWindow, end: int, end_us: int, last_step: int) -> None:
+        self.window, self.end, self.end_us, self.last_step = window, end, end_us, last_step
 
 
 _missing = set(OPERATIONS) - set(profile._OPERATIONS) - {"save"}

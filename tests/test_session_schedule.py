@@ -30,7 +30,7 @@ class Recording(pyprof.profile):
         super().__init__(path="unused_{window}.json")
         self.calls = []
 
-    def _save(self, final):
+    def _save(self):
         self.calls.append("save")
 
     _OPERATIONS = {op: (lambda name: lambda self: self.calls.append(name))(op)
@@ -71,14 +71,16 @@ class Simulated(pyprof.profile):
 
     Each step makes one event (its step number). MXNet keeps an event when it is recording, and
     also while it is neither running nor paused (before its first run: custom objects); stopping
-    pauses it. ``stop`` appends what was kept to the raw list, ``open`` (stopped) appends what
-    MXNet queued meanwhile and marks the window's start, ``save`` cuts the window.
+    pauses it. ``stop`` appends what was kept to the raw list and ends the open window there,
+    ``open`` (stopped) appends what MXNet queued meanwhile and marks a window's start, ``save``
+    cuts the window that ended.
     """
 
     def __init__(self, sched):
         super().__init__(schedule=sched, path="unused_{window}.json")
         self.recording = self.paused = False
-        self.queue, self.raw, self.saved, self.start = [], [], [], None
+        self.queue, self.raw, self.saved = [], [], []
+        self.start = self.ended = None
 
     def event(self, step):
         if self.recording or not self.paused:
@@ -92,9 +94,13 @@ class Simulated(pyprof.profile):
         if self.recording:
             self.recording, self.paused = False, True
             self._flush()
+        if self.start is not None:
+            assert self.ended is None, "a window ends before the last one was saved"
+            self.ended, self.start = (self.start, len(self.raw)), None
 
     def _open_model(self):
         assert not self.recording, "a window opens with the profiler stopped"
+        assert self.start is None, "one window records at a time"
         self.paused = True  # drain: the first run/stop pause MXNet
         self._flush()
         self.start = len(self.raw)
@@ -102,10 +108,10 @@ class Simulated(pyprof.profile):
     def _run_model(self):
         self.recording, self.paused = True, False
 
-    def _save(self, final):
-        assert not self.recording, "a window is cut after the profiler stopped"
-        self.saved.append(self.raw[self.start:])
-        self.start = None
+    def _save(self):
+        if self.ended is not None:
+            self.saved.append(self.raw[slice(*self.ended)])
+            self.ended = None
 
     _OPERATIONS = {"stop": _stop_model, "open": _open_model, "run": _run_model}
 
@@ -118,6 +124,7 @@ def simulate(sched, steps):
         s.event(step)
         s.step()
     s.stop()
+    assert s.start is None and s.ended is None, "every window was saved"
     return s.saved
 
 
