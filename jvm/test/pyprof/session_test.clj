@@ -3,10 +3,11 @@
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
-            [clojure.test :refer [deftest is testing]]
+            [clojure.test :refer [are deftest is testing]]
             [pyprof.ndarray :as nd]
             [pyprof.profiler :as profiler]
             [pyprof.session :as session]
+            [pyprof.session.raw :as raw]
             [pyprof.test-util :refer [java-child temp-dir]])
   (:import (pyprof.jvm ProfilerSession PyprofException)))
 
@@ -99,3 +100,168 @@
     (let [evs (get (load-trace (str dir "/open_0.json")) "traceEvents")]
       (is (some #(= "_random_uniform" (% "name")) evs) "the window recorded before exit is written"))
     (is (not (.exists (io/file dir "open_0.json.partial"))))))
+
+;; ------------------------------------------------------------------ schedule.json
+
+(def ^:private spec-file (json/read-str (slurp (io/resource "schedule.json"))))
+
+(defn- kw [s] (keyword (str/replace s "_" "-")))
+
+(deftest the-file-defines-every-transition-once
+  (let [actions (map kw (keys (spec-file "actions")))]
+    (is (= (set actions) session/actions))
+    (is (= (sort (for [a actions b actions] [a b]))
+           (sort (map (fn [r] [(kw (r "from")) (kw (r "to"))]) (spec-file "transitions")))))))
+
+(defmacro ^:private with-operations
+  "Runs `body` with the session's operations replaced: `ops` maps :stop :open :run :save to
+  (fn [session])."
+  [ops & body]
+  `(let [o# ~ops]
+     (with-redefs [session/stop-op! (:stop o#) session/open-op! (:open o#)
+                   session/run-op! (:run o#) session/save-op! (:save o#)]
+       ~@body)))
+
+(deftest the-interpreter-performs-the-operations-of-each-row
+  (doseq [{:strs [from to do]} (spec-file "transitions")]
+    (let [calls (atom [])
+          s (session/profile {:path "unused_{window}.json"})
+          rec (fn [op] (fn [& _] (swap! calls conj (name op)) nil))]
+      (with-operations {:stop (rec :stop) :open (rec :open) :run (rec :run) :save (rec :save)}
+        (#'session/transition! s (kw from) (kw to) false))
+      (is (= do @calls) (str from " -> " to))
+      (is (= (kw to) (:action (session/session-state s)))))))
+
+(defn- simulate
+  "Drives a session through `steps` steps against a model of MXNet's profiler (the file's
+  \"operations\"): each step makes one event (its number); MXNet keeps it while recording, and
+  while neither running nor paused (before its first run); stopping pauses. :stop ends the open
+  window, :save cuts the window that ended. Returns the saved windows as vectors of steps."
+  [sched steps]
+  (let [m (atom {:recording false :paused false :queue [] :raw [] :saved [] :start nil :ended nil})
+        flush (fn [x] (-> x (update :raw into (:queue x)) (assoc :queue [])))
+        s (session/profile (cond-> {:path "unused_{window}.json"} sched (assoc :schedule sched)))
+        st (:pyprof.session/state s)]
+    (with-operations
+      {:stop (fn [_]
+               (swap! m #(if (:recording %) (flush (assoc % :recording false :paused true)) %))
+               (when (:start @m)
+                 (assert (nil? (:ended @m)) "a window ends before the last one was saved")
+                 (swap! m #(assoc % :ended [(:start %) (count (:raw %))] :start nil))))
+       :open (fn [_] (assert (not (:recording @m)) "a window opens with the profiler stopped")
+               (assert (nil? (:start @m)) "one window records at a time")
+               (swap! m #(let [x (flush (assoc % :paused true))] (assoc x :start (count (:raw x))))))
+       :run (fn [_] (swap! m assoc :recording true :paused false))
+       :save (fn [_]
+               (when-let [[from to] (:ended @m)]
+                 (swap! m #(-> % (update :saved conj (subvec (:raw %) from to)) (assoc :ended nil)))))}
+      (swap! st assoc :state :open)
+      (#'session/transition! s (:action @st) ((:pyprof.session/schedule s) 0) false)
+      (dotimes [step steps]
+        (when (or (:recording @m) (not (:paused @m))) (swap! m update :queue conj step))
+        (session/step! s))
+      (session/stop! s))
+    (assert (and (nil? (:start @m)) (nil? (:ended @m))) "every window was saved")
+    (:saved @m)))
+
+(deftest every-window-holds-exactly-its-active-steps-in-the-model
+  (are [opts steps windows] (= windows (simulate (session/schedule opts) steps))
+    {:wait 1 :active 1 :repeat 3} 8 [[1] [3] [5]]
+    {:skip-first 2 :wait 1 :warmup 1 :active 2 :repeat 2} 12 [[4 5] [8 9]]
+    {:warmup 2 :active 1 :repeat 2} 8 [[2] [5]]
+    {:active 2} 5 [[0 1] [2 3] [4]]
+    {:wait 1 :warmup 1 :active 1} 7 [[2] [5]])
+  (is (= [[0 1 2 3]] (simulate nil 4)))
+  (let [order [:record :warmup :record-and-save :record-and-save :none :record :none :warmup
+               :none :record-and-save :warmup :warmup :record :record :record-and-save :record]]
+    (is (= [[0] [2] [3] [5] [9] [12 13 14] [15]]
+           (simulate (fn [step] (get order step :none)) (count order))))))
+
+(deftest schedule-walks-the-phases-of-the-file
+  (doseq [opts [{:skip-first 1 :wait 1 :warmup 1 :active 2 :repeat 2} {:active 3}
+                {:wait 2 :active 1 :skip-first 3}]]
+    (let [values (into {} (map (fn [p] [(kw (p "name")) (get opts (kw (p "name")) (p "default"))]))
+                       (spec-file "parameters"))
+          cycles (values (kw (spec-file "cycles")))
+          expected (concat (repeat (values (kw (get-in spec-file ["skip_first" "steps"])))
+                                   (kw (get-in spec-file ["skip_first" "action"])))
+                           (apply concat
+                                  (repeat (if (pos? cycles) cycles 3)
+                                          (mapcat (fn [ph] (let [n (values (kw (ph "steps")))]
+                                                             (when (pos? n)
+                                                               (concat (repeat (dec n) (kw (ph "action")))
+                                                                       [(kw (get ph "last_step_action" (ph "action")))]))))
+                                                  (spec-file "cycle"))))
+                           (when (pos? cycles) (repeat 4 (kw (spec-file "after_cycles")))))]
+      (is (= expected (map (session/schedule opts) (range (count expected)))) (pr-str opts)))))
+
+;; ------------------------------------------------------------------ exact windows, real spans
+
+(defn child-exact-windows
+  "Run in a child JVM: one NDArray operator (not waited for), one task and one counter change
+  per step, under two schedules; then a session whose second step is slow. Prints the windows."
+  [dir]
+  (let [d (profiler/domain "steps")
+        c (profiler/counter d "items")]
+    (doseq [[tag opts steps] [["a" {:wait 1 :active 1 :repeat 3} 6]
+                              ["b" {:skip-first 2 :wait 1 :warmup 1 :active 2 :repeat 2} 11]
+                              ["c" {:active 1 :repeat 3} 4]]] ; back to back, raw file rotated
+      (when (= "c" tag)
+        (reset! raw/rotate-bytes 1)
+        (alter-var-root #'raw/rotate! (fn [f] (fn [] (prn [:rotate]) (f)))))
+      (let [ws (session/with-session [s {:schedule (session/schedule opts)
+                                         :path (str dir "/" tag "_{window}.json")
+                                         :profile-imperative true :profile-api false
+                                         :dump-period (if (= "b" tag) 0.5 1)}]
+                 (dotimes [i steps]
+                   (profiler/with-task d (str "step" i)
+                     (with-open [_ (nd/random-uniform -1 1 [64 64])]))
+                   (profiler/increment c)
+                   (session/step! s))
+                 (session/windows s))]
+        (prn [tag (mapv (juxt :first-step :last-step) ws)])))
+    (reset! raw/rotate-bytes (bit-shift-left 256 20))
+    (let [t0 (raw/now-us)
+          sleeps [50 600 50 50]
+          ws (session/with-session [s {:schedule (session/schedule {:active 1 :repeat 4})
+                                       :path (str dir "/t_{window}.json")
+                                       :profile-imperative true :profile-api false}]
+               (doseq [ms sleeps]
+                 (with-open [a (nd/random-uniform -1 1 [16 16])] (nd/wait-to-read a))
+                 (Thread/sleep (long ms))
+                 (session/step! s))
+               (session/windows s))]
+      (prn [:spans t0 (raw/now-us) (mapv (juxt :start-us :end-us) ws)]))))
+
+(defn- window-contents [path]
+  (let [evs (get (load-trace path) "traceEvents")]
+    {:ops (count (filter #(and (= "_random_uniform" (% "name")) (= "B" (% "ph"))) evs))
+     :tasks (sort (keep #(when (and (= "steps" (% "cat")) (= "b" (% "ph"))) (% "name")) evs))
+     :counters (count (filter #(and (= "C" (% "ph")) (= "steps" (% "cat"))) evs))}))
+
+(deftest every-window-holds-exactly-the-events-of-its-active-steps
+  (let [dir (str (temp-dir))
+        {:keys [exit out err]} (java-child ["-e" (str "(require 'pyprof.session-test)"
+                                                       "(pyprof.session-test/child-exact-windows \"" dir "\")")])
+        all-lines (mapv read-string (str/split-lines out))
+        lines (vec (remove #{[:rotate]} all-lines))]
+    (is (= 0 exit) err)
+    (is (= 2 (count (filter #{[:rotate]} all-lines))) "the raw file rotated before windows c1, c2")
+    (is (= [["a" [[1 1] [3 3] [5 5]]] ["b" [[4 5] [8 9]]] ["c" [[0 0] [1 1] [2 2]]]] (take 3 lines)))
+    (doseq [[tag active] [["a" [[1] [3] [5]]] ["b" [[4 5] [8 9]]] ["c" [[0] [1] [2]]]]
+            [i steps] (map-indexed vector active)]
+      (is (= {:ops (count steps) :tasks (sort (map #(str "step" %) steps)) :counters (count steps)}
+             (window-contents (str dir "/" tag "_" i ".json")))
+          (str "window " tag i " holds exactly steps " steps)))
+    (testing "windows record their real time span: a slow step makes a longer window, no more"
+      (let [[_ t0 t1 spans] (nth lines 3)]
+        (is (= 4 (count spans)))
+        (doseq [[i [start end] ms] (map vector (range) spans [50 600 50 50])]
+          (is (<= t0 start end t1))
+          (is (>= (- end start) (* ms 1000)) (str "window " i))
+          (let [ops (filter #(= "_random_uniform" (% "name"))
+                            (get (load-trace (str dir "/t_" i ".json")) "traceEvents"))]
+            (is (and (seq ops) (every? #(<= start (long (% "ts")) end) ops)) (str "window " i))))
+        (is (< (- (second (nth spans 1)) (first (nth spans 1))) 900000))
+        (doseq [[[_ end] [start _]] (partition 2 1 spans)]
+          (is (< -1 (- start end) 100000) "back to back: only the boundary between windows"))))))

@@ -2,207 +2,73 @@
   "Profiling sessions with a step schedule: many windows per process, each saved as its own
   valid Chrome trace. The JVM side of `pyprof.session` (Python), with the same design:
 
+  - The schedule is data: `schedule.json` (pyprof/spec, shared with Python) holds the schedule's
+    parameters, the phases of a cycle with the action of each step, and the transition table:
+    for the action of the step that ended and that of the step that begins, the operations to
+    perform, in order (:stop, :save, :open, :run). `pyprof.session.schedule` reads it; this
+    namespace performs the operations. start! moves from :none to step 0's action, step! from
+    one step's action to the next, stop! to :none. Between back-to-back windows the table saves
+    after the next window started recording: only the boundary separates them.
   - One raw trace per process. MXNet can finish only one trace file per process, so pyprof never
     finishes one while the process lives: it configures MXNet once with continuous_dump on and a
     file it owns (`.pyprof-raw-<pid>.json` beside the first window, or in $PYPROF_RAW_DIR), and
-    only ever dumps with finished = false, which appends. The raw file only grows.
+    only ever dumps with finished = false, which appends. The raw file only grows (until it is
+    started afresh between windows, past 256 MiB). See `pyprof.session.raw`.
   - Windows are byte ranges of the raw file. Every boundary is made at a quiescent point:
     MXNDArrayWaitAll, state stop, dump(false); the file size then is an exact boundary. A window
     is [size at its start, size at its end), read tolerantly (header only in the first range,
     leading or trailing commas) and written as a new valid trace (temporary file, then rename).
     Warm-up steps record too, but their range is skipped.
+  - A window holds exactly its active steps: opening one waits for queued operators with the
+    profiler stopped and appends what MXNet queued while stopped before the window's start
+    (before MXNet's first run it keeps custom-object events, being neither running nor paused:
+    pyprof starts and stops it once first).
+  - Every window records its real time span, :start-us and :end-us (microseconds since the
+    epoch, the clock of the trace's ts): a slow step shows as a longer window.
   - Metadata (`ph` M) seen in any range is carried to the head of every window.
   - While a session is open it owns the profiler: profiler-set-config, profiler-set-state and
     dump-profile from anyone else throw :invalid-state (pause, resume and dumps still work).
     Sessions do not nest; consecutive sessions in one process are fine.
-  - While a window records, `<window>.partial` names the raw file and the start offset, in the
-    format Python's `pyprof.session.recover` reads, to rebuild a window after a crash.
+  - While a window records, `<window>.partial` names the raw file, the start offset and time, in
+    the format Python's `pyprof.session.recover` reads, to rebuild a window after a crash.
   - At JVM exit (a shutdown hook; not in a JVM hosted by JPype, where Python owns MXNet's end)
     open sessions are stopped, their windows saved, and the raw file finished and deleted.
 
   All functions are thread safe: one session's calls are serialised on the session."
-  (:require [clojure.data.json :as json]
-            [clojure.java.io :as io]
-            [clojure.string :as str]
+  (:require [clojure.string :as str]
             [pyprof.config :as config]
-            [pyprof.native :as native :refer [mx]]
             [pyprof.profiler :as profiler]
+            [pyprof.session.raw :as raw]
+            [pyprof.session.schedule :as sched]
             [pyprof.stats :as stats]
             [pyprof.util :as util])
-  (:import (java.io File RandomAccessFile)
-           (java.nio.charset StandardCharsets)
-           (java.nio.file Files LinkOption Path Paths StandardCopyOption)
-           (java.nio.file.attribute FileAttribute)))
+  (:import (java.nio.file Paths)))
 
 (set! *warn-on-reflection* true)
 
 (def actions
-  "What the profiler does during one step (the value of a schedule for a step number)."
-  #{:none          ; not recording
-    :warmup        ; recording, discarded
-    :record        ; recording into the current window
-    :record-and-save}) ; last step of a window: saved at the next step
+  "What the profiler does during one step (the value of a schedule for a step number): the
+  actions of schedule.json, :none :warmup :record :record-and-save."
+  sched/actions)
 
-(defn- bad-option [msg data]
-  (ex-info msg (merge {:pyprof/error :invalid-option} data)))
-
-(defn schedule
+(def ^{:arglists '([] [opts])} schedule
   "A step schedule: a function from step number (0, 1, ...) to an action. After :skip-first
   steps, cycles of :wait idle steps, :warmup discarded steps and :active recorded steps repeat
   :repeat times (0 = for ever). Each cycle's active steps form one window. Defaults:
-  {:wait 0 :warmup 0 :active 1 :repeat 0 :skip-first 0}."
-  ([] (schedule {}))
-  ([{:keys [wait warmup active repeat skip-first]
-     :or {wait 0 warmup 0 active 1 repeat 0 skip-first 0} :as opts}]
-   (doseq [[k v low] [[:wait wait 0] [:warmup warmup 0] [:active active 1] [:repeat repeat 0]
-                      [:skip-first skip-first 0]]]
-     (when-not (and (integer? v) (>= v low))
-       (throw (bad-option (str "invalid schedule " (name k) "=" (pr-str v) ": expected an int >= " low)
-                          {:option k :value v}))))
-   (let [unknown (remove #{:wait :warmup :active :repeat :skip-first} (keys opts))]
-     (when (seq unknown)
-       (throw (bad-option (str "unknown schedule option(s) " (vec unknown) ": expected :wait"
-                               " :warmup :active :repeat :skip-first") {:option (vec unknown)}))))
-   (let [cycle (+ wait warmup active)]
-     (with-meta
-       (fn [step]
-         (if (< step skip-first)
-           :none
-           (let [step (- step skip-first)]
-             (if (and (pos? repeat) (>= step (* repeat cycle)))
-               :none
-               (let [pos (mod step cycle)]
-                 (cond (< pos wait) :none
-                       (< pos (+ wait warmup)) :warmup
-                       (= pos (dec cycle)) :record-and-save
-                       :else :record))))))
-       {::schedule (merge {:wait wait :warmup warmup :active active :repeat repeat
-                           :skip-first skip-first})}))))
+  {:wait 0 :warmup 0 :active 1 :repeat 0 :skip-first 0}. See `pyprof.session.schedule`."
+  sched/schedule)
 
-;; ------------------------------------------------------------------ the raw trace
+(def ^{:arglists '([text])} parse-range
+  "The events in a byte range of an MXNet trace that MXNet appended to (see
+  `pyprof.session.raw/parse-range`)."
+  raw/parse-range)
 
-(defonce ^:private raw (atom {:path nil, :metadata [], :metadata-keys #{}, :finished false,
-                              :scanned 0})) ; bytes before this offset were read for metadata
-
-(defn raw-trace-path
+(def ^{:arglists '([])} raw-trace-path
   "Path of this process's raw MXNet trace (nil before the first session)."
-  []
-  (:path @raw))
+  raw/raw-trace-path)
 
-(defn- pid [] (.pid (java.lang.ProcessHandle/current)))
-
-(defn- raw-size ^long []
-  (let [f (io/file (:path @raw))] (if (.isFile f) (.length f) 0)))
-
-(defn- configure-raw!
-  "Make MXNet record with `c-opts` into the raw file, reconfiguring only when needed. Called
-  as the owner, under the profiler lock."
-  [c-opts directory]
-  (let [{:keys [finished running]} (profiler/state)]
-    (when (or finished (:finished @raw))
-      (throw (util/fix-error
-              (str "the profiler already wrote its finished trace in this process"
-                   " (dump-profile true); MXNet cannot record again.")
-              (str "use only pyprof.session in this process (it never finishes the trace), or"
-                   " run the session in a child process")
-              (str "use only ProfilerSession in this process (it never finishes the trace), or"
-                   " run the session in a child process")
-              {:pyprof/error :session-finished})))
-    (when running
-      (throw (util/fix-error
-              (str "the profiler is already recording ((profiler-set-state :run) outside"
-                   " pyprof.session).")
-              "(profiler-set-state :stop) and (dump-profile) first"
-              "Profiler.setState(\"stop\") and Profiler.dump(true) first"
-              {:pyprof/error :invalid-state}))))
-  (when-not (:path @raw)
-    (let [dir (or (not-empty (System/getenv "PYPROF_RAW_DIR")) directory)]
-      (swap! raw assoc :path (str (.toAbsolutePath (Paths/get (str dir) (into-array String [(str ".pyprof-raw-" (pid) ".json")])))))))
-  (let [wanted (assoc c-opts "filename" (:path @raw) "continuous_dump" "true")]
-    (when (not= (profiler/current-config) (config/effective wanted))
-      (profiler/profiler-set-config wanted)
-      (swap! raw assoc :scanned 0))))
-
-(defn- read-range
-  "Bytes [start, end) of the raw file as a string (\"\" when it does not exist)."
-  ^String [path ^long start ^long end]
-  (let [f (io/file path)]
-    (if (or (not (.isFile f)) (>= start end))
-      ""
-      (with-open [r (RandomAccessFile. f "r")]
-        (let [n (int (- (min end (.length r)) start))
-              buf (byte-array (max n 0))]
-          (.seek r start)
-          (.readFully r buf)
-          (String. buf StandardCharsets/UTF_8))))))
-
-(defn parse-range
-  "The events in a byte range of an MXNet trace that MXNet appended to: an optional header
-  `{\"traceEvents\": [`, events separated by commas (possibly leading or trailing ones), an
-  optional footer `], \"displayTimeUnit\": \"ms\" }`. A last event cut mid-way (a crash) is
-  dropped."
-  [^String text]
-  (let [body (-> text
-                 (str/replace-first #"^\s*\{\s*\"traceEvents\"\s*:\s*\[" "")
-                 (str/replace-first #"\]\s*,\s*\"displayTimeUnit\"\s*:\s*\"[^\"]*\"\s*\}\s*$" "")
-                 (str/replace #"^[\s,]+|[\s,]+$" ""))]
-    (if (str/blank? body)
-      []
-      (try
-        (json/read-str (str "[" body "]"))
-        (catch Exception _
-          ;; a cut-off tail: keep the events up to the last complete one
-          (let [cut (str/last-index-of body "}\n,")]
-            (if cut (json/read-str (str "[" (subs body 0 (inc cut)) "]")) [])))))))
-
-(defn- write-trace!
-  "Writes `events` as a valid trace at `path`, atomically (temporary file, then rename)."
-  [^String path events]
-  (let [target (.toAbsolutePath (Paths/get path (make-array String 0)))
-        dir (or (.getParent target) (Paths/get "." (make-array String 0)))
-        _ (Files/createDirectories dir (make-array FileAttribute 0))
-        tmp (Files/createTempFile dir ".pyprof-" ".tmp" (make-array FileAttribute 0))]
-    (try
-      (with-open [w (io/writer (.toFile tmp))]
-        (.write w "{\"traceEvents\":[\n")
-        (loop [[e & more] events, first? true]
-          (when e
-            (when-not first? (.write w ",\n"))
-            (json/write e w)
-            (recur more false)))
-        (.write w "\n],\"displayTimeUnit\":\"ms\"}\n"))
-      (try (Files/setPosixFilePermissions tmp (java.nio.file.attribute.PosixFilePermissions/fromString "rw-r--r--"))
-           (catch UnsupportedOperationException _))
-      (Files/move tmp target (into-array [StandardCopyOption/REPLACE_EXISTING
-                                          StandardCopyOption/ATOMIC_MOVE]))
-      (finally (Files/deleteIfExists tmp)))))
-
-(defn- cut!
-  "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first; returns the
-  number of events written."
-  [start end out]
-  (let [{:keys [scanned path]} @raw
-        skipped (when (< scanned start) (parse-range (read-range path scanned start)))
-        events (parse-range (read-range path start end))
-        _ (swap! raw assoc :scanned end)
-        {:keys [metadata metadata-keys]}
-        (swap! raw (fn [r]
-                     (reduce (fn [r e]
-                               (if (and (= "M" (get e "ph")) (not ((:metadata-keys r) e)))
-                                 (-> r (update :metadata conj e) (update :metadata-keys conj e))
-                                 r))
-                             r (concat (filter #(= "M" (get % "ph")) skipped) events))))
-        body (remove #(= "M" (get % "ph")) events)
-        all (concat metadata body)]
-    (write-trace! out all)
-    (+ (count metadata) (count body))))
-
-(defn- partial-path ^String [path] (str path ".partial"))
-
-(defn- write-partial! [path start index]
-  (spit (partial-path path)
-        (json/write-str {"raw" (:path @raw) "start" start "window" index "pid" (pid)
-                         "metadata" (:metadata @raw)})))
+(defn- bad-option [msg data]
+  (ex-info msg (merge {:pyprof/error :invalid-option} data)))
 
 ;; ------------------------------------------------------------------ sessions
 
@@ -214,14 +80,11 @@
 (defonce ^:private open-sessions (atom #{}))
 (defonce ^:private counter (atom 0))
 
-(defn- many-windows? [sched]
-  (< 1 (count (take 2 (filter #(= :record-and-save (sched %)) (range 10000))))))
-
 (defn- fill-path [template window step]
   (-> template
       (str/replace "{window}" (str window))
       (str/replace "{step}" (str step))
-      (str/replace "{pid}" (str (pid)))))
+      (str/replace "{pid}" (str (raw/pid)))))
 
 (defn profile
   "A new session (not started). Options (all optional):
@@ -231,7 +94,7 @@
                      step) and \"{pid}\" filled in; must hold {window} when the schedule saves
                      several windows (\"pyprof_trace_{window}.json\")
     :on-trace-ready  called with each saved window map {:index :path :first-step :last-step
-                     :events}, after its file is written
+                     :events :start-us :end-us}, after its file is written
     recording keys as in `profiler-set-config`: :profile-symbolic :profile-imperative
     :profile-api :profile-memory :profile-all :aggregate-stats :dump-period.
   Use `with-session`, or `start!`, `step!` after each step, and `stop!`."
@@ -251,7 +114,7 @@
              (throw (bad-option (str "on-trace-ready must be a function, got "
                                      (pr-str on-trace-ready)) {:on-trace-ready on-trace-ready})))
          path (str (.toAbsolutePath (Paths/get (str path) (make-array String 0))))]
-     (when (and schedule (not (str/includes? path "{window}")) (many-windows? schedule))
+     (when (and schedule (not (str/includes? path "{window}")) (sched/saves-many? schedule))
        (throw (util/fix-error
                (str "path " (pr-str (str (:path opts))) " has no {window} placeholder, but the"
                     " schedule records several windows, which would overwrite each other.")
@@ -259,61 +122,105 @@
                "\"path\", \"trace_{window}.json\""
                {:pyprof/error :invalid-option :path path})))
      {::name (str "<pyprof.session " (swap! counter inc) ">")
+      ::recording rec
       ::options c-opts
-      ::schedule (or schedule (constantly :record))
+      ::schedule (or schedule (constantly sched/default-action))
       ::on-trace-ready on-trace-ready
       ::path path
-      ::state (atom {:state :new, :step 0, :action :none, :running false, :window nil,
-                     :windows []})})))
+      ::state (atom {:state :new, :step 0, :action sched/initial-action, :running false,
+                     :window nil      ; recording: {:index :start :first-step :path :start-us}
+                     :ended nil       ; stopped, not cut: {:window :end :end-us :last-step}
+                     :opened 0, :stopped-us nil, :final false, :saved-now [], :windows []})})))
 
 (defn- action-for [s step]
-  (let [a ((::schedule s) step)]
-    (when-not (actions a)
-      (throw (bad-option (str "schedule(" step ") returned " (pr-str a) ", expected one of "
-                              (sort actions)) {:action a})))
-    a))
+  (sched/check-action ((::schedule s) step) step))
 
-(defn- quiesce! [s]
-  (try
-    (mx MXNDArrayWaitAll)
-    (finally
-      (profiler/profiler-set-state :stop)
-      (swap! (::state s) assoc :running false)
-      (profiler/dump-profile false))))
+;; The operations of schedule.json's transition table (its "operations" say what each does).
+;; :stop, :open and :run make profiler calls and run as the session's owner; :save cuts the
+;; window's file outside (the profiler lock is not held while a large window is written).
+;; The session's state holds the :window recording now and the :ended one (stopped, not cut).
 
-(defn- save-window! [s last-step]
-  (let [st (::state s)
-        [start first-step path] (:window @st)]
-    (swap! st assoc :window nil)
-    (when (:running @st) (quiesce! s))
-    (let [n (cut! start (raw-size) path)
-          _ (Files/deleteIfExists (Paths/get (partial-path path) (make-array String 0)))
-          w {:index (count (:windows @st)) :path path :first-step first-step
-             :last-step (max first-step last-step) :events n}]
-      (swap! st update :windows conj w)
-      (when-let [f (::on-trace-ready s)] (f w))
-      w)))
+(declare save-op!)
 
-(defn- transition! [s prev cur final?]
-  (let [st (::state s)
-        want-window (contains? #{:record :record-and-save} cur)
-        want-run (not= :none cur)]
-    (profiler/-as-owner (::name s)
-      (let [{:keys [window step]} @st]
-        (when (and window (or (= prev :record-and-save) (not want-window)))
-          (save-window! s (- step (if final? 0 1)))))
-      (when (and (:running @st) (or (not want-run) (and want-window (nil? (:window @st)))))
-        (quiesce! s))
-      (when (and want-window (nil? (:window @st)))
-        (let [{:keys [windows step]} @st
-              path (fill-path (::path s) (count windows) step)
-              start (raw-size)]
-          (swap! st assoc :window [start step path])
-          (write-partial! path start (count windows))))
-      (when (and want-run (not (:running @st)))
-        (profiler/profiler-set-state :run)
-        (swap! st assoc :running true)))
-    (swap! st assoc :action cur)))
+(defn- write-partial! [s]
+  (let [{:keys [path start index start-us]} (:window @(::state s))]
+    (raw/write-partial! path start index start-us)))
+
+(defn- stop-op!
+  "Stops recording; the open window ends here (cut by the next :save)."
+  [s]
+  (let [st (::state s)]
+    (when (:running @st)
+      (swap! st assoc :running false)
+      (swap! st assoc :stopped-us (raw/quiesce!)))
+    (when-let [w (:window @st)]
+      (when (:ended @st) (save-op! s)) ; a table that stops twice before saving
+      (let [{:keys [step final stopped-us]} @st]
+        (swap! st assoc :window nil
+               :ended {:window w :end (raw/size) :end-us (or stopped-us (raw/now-us))
+                       :last-step (max (:first-step w) (- step (if final 0 1)))})))))
+
+(defn- open-op!
+  "Opens a window at the raw trace's current end (the profiler stopped, drained)."
+  [s]
+  (let [st (::state s)]
+    (when (nil? (:window @st))
+      (when (:running @st) (stop-op! s)) ; only a table that opens while recording gets here
+      (when (raw/rotation-due?)
+        (save-op! s) ; a window that ended but is not cut yet lives in the old raw file
+        (raw/rotate!))
+      (raw/drain!)
+      (let [{:keys [opened step ended]} @st
+            start (raw/size)]
+        (raw/harvest! start (when ended [(get-in ended [:window :start]) (:end ended)]))
+        (swap! st assoc :opened (inc opened)
+               :window {:index opened :start start :first-step step :start-us (raw/now-us)
+                        :path (fill-path (::path s) opened step)})
+        (write-partial! s)))))
+
+(defn- run-op! [s]
+  (let [st (::state s)]
+    (when-not (:running @st)
+      (profiler/profiler-set-state :run)
+      (swap! st assoc :running true))))
+
+(defn- save-op!
+  "Writes the window that ended at the last :stop: its raw bytes, as a valid trace."
+  [s]
+  (let [st (::state s)]
+    (when-let [{:keys [window end end-us last-step]} (:ended @st)]
+      (swap! st assoc :ended nil)
+      (let [{:keys [index start first-step path start-us]} window
+            n (raw/cut! start end path)
+            _ (raw/delete-partial! path)
+            w {:index index :path path :first-step first-step :last-step last-step :events n
+               :start-us start-us :end-us end-us}]
+        (swap! st #(-> % (update :windows conj w) (update :saved-now conj w)))
+        ;; the window recording now: its .partial gets the metadata of the range just cut
+        (when (:window @st) (write-partial! s))
+        w))))
+
+(def ^:private owner-operations {:stop #'stop-op!, :open #'open-op!, :run #'run-op!})
+
+(let [missing (remove (set (conj (keys owner-operations) :save)) (keys sched/operation-names))]
+  (when (seq missing) ; schedule.json names an operation this namespace does not perform
+    (throw (ex-info (str "schedule.json: unknown session operations " (vec missing))
+                    {:pyprof/error :invalid-spec :operations (vec missing)}))))
+
+(defn- transition!
+  "Moves from `prev` (the last step's action) to `cur` (the next step's): performs the
+  operations schedule.json lists for the pair, in order; then calls on-trace-ready with each
+  window saved (outside the owner's rights)."
+  [s prev cur final?]
+  (let [st (::state s)]
+    (swap! st assoc :final final? :saved-now [])
+    (doseq [op (sched/operations prev cur)]
+      (if (= :save op)
+        (save-op! s)
+        (profiler/-as-owner (::name s) ((owner-operations op) s))))
+    (swap! st assoc :action cur)
+    (when-let [f (::on-trace-ready s)]
+      (doseq [w (:saved-now @st)] (f w)))))
 
 (defn start!
   "Takes ownership of the profiler and begins step 0. A failed start (bad schedule, MXNet
@@ -330,14 +237,15 @@
           (throw (ex-info (str "a pyprof.session (" other ") is already open; sessions do not"
                                " nest. fix: close it first, or use one session with a schedule")
                           {:pyprof/error :invalid-state :session other})))
-        (configure-raw! (::options s) (str (.getParent (io/file (::path s)))))
+        (raw/configure! (::recording s) (::options s)
+                        (str (.getParent (java.io.File. ^String (::path s)))))
         (profiler/-update-tracker! assoc :session (::name s)))
       (swap! st assoc :state :open)
       (swap! open-sessions conj s)
       (try
-        (transition! s :none (action-for s 0) false)
+        (transition! s (:action @st) (action-for s 0) false)
         (catch Throwable t
-          (try (transition! s (:action @st) :none true) (catch Throwable _))
+          (try (transition! s (:action @st) sched/final-action true) (catch Throwable _))
           (swap! st assoc :state :closed)
           (swap! open-sessions disj s)
           (profiler/-update-tracker! assoc :session nil)
@@ -367,7 +275,7 @@
     (let [st (::state s)]
       (when (= :open (:state @st))
         (try
-          (transition! s (:action @st) :none true)
+          (transition! s (:action @st) sched/final-action true)
           (finally
             (swap! st assoc :state :closed)
             (swap! open-sessions disj s)
@@ -376,7 +284,8 @@
       (:windows @st))))
 
 (defn windows
-  "The windows saved so far: [{:index :path :first-step :last-step :events} ...]."
+  "The windows saved so far: [{:index :path :first-step :last-step :events :start-us :end-us}
+  ...]."
   [s]
   (:windows @(::state s)))
 
@@ -415,24 +324,12 @@
   [paths out]
   (let [evs (mapcat stats/read-events paths)
         meta (distinct (filter #(= "M" (get % "ph")) evs))]
-    (write-trace! (str out) (concat meta (remove #(= "M" (get % "ph")) evs)))
+    (raw/write-trace! (str out) (concat meta (remove #(= "M" (get % "ph")) evs)))
     (str out)))
 
 ;; ------------------------------------------------------------------ exit
 
-(defn- finish-raw! []
-  (let [{:keys [path]} @raw
-        {:keys [finished running]} (profiler/state)]
-    (when (and path (not finished) (not (:finished @raw))
-               (= path (get (profiler/current-config) "filename")))
-      (profiler/-as-owner "exit"
-        (when running (profiler/profiler-set-state :stop))
-        (profiler/dump-profile true))
-      (swap! raw assoc :finished true)
-      (when-not (System/getenv "PYPROF_KEEP_RAW")
-        (.delete (io/file ^String path))))))
-
 ;; Run by pyprof.profiler's shutdown hook, before it finishes a plain trace.
 ;; Exit actions run in key order: save the open windows first, then finish the raw trace.
 (profiler/-on-exit! "1-pyprof.session/sessions" (fn [] (doseq [s @open-sessions] (stop! s))))
-(profiler/-on-exit! "2-pyprof.session/raw" finish-raw!)
+(profiler/-on-exit! "2-pyprof.session/raw" raw/finish!)

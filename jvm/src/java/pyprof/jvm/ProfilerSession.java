@@ -25,7 +25,8 @@ import java.util.Map;
  *
  * <p>Options: {@code "path"} (window files; {@code {window}}, {@code {step}}, {@code {pid}} are
  * filled in), {@code "schedule"} (a map of {@code wait}, {@code warmup}, {@code active},
- * {@code repeat}, {@code skip_first}; default: one window from start to stop), and the recording
+ * {@code repeat}, {@code skip_first}, read by the rules of {@code schedule.json} shared with
+ * Python; default: one window from start to stop), and the recording
  * keys of {@link Profiler#setConfig} except {@code filename}, {@code continuous_dump} and
  * {@code profile_process}.
  *
@@ -114,8 +115,9 @@ public final class ProfilerSession implements AutoCloseable {
 
   /**
    * Stops recording, saves an open window, gives the profiler back; returns every saved window
-   * ({@code index}, {@code path}, {@code first-step}, {@code last-step}, {@code events}).
-   * Idempotent.
+   * ({@code index}, {@code path}, {@code first-step}, {@code last-step}, {@code events}, and
+   * its real time span {@code start-us}, {@code end-us}: microseconds since the epoch, the clock
+   * of the trace's {@code ts}). Idempotent.
    */
   @SuppressWarnings("unchecked")
   public List<Map<Object, Object>> stop() {

@@ -1,0 +1,269 @@
+(ns pyprof.session.raw
+  "The raw trace: the one MXNet trace file sessions append to for the life of the process (the
+  design is in `pyprof.session`), and windows cut from it. The JVM side of Python's
+  `pyprof._session_raw` and `pyprof._session_windows`: the profiler calls that keep the raw
+  file's size an exact boundary between events (`quiesce!`, `drain!`), configuration and
+  rotation of the file, reading byte ranges of it (`parse-range`), writing them as valid traces
+  with every metadata event seen first (`cut!`), and the `.partial` files recovery reads.
+  Internal to `pyprof.session`; call these as the session's owner where noted."
+  (:require [clojure.data.json :as json]
+            [clojure.java.io :as io]
+            [clojure.string :as str]
+            [pyprof.config :as config]
+            [pyprof.native :refer [mx]]
+            [pyprof.profiler :as profiler]
+            [pyprof.util :as util])
+  (:import (java.io RandomAccessFile)
+           (java.nio.charset StandardCharsets)
+           (java.nio.file Files Paths StandardCopyOption)
+           (java.nio.file.attribute FileAttribute PosixFilePermissions)
+           (java.time Instant)))
+
+(set! *warn-on-reflection* true)
+
+(def rotate-bytes
+  "Size above which the raw trace is started afresh between windows (as Python's
+  ROTATE_BYTES, 256 MiB). An atom, for tests."
+  (atom (bit-shift-left 256 20)))
+
+(defonce ^:private raw (atom {:path nil, :metadata [], :metadata-keys #{}, :finished false,
+                              :scanned 0})) ; bytes before this offset were read for metadata
+
+(defn raw-trace-path
+  "Path of this process's raw MXNet trace (nil before the first session)."
+  []
+  (:path @raw))
+
+(defn metadata
+  "Every metadata event (`ph` M) read from the raw trace so far, in order."
+  []
+  (:metadata @raw))
+
+(defn pid [] (.pid (java.lang.ProcessHandle/current)))
+
+(defn now-us
+  "Now, in microseconds since the epoch (MXNet's `ts` clock)."
+  ^long []
+  (let [i (Instant/now)] (+ (* (.getEpochSecond i) 1000000) (quot (.getNano i) 1000))))
+
+(defn size
+  "The raw file's size in bytes (0 when it does not exist)."
+  ^long []
+  (let [f (io/file (:path @raw))] (if (.isFile f) (.length f) 0)))
+
+(defn- read-range
+  "Bytes [start, end) of the raw file as a string (\"\" when it does not exist)."
+  ^String [path ^long start ^long end]
+  (let [f (io/file path)]
+    (if (or (not (.isFile f)) (>= start end))
+      ""
+      (with-open [r (RandomAccessFile. f "r")]
+        (let [n (int (- (min end (.length r)) start))
+              buf (byte-array (max n 0))]
+          (.seek r start)
+          (.readFully r buf)
+          (String. buf StandardCharsets/UTF_8))))))
+
+(defn- strip-separators
+  "`s` without leading and trailing whitespace and commas (a linear scan: a regex anchored at
+  the end retries every whitespace run of a large range)."
+  ^String [^String s]
+  (let [n (.length s)
+        sep? (fn [^long i] (let [c (.charAt s (int i))] (or (= c \,) (Character/isWhitespace c))))
+        from (loop [i 0] (if (and (< i n) (sep? i)) (recur (inc i)) i))
+        to (loop [i n] (if (and (> i from) (sep? (dec i))) (recur (dec i)) i))]
+    (subs s from to)))
+
+(defn parse-range
+  "The events in a byte range of an MXNet trace that MXNet appended to: an optional header
+  `{\"traceEvents\": [`, events separated by commas (possibly leading or trailing ones), an
+  optional footer `], \"displayTimeUnit\": \"ms\" }`. A last event cut mid-way (a crash) is
+  dropped."
+  [^String text]
+  (let [body (-> text
+                 (str/replace-first #"^\s*\{\s*\"traceEvents\"\s*:\s*\[" "")
+                 (str/replace-first #"\]\s*,\s*\"displayTimeUnit\"\s*:\s*\"[^\"]*\"\s*\}\s*$" "")
+                 strip-separators)]
+    (if (str/blank? body)
+      []
+      (try
+        (json/read-str (str "[" body "]"))
+        (catch Exception _
+          ;; a cut-off tail: keep the events up to the last complete one
+          (let [cut (str/last-index-of body "}\n,")]
+            (if cut (json/read-str (str "[" (subs body 0 (inc cut)) "]")) [])))))))
+
+(defn- remember-metadata!
+  "Adds the metadata events among `events` not yet known; returns the known metadata."
+  [events]
+  (:metadata (swap! raw (fn [r]
+                          (reduce (fn [r e]
+                                    (if (and (= "M" (get e "ph")) (not ((:metadata-keys r) e)))
+                                      (-> r (update :metadata conj e) (update :metadata-keys conj e))
+                                      r))
+                                  r events)))))
+
+(defn harvest!
+  "Remembers the metadata events of the bytes not yet scanned, up to `end`. They matter when
+  they fall outside every window: MXNet writes its process_name events in its first dump.
+  `skip` [from to] is a range left to `cut!` (a window that ended and is not cut yet), read
+  only once."
+  ([end] (harvest! end nil))
+  ([end [skip-from skip-to]]
+   (let [scan! (fn [from to]
+                 (when (< from to)
+                   (remember-metadata! (filter #(= "M" (get % "ph"))
+                                               (parse-range (read-range (:path @raw) from to))))))
+         {:keys [scanned]} @raw]
+     (when (and skip-to (< scanned skip-to) (<= skip-to end))
+       (scan! scanned skip-from)
+       (swap! raw assoc :scanned skip-to))
+     (when (< (:scanned @raw) end)
+       (scan! (:scanned @raw) end)
+       (swap! raw update :scanned max end)))))
+
+;; ------------------------------------------------------------------ configuration
+
+(defn- reconfigure!
+  "Configures MXNet with the recording `options` (as given to a session: keyword or C keys,
+  Clojure values) into the raw file: MXNet deletes it and starts a new one."
+  [options]
+  (harvest! (size)) ; MXNet deletes the old raw file: keep its metadata events
+  (profiler/profiler-set-config (assoc options "filename" (:path @raw) "continuous_dump" true))
+  (swap! raw assoc :scanned 0 :options options)) ; offsets restart at 0 in the new file
+
+(defn configure!
+  "Makes MXNet record with the recording `options` (as given to a session; `c-opts` are the
+  same, validated to C strings) into the raw file, reconfiguring only when needed. Called as the
+  owner, under the profiler lock."
+  [options c-opts directory]
+  (let [{:keys [finished running]} (profiler/state)]
+    (when (or finished (:finished @raw))
+      (throw (util/fix-error
+              (str "the profiler already wrote its finished trace in this process"
+                   " (dump-profile true); MXNet cannot record again.")
+              (str "use only pyprof.session in this process (it never finishes the trace), or"
+                   " run the session in a child process")
+              (str "use only ProfilerSession in this process (it never finishes the trace), or"
+                   " run the session in a child process")
+              {:pyprof/error :session-finished})))
+    (when running
+      (throw (util/fix-error
+              (str "the profiler is already recording ((profiler-set-state :run) outside"
+                   " pyprof.session).")
+              "(profiler-set-state :stop) and (dump-profile) first"
+              "Profiler.setState(\"stop\") and Profiler.dump(true) first"
+              {:pyprof/error :invalid-state}))))
+  (when-not (:path @raw)
+    (let [dir (or (not-empty (System/getenv "PYPROF_RAW_DIR")) directory)]
+      (swap! raw assoc :path (str (.toAbsolutePath (Paths/get (str dir) (into-array String [(str ".pyprof-raw-" (pid) ".json")])))))))
+  (let [wanted (assoc c-opts "filename" (:path @raw) "continuous_dump" "true")]
+    (if (not= (profiler/current-config) (config/effective wanted))
+      (reconfigure! options)
+      (swap! raw assoc :options options))))
+
+(defn rotation-due?
+  "True once the raw file exceeds `rotate-bytes`, unless aggregate_stats is on (reconfiguring
+  also resets MXNet's aggregate statistics)."
+  []
+  (let [cfg (profiler/current-config)]
+    (boolean (and cfg (not= "true" (get cfg "aggregate_stats")) (>= (size) @rotate-bytes)))))
+
+(defn rotate!
+  "Between windows (as the owner; stopped, every window cut): starts the raw file afresh.
+  Reconfiguring with the same options makes MXNet delete the file and append to a new one."
+  []
+  (reconfigure! (:options @raw)))
+
+;; ------------------------------------------------------------------ boundaries (as the owner)
+
+(defn quiesce!
+  "Waits for queued operators, stops, and appends everything to the raw file; returns when
+  recording stopped (`now-us`). Afterwards nothing more is appended until the profiler runs
+  again: the raw file's size is an exact boundary between events."
+  []
+  (let [stopped (volatile! 0)]
+    (try
+      (mx MXNDArrayWaitAll)
+      (finally
+        (profiler/profiler-set-state :stop)
+        (vreset! stopped (now-us))
+        (profiler/dump-profile false)))
+    @stopped))
+
+(defn drain!
+  "With the profiler stopped: makes the raw file's size a boundary before recording. Operators
+  queued before now run to their end unrecorded. MXNet keeps custom-object events (tasks,
+  counters, ...) whenever it is not paused, and before its first run it is neither running nor
+  paused: a first start and stop pauses it (stopping pauses, running un-pauses). Whatever MXNet
+  queued meanwhile is appended now, before the boundary, never into the next window."
+  []
+  (mx MXNDArrayWaitAll)
+  (when-not (:ever-ran (profiler/state))
+    (profiler/profiler-set-state :run)
+    (profiler/profiler-set-state :stop))
+  (profiler/dump-profile false))
+
+;; ------------------------------------------------------------------ windows
+
+(defn write-trace!
+  "Writes `events` as a valid trace at `path`, atomically (temporary file, then rename)."
+  [^String path events]
+  (let [target (.toAbsolutePath (Paths/get path (make-array String 0)))
+        dir (or (.getParent target) (Paths/get "." (make-array String 0)))
+        _ (Files/createDirectories dir (make-array FileAttribute 0))
+        tmp (Files/createTempFile dir ".pyprof-" ".tmp" (make-array FileAttribute 0))]
+    (try
+      (with-open [w (io/writer (.toFile tmp))]
+        (.write w "{\"traceEvents\":[\n")
+        (loop [[e & more] events, first? true]
+          (when e
+            (when-not first? (.write w ",\n"))
+            (json/write e w)
+            (recur more false)))
+        (.write w "\n],\"displayTimeUnit\":\"ms\"}\n"))
+      (try (Files/setPosixFilePermissions tmp (PosixFilePermissions/fromString "rw-r--r--"))
+           (catch UnsupportedOperationException _))
+      (Files/move tmp target (into-array [StandardCopyOption/REPLACE_EXISTING
+                                          StandardCopyOption/ATOMIC_MOVE]))
+      (finally (Files/deleteIfExists tmp)))))
+
+(defn cut!
+  "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first; returns the
+  number of events written."
+  [start end out]
+  (harvest! start)
+  (let [events (parse-range (read-range (:path @raw) start end))
+        _ (swap! raw update :scanned max end)
+        metadata (remember-metadata! events)
+        body (remove #(= "M" (get % "ph")) events)]
+    (write-trace! out (concat metadata body))
+    (+ (count metadata) (count body))))
+
+(defn partial-path ^String [path] (str path ".partial"))
+
+(defn write-partial!
+  "Records where a window starts, in the format Python's `pyprof.recover` reads."
+  [path start index start-us]
+  (spit (partial-path path)
+        (json/write-str {"raw" (:path @raw) "start" start "window" index "pid" (pid)
+                         "start_us" start-us "metadata" (metadata)})))
+
+(defn delete-partial! [path]
+  (Files/deleteIfExists (Paths/get (partial-path path) (make-array String 0))))
+
+;; ------------------------------------------------------------------ exit
+
+(defn finish!
+  "At exit: finishes the raw file (MXNet's destructor then writes nothing) and deletes it."
+  []
+  (let [{:keys [path]} @raw
+        {:keys [finished running]} (profiler/state)]
+    (when (and path (not finished) (not (:finished @raw))
+               (= path (get (profiler/current-config) "filename")))
+      (profiler/-as-owner "exit"
+        (when running (profiler/profiler-set-state :stop))
+        (profiler/dump-profile true))
+      (swap! raw assoc :finished true)
+      (when-not (System/getenv "PYPROF_KEEP_RAW")
+        (.delete (io/file ^String path))))))

@@ -1,0 +1,126 @@
+(ns pyprof.session.schedule
+  "Step schedules of sessions, interpreted from `schedule.json` (pyprof/spec, on the classpath),
+  the file Python's `pyprof._session_schedule` reads too: the actions, the schedule's parameters
+  and their limits, the phases of a cycle with the action of each step, and the transition
+  table: for the action of the step that ended and the action of the step that begins, the
+  operations a session performs (:stop, :save, :open, :run). Nothing here restates a rule; it
+  reads the file. File names become keywords with dashes (`record_and_save` ->
+  :record-and-save, `skip_first` -> :skip-first)."
+  (:require [clojure.data.json :as json]
+            [clojure.java.io :as io]
+            [clojure.string :as str]))
+
+(set! *warn-on-reflection* true)
+
+(def ^:const spec-resource "schedule.json")
+
+(def spec
+  "schedule.json, string keys as in the file."
+  (let [url (or (io/resource spec-resource)
+                (throw (ex-info (str spec-resource " is not on the classpath; add ../pyprof/spec to"
+                                     " :resource-paths (or the classpath of the hosting JVM)")
+                                {:pyprof/error :missing-spec :resource spec-resource})))]
+    (with-open [r (io/reader url)] (json/read r))))
+
+(defn- kw [s] (keyword (str/replace s "_" "-")))
+
+(def actions
+  "What the profiler does during one step (the value of a schedule for a step number)."
+  (set (map kw (keys (spec "actions")))))
+
+(def operation-names
+  "The operations the transition table may name, with what each does."
+  (into {} (map (fn [[k v]] [(kw k) v])) (spec "operations")))
+
+(def transitions
+  "{[previous-action next-action] [operation ...]}, every pair of actions once."
+  (let [table (reduce (fn [t {:strs [from to do] :as row}]
+                        (let [k [(kw from) (kw to)] ops (mapv kw do)]
+                          (when-not (and (actions (first k)) (actions (second k)) (not (t k))
+                                         (every? operation-names ops))
+                            (throw (ex-info (str spec-resource ": bad transition row " (pr-str row))
+                                            {:pyprof/error :invalid-spec :row row})))
+                          (assoc t k ops)))
+                      {} (spec "transitions"))
+        missing (for [a (sort actions) b (sort actions) :when (not (table [a b]))] [a b])]
+    (when (seq missing)
+      (throw (ex-info (str spec-resource ": no transition row for " (vec missing))
+                      {:pyprof/error :invalid-spec :missing (vec missing)})))
+    table))
+
+(defn operations
+  "The operations a session performs, in order, when `prev` (the action of the step that ended)
+  moves to `cur`."
+  [prev cur]
+  (transitions [prev cur]))
+
+(def default-action "Every step's action in a session without a schedule." (kw (spec "without_schedule")))
+(def initial-action "The action before step 0 (start! moves from it)." (kw (spec "before_first_step")))
+(def final-action "The action after stop!." (kw (spec "after_stop")))
+
+(def ^:private parameters
+  (mapv (fn [{:strs [name min default]}] {:key (kw name) :min min :default default})
+        (spec "parameters")))
+
+(defn- bad-option [msg data]
+  (ex-info msg (merge {:pyprof/error :invalid-option} data)))
+
+(defn schedule
+  "A step schedule: a function from step number (0, 1, ...) to an action. After :skip-first
+  steps, cycles of :wait idle steps, :warmup discarded steps and :active recorded steps repeat
+  :repeat times (0 = for ever). Each cycle's active steps form one window. Defaults:
+  {:wait 0 :warmup 0 :active 1 :repeat 0 :skip-first 0}."
+  ([] (schedule {}))
+  ([opts]
+   (let [known (mapv :key parameters)
+         unknown (remove (set known) (keys opts))]
+     (when (seq unknown)
+       (throw (bad-option (str "unknown schedule option(s) " (vec unknown) ": expected "
+                               (str/join " " known)) {:option (vec unknown)})))
+     (let [values (reduce (fn [m {:keys [key min default]}]
+                            (let [v (get opts key default)]
+                              (when-not (and (integer? v) (>= v min))
+                                (throw (bad-option (str "invalid schedule " (name key) "=" (pr-str v)
+                                                        ": expected an int >= " min)
+                                                   {:option key :value v})))
+                              (assoc m key (long v))))
+                          {} parameters)
+           {:strs [steps action]} (spec "skip_first")
+           skip (values (kw steps))
+           skip-action (kw action)
+           phases (mapv (fn [{:strs [steps action last_step_action]}]
+                          [(values (kw steps)) (kw action) (kw (or last_step_action action))])
+                        (spec "cycle"))
+           cycle (reduce + (map first phases))
+           cycles (values (kw (spec "cycles")))
+           after (kw (spec "after_cycles"))]
+       (with-meta
+         (fn [step]
+           (if (< step skip)
+             skip-action
+             (let [step (- step skip)]
+               (if (and (pos? cycles) (>= step (* cycles cycle)))
+                 after
+                 (loop [pos (mod step cycle), [[n each last] & more] phases]
+                   (cond (< pos n) (if (= pos (dec n)) last each)
+                         :else (recur (- pos n) more)))))))
+         {:pyprof.session/schedule values})))))
+
+(defn check-action
+  "`a` (what a schedule returned for `step`) when it is an action; else throws :invalid-option."
+  [a step]
+  (when-not (actions a)
+    (throw (bad-option (str "schedule(" step ") returned " (pr-str a) ", expected one of "
+                            (sort actions)) {:action a})))
+  a)
+
+(defn saves-many?
+  "True when `sched` saves more than one window within its first `steps` (10000) steps."
+  ([sched] (saves-many? sched 10000))
+  ([sched steps]
+   (loop [step 0, prev initial-action, saves 0]
+     (let [cur (if (< step steps) (check-action (sched step) step) final-action)
+           saves (cond-> saves (some #{:save} (operations prev cur)) inc)]
+       (cond (> saves 1) true
+             (>= step steps) false
+             :else (recur (inc step) cur saves))))))
