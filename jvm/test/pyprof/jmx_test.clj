@@ -6,7 +6,7 @@
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
             [pyprof.ndarray :as nd]
-            [pyprof.test-util :refer [temp-dir]])
+            [pyprof.test-util :refer [java-child temp-dir]])
   (:import (com.sun.tools.attach VirtualMachine)
            (java.util.concurrent TimeUnit)
            (javax.management ObjectName)
@@ -87,3 +87,47 @@
         (spit stop-file "")
         (when-not (.waitFor p 30 TimeUnit/SECONDS) (.destroyForcibly p))))
     (is (= 0 (.exitValue p)) (slurp (io/file dir "service.err")))))
+
+(defn child-timed-windows
+  "Run in a child JVM: a timed session (step_seconds 0.2, every step a window) over a busy
+  loop, while a slow call holds the control for 1.1 s (as stats() of a large window would), so
+  the timed step runs more than five periods late. Prints the windows and the time span."
+  [dir]
+  (let [ctl (ProfilerControl/instance)
+        busy (atom true)
+        worker (doto (Thread. ^Runnable
+                              (fn [] (while @busy
+                                       (with-open [a (nd/random-uniform -1 1 [64 64])] (nd/wait-to-read a))
+                                       (Thread/sleep 10))))
+                 (.start))
+        t0 (* 1000 (System/currentTimeMillis))]
+    (.start ctl (str "profile_imperative=true,step_seconds=0.2,active=1,path=" dir "/timed_{window}.json") 30)
+    (Thread/sleep 500)
+    (locking ctl (Thread/sleep 1100))
+    (Thread/sleep 700)
+    (let [ws (.stop ctl)
+          t1 (* 1000 (System/currentTimeMillis))]
+      (reset! busy false)
+      (.join worker)
+      (prn [t0 t1 (json/read-str ws)]))))
+
+(deftest timed-windows-never-burst-and-record-their-span
+  (let [dir (str (temp-dir))
+        {:keys [exit out err]} (java-child ["-e" (str "(require 'pyprof.jmx-test)"
+                                                       "(pyprof.jmx-test/child-timed-windows \"" dir "\")")])
+        [t0 t1 ws] (read-string (last (str/split-lines out)))
+        spans (mapv (juxt #(% "start-us") #(% "end-us")) ws)
+        full (butlast spans)] ; the last window ends whenever stop() comes
+    (is (= 0 exit) err)
+    (is (<= 4 (count ws) 9) (str "about 2.3 s of 0.2 s steps, one of them 1.1 s long: " (count ws)))
+    (is (= (range (count ws)) (map #(% "index") ws)))
+    (is (every? (fn [[s e]] (>= (- e s) 150000)) full)
+        (str "no burst of short windows: " (mapv (fn [[s e]] (- e s)) spans)))
+    (is (some (fn [[s e]] (>= (- e s) 1000000)) spans) "the late step made one long window")
+    (is (<= t0 (ffirst spans)) "spans are real time")
+    (is (<= (second (peek spans)) t1))
+    (doseq [[[_ e] [s _]] (partition 2 1 spans)]
+      (is (< -1 (- s e) 100000) "contiguous: the windows cover the whole time"))
+    (doseq [w (butlast ws)]
+      (is (some #(= "_random_uniform" (% "name")) (get (json/read-str (slurp (w "path"))) "traceEvents"))
+          (str "window " (w "index") " is not empty")))))

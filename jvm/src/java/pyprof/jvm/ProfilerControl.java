@@ -30,7 +30,11 @@ import javax.management.ObjectName;
  * <p>Every session has a maximum duration ({@code maxDurationSeconds}, else
  * {@code -Dpyprof.jmx.maxDurationSeconds}, else 600 s; never more than
  * {@code -Dpyprof.jmx.maxDurationLimitSeconds}, default 3600 s): a forgotten session stops by
- * itself and keeps its windows. One session at a time. Errors reach the JMX client as
+ * itself and keeps its windows. With {@code step_seconds}, a timer ends a step that many seconds
+ * after the previous timed step began: a late step makes a longer window, never a burst of
+ * catch-up steps; every window records its real time span ({@code start-us}, {@code end-us},
+ * microseconds since the epoch, in {@link #stop()}'s and {@link #getStatus()}'s windows).
+ * One session at a time. Errors reach the JMX client as
  * {@link IllegalArgumentException} or {@link IllegalStateException} with pyprof's message (JMX
  * clients cannot load pyprof's own exception classes).
  */
@@ -147,8 +151,9 @@ public final class ProfilerControl implements ProfilerControlMBean {
       deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(max);
       expiry = timer.schedule(() -> expire(s), max, TimeUnit.SECONDS);
       if (stepMs > 0) {
-        stepper = timer.scheduleAtFixedRate(() -> timedStep(s), stepMs, stepMs,
-            TimeUnit.MILLISECONDS);
+        long periodNanos = TimeUnit.MILLISECONDS.toNanos(stepMs);
+        stepper = timer.schedule(() -> timedStep(s, periodNanos), periodNanos,
+            TimeUnit.NANOSECONDS);
       }
       return String.valueOf(s.state().get(clojure.lang.Keyword.intern("state"))) + " "
           + Long.toString(max) + "s";
@@ -166,15 +171,29 @@ public final class ProfilerControl implements ProfilerControlMBean {
     }
   }
 
-  private synchronized void timedStep(ProfilerSession s) {
-    if (session == s && active) {
-      try {
-        s.step();
-      } catch (RuntimeException e) {
-        lastError = "stopped: " + e.getMessage();
-        stopLocked();
-      }
+  /**
+   * One timed step, then the next one scheduled {@code periodNanos} after this one began: a step
+   * that runs late (waiting for this control's lock, held by a slow call) or long (waiting for
+   * queued operators, cutting a large window) makes that window longer, and the ticks it
+   * missed are skipped. Consecutive steps are therefore never closer than the period. (At a
+   * fixed rate the missed ticks ran back to back to catch up: after a 1 s step at a 0.2 s
+   * period, five empty windows within 30 ms. At a fixed delay from the end of a step, the time
+   * to cut the last window would be added to every window.)
+   */
+  private synchronized void timedStep(ProfilerSession s, long periodNanos) {
+    if (session != s || !active) {
+      return;
     }
+    long began = System.nanoTime();
+    try {
+      s.step();
+    } catch (RuntimeException e) {
+      lastError = "stopped: " + e.getMessage();
+      stopLocked();
+      return;
+    }
+    long delay = Math.max(0, began + periodNanos - System.nanoTime());
+    stepper = timer.schedule(() -> timedStep(s, periodNanos), delay, TimeUnit.NANOSECONDS);
   }
 
   @Override
