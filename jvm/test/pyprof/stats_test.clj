@@ -1,6 +1,13 @@
 (ns pyprof.stats-test
-  (:require [clojure.test :refer [deftest is testing]]
-            [pyprof.stats :as stats]))
+  (:require [clojure.data :as data]
+            [clojure.data.json :as json]
+            [clojure.edn :as edn]
+            [clojure.java.io :as io]
+            [clojure.test :refer [deftest is testing]]
+            [pyprof.stats :as stats]
+            [pyprof.stats-parity :as parity]
+            [pyprof.test-util :as tu]
+            [pyprof.trace-reader :as reader]))
 
 (def ^:private events
   [{"ph" "M" "name" "process_name" "pid" 0 "args" {"name" "cpu/0"}}
@@ -25,7 +32,25 @@
     (is (= 2.5 (stats/percentile a 50)))
     (is (< (Math/abs (- 3.7 (stats/percentile a 90))) 1e-12))
     (is (< (Math/abs (- 3.97 (stats/percentile a 99))) 1e-12))
-    (is (= 7.0 (stats/percentile (long-array [7]) 99)))))
+    (is (= 7.0 (stats/percentile (long-array [7]) 99))))
+  (testing "numpy's virtual index is (n-1)*q, not n*q + (1-q) - 1: they differ in the last bit"
+    ;; np.percentile(np.array([0, 10**15]), 90) == 900000000000000.0 exactly; the other formula
+    ;; gives 899999999999999.9 (virtual index 0.8999999999999999)
+    (is (= 9.0E14 (stats/percentile (long-array [0 1000000000000000]) 90)))))
+
+(deftest percentiles-and-means-equal-numpy-bit-for-bit
+  ;; numpy's values of int64 arrays with large values (tests/fixtures/make_expected_stats.py)
+  (let [{:strs [percentiles means]} (json/read-str (slurp (io/file parity/repo-root "tests" "fixtures"
+                                                                    "stats_cases" "numerics.json")))
+        numpy-mean @#'stats/numpy-mean]
+    (is (= 44 (count percentiles)))
+    (doseq [{:strs [values p50 p90 p99]} percentiles
+            :let [a (long-array values)]]
+      (is (= [p50 p90 p99] [(stats/percentile a 50) (stats/percentile a 90) (stats/percentile a 99)])
+          (str "n=" (count values))))
+    (is (= 9 (count means)))
+    (doseq [{:strs [values mean]} means]
+      (is (= mean (numpy-mean (long-array values))) (str "n=" (count values))))))
 
 (deftest pairs-copies-devices-memory-counters
   (let [r (stats/stats [events])
@@ -40,6 +65,90 @@
            (:memory r)))
     (is (= [{:category "demo" :name "items" :count 1 :min 4 :max 4 :mean 4.0 :last 4}] (:counters r)))
     (is (= 1 (:unmatched-end r)))
+    (is (= ["1 end event(s) without a begin were ignored"] (:notes r)))
     (is (= {:time "us" :memory "bytes"} (:units r)))
     (is (stats/bulk-name? "[dot]"))
-    (is (= ["operator"] (map :category (:operators (stats/stats [events] {:categories #{"operator"}})))))))
+    (is (= ["operator"] (map :category (:operators (stats/stats [events] {:categories #{"operator"}})))))
+    (is (= ["operator"] (map :category (:operators (stats/stats [events] {:exclude-categories #{"demo"}})))))))
+
+(defn- first-difference [expected actual]
+  (let [[only-expected only-actual] (data/diff expected actual)]
+    {:python only-expected :jvm only-actual}))
+
+(deftest equals-python-on-every-fixture
+  ;; Expected values: tests/fixtures/make_expected_stats.py (Python's pyprof.trace.stats).
+  (let [files (parity/expected-files)]
+    (is (<= 25 (count files)) "the generator's expected values are committed")
+    (is (some #(= "small.json.stats.json" (.getName ^java.io.File %)) files))
+    (is (some #(= "header_leading_comma.json.stats.json" (.getName ^java.io.File %)) files))
+    (doseq [^java.io.File f files
+            :let [{:strs [inputs runs]} (json/read-str (slurp f))]
+            {:strs [options result]} runs]
+      (let [expected (parity/normalize result)
+            actual (parity/jvm-result inputs options)]
+        (is (= expected actual)
+            (str (.getName f) " " (pr-str options) ": " (pr-str (first-difference expected actual))))))))
+
+(deftest reader-matches-python-report-and-events
+  (testing "a quote inside a name is kept; 64-bit ids exactly; the report as Python's"
+    (let [evs (reader/read-events "../tests/fixtures/traces/quote.json")]
+      (is (= 20 (count evs)))
+      (is (some #(= "re\"lu" (get % "name")) evs))
+      (is (= 11063534467229197503N (get (nth evs 3) "tid")))))
+  (testing "tiny chunks: every event of a file with the header's bare comma"
+    (let [n (atom 0)
+          rep (reader/read-trace "../tests/trace/fixtures/header_leading_comma.json" {:chunk-bytes 64}
+                                 (fn [_] (swap! n inc)))]
+      (is (= 20 @n))
+      (is (= ["bare comma before the first event (second profiling session in one process)"]
+             (:problems rep)))))
+  (testing "errors carry Python's messages"
+    (let [e (try (stats/stats "../tests/fixtures/traces/nope.json") (catch clojure.lang.ExceptionInfo e e))]
+      (is (= :trace-not-found (:pyprof/error (ex-data e))))
+      (is (= "cannot open trace '../tests/fixtures/traces/nope.json': No such file or directory; check the path"
+             (ex-message e))))
+    (is (thrown-with-msg? clojure.lang.ExceptionInfo #"no trace files given" (stats/stats [])))))
+
+(deftest large-trace-streams-in-a-small-heap
+  ;; A 200 MB trace summarised by a child JVM limited to a 64 MiB heap (reading it whole took
+  ;; several GB), and the result equals Python's on the same file.
+  (let [dir (tu/temp-dir)
+        trace (io/file dir "large.json")
+        out (io/file dir "jvm.json")]
+    (try
+      (let [size (parity/write-large-trace! trace (* 200 1000 1000) 42)
+            {:keys [exit err] child-out :out}
+            (tu/java-child ["-e" (str "(require 'pyprof.stats-parity) (pyprof.stats-parity/summarise-child "
+                                      (pr-str (str trace)) " " (pr-str (str out)) ")")]
+                           :jvm-args ["-Xmx64m"] :timeout-s 600)]
+        (is (>= size (* 200 1000 1000)))
+        (is (zero? exit) (str "child JVM failed: " err))
+        (when (zero? exit)
+          (let [summary (edn/read-string child-out)
+                jvm (parity/normalize (json/read-str (slurp out)))
+                py (parity/python-result trace)
+                twm "time_weighted_mean_bytes"
+                strip (fn [r] (update r "memory" (partial mapv #(dissoc % twm))))]
+            (println "large trace:" size "bytes," (:calls summary) "calls; JVM" (format "%.1f s" (:seconds summary))
+                     "peak used heap" (:peak-used-bytes summary) "of max" (:max-heap-bytes summary)
+                     "(old gen peak" (str (:old-gen-peak-bytes summary) ")"))
+            (is (< 100000 (:calls summary)))
+            (testing "the damage was there and repaired"
+              (is (= ["large.json: bare comma before the first event (second profiling session in one process)"
+                      "large.json: missing closing ]} (process crashed or profiler not finalised)"
+                      (str "large.json: 1 closing ]} in the middle of the file (a dump appended after a "
+                           "finished trace), events on both sides kept")]
+                     (take 3 (get jvm "notes"))))
+              (is (some #(re-matches #"large.json: \d+ event\(s\) with unescaped characters in names" %)
+                        (get jvm "notes")))
+              (is (some #(= "large.json: 1 unreadable fragment(s), 22 bytes, dropped" %) (get jvm "notes"))))
+            (is (= (strip py) (strip jvm)) (pr-str (first-difference (strip py) (strip jvm))))
+            ;; Python sums this one with BLAS ddot (order depends on CPU and threads); the JVM's is
+            ;; the correctly rounded value: equal within a few ulps.
+            (is (= (count (get py "memory")) (count (get jvm "memory"))))
+            (doseq [[p j] (map vector (get py "memory") (get jvm "memory"))]
+              (is (<= (Math/abs (- (double (get p twm)) (double (get j twm))))
+                      (* 1e-12 (Math/abs (double (get p twm)))))
+                  (str "time-weighted mean " (get p twm) " vs " (get j twm)))))))
+      (finally
+        (doseq [^java.io.File f (reverse (file-seq dir))] (.delete f))))))
