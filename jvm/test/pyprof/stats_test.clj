@@ -109,6 +109,21 @@
              (ex-message e))))
     (is (thrown-with-msg? clojure.lang.ExceptionInfo #"no trace files given" (stats/stats [])))))
 
+(deftest trace-cut-after-a-ph-line-is-refused-as-in-python
+  ;; Python's prefilter restores the "}" of a last event cut right after its "ph" line, so
+  ;; pyprof.trace.stats raises KeyError('ts') there (reported, not changed). The JVM refuses the
+  ;; file too, with an error that names the event, rather than give numbers Python has not.
+  (let [dir (tu/temp-dir)
+        f (io/file dir "cut.json")
+        text (slurp "../tests/fixtures/traces/small.json")
+        i (.indexOf ^String text "\"ph\": \"B\"" 1500)]
+    (try
+      (spit f (subs text 0 (+ i (count "\"ph\": \"B\",\n"))))
+      (let [e (try (stats/stats (str f)) nil (catch clojure.lang.ExceptionInfo e e))]
+        (is (= :trace-format (:pyprof/error (ex-data e))))
+        (is (re-find #"no \"ts\"" (str (ex-message e)))))
+      (finally (doseq [^java.io.File x (reverse (file-seq dir))] (.delete x))))))
+
 (deftest large-trace-streams-in-a-small-heap
   ;; A 200 MB trace summarised by a child JVM limited to a 64 MiB heap (reading it whole took
   ;; several GB), and the result equals Python's on the same file.
