@@ -342,3 +342,45 @@
     (testing "a bad initial value: an error, and no handle left open"
       (is (= "counter.not_int" (:pyprof/code (ex-data (caught (profiler/counter d "c" 1.5))))))
       (is (= "counter.out_of_range" (:pyprof/code (ex-data (caught (profiler/counter d "c" -1)))))))))
+
+(deftest profile-process-as-python-takes-it
+  (testing "only the worker: an unknown process is process.invalid, the server process.server_in_jvm"
+    (are [call] (= {:pyprof/error :invalid-state :pyprof/code "process.invalid" :value :both
+                    :choices ["worker" "server"]}
+                   (select-keys (ex-data (caught (call :both)))
+                                [:pyprof/error :pyprof/code :value :choices]))
+      #(profiler/profiler-set-state :run %)
+      #(profiler/dump-profile true %)
+      profiler/pause
+      profiler/resume)
+    (is (= (str "invalid profile_process \"both\": expected one of \"worker\", \"server\". fix: pass"
+                " one of \"worker\", \"server\"")
+           (ex-message (caught (profiler/pause "both")))))
+    (are [call] (= "process.server_in_jvm" (:pyprof/code (ex-data (caught (call "server")))))
+      #(profiler/profiler-set-state :stop %)
+      #(profiler/dump-profile false %)
+      profiler/pause
+      profiler/resume)
+    (is (= :stop-is-fine (do (profiler/profiler-set-state :stop :worker) :stop-is-fine)))))
+
+(deftest dump-after-dumps-finished-the-trace-in-a-child-jvm
+  (testing "as pyprof.profiler.dump: with continuous_dump off, dumps finishes the file"
+    (let [out (str (temp-dir) "/t.json")
+          code (str "(require 'pyprof.profiler)"
+                    "(do (pyprof.profiler/profiler-set-config {:filename \"" out "\""
+                    " :aggregate-stats true :continuous-dump false})"
+                    " (pyprof.profiler/profiler-set-state :run)"
+                    " (pyprof.profiler/profiler-set-state :stop)"
+                    " (pyprof.profiler/dumps)"
+                    " (prn (try (pyprof.profiler/dump-profile true) :no-error"
+                    " (catch Exception e [(ex-message e) (select-keys (ex-data e) [:pyprof/code :trace])])))"
+                    " (prn (:finished (pyprof.profiler/state))))")
+          {:keys [exit] :as r} (java-child ["-e" code])
+          [[message data] finished] (map read-string (str/split-lines (:out r)))]
+      (is (= 0 exit) (:err r))
+      (is (= {:pyprof/code "state.trace_finished_by_dumps" :trace out} data))
+      (is (= (str "MXNet already finished the trace file (" (pr-str out) ") when dumps read the"
+                  " statistics with continuous_dump off. fix: dump before dumps, or configure"
+                  " continuous_dump on")
+             message))
+      (is (true? finished)))))

@@ -81,6 +81,19 @@
   []
   (get (:config @tracker) "filename"))
 
+(defn- process-code
+  "The C code of `profile-process` (\"worker\" or :worker), as pyprof.profiler._process_code:
+  process.invalid for a name api.json does not list; process.server_in_jvm for the server, where
+  Python would use a kvstore handle (process.server_needs_kvstore): the JVM holds none."
+  [profile-process]
+  (let [p (when (or (string? profile-process) (keyword? profile-process)) (name profile-process))
+        code (or (get rules/processes p)
+                 (throw (rules/error "process.invalid" {:value profile-process
+                                                        :choices (rules/choices rules/processes)})))]
+    (when (not= worker code)
+      (throw (rules/error "process.server_in_jvm" {:key "profile_process" :value p})))
+    code))
+
 (defn profiler-set-config
   "Configures the profiler (C: MXSetProcessProfilerConfig). `options` is a map of keyword keys
   (:profile-symbolic, :filename, :aggregate-stats, :dump-period, ...) or C's string keys
@@ -94,10 +107,7 @@
   kvstore handle)."
   [options]
   (let [c-opts (config/validate options)]
-    (when (not= worker (rules/processes (get c-opts "profile_process" "worker")))
-      ;; Python asks for a kvstore handle here (process.server_needs_kvstore); the JVM has none.
-      (throw (rules/error "process.server_in_jvm" {:key "profile_process"
-                                                   :value (c-opts "profile_process")})))
+    (process-code (get c-opts "profile_process" "worker"))
     (locking lock
       (check-owner "(profiler-set-config ...)")
       (let [{:keys [finished running config]} @tracker]
@@ -115,13 +125,16 @@
 
 (defn profiler-set-state
   "Starts (\"run\" or :run) or stops (\"stop\" or :stop, the default) recording
-  (C: MXSetProcessProfilerState). Running also un-pauses."
+  (C: MXSetProcessProfilerState). Running also un-pauses. `profile-process` (as Python's
+  set_state) may only be :worker here: the JVM profiles its own process."
   ([] (profiler-set-state :stop))
-  ([state]
+  ([state] (profiler-set-state state :worker))
+  ([state profile-process]
    (let [s (when (or (string? state) (keyword? state)) (name state))
          code (or (get rules/states s)
                   (throw (rules/error "state.invalid" {:state state
                                                        :choices (rules/choices rules/states)})))
+         _ (process-code profile-process)
          run? (= "run" s)]
      (locking lock
        (check-owner (str "(profiler-set-state " (pr-str state) ")"))
@@ -137,9 +150,12 @@
   also 1, or false/0) ends the session: the file is valid JSON afterwards, and no second session
   can be written in this process. Throws ex-info :invalid-state when the profiler never ran
   (MXNet: \"Profiler hasn't been run\"), and :session-finished after a finished dump (a second
-  one would corrupt the file)."
+  one would corrupt the file) or when `dumps` already finished it (continuous_dump off).
+  `profile-process` (as Python's dump) may only be :worker here."
   ([] (dump-profile true))
-  ([finished]
+  ([finished] (dump-profile finished :worker))
+  ([finished profile-process]
+   (process-code profile-process)
    (let [f (cond (boolean? finished) finished
                  (and (integer? finished) (or (== finished 0) (== finished 1))) (== finished 1)
                  :else (throw (rules/error "state.dump_finished_arg" {:value finished})))]
@@ -151,10 +167,14 @@
          (mx MXDumpProcessProfile (if f 1 0) (int worker) nil)
          (catch MXNetException e
            ;; MXNet itself knows whether anything ran (Python, in a JPype-hosted JVM, may have).
-           (if (str/includes? (.mxnetMessage e) "hasn't been run")
-             (throw (rules/error "state.dump_before_run"
-                                 {:fn (.function e) :mxnet-error (.mxnetMessage e)} e))
-             (throw e))))
+           (when-not (str/includes? (.mxnetMessage e) "hasn't been run")
+             (throw e))
+           (let [mxnet {:fn (.function e) :mxnet-error (.mxnetMessage e)}]
+             (when (:ever-ran @tracker) ; dumps finished the file (continuous_dump off)
+               (swap! tracker assoc :finished true)
+               (throw (rules/error "state.trace_finished_by_dumps"
+                                   (assoc mxnet :trace (trace-name)) e)))
+             (throw (rules/error "state.dump_before_run" mxnet e)))))
        (when f (swap! tracker assoc :finished true :running false)))
      nil)))
 
@@ -210,20 +230,25 @@
 
 (defn pause
   "Pauses recording without leaving the run state (C: MXProcessProfilePause 1). A global flag,
-  not a counter."
-  []
-  (locking lock
-    (mx MXProcessProfilePause 1 (int worker) nil)
-    (swap! tracker assoc :paused true))
-  nil)
+  not a counter. `profile-process` (as Python's pause) may only be :worker here."
+  ([] (pause :worker))
+  ([profile-process]
+   (process-code profile-process)
+   (locking lock
+     (mx MXProcessProfilePause 1 (int worker) nil)
+     (swap! tracker assoc :paused true))
+   nil))
 
 (defn resume
-  "Resumes recording after `pause` (C: MXProcessProfilePause 0)."
-  []
-  (locking lock
-    (mx MXProcessProfilePause 0 (int worker) nil)
-    (swap! tracker assoc :paused false))
-  nil)
+  "Resumes recording after `pause` (C: MXProcessProfilePause 0). `profile-process` (as Python's
+  resume) may only be :worker here."
+  ([] (resume :worker))
+  ([profile-process]
+   (process-code profile-process)
+   (locking lock
+     (mx MXProcessProfilePause 0 (int worker) nil)
+     (swap! tracker assoc :paused false))
+   nil))
 
 (defmacro with-profiling
   "Runs `body` with the profiler in the run state and always stops it afterwards, without hiding
