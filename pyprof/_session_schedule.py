@@ -27,8 +27,9 @@ SPEC: dict[str, Any] = json.loads(SPEC_PATH.read_text(encoding="utf-8"))
 
 #: What the profiler does during one step (the value of ``schedule(step)``). Its members are
 #: the file's actions, upper-cased: NONE, WARMUP, RECORD, RECORD_AND_SAVE.
-Action = enum.Enum("Action", [(name.upper(), name) for name in SPEC["actions"]],  # type: ignore[misc]
-                   module="pyprof.session", qualname="Action")
+Action = enum.Enum(  # type: ignore[misc]
+    "Action", [(name.upper(), name) for name in SPEC["actions"]],
+    module="pyprof.session", qualname="Action")
 Action.__doc__ = ("What the profiler does during one step (the value of ``schedule(step)``): "
                   + "; ".join(f"{a.name} = {SPEC['actions'][a.value]}" for a in Action) + ".")
 

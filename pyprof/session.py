@@ -20,10 +20,10 @@ Clojure): the schedule's parameters, the phases of a cycle with the action of ea
 action of the step that ended and that of the step that begins, the operations the session
 performs in order, out of ``stop`` (wait for queued operators, stop, append to the raw trace:
 the open window ends there), ``save`` (write the window that ended), ``open`` (open a window at
-the raw trace's current end) and ``run`` (start the profiler). Between back-to-back windows the
-table saves after the next window started recording, so only the boundary itself (a few
-milliseconds) separates them, not the time to write a large window. ``start()`` moves from ``none`` to step 0's action, ``step()``
-from one step's action to the next, ``stop()`` to ``none``.
+the raw trace's current end) and ``run`` (start the profiler). ``start()`` moves from ``none``
+to step 0's action, ``step()`` from one step's action to the next, ``stop()`` to ``none``.
+Between back-to-back windows the table saves after the next window started recording, so only
+the boundary itself (a few milliseconds) separates them, not the time to write a large window.
 
 **One raw trace per process.** MXNet's profiler is a process-wide singleton that can finish
 exactly one trace file: after ``dump(finished=True)`` it never writes a valid file again, and a
@@ -70,12 +70,15 @@ the next window, never into it).
 
 **Real time spans.** Every :class:`Window` carries ``start_us`` and ``end_us``: when recording
 into it started and stopped (microseconds since the epoch, the clock of the trace's ``ts``).
-A step that takes longer than planned shows as a longer span, never as extra windows.
+A step that takes longer than planned shows as a longer span, never as extra windows. (Python
+has no timed steps: ``step()`` is the caller's. The JVM's timed sessions, JMX ``step_seconds``,
+schedule each step one period after the previous one began, skipping missed ticks.)
 
 **Disk.** The raw file holds what was recorded (warm-ups and windows) since it was last started
-afresh: between windows, once it exceeds ``ROTATE_BYTES`` (256 MiB), pyprof reconfigures MXNet
-with the same options, which deletes it (not with ``aggregate_stats`` on: that would reset
-MXNet's statistics). At exit it is deleted (kept with ``PYPROF_KEEP_RAW=1``).
+afresh: between windows, once it exceeds ``ROTATE_BYTES`` (256 MiB, in
+:mod:`pyprof._session_raw`), pyprof reconfigures MXNet with the same options, which deletes it
+(a window that ended but is not cut yet is cut first; not with ``aggregate_stats`` on: that
+would reset MXNet's statistics). At exit it is deleted (kept with ``PYPROF_KEEP_RAW=1``).
 
 **Configuration.** The recording options (``profile_symbolic``, ``profile_imperative``,
 ``profile_api``, ``profile_memory``, ``profile_all``, ``aggregate_stats``, ``dump_period``) are
@@ -90,9 +93,9 @@ header (carried metadata fills that gap). ``filename``, ``continuous_dump`` and
 
 **Exit and crashes.** At interpreter exit an open session is closed (its window written), and
 the raw file is finished and deleted. While a window records, a small ``<window>.partial`` file
-beside it names the raw file, the window's start offset and start time; MXNet appends the raw file every
-``dump_period`` seconds. If the process dies, :func:`recover` turns what was flushed into a valid
-window trace.
+beside it names the raw file, the window's start offset and start time; MXNet appends the raw
+file every ``dump_period`` seconds. If the process dies, :func:`recover` turns what was flushed
+into a valid window trace.
 
 **Plain sessions afterwards.** ``pyprof.profiler.set_config(filename=...)`` after a session (or
 after any run) gets a file that MXNet writes without its header; the finished
