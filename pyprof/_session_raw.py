@@ -13,10 +13,9 @@ import os
 import threading
 from collections.abc import Iterator
 
-from . import _capi, config, profiler
+from . import _capi, config, profiler, rules
 from ._session_windows import METADATA, now_us, read_range
 from ._tracker import TRACKER
-from .errors import StateError
 
 __all__ = ["ROTATE_BYTES", "RawTrace", "RAW", "owner"]
 
@@ -55,15 +54,9 @@ class RawTrace:
         Called as the session's owner."""
         t = TRACKER
         if t.finished or self.finished:
-            raise StateError(
-                "the profiler already wrote its finished trace in this process "
-                "(profiler.dump(finished=True)); MXNet cannot record again. fix: use only "
-                "pyprof.profile in this process (it never finishes the trace), or run the "
-                "session in a child process")
+            raise rules.error("session.profiler_finished")
         if t.running:
-            raise StateError(
-                "the profiler is already recording (profiler.set_state('run') outside "
-                "pyprof.profile). fix: profiler.set_state('stop') and profiler.dump() first")
+            raise rules.error("session.profiler_running")
         if self.path is None:
             raw_dir = os.environ.get("PYPROF_RAW_DIR") or directory
             self.path = os.path.join(os.path.abspath(raw_dir), f".pyprof-raw-{os.getpid()}.json")

@@ -11,7 +11,7 @@ import json
 import os
 
 from ._session_windows import PARTIAL, Window, metadata_key, read_range
-from .errors import StateError
+from . import rules
 
 __all__ = ["recover"]
 
@@ -32,11 +32,9 @@ def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
         with open(out + PARTIAL, "rb") as f:
             info = json.load(f)
     except FileNotFoundError as exc:
-        raise StateError(f"nothing to recover at {out}: no {out + PARTIAL} file (windows that "
-                         "were saved need no recovery)") from exc
+        raise rules.error("session.nothing_to_recover", path=out, partial=out + PARTIAL) from exc
     if not os.path.exists(info["raw"]):
-        raise StateError(f"the raw trace {info['raw']} of {out} is gone; nothing to recover. "
-                         "fix: keep .pyprof-raw-*.json files until you have recovered")
+        raise rules.error("session.raw_trace_gone", raw=info["raw"], path=out)
     metadata = {metadata_key(ev): ev for ev in info["metadata"]}
     events = read_range(info["raw"], int(info["start"]), None, metadata, out=out)
     os.unlink(out + PARTIAL)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from . import rules
 
 __all__ = ["SPEC", "Action", "schedule", "OPERATIONS", "TRANSITIONS", "operations",
            "DEFAULT_ACTION", "INITIAL_ACTION", "FINAL_ACTION", "check_action", "saves_many"]
@@ -78,13 +78,13 @@ def schedule(**params: int) -> Callable[[int], Action]:
     known = [p["name"] for p in SPEC["parameters"]]
     unknown = [k for k in params if k not in known]
     if unknown:
-        raise ConfigError(f"unknown schedule option(s) {unknown}: expected {', '.join(known)}")
+        raise rules.error("schedule.unknown_option", options=unknown, choices=known)
     values: dict[str, int] = {}
     for p in SPEC["parameters"]:
         name, low = p["name"], p["min"]
         value = params.get(name, p["default"])
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ConfigError(f"invalid schedule {name}={value!r}: expected an int >= {low}")
+            raise rules.error("schedule.bad_value", option=name, value=value, min=low)
         values[name] = value
     skip = values[SPEC["skip_first"]["steps"]]
     skip_action = Action(SPEC["skip_first"]["action"])
@@ -118,9 +118,11 @@ schedule.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 
 
 def check_action(value: Any, step: int) -> Action:
-    """``value`` (what a schedule returned for ``step``) as an :class:`Action`, or ConfigError."""
+    """``value`` (what a schedule returned for ``step``) as an :class:`Action`, or ConfigError
+    (``schedule.bad_action``, its choices the file's action names)."""
     if not isinstance(value, Action):
-        raise ConfigError(f"schedule({step}) returned {value!r}, expected a pyprof.Action")
+        raise rules.error("schedule.bad_action", value=value, step=step,
+                          choices=list(SPEC["actions"]))
     return value
 
 

@@ -119,24 +119,19 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import _capi, config, profiler
+from . import _capi, config, profiler, rules
 from ._session_raw import RAW, ROTATE_BYTES, owner  # noqa: F401 - ROTATE_BYTES re-exported
 from ._session_recover import recover
 from ._session_schedule import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS, Action,
                                 check_action, operations, saves_many, schedule)
 from ._session_windows import PARTIAL, Window, complete_headless_trace, now_us, write_partial
 from ._tracker import TRACKER
-from .errors import ConfigError, StateError
 
 __all__ = ["Action", "schedule", "profile", "Window", "recover", "raw_trace_path",
            "complete_headless_trace"]
 
-_RESERVED = {
-    "filename": "pyprof.profile writes one file per window: pass path='trace_{window}.json'",
-    "continuous_dump": "pyprof.profile always appends continuously (that is how windows are cut)",
-    "profile_process": "server profiling runs through pyprof.dist / pyprof.profiler with a "
-                       "distributed kvstore, not through pyprof.profile",
-}
+#: Recording options a session does not take, with why (api.json ``reserved_session_keys``).
+_RESERVED: dict[str, str] = rules.API["reserved_session_keys"]
 
 _open_sessions: weakref.WeakSet[profile] = weakref.WeakSet()
 
@@ -191,20 +186,18 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                  **options: Any) -> None:
         for key in options:
             if key in _RESERVED:
-                raise ConfigError(f"pyprof.profile does not take {key!r}: {_RESERVED[key]}")
+                raise rules.error("session.reserved_option", option=key, why=_RESERVED[key])
         self._options = config.validate(options)  # unknown key: ConfigError with nearest match
-        self._schedule = schedule or (lambda step: DEFAULT_ACTION)
-        if not callable(self._schedule):
-            raise ConfigError(f"schedule must be callable (pyprof.schedule(...)), got {schedule!r}")
+        if schedule is not None and not callable(schedule):
+            raise rules.error("session.not_callable", option="schedule", value=schedule)
         if on_trace_ready is not None and not callable(on_trace_ready):
-            raise ConfigError(f"on_trace_ready must be callable, got {on_trace_ready!r}")
+            raise rules.error("session.not_callable", option="on_trace_ready",
+                              value=on_trace_ready)
+        self._schedule = schedule if schedule is not None else (lambda step: DEFAULT_ACTION)
         self._on_trace_ready = on_trace_ready
         self._path = os.path.abspath(os.fspath(path))
         if schedule is not None and "{window}" not in self._path and saves_many(schedule):
-            raise ConfigError(
-                f"path {os.fspath(path)!r} has no {{window}} placeholder, but the schedule "
-                "records several windows, which would overwrite each other. "
-                "fix: path='trace_{window}.json'")
+            raise rules.error("session.path_needs_window", path=os.fspath(path))
         self.windows: list[Window] = []
         self.step_num = 0
         self._action = INITIAL_ACTION
@@ -233,14 +226,11 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
     def start(self) -> None:
         """Take ownership of the profiler and begin step 0."""
         if self._state != "new":
-            raise StateError(f"{self._name} was already started; fix: create a new "
-                             "pyprof.profile for each session")
+            raise rules.error("session.already_started", session=self._name)
         t = TRACKER
         with t.lock:
             if t.session is not None:
-                raise StateError(
-                    f"a pyprof.profile session ({t.session}) is already open; sessions do not "
-                    "nest. fix: close it first, or use one session with a schedule")
+                raise rules.error("session.nested", session=t.session)
             with owner(self._name):
                 RAW.configure(self._options, os.path.dirname(self._path))
             t.session = self._name
@@ -253,8 +243,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
     def step(self) -> None:
         """Mark the end of one step; saves a window when its last active step ends."""
         if self._state != "open":
-            raise StateError(f"step() on a session that is {self._state}; fix: call it "
-                             "inside the with block (or between start() and stop())")
+            raise rules.error("session.not_open", state=self._state)
         self.step_num += 1
         self._transition(self._action, self._action_for(self.step_num))
 
@@ -274,7 +263,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
     def stats(self, **options: Any):
         """Exact statistics of all saved windows together (:func:`pyprof.trace.stats`)."""
         if not self.windows:
-            raise StateError("no window was saved yet; fix: profile at least one active step")
+            raise rules.error("session.no_window")
         from .trace import stats
         return stats([w.path for w in self.windows], **options)
 

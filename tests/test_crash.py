@@ -66,8 +66,25 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert len(operator_pairs(events, ("dot",))) == 3 + 7
     assert "cpu/0" in {e["args"]["name"] for e in events if e.get("name") == "process_name"}
     assert not list(tmp_path.glob(".pyprof-raw-*")) and not list(tmp_path.glob("*.partial"))
-    with pytest.raises(pyprof.StateError, match="nothing to recover"):
+    with pytest.raises(pyprof.StateError) as e:
         pyprof.recover(tmp_path / "win_1.json")
+    out = str(tmp_path / "win_1.json")
+    assert (e.value.code, str(e.value)) == (
+        "session.nothing_to_recover",
+        f"nothing to recover at {out!r}: no {out + '.partial'!r} file (windows that were saved "
+        "need no recovery). fix: pass the path of a window whose process died while recording it")
+
+
+def test_recover_needs_the_raw_trace(tmp_path):
+    out, raw = tmp_path / "w_0.json", tmp_path / ".pyprof-raw-1.json"
+    (tmp_path / "w_0.json.partial").write_text(json.dumps(
+        {"raw": str(raw), "start": 0, "window": 0, "metadata": []}))
+    with pytest.raises(pyprof.StateError) as e:
+        pyprof.recover(out)
+    assert (e.value.code, str(e.value)) == (
+        "session.raw_trace_gone",
+        f"the raw trace {str(raw)!r} of {str(out)!r} is gone; nothing to recover. "
+        "fix: keep .pyprof-raw-*.json files until you have recovered")
 
 
 @pytest.mark.parametrize("continuous", [True, False])

@@ -18,21 +18,68 @@ def test_schedule_is_a_pure_function():
                    "NONE", "WARMUP", "RECORD", "RECORD_AND_SAVE",
                    "NONE", "NONE", "NONE"]                   # repeat=2 done
     assert schedule(active=1)(5) is Action.RECORD_AND_SAVE   # repeat=0: for ever
-    with pytest.raises(pyprof.ConfigError, match="active=0"):
+    with pytest.raises(pyprof.ConfigError) as e:
         schedule(active=0)
-    with pytest.raises(pyprof.ConfigError, match="wait"):
+    assert e.value.code == "schedule.bad_value"
+    assert e.value.fields == {"option": "active", "value": 0, "min": 1}
+    assert str(e.value) == ("invalid schedule active=0: expected an integer >= 1. "
+                            "fix: pass an integer >= 1")
+    with pytest.raises(pyprof.ConfigError) as e:
         schedule(wait=-1)
+    assert e.value.code == "schedule.bad_value" and e.value.fields["option"] == "wait"
+    with pytest.raises(pyprof.ConfigError) as e:
+        schedule(wait=True)   # a bool is no step count
+    assert e.value.code == "schedule.bad_value" and e.value.fields["value"] is True
+
+
+def _error(fn):
+    """The pyprof error ``fn()`` raises: (class name, catalogue code, message)."""
+    with pytest.raises(pyprof.PyprofError) as e:
+        fn()
+    return type(e.value).__name__, e.value.code, str(e.value)
 
 
 def test_options_are_checked_before_anything_runs():
-    with pytest.raises(pyprof.ConfigError, match="did you mean 'profile_imperative'"):
-        pyprof.profile(profile_imperativ=True)
-    with pytest.raises(pyprof.ConfigError, match="path='trace_"):
-        pyprof.profile(filename="x.json")
-    with pytest.raises(pyprof.ConfigError, match="no \\{window\\} placeholder"):
-        pyprof.profile(schedule=schedule(active=1, repeat=3), path="one.json")
-    with pytest.raises(pyprof.ConfigError, match="expected a number"):
-        pyprof.profile(dump_period="soon")
+    assert _error(lambda: pyprof.profile(profile_imperativ=True))[:2] == (
+        "ConfigError", "config.unknown_key")
+    assert _error(lambda: pyprof.profile(filename="x.json")) == (
+        "ConfigError", "session.reserved_option",
+        "a session does not take 'filename': a session writes one file per window, named by its "
+        "path option (with a {window} placeholder). fix: leave it out")
+    assert _error(lambda: pyprof.profile(profile_process="server"))[1] == "session.reserved_option"
+    assert _error(lambda: pyprof.profile(continuous_dump=True))[1] == "session.reserved_option"
+    assert _error(lambda: pyprof.profile(schedule=schedule(active=1, repeat=3), path="one.json")) == (
+        "ConfigError", "session.path_needs_window",
+        "path 'one.json' has no window placeholder, but the schedule records several windows, "
+        "which would overwrite each other. fix: path='trace_{window}.json'")
+    assert _error(lambda: pyprof.profile(dump_period="soon"))[:2] == (
+        "ConfigError", "config.bad_value")
+    assert _error(lambda: pyprof.profile(schedule={"active": 1})) == (
+        "ConfigError", "session.not_callable",
+        "schedule must be a function, got {'active': 1}. "
+        "fix: pass a function (pyprof.schedule(...) for the schedule)")
+    assert _error(lambda: pyprof.profile(schedule=0))[1] == "session.not_callable"  # not "none"
+    assert _error(lambda: pyprof.profile(on_trace_ready="print")) == (
+        "ConfigError", "session.not_callable",
+        "on_trace_ready must be a function, got 'print'. "
+        "fix: pass a function (pyprof.schedule(...) for the schedule)")
+    # a schedule that returns no Action fails where its windows are counted (no {window})
+    assert _error(lambda: pyprof.profile(schedule=lambda step: "record", path="one.json")) == (
+        "ConfigError", "schedule.bad_action",
+        "the schedule returned 'record' for step 0, expected one of 'none', 'warmup', 'record', "
+        "'record_and_save'. fix: return an action of pyprof.schedule(...) from the schedule "
+        "function")
+
+
+def test_state_errors_before_and_after_a_session():
+    prof = pyprof.profile(path="unused_{window}.json")
+    assert _error(prof.step) == (
+        "StateError", "session.not_open",
+        "step on a session that is new. fix: call step() between starting and stopping the "
+        "session")
+    assert _error(prof.stats) == (
+        "StateError", "session.no_window",
+        "no window was saved yet. fix: profile at least one active step")
 
 
 THREE_WINDOWS = """
@@ -107,32 +154,49 @@ def test_ownership_and_state_errors(tmp_path):
     r = run_scenario("""
 import mxnet as mx, pyprof
 from pyprof import profiler
+codes = {}
+def attempt_code(name, fn):   # attempt(), keeping the catalogue code too
+    try:
+        fn()
+    except pyprof.PyprofError as e:
+        errors[name] = [type(e).__name__, str(e)]
+        codes[name] = e.code
 a = mx.nd.ones((8, 8))
 with pyprof.profile(path="s.json", aggregate_stats=True) as prof:
     mx.nd.dot(a, a).wait_to_read()
     attempt("rename", lambda: profiler.set_config(filename="other.json"))
     attempt("stop", lambda: profiler.set_state("stop"))
     attempt("dump", lambda: profiler.dump())
-    attempt("nested", lambda: pyprof.profile(path="n.json").start())
+    attempt_code("nested", lambda: pyprof.profile(path="n.json").start())
+    attempt_code("restart_open", prof.start)
     profiler.pause(); mx.nd.dot(a, a).wait_to_read(); profiler.resume()   # allowed
     stats = profiler.dumps(format="json")                                   # allowed
     mx.nd.dot(a, a)
-attempt("step_after", prof.step)
-attempt("restart", prof.start)
+attempt_code("step_after", prof.step)
+attempt_code("restart", prof.start)
 prof.stop()   # idempotent
 # plain profiler use after the session is fine; a finished dump ends pyprof sessions too
 profiler.set_config(filename="plain.json", continuous_dump=False)
 profiler.set_state("run"); mx.nd.dot(a, a).wait_to_read(); profiler.set_state("stop")
 profiler.dump()
-attempt("after_finished", lambda: pyprof.profile(path="late.json").start())
-result = {"errors": errors, "stats": stats}
+attempt_code("after_finished", lambda: pyprof.profile(path="late.json").start())
+result = {"errors": errors, "codes": codes, "stats": stats, "name": prof._name}
 """, tmp_path)
     err = r["errors"]
     for key in ("rename", "stop", "dump"):
         assert err[key][0] == "StateError" and "pyprof.profile session" in err[key][1], key
-    assert err["nested"][0] == "StateError" and "do not nest" in err["nested"][1]
-    assert err["step_after"][0] == "StateError" and err["restart"][0] == "StateError"
-    assert err["after_finished"][0] == "StateError" and "child process" in err["after_finished"][1]
+    assert r["codes"] == {"nested": "session.nested", "restart_open": "session.already_started",
+                          "step_after": "session.not_open", "restart": "session.already_started",
+                          "after_finished": "session.profiler_finished"}
+    assert err["nested"] == ["StateError", (
+        f"a session ({r['name']}) is already open; sessions do not nest. "
+        "fix: close it first, or use one session with a schedule")]
+    assert err["restart"] == ["StateError", (
+        f"{r['name']} was already started. fix: create a new session for each run")]
+    assert err["after_finished"] == ["StateError", (
+        "the profiler already wrote its finished trace in this process; MXNet cannot record "
+        "again. fix: use only pyprof.profile(...) in this process (it never finishes the "
+        "trace), or run the session in a child process")]
     assert json.loads(r["stats"])["Time"]["operator"]["dot"]["Count"] >= 1
     assert len(operator_pairs(load_trace(tmp_path / "s.json"), ("dot",))) == 2  # paused one out
     assert len(operator_pairs(load_trace(tmp_path / "plain.json"), ("dot",))) == 1
@@ -160,11 +224,13 @@ profiler.set_state("run")
 try:
     pyprof.profile(path="s.json").start()
 except pyprof.StateError as e:
-    result = str(e)
+    result = [e.code, str(e)]
 profiler.set_state("stop")
 profiler.dump()
 """, tmp_path)
-    assert "already recording" in r and "set_state('stop')" in r
+    assert r == ["session.profiler_running",
+                 "the profiler is already recording (set_state('run') outside a session). "
+                 "fix: set_state('stop') and dump() first"]
     load_trace(tmp_path / "mine.json")
 
 

@@ -154,9 +154,24 @@ def test_custom_schedules_through_any_transition():
 
 
 def test_spec_schedule_errors_name_the_limit():
-    with pytest.raises(pyprof.ConfigError, match="invalid schedule active=0: expected an int >= 1"):
+    with pytest.raises(pyprof.ConfigError) as e:
         pyprof.schedule(active=0)
-    with pytest.raises(pyprof.ConfigError, match="unknown schedule option"):
+    assert (e.value.code, str(e.value)) == (
+        "schedule.bad_value", "invalid schedule active=0: expected an integer >= 1. "
+        "fix: pass an integer >= 1")
+    for p in SPEC["parameters"]:   # every option's minimum comes from the file
+        with pytest.raises(pyprof.ConfigError) as e:
+            pyprof.schedule(**{p["name"]: p["min"] - 1})
+        assert e.value.code == "schedule.bad_value"
+        assert e.value.fields == {"option": p["name"], "value": p["min"] - 1, "min": p["min"]}
+    with pytest.raises(pyprof.ConfigError) as e:
         pyprof.schedule(cycles=2)
+    assert (e.value.code, str(e.value)) == (
+        "schedule.unknown_option", "unknown schedule option(s) 'cycles': expected one of "
+        "'wait', 'warmup', 'active', 'repeat', 'skip_first'. fix: use only those options")
+    with pytest.raises(pyprof.ConfigError) as e:
+        spec.check_action("record", 7)
+    assert e.value.code == "schedule.bad_action"
+    assert e.value.fields == {"value": "record", "step": 7, "choices": list(SPEC["actions"])}
     assert spec.saves_many(pyprof.schedule(active=1, repeat=2))
     assert not spec.saves_many(pyprof.schedule(active=3, repeat=1))
