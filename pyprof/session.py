@@ -224,7 +224,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         return self._action
 
     def start(self) -> None:
-        """Take ownership of the profiler and begin step 0."""
+        """Take ownership of the profiler and begin step 0. A failed start (the schedule's
+        first action, another session open, MXNet) leaves the profiler as it was."""
         if self._state != "new":
             raise rules.error("session.already_started", session=self._name)
         t = TRACKER
@@ -238,7 +239,14 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         _open_sessions.add(self)
         atexit.unregister(_at_exit)  # (re)register last, so it runs before mxnet's own atexit
         atexit.register(_at_exit)
-        self._transition(self._action, self._action_for(0))
+        try:
+            self._transition(self._action, self._action_for(0))
+        except BaseException:
+            # a failed start (the schedule's first action, MXNet) gives the profiler back and
+            # leaves this session closed, as on the JVM
+            with contextlib.suppress(Exception):
+                self.stop()
+            raise
 
     def step(self) -> None:
         """Mark the end of one step; saves a window when its last active step ends."""

@@ -162,6 +162,10 @@ def attempt_code(name, fn):   # attempt(), keeping the catalogue code too
         errors[name] = [type(e).__name__, str(e)]
         codes[name] = e.code
 a = mx.nd.ones((8, 8))
+# a failed start gives the profiler back: the session is closed, the next one starts
+bad = pyprof.profile(schedule=lambda step: None, path="bad_{window}.json")
+attempt_code("bad_action", bad.start)
+attempt_code("bad_step", bad.step)
 with pyprof.profile(path="s.json", aggregate_stats=True) as prof:
     mx.nd.dot(a, a).wait_to_read()
     attempt("rename", lambda: profiler.set_config(filename="other.json"))
@@ -185,9 +189,17 @@ result = {"errors": errors, "codes": codes, "stats": stats, "name": prof._name}
     err = r["errors"]
     for key in ("rename", "stop", "dump"):
         assert err[key][0] == "StateError" and "pyprof.profile session" in err[key][1], key
-    assert r["codes"] == {"nested": "session.nested", "restart_open": "session.already_started",
+    assert r["codes"] == {"bad_action": "schedule.bad_action", "bad_step": "session.not_open",
+                          "nested": "session.nested", "restart_open": "session.already_started",
                           "step_after": "session.not_open", "restart": "session.already_started",
                           "after_finished": "session.profiler_finished"}
+    assert err["bad_action"] == ["ConfigError", (
+        "the schedule returned None for step 0, expected one of 'none', 'warmup', 'record', "
+        "'record_and_save'. fix: return an action of pyprof.schedule(...) from the schedule "
+        "function")]
+    assert err["bad_step"] == ["StateError", (
+        "step on a session that is closed. fix: call step() between starting and stopping the "
+        "session")]
     assert err["nested"] == ["StateError", (
         f"a session ({r['name']}) is already open; sessions do not nest. "
         "fix: close it first, or use one session with a schedule")]
