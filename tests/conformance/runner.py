@@ -9,7 +9,9 @@ records, which :func:`differences` compares with a scenario's expectations:
 * a call that returns: ``{"ok": <result as JSON>}`` (objects as ``{"object": kind, "name": n}``);
 * a call that raises a pyprof error: ``{"error": <catalogue code>, "kind": <kind>}``;
 * ``trace``: the trace's events, normalised (see ``normalise_events``), with counts;
-* ``stats``: per-operator call counts and the statistics' field names.
+* statistics: calls per operator name; operator records as category, name and count;
+* a step for other languages only (``"languages": [...]``, or ``"not_in": [...]`` with a
+  ``"why"``, e.g. an input Java's types rule out): ``{"skipped": true}``.
 
 Run ``python tests/conformance/runner.py SCENARIO`` to print the outcomes of one scenario.
 """
@@ -44,10 +46,11 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def _resolve(value: Any, names: dict[str, Any], workdir: str) -> Any:
-    if isinstance(value, str) and value.startswith("$"):
-        return names[value[1:]]
+    if isinstance(value, str) and value.startswith("$"):  # "$name", or "$name.2": an item
+        name, _, index = value[1:].partition(".")
+        return names[name][int(index)] if index else names[name]
     if isinstance(value, str):
-        return value.replace("{dir}", workdir)
+        return value.replace("{dir}", workdir).replace("{root}", str(ROOT))
     if isinstance(value, list):
         return [_resolve(v, names, workdir) for v in value]
     if isinstance(value, dict):
@@ -64,9 +67,23 @@ def _as_json(value: Any) -> Any:
         return {str(k): _as_json(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_as_json(v) for v in value]
+    if hasattr(value, "item") and hasattr(value, "dtype"):  # a numpy scalar
+        return value.item()
     if isinstance(value, (pyprof.Domain, pyprof.Task, pyprof.Frame, pyprof.Event,
                           pyprof.Counter, pyprof.Marker)):
         return {"object": type(value).__name__, "name": value.name}
+    if isinstance(value, pyprof.Window):
+        return {"index": value.index, "first_step": value.first_step, "last_step": value.last_step}
+    if isinstance(value, pyprof.Action):
+        return value.value
+    from pyprof.trace.records import OpStats, TraceStats
+    if isinstance(value, TraceStats):  # calls per operator name (categories pooled)
+        counts: Counter[str] = Counter()
+        for op in value.operators:
+            counts[op.name] += op.count
+        return {"operators": dict(counts)}
+    if isinstance(value, OpStats):
+        return {"category": value.category, "name": value.name, "count": value.count}
     return {"object": type(value).__name__}
 
 
@@ -109,18 +126,15 @@ def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
             events = json.load(f)["traceEvents"]
         return normalise_events(events, args.get("cats"), args.get("names"),
                                 args.get("keep", ["name", "cat", "ph"]))
-    if call == "stats":
-        result = pyprof.stats(os.path.join(workdir, args["path"]))
-        counts: Counter[str] = Counter()
-        for op in result.operators:
-            counts[op.name] += op.count
-        return {"operators": dict(counts)}
-    path = BINDINGS[call]["python"]
+    binding = BINDINGS[call]
+    path = binding["python"]
     if "target" in step:  # a method or property: "Task.start" with "target": "$t"
         member = getattr(_resolve(step["target"], names, workdir), path.rsplit(".", 1)[1])
-        return member(**args) if callable(member) else member
-    module, _, attr = path.rpartition(".")
-    return getattr(importlib.import_module(module), attr)(**args)
+        value = member(**args) if callable(member) else member
+    else:
+        module, _, attr = path.rpartition(".")
+        value = getattr(importlib.import_module(module), attr)(**args)
+    return len(list(value)) if binding.get("result") == "count" else value
 
 
 def execute(scenario: dict[str, Any], workdir: str) -> list[dict[str, Any]]:
@@ -130,6 +144,9 @@ def execute(scenario: dict[str, Any], workdir: str) -> list[dict[str, Any]]:
     names: dict[str, Any] = {}
     outcomes = []
     for step in scenario["steps"]:
+        if "python" not in step.get("languages", ["python"]) or "python" in step.get("not_in", ()):
+            outcomes.append({"skipped": True})
+            continue
         try:
             value = _call(step, names, workdir)
         except pyprof.PyprofError as exc:
@@ -169,9 +186,15 @@ def _kind_matches(expected_code: str, kind: str) -> bool:
 
 
 def _subset(expected: Any, actual: Any) -> bool:
-    """``expected`` is contained in ``actual`` (dicts: the keys given; others: equal)."""
+    """``expected`` is contained in ``actual`` (dicts: the keys given; lists: item by item;
+    numbers: equal within 1e-9 relative; others: equal)."""
     if isinstance(expected, dict) and isinstance(actual, dict):
         return all(k in actual and _subset(v, actual[k]) for k, v in expected.items())
+    if isinstance(expected, list) and isinstance(actual, list):
+        return len(expected) == len(actual) and all(map(_subset, expected, actual))
+    if isinstance(expected, float) and isinstance(actual, (int, float)) \
+            and not isinstance(actual, bool):
+        return abs(expected - actual) <= 1e-9 * max(1.0, abs(expected))
     return expected == actual
 
 
@@ -179,12 +202,16 @@ def differences(scenario: dict[str, Any], outcomes: list[dict[str, Any]]) -> lis
     """Where ``outcomes`` differ from the scenario's expectations, one line each."""
     out = []
     for i, (step, got) in enumerate(zip(scenario["steps"], outcomes)):
+        if got.get("skipped"):
+            continue
         where = f"step {i} ({step['call']})"
         expect = step.get("expect", {})  # nothing given: the call succeeds
         if "error" in expect:
-            if got.get("error") != expect["error"]:
-                out.append(f"{where}: expected error {expect['error']}, got {got}")
-            elif not _kind_matches(expect["error"], got.get("kind", "")):
+            code = expect["error"]
+            code = code["python"] if isinstance(code, dict) else code  # per language
+            if got.get("error") != code:
+                out.append(f"{where}: expected error {code}, got {got}")
+            elif not _kind_matches(code, got.get("kind", "")):
                 out.append(f"{where}: error {got['error']} has kind {got.get('kind')}")
         elif "error" in got:
             out.append(f"{where}: expected success, got error {got['error']} ({got['kind']})")

@@ -12,14 +12,17 @@
             [pyprof.ndarray :as nd]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
+            [pyprof.session :as session]
             [pyprof.stats :as stats]
             [pyprof.test-util :refer [java-child temp-dir]])
   (:import (java.lang.reflect Method Modifier)
            (pyprof.jvm ProfileDomain ProfileObject)))
 
 (def suite-dir
-  "tests/conformance of this checkout (lein test runs in jvm/)."
-  (.getCanonicalFile (io/file (System/getProperty "user.dir") ".." "tests" "conformance")))
+  "tests/conformance of this checkout: found from this file (jvm/test/pyprof/), so that child
+  JVMs running in a temporary directory find it too."
+  (-> (io/resource "pyprof/conformance.clj") io/file .getParentFile .getParentFile
+      .getParentFile .getParentFile (io/file "tests" "conformance") .getCanonicalFile))
 
 (defn scenario-files []
   (sort (filter #(str/ends-with? (.getName ^java.io.File %) ".json")
@@ -48,31 +51,141 @@
   ([m] (mark-java m rules/default-marker-scope))
   ([m scope] (pyprof.jvm.Profiler/mark (:domain m) (:marker m) scope)))
 
+(defn set-value-java
+  "Counter.set_value through the Java facade: setValue(long), or setUnsignedValue for values
+  from 2^63 to 2^64-1 (a Java long holds them as their bits); a value beyond 64 bits cannot be
+  written in Java at all, so the step is skipped."
+  [^ProfileObject o value]
+  (cond (<= Long/MIN_VALUE value Long/MAX_VALUE) (.setValue o (long value))
+        (< value (.shiftLeft (biginteger 1) 64)) (.setUnsignedValue o (.longValue (biginteger value)))
+        :else ::skip))
+
+(defn counter-java
+  "Counter(domain, name, value) through the Java facade: Profiler.counter, then setValue."
+  ([domain name] (pyprof.jvm.Profiler/counter domain name))
+  ([domain name value] (doto (pyprof.jvm.Profiler/counter domain name) (set-value-java value))))
+
+(defn stats-java
+  "pyprof.stats(path) through the Java facade: Profiler.stats(String...)."
+  [path]
+  (pyprof.jvm.Profiler/stats (into-array String [(str path)])))
+
+(defn percentile
+  "numpy.percentile(a, q) as pyprof.stats/percentile computes it (a sorted long array)."
+  [a q]
+  (stats/percentile (long-array (sort a)) q))
+
 (defn close [^ProfileObject o] (.close o))
+
+(defn- workload* [times]
+  (dotimes [_ (or times 1)]
+    (let [a (nd/random-uniform -1 1 [4 4])]
+      (nd/wait-to-read a)
+      (nd/close a)))
+  (nd/wait-all))
+
+(defn with-duration [d times] (profiler/with-duration d (workload* times)))
+(defn with-task [domain name times] (profiler/with-task domain name (workload* times)))
+(defn with-frame [domain name times] (profiler/with-frame domain name (workload* times)))
+(defn with-event [name times] (profiler/with-event name (workload* times)))
+
+(defn with-profiling
+  "Python's forms.with_profiling: configure, run the body, stop, finish the trace."
+  [config times]
+  (profiler/with-profiling {:config config :dump true} (workload* times)))
+
+(defn- session-options
+  "Python's profile(**options) as pyprof.session's options map (kebab-case keys)."
+  [options]
+  (into {} (map (fn [[k v]] [(keyword (str/replace (name k) "_" "-")) v])) options))
+
+(defn profile [options] (session/profile (session-options options)))
+
+(defn profile-with
+  "Python's forms.profile_with: a session around `steps` steps (with-session)."
+  ([options steps] (profile-with options steps 1))
+  ([options steps times]
+   (session/with-session [s (session-options options)]
+     (dotimes [_ steps] (workload* times) (session/step! s))
+     (session/windows s))))
+
+(defn current-action [s] (:action (session/session-state s)))
+
+;; Through the Java facade: options as Java callers give them (C names, a schedule map).
+
+(defn- java-map
+  "Options as Java callers write them: a java.util.Map with the C names (snake_case)."
+  [m]
+  (java.util.HashMap. ^java.util.Map (into {} (map (fn [[k v]] [(str/replace (name k) "-" "_") v])) m)))
+
+(defn schedule-java
+  "Java has no schedule object: a ProfilerSession takes the schedule as a map."
+  [opts]
+  (java-map opts))
+
+(defn profile-java [options] (pyprof.jvm.ProfilerSession. (java-map options)))
+
+(defn profile-with-java
+  "try-with-resources: ProfilerSession is AutoCloseable."
+  ([options steps] (profile-with-java options steps 1))
+  ([options steps times]
+   (let [^pyprof.jvm.ProfilerSession s (.start ^pyprof.jvm.ProfilerSession (profile-java options))]
+     (try (dotimes [_ steps] (workload* times) (.step s))
+          (finally (.close s)))
+     (get (.state s) :windows))))
+
+(defn windows-java
+  "The saved windows: ProfilerSession.dump() (stops, returns their paths), then state()."
+  [^pyprof.jvm.ProfilerSession s]
+  (.dump s)
+  (get (.state s) :windows))
+
+(defn current-action-java [^pyprof.jvm.ProfilerSession s] (get (.state s) :action))
+
+(defn write-windows-java
+  "ProfilerSession.dump(path) writes a session's windows as one trace; here the windows named."
+  [paths out]
+  (session/write-windows! paths out))
 
 (defn closed? [^ProfileObject o] (.isClosed o))
 
 ;; ------------------------------------------------------------------ executing (in the child)
 
 (defn- resolve-value [v names workdir]
-  (cond (and (string? v) (str/starts-with? v "$")) (get names (subs v 1))
-        (string? v) (str/replace v "{dir}" workdir)
+  (cond (and (string? v) (str/starts-with? v "$"))   ; "$name", or "$name.2": an item of it
+        (let [[n i] (str/split (subs v 1) #"\." 2)] (cond-> (get names n) i (nth (parse-long i))))
+        (string? v) (-> v (str/replace "{dir}" workdir)
+                        (str/replace "{root}" (str (.getParentFile (.getParentFile ^java.io.File suite-dir)))))
         (sequential? v) (mapv #(resolve-value % names workdir) v)
         (map? v) (into {} (map (fn [[k x]] [k (resolve-value x names workdir)])) v)
         :else v))
 
+(defn- stats-result?
+  "A result of pyprof.stats (Clojure keys) or Profiler.stats (Java: the same map)."
+  [v]
+  (and (map? v) (contains? v :operators) (contains? v :units)))
+
+(defn- op-record? [v] (and (map? v) (contains? v :total-us) (contains? v :count)))
+
 (defn- as-json [v]
-  (cond (instance? ProfileObject v) {"object" (.display (.kind ^ProfileObject v))
+  (cond (and (map? v) (contains? v :pyprof.session/name)) {"object" "session"}
+        (stats-result? v) {"operators" (reduce (fn [m op] (update m (:name op) (fnil + 0) (:count op)))
+                                               {} (:operators v))}
+        (op-record? v) {"category" (:category v) "name" (:name v) "count" (:count v)}
+        (and (map? v) (contains? v :first-step) (contains? v :path))     ; a saved window
+        {"index" (:index v) "first_step" (:first-step v) "last_step" (:last-step v)}
+        (instance? ProfileObject v) {"object" (.display (.kind ^ProfileObject v))
                                      "name" (.name ^ProfileObject v)}
         (instance? ProfileDomain v) {"object" "Domain" "name" (.name ^ProfileDomain v)}
         (and (map? v) (:marker v)) {"object" "Marker" "name" (:marker v)}
-        (keyword? v) (name v)
+        (keyword? v) (str/replace (name v) "-" "_")   ; the spec's names: :record-and-save
         (map? v) (into {} (map (fn [[k x]] [(if (keyword? k) (str/replace (name k) "-" "_") (str k))
                                             (as-json x)])) v)
         (instance? java.util.Map v) (as-json (into {} v))
         (or (sequential? v) (instance? java.util.List v)) (mapv as-json v)
         (instance? clojure.lang.BigInt v) (biginteger v)
-        :else v))
+        (or (nil? v) (string? v) (number? v) (boolean? v)) v
+        :else {"object" (.getSimpleName (class v))}))
 
 (defn normalise-events
   "As runner.py's normalise_events: the events of `cats`/`names` (when given; never C API calls,
@@ -124,25 +237,23 @@
                (to-array (if (= "map" style) [(java.util.HashMap. ^java.util.Map step-args)]
                              values)))))))
 
-(defn- call-step [language {:strs [call target] :as step} names workdir]
+(defn- call-step [language {:strs [call target languages not_in] :as step} names workdir]
   (let [args (resolve-value (get step "args" {}) names workdir)
-        target (some-> target (resolve-value names workdir))]
-    (case call
+        target (some-> target (resolve-value names workdir))
+        skip? (or (and languages (not (some #{language "jvm"} languages)))
+                  (some #{language} not_in))]
+    (case (if skip? ::not-here call)
+      ::not-here {"skipped" true}
       "workload" {"ok" (workload args)}
       "trace" {"ok" (normalise-events (get (load-json (io/file workdir (args "path"))) "traceEvents")
                                       (args "cats") (args "names")
                                       (get args "keep" ["name" "cat" "ph"]))}
-      "stats" (let [f (if (= language "java")
-                        #(pyprof.jvm.Profiler/stats (into-array String [%]))
-                        #(stats/stats %))
-                    r (f (str (io/file workdir (args "path"))))]
-                {"ok" {"operators" (reduce (fn [m op] (update m (str (get op :name (get op "name")))
-                                                              (fnil + 0) (get op :count (get op "count"))))
-                                           {} (get r :operators (get r "operators")))}})
       "dumps_json" {"ok" (as-json (profiler/dumps (assoc (kebab-map args) :format :json)))}
       "dumps_has" {"ok" (str/includes? (profiler/dumps) (args "text"))}
       (if-let [b (binding-for call language)]
-        {"ok" (invoke b target args) ::raw true}
+        (let [v (invoke b target args)
+              v (if (= "count" (get (get @bindings call) "result")) (count v) v)]
+          (if (= ::skip v) {"skipped" true} {"ok" v ::raw true}))
         {"skipped" true}))))
 
 (defn- error-outcome [^Throwable t]
@@ -195,10 +306,22 @@
 (defn- kind-matches? [code kind]
   (= kind (get-in rules/catalogue ["errors" code "kind"])))
 
-(defn- subset? [expected actual]
-  (if (and (map? expected) (map? actual))
-    (every? (fn [[k v]] (and (contains? actual k) (subset? v (get actual k)))) expected)
-    (= expected actual)))
+(defn- expected-error
+  "A step's expected error code on the JVM: \"error\" is a code, or a map of codes per
+  language (\"python\", \"jvm\") where the languages' APIs differ."
+  [expect]
+  (let [e (get expect "error")] (if (map? e) (get e "jvm") e)))
+
+(defn- subset?
+  "As runner.py's _subset: maps by the keys given, lists item by item, floats within 1e-9."
+  [expected actual]
+  (cond (and (map? expected) (map? actual))
+        (every? (fn [[k v]] (and (contains? actual k) (subset? v (get actual k)))) expected)
+        (and (sequential? expected) (sequential? actual))
+        (and (= (count expected) (count actual)) (every? true? (map subset? expected actual)))
+        (and (float? expected) (number? actual))
+        (<= (Math/abs (- (double expected) (double actual))) (* 1e-9 (max 1.0 (Math/abs (double expected)))))
+        :else (= expected actual)))
 
 (defn differences
   "Where `outcomes` differ from the expectations of `scenario`, one string each."
@@ -214,8 +337,8 @@
                  problem
                  (cond
                    (contains? expect "error")
-                   (cond (not= (get got "error") (get expect "error"))
-                         (str where ": expected error " (get expect "error") ", got " (json/write-str got))
+                   (cond (not= (get got "error") (expected-error expect))
+                         (str where ": expected error " (expected-error expect) ", got " (json/write-str got))
                          (not (kind-matches? (get got "error") (get got "kind")))
                          (str where ": error " (get got "error") " has kind " (get got "kind")))
                    (contains? got "error")
@@ -242,9 +365,15 @@
   "The Clojure namespaces whose public functions are the counterparts of the Python API."
   '[pyprof.profiler pyprof.session pyprof.stats org.apache.clojure-mxnet.profiler])
 
-(def java-facades
-  "The Java classes whose public methods are the counterparts of the Python API."
-  [pyprof.jvm.Profiler pyprof.jvm.ProfilerSession pyprof.jvm.ProfileObject])
+(def java-api
+  "The Java classes whose public methods are counterparts of the Python API, each with the
+  methods that count (nil: all public methods but Object's). Left out, having no Python
+  counterpart: ProfileObject's accessors and helpers for the Clojure layer (kind, name,
+  isStarted, checkName, nameMaxBytes, refuseStep) and ProfilerSession.init (loads namespaces)."
+  {pyprof.jvm.Profiler nil
+   pyprof.jvm.ProfilerSession #{"start" "step" "stop" "dump" "stats" "state" "close"}
+   pyprof.jvm.ProfileObject #{"start" "stop" "value" "setValue" "setUnsignedValue" "increment"
+                              "decrement" "close" "isClosed"}})
 
 (defn used-calls []
   (set (for [f (scenario-files), step (get (load-json f) "steps")] (get step "call"))))
@@ -253,9 +382,9 @@
   (set (for [call (used-calls)
              :let [b (binding-for call language)]
              :when b
-             x [(get b "var") (get b "method") (get b "covers")]
+             x [(get b "var") (get b "method") (get b "covers") (get b "also_covers")]
              :when x]
-         x)))
+         (if (str/starts-with? x "#") (str (get b "class") x) x))))
 
 (defn uncovered-clojure
   "Public functions and macros of `api-namespaces` that no scenario calls."
@@ -269,15 +398,16 @@
             full))))
 
 (defn uncovered-java
-  "Public methods of `java-facades` (not Object's) that no scenario calls."
+  "Public methods of `java-api` (not Object's) that no scenario calls."
   []
   (let [done (covered "java")]
     (sort (distinct
-           (for [^Class c java-facades
-                 ^Method m (.getDeclaredMethods c)
+           (for [[^Class c only] java-api
+                 ^Method m (.getMethods c)
                  :let [static? (Modifier/isStatic (.getModifiers m))
-                       full (if static? (str (.getName c) "." (.getName m)) (str "#" (.getName m)))]
-                 :when (and (Modifier/isPublic (.getModifiers m))
+                       full (str (.getName c) (if static? "." "#") (.getName m))]
+                 :when (and (= c (.getDeclaringClass m))
+                            (or (nil? only) (only (.getName m)))
                             (not (#{"toString" "hashCode" "equals"} (.getName m)))
                             (not (done full)))]
-             (str full (when-not static? (str " (" (.getSimpleName c) ")"))))))))
+             full)))))

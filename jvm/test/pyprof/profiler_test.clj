@@ -204,7 +204,7 @@
     (with-open [c (profiler/counter d "bytes")
                 t (profiler/task d "work")]
       (profiler/set-counter c 10)
-      (profiler/adjust-counter c -3)
+      (profiler/increment c -3)
       (is (= 7 (profiler/counter-value c)))
       (profiler/with-duration t (+ 1 1))
       (profiler/mark d "here")

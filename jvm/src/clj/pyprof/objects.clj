@@ -169,11 +169,6 @@
   ([^ProfileObject counter delta]
    (adjust! counter (-' (counter-arg counter "delta" delta)))))
 
-(defn adjust-counter
-  "Adds the signed `delta` to a counter (same as `increment`)."
-  [counter delta]
-  (increment counter delta))
-
 (defn counter-value
   "The counter's value as pyprof last set it, 0 ... 2^64-1 (a BigInt from 2^63)."
   [^ProfileObject counter]

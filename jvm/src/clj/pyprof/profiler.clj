@@ -284,7 +284,7 @@
 ;; pyprof.objects (the Python reference re-exports its objects from pyprof.profiler too).
 (re-export pyprof.objects
            domain task frame event counter start stop with-duration with-task with-frame
-           with-event set-counter increment decrement adjust-counter counter-value marker-scopes
+           with-event set-counter increment decrement counter-value marker-scopes
            mark)
 
 ;; ------------------------------------------------------------------ exit
@@ -297,14 +297,14 @@
   [k f]
   (swap! exit-actions assoc (str k) f))
 
-(defn jpype-host?
+(defn ^:no-doc jpype-host?
   "True in a JVM that JPype started inside Python: Python then owns MXNet's shutdown, and no
   MXNet call is made at JVM exit (Python may have shut MXNet down already)."
   []
   (try (Class/forName "org.jpype.JPypeContext" false (ClassLoader/getSystemClassLoader)) true
        (catch Throwable _ false)))
 
-(defn at-exit!
+(defn ^:no-doc at-exit!
   "What the shutdown hook does: the exit actions of open pyprof sessions, then, when the profiler
   ran in this JVM but its trace was never finished (code that relied on MXNet writing the file
   at exit, like MXNet's own Clojure example), stop and (dump-profile true), so the file is valid

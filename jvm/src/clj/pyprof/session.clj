@@ -38,6 +38,7 @@
   (:require [clojure.string :as str]
             [pyprof.config :as config]
             [pyprof.profiler :as profiler]
+            [pyprof.rules :as rules]
             [pyprof.session.raw :as raw]
             [pyprof.session.schedule :as sched]
             [pyprof.stats :as stats]
@@ -58,7 +59,7 @@
   {:wait 0 :warmup 0 :active 1 :repeat 0 :skip-first 0}. See `pyprof.session.schedule`."
   sched/schedule)
 
-(def ^{:arglists '([text])} parse-range
+(def ^{:arglists '([text]) :no-doc true} parse-range
   "The events in a byte range of an MXNet trace that MXNet appended to (see
   `pyprof.session.raw/parse-range`)."
   raw/parse-range)
@@ -67,15 +68,17 @@
   "Path of this process's raw MXNet trace (nil before the first session)."
   raw/raw-trace-path)
 
-(defn- bad-option [msg data]
-  (ex-info msg (merge {:pyprof/error :invalid-option} data)))
-
 ;; ------------------------------------------------------------------ sessions
 
 (def ^:private reserved
-  {"filename" "a session writes one file per window: pass :path \"trace_{window}.json\""
-   "continuous_dump" "a session always appends continuously (that is how windows are cut)"
-   "profile_process" "server profiling needs a distributed kvstore, not a session"})
+  "Recording keys (C names) a session does not take, with why (api.json reserved_session_keys)."
+  (rules/api "reserved_session_keys"))
+
+(defn- callable?
+  "A function, as Python's callable() sees one: maps, vectors, sets, keywords and symbols are
+  IFn (look-ups) but data, not a schedule."
+  [x]
+  (and (ifn? x) (not (coll? x)) (not (keyword? x)) (not (symbol? x))))
 
 (defonce ^:private open-sessions (atom #{}))
 (defonce ^:private counter (atom 0))
@@ -103,24 +106,19 @@
    (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
          rec (dissoc opts :schedule :on-trace-ready :path)
          _ (doseq [k (keys rec)]
-             (when-let [why (reserved (pyprof.util/key->c k))]
-               (throw (ex-info (str "a session does not take " (pr-str k) ": " why)
-                               {:pyprof/error :invalid-config :key k}))))
+             (let [c (util/key->c k)]
+               (when-let [why (reserved c)]
+                 (throw (rules/error "session.reserved_option" {:option c :why why})))))
          c-opts (config/validate rec)
-         _ (when (and schedule (not (ifn? schedule)))
-             (throw (bad-option (str "schedule must be a function ((schedule {...})), got "
-                                     (pr-str schedule)) {:schedule schedule})))
-         _ (when (and on-trace-ready (not (ifn? on-trace-ready)))
-             (throw (bad-option (str "on-trace-ready must be a function, got "
-                                     (pr-str on-trace-ready)) {:on-trace-ready on-trace-ready})))
+         ;; nil is no schedule (no callback); false, a map, ... are not functions
+         _ (when (and (some? schedule) (not (callable? schedule)))
+             (throw (rules/error "session.not_callable" {:option "schedule" :value schedule})))
+         _ (when (and (some? on-trace-ready) (not (callable? on-trace-ready)))
+             (throw (rules/error "session.not_callable" {:option "on_trace_ready"
+                                                         :value on-trace-ready})))
          path (str (.toAbsolutePath (Paths/get (str path) (make-array String 0))))]
      (when (and schedule (not (str/includes? path "{window}")) (sched/saves-many? schedule))
-       (throw (util/fix-error
-               (str "path " (pr-str (str (:path opts))) " has no {window} placeholder, but the"
-                    " schedule records several windows, which would overwrite each other.")
-               ":path \"trace_{window}.json\""
-               "\"path\", \"trace_{window}.json\""
-               {:pyprof/error :invalid-option :path path})))
+       (throw (rules/error "session.path_needs_window" {:path (str (:path opts))})))
      {::name (str "<pyprof.session " (swap! counter inc) ">")
       ::recording rec
       ::options c-opts
@@ -229,14 +227,10 @@
   (locking s
     (let [st (::state s)]
       (when-not (= :new (:state @st))
-        (throw (ex-info (str (::name s) " was already started; fix: create a new session for"
-                             " each use")
-                        {:pyprof/error :invalid-state})))
+        (throw (rules/error "session.already_started" {:session (::name s)})))
       (profiler/-as-owner (::name s)
         (when-let [other (:session (profiler/state))]
-          (throw (ex-info (str "a pyprof.session (" other ") is already open; sessions do not"
-                               " nest. fix: close it first, or use one session with a schedule")
-                          {:pyprof/error :invalid-state :session other})))
+          (throw (rules/error "session.nested" {:session other})))
         (raw/configure! (::recording s) (::options s)
                         (str (.getParent (java.io.File. ^String (::path s)))))
         (profiler/-update-tracker! assoc :session (::name s)))
@@ -258,11 +252,7 @@
   (locking s
     (let [st (::state s)]
       (when-not (= :open (:state @st))
-        (throw (ex-info (str "step! on a session that is " (name (:state @st)) "; fix: call it"
-                             " between start! and stop! (inside with-session)")
-                        {:pyprof/error :invalid-state
-                         :fix "call it between start! and stop! (inside with-session)"
-                         :java-fix "call step() between start() and stop()"})))
+        (throw (rules/error "session.not_open" {:state (name (:state @st))})))
       (let [n (:step (swap! st update :step inc))]
         (transition! s (:action @st) (action-for s n) false)))
     nil))
@@ -300,8 +290,7 @@
   ([s opts]
    (let [ws (windows s)]
      (when (empty? ws)
-       (throw (ex-info "no window was saved yet; fix: profile at least one active step"
-                       {:pyprof/error :invalid-state})))
+       (throw (rules/error "session.no_window")))
      (stats/stats (mapv :path ws) opts))))
 
 (defmacro with-session

@@ -44,6 +44,8 @@ public final class Profiler {
     static final IFn COUNTER;
     static final IFn MARK;
     static final IFn STATS;
+    static final IFn STATE;
+    static final IFn CURRENT_CONFIG;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.profiler"));
@@ -59,6 +61,8 @@ public final class Profiler {
       EVENT = Clojure.var("pyprof.profiler", "event");
       COUNTER = Clojure.var("pyprof.profiler", "counter");
       MARK = Clojure.var("pyprof.profiler", "mark");
+      STATE = Clojure.var("pyprof.profiler", "state");
+      CURRENT_CONFIG = Clojure.var("pyprof.profiler", "current-config");
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.stats"));
       STATS = Clojure.var("pyprof.stats", "stats");
     }
@@ -107,6 +111,30 @@ public final class Profiler {
           Keyword.intern("format"), format,
           Keyword.intern("sort-by"), sortBy,
           Keyword.intern("ascending"), ascending})));
+  }
+
+  /**
+   * What this process has asked of the profiler (MXNet has no getters): {@code running},
+   * {@code paused}, {@code finished} (a finished dump happened: no new trace session in this
+   * process) and {@code ever_ran}, as {@code pyprof.profiler.state()} in Python.
+   */
+  public static Map<String, Boolean> state() {
+    Map<?, ?> s = (Map<?, ?>) call(() -> Vars.STATE.invoke());
+    Map<String, Boolean> out = new java.util.LinkedHashMap<>();
+    for (String k : new String[] {"running", "paused", "finished", "ever_ran"}) {
+      out.put(k, Boolean.TRUE.equals(s.get(Keyword.intern(k.replace('_', '-')))));
+    }
+    return out;
+  }
+
+  /**
+   * The configuration in force (C key to C string, keys left out at their C default) after the
+   * last {@link #setConfig}, or null before any.
+   */
+  @SuppressWarnings("unchecked")
+  public static Map<String, String> currentConfig() {
+    Object c = call(() -> Vars.CURRENT_CONFIG.invoke());
+    return c == null ? null : java.util.Collections.unmodifiableMap(new java.util.TreeMap<>((Map<String, String>) c));
   }
 
   /** Pauses recording ({@code MXProcessProfilePause(1)}); state stays "run". */
