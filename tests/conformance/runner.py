@@ -104,6 +104,18 @@ def normalise_events(events: list[dict[str, Any]], cats: list[str] | None,
     return [{"event": json.loads(k), "count": n} for k, n in sorted(counts.items())]
 
 
+def table_order(text: str, category: str) -> list[str]:
+    """The row names of ``category``'s block in MXNet's aggregate-statistics table, in order."""
+    lines = text.splitlines()
+    start = lines.index(category) + 4  # the name, "=====", the column names, "-----"
+    rows = []
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        rows.append(line.split()[0])
+    return rows
+
+
 def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
     import mxnet as mx
 
@@ -121,6 +133,9 @@ def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
         return json.loads(profiler.dumps(format="json", **args))
     if call == "dumps_has":  # the table form holds a text
         return args["text"] in profiler.dumps()
+    if call == "dumps_order":  # the names of one category's rows, as the table sorts them
+        text = profiler.dumps(sort_by=args["sort_by"], ascending=args["ascending"])
+        return table_order(text, args["category"])
     if call == "trace":
         with open(os.path.join(workdir, args["path"]), encoding="utf-8") as f:
             events = json.load(f)["traceEvents"]
@@ -151,7 +166,7 @@ def execute(scenario: dict[str, Any], workdir: str) -> list[dict[str, Any]]:
             value = _call(step, names, workdir)
         except pyprof.PyprofError as exc:
             outcomes.append({"error": getattr(exc, "code", type(exc).__name__),
-                             "kind": type(exc).__name__})
+                             "kind": type(exc).__name__, "message": str(exc)})
             continue
         if "as" in step:
             names[step["as"]] = value
@@ -162,10 +177,11 @@ def execute(scenario: dict[str, Any], workdir: str) -> list[dict[str, Any]]:
 # ------------------------------------------------------------------ driving and comparing
 
 
-def run(path: Path, *, timeout: float = 300) -> list[dict[str, Any]]:
-    """Execute scenario ``path`` in a fresh child interpreter; its outcomes."""
+def run(path: Path, *, timeout: float = 300, source: Path = ROOT) -> list[dict[str, Any]]:
+    """Execute scenario ``path`` in a fresh child interpreter, with the ``pyprof`` package of
+    ``source`` (this checkout; a mutated copy in the mutation tests); its outcomes."""
     with tempfile.TemporaryDirectory(prefix="conformance-") as workdir:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source), os.environ.get(
             "PYTHONPATH", "")]))
         proc = subprocess.run([sys.executable, str(Path(__file__)), str(path.resolve()), workdir],
                               cwd=workdir, env=env, capture_output=True, text=True,
@@ -198,8 +214,10 @@ def _subset(expected: Any, actual: Any) -> bool:
     return expected == actual
 
 
-def differences(scenario: dict[str, Any], outcomes: list[dict[str, Any]]) -> list[str]:
-    """Where ``outcomes`` differ from the scenario's expectations, one line each."""
+def differences(scenario: dict[str, Any], outcomes: list[dict[str, Any]],
+                language: str = "python") -> list[str]:
+    """Where ``outcomes`` (of ``language``: "python", or "jvm" for the JVM runner's) differ
+    from the scenario's expectations, one line each."""
     out = []
     for i, (step, got) in enumerate(zip(scenario["steps"], outcomes)):
         if got.get("skipped"):
@@ -208,11 +226,14 @@ def differences(scenario: dict[str, Any], outcomes: list[dict[str, Any]]) -> lis
         expect = step.get("expect", {})  # nothing given: the call succeeds
         if "error" in expect:
             code = expect["error"]
-            code = code["python"] if isinstance(code, dict) else code  # per language
+            code = code[language] if isinstance(code, dict) else code  # per language
             if got.get("error") != code:
                 out.append(f"{where}: expected error {code}, got {got}")
             elif not _kind_matches(code, got.get("kind", "")):
                 out.append(f"{where}: error {got['error']} has kind {got.get('kind')}")
+            for text in expect.get("message_has", ()):
+                if text not in got.get("message", ""):
+                    out.append(f"{where}: the message lacks {text!r}: {got.get('message')!r}")
         elif "error" in got:
             out.append(f"{where}: expected success, got error {got['error']} ({got['kind']})")
         elif "ok" in expect and not _subset(expect["ok"], got.get("ok")):

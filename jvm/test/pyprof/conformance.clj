@@ -200,6 +200,14 @@
        frequencies
        (mapv (fn [[e n]] {"event" e "count" n}))))
 
+(defn table-order
+  "As runner.py's table_order: the row names of `category`'s block in MXNet's table, in order."
+  [text category]
+  (let [lines (str/split-lines text)
+        start (+ 4 (.indexOf ^java.util.List lines category))]
+    (->> (drop start lines) (take-while (complement str/blank?))
+         (mapv #(first (str/split (str/trim %) #"\s+"))))))
+
 (defn- workload [{:strs [times shape] :or {times 1 shape [4 4]}}]
   (dotimes [_ times]
     (let [a (nd/random-uniform -1 1 shape)]
@@ -250,6 +258,9 @@
                                       (get args "keep" ["name" "cat" "ph"]))}
       "dumps_json" {"ok" (as-json (profiler/dumps (assoc (kebab-map args) :format :json)))}
       "dumps_has" {"ok" (str/includes? (profiler/dumps) (args "text"))}
+      "dumps_order" {"ok" (table-order (profiler/dumps {:sort-by (args "sort_by")
+                                                        :ascending (args "ascending")})
+                                       (args "category"))}
       (if-let [b (binding-for call language)]
         (let [v (invoke b target args)
               v (if (= "count" (get (get @bindings call) "result")) (count v) v)]
@@ -258,7 +269,8 @@
 
 (defn- error-outcome [^Throwable t]
   (let [data (ex-data t)]
-    (cond (:pyprof/code data) {"error" (:pyprof/code data) "kind" (name (:pyprof/error data))}
+    (cond (:pyprof/code data) {"error" (:pyprof/code data) "kind" (name (:pyprof/error data))
+                               "message" (.getMessage t)}
           (= :mxnet (:pyprof/error data)) {"error" "mxnet" "kind" "mxnet"}
           :else {"error" "uncoded" "kind" (str (class t)) "message" (str (.getMessage t))})))
 
@@ -340,7 +352,12 @@
                    (cond (not= (get got "error") (expected-error expect))
                          (str where ": expected error " (expected-error expect) ", got " (json/write-str got))
                          (not (kind-matches? (get got "error") (get got "kind")))
-                         (str where ": error " (get got "error") " has kind " (get got "kind")))
+                         (str where ": error " (get got "error") " has kind " (get got "kind"))
+                         :else
+                         (when-let [missing (seq (remove #(str/includes? (str (get got "message")) %)
+                                                         (get expect "message_has")))]
+                           (str where ": the message lacks " (pr-str (vec missing)) ": "
+                                (pr-str (get got "message")))))
                    (contains? got "error")
                    (str where ": expected success, got " (json/write-str got))
                    (contains? expect "ok")
