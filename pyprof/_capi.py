@@ -237,6 +237,16 @@ def is_loaded() -> bool:
     return _lib is not None
 
 
+def in_process() -> bool:
+    """Whether libmxnet is loaded in this process by anyone (mxnet, pyprof or a JVM), without
+    loading it: the process's memory maps on Linux, else what Python knows."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            return any("libmxnet" in line for line in f)
+    except OSError:
+        return _lib is not None or "mxnet" in sys.modules
+
+
 def lib() -> ctypes.CDLL:
     """The loaded libmxnet (loading it on first use)."""
     return _lib if _lib is not None else load()

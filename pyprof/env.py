@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from . import config
+from . import _capi, config
 from .errors import ConfigError
 
 __all__ = ["MODES", "BULK_VARIABLES", "parse_mode", "config_from_environment", "autostart",
@@ -96,12 +96,7 @@ def config_from_environment(environ: Mapping[str, str] | None = None) -> dict[st
 
 def libmxnet_loaded() -> bool:
     """True when libmxnet is loaded in this process (by mxnet, pyprof or a JVM)."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            return any("libmxnet" in line for line in f)
-    except OSError:  # not Linux: fall back to what Python knows
-        from . import _capi
-        return _capi.is_loaded() or "mxnet" in sys.modules
+    return _capi.in_process()
 
 
 def per_operator(environ: dict[str, str] | None = None) -> None:

@@ -62,9 +62,9 @@ def default_workers(size: int) -> int:
 def _libmxnet_loaded() -> bool:
     # MXNet registers pthread_atfork handlers that stop and restart its engine around a fork:
     # forking a process that profiles would disturb the very work being measured.
-    from ..env import libmxnet_loaded
+    from .. import _capi
 
-    return libmxnet_loaded()
+    return _capi.in_process()
 
 
 def pread(fd: int, length: int, offset: int) -> bytes:
