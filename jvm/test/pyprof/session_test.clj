@@ -6,17 +6,56 @@
             [clojure.test :refer [are deftest is testing]]
             [pyprof.ndarray :as nd]
             [pyprof.profiler :as profiler]
+            [pyprof.rules :as rules]
             [pyprof.session :as session]
             [pyprof.session.raw :as raw]
+            [pyprof.session.schedule :as sched]
             [pyprof.test-util :refer [java-child temp-dir]])
   (:import (pyprof.jvm ProfilerSession PyprofException)))
+
+(def ^:private spec-file (json/read-str (slurp (io/resource "schedule.json"))))
+
+(defn- kw [s] (keyword (str/replace s "_" "-")))
+
+(defn- thrown
+  "The exception `f` throws (nil when none)."
+  [f]
+  (try (f) nil (catch Exception e e)))
+
+(defn- error-of
+  "[catalogue code, message] of the error `f` throws (nil when none)."
+  [f]
+  (when-let [e (thrown f)]
+    [(:pyprof/code (ex-data e)) (.getMessage ^Exception e)]))
 
 (deftest schedule-matches-pyprof-schedule
   (is (= [:none :none :warmup :record :record-and-save :none :warmup :record :record-and-save :none :none]
          (mapv (session/schedule {:skip-first 1 :wait 1 :warmup 1 :active 2 :repeat 2}) (range 11))))
   (is (= [:record-and-save :record-and-save] (mapv (session/schedule) (range 2))))
-  (is (thrown-with-msg? clojure.lang.ExceptionInfo #"invalid schedule active=0: expected an int >= 1"
-                        (session/schedule {:active 0}))))
+  (is (= ["schedule.bad_value" "invalid schedule active=0: expected an integer >= 1. fix: pass an integer >= 1"]
+         (error-of #(session/schedule {:active 0}))))
+  (is (= :record-and-save ((session/schedule {:active 1 :repeat 1000000000000000000000N}) 5))
+      "a repeat past the range of long, as Python's int"))
+
+(deftest schedule-errors-are-pythons
+  (testing "every option's minimum, named as the file (and Python) names it"
+    (doseq [{:strs [name min]} (spec-file "parameters")]
+      (let [e (thrown #(session/schedule {(kw name) (dec min)}))]
+        (is (= "schedule.bad_value" (:pyprof/code (ex-data e))))
+        (is (= {:option name :value (dec min) :min min} (select-keys (ex-data e) [:option :value :min]))))))
+  (is (= "schedule.bad_value" (first (error-of #(session/schedule {:wait true})))) "a boolean is no step count")
+  (is (= "schedule.bad_value" (first (error-of #(session/schedule {:active 1.0})))))
+  (is (= ["schedule.unknown_option"
+          (str "unknown schedule option(s) \"cycles\": expected one of \"wait\", \"warmup\", \"active\","
+               " \"repeat\", \"skip_first\". fix: use only those options")]
+         (error-of #(session/schedule {:cycles 2}))))
+  (let [e (thrown #(sched/check-action "record" 7))]
+    (is (= ["schedule.bad_action"
+            (str "the schedule returned \"record\" for step 7, expected one of \"none\", \"warmup\","
+                 " \"record\", \"record_and_save\". fix: return an action of (session/schedule {...})"
+                 " from the schedule function")]
+           [(:pyprof/code (ex-data e)) (.getMessage ^Exception e)]))
+    (is (= (vec (keys (spec-file "actions"))) (:choices (ex-data e))))))
 
 (deftest parse-range-accepts-what-mxnet-appends
   (is (= [{"ph" "M"} {"ph" "B"}] (session/parse-range "{\n  \"traceEvents\": [\n{\"ph\":\"M\"}\n,\n{\"ph\":\"B\"}\n")))
@@ -25,10 +64,66 @@
   (is (= [{"a" 1}] (session/parse-range ",{\"a\": 1}\n,\n{\"b\": 2, \"c"))) "a cut-off tail is dropped")
 
 (deftest options-are-checked-before-anything-runs
-  (is (= :invalid-config (:pyprof/error (ex-data (try (session/profile {:filename "x.json"}) (catch Exception e e))))))
-  (is (= :invalid-option (:pyprof/error (ex-data (try (session/profile {:schedule (session/schedule {:active 1 :repeat 2})
-                                                                         :path "fixed.json"})
-                                                      (catch Exception e e)))))))
+  (is (= ["session.reserved_option"
+          (str "a session does not take \"filename\": a session writes one file per window, named by"
+               " its path option (with a {window} placeholder). fix: leave it out")]
+         (error-of #(session/profile {:filename "x.json"}))))
+  (is (= :invalid-option (:pyprof/error (ex-data (thrown #(session/profile {:filename "x.json"}))))))
+  (doseq [k [:continuous-dump "profile_process"]]
+    (is (= {:pyprof/code "session.reserved_option" :option (str/replace (name k) "-" "_")
+            :why (get-in rules/api ["reserved_session_keys" (str/replace (name k) "-" "_")])}
+           (select-keys (ex-data (thrown #(session/profile {k true}))) [:pyprof/code :option :why]))))
+  (is (= "config.unknown_key" (first (error-of #(session/profile {:profile-imperativ true})))))
+  (is (= ["session.path_needs_window"
+          (str "path \"fixed.json\" has no window placeholder, but the schedule records several windows,"
+               " which would overwrite each other. fix: :path \"trace_{window}.json\"")]
+         (error-of #(session/profile {:schedule (session/schedule {:active 1 :repeat 2}) :path "fixed.json"}))))
+  (is (= ["session.not_callable"
+          "schedule must be a function, got {:active 1}. fix: pass a function ((session/schedule {...}) for the schedule)"]
+         (error-of #(session/profile {:schedule {:active 1}})))
+      "a map is a look-up, not a schedule (Python's callable() refuses a dict)")
+  (is (= "session.not_callable" (first (error-of #(session/profile {:schedule false})))))
+  (is (= ["session.not_callable"
+          "on_trace_ready must be a function, got \"print\". fix: pass a function ((session/schedule {...}) for the schedule)"]
+         (error-of #(session/profile {:on-trace-ready "print"}))))
+  (is (= "schedule.bad_action" (first (error-of #(session/profile {:schedule (fn [_] :bogus) :path "one.json"}))))
+      "a schedule returning no action fails where its windows are counted")
+  (let [s (session/profile {:path "unused_{window}.json"})]
+    (is (= ["session.not_open"
+            "step on a session that is new. fix: call (session/step! s) between starting and stopping the session"]
+           (error-of #(session/step! s))))
+    (is (= ["session.no_window" "no window was saved yet. fix: profile at least one active step"]
+           (error-of #(session/session-stats s))))))
+
+(deftest the-java-facade-raises-the-same-errors-in-java
+  (let [java-error (fn [f] (when-let [^PyprofException e (thrown f)]
+                             [(.code e) (.kind e) (.getMessage e)]))]
+    (is (= ["session.schedule_not_map" "invalid-option"
+            (str "schedule must be a map of schedule options (Java sessions take no schedule function), got 5."
+                 " fix: pass a \"schedule\" map of wait, warmup, active, repeat, skip_first")]
+           (java-error #(ProfilerSession. {"schedule" 5}))))
+    (is (= ["schedule.bad_value" "invalid-option"
+            "invalid schedule skip_first=-1: expected an integer >= 0. fix: pass an integer >= 0"]
+           (java-error #(ProfilerSession. {"schedule" {"skip_first" -1}}))))
+    (is (= ["schedule.unknown_option" "invalid-option"
+            (str "unknown schedule option(s) \"skip-first\": expected one of \"wait\", \"warmup\", \"active\","
+                 " \"repeat\", \"skip_first\". fix: use only those options")]
+           (java-error #(ProfilerSession. {"schedule" {"skip-first" 1}})))
+        "Python knows only skip_first")
+    (is (= ["session.path_needs_window" "invalid-option"
+            (str "path \"one.json\" has no window placeholder, but the schedule records several windows,"
+                 " which would overwrite each other. fix: \"path\", \"trace_{window}.json\"")]
+           (java-error #(ProfilerSession. {"schedule" {"repeat" 2} "path" "one.json"}))))
+    (is (= "session.reserved_option" (first (java-error #(ProfilerSession. {"filename" "x.json"})))))
+    (let [s (ProfilerSession. (doto (java.util.HashMap.) (.put "schedule" nil) (.put "path" "u_{window}.json")))]
+      (is (= :new (:state (.state s))) "a null schedule is none, as Python's schedule=None")
+      (is (= ["session.not_open" "invalid-state"
+              "step on a session that is new. fix: call step() between starting and stopping the session"]
+             (java-error #(.step s))))
+      (is (= ["session.no_window" "invalid-state" "no window was saved yet. fix: profile at least one active step"]
+             (java-error #(.dump s "all.json"))))
+      (is (= ["session.no_window" "invalid-state" "no window was saved yet. fix: profile at least one active step"]
+             (java-error #(.stats s)))))))
 
 (defn- load-trace [path]
   (with-open [r (io/reader path)] (json/read r)))
@@ -39,6 +134,7 @@
   (let [d (profiler/domain "sess")
         c (profiler/counter d "items")
         ready (atom [])
+        closed (atom nil)
         work (fn [] (with-open [a (nd/random-uniform -1 1 [32 32])] (nd/wait-to-read a))
                (profiler/increment c))
         windows (session/with-session [s {:schedule (session/schedule {:wait 1 :warmup 1 :active 2 :repeat 2})
@@ -47,18 +143,23 @@
                                           :on-trace-ready #(swap! ready conj (:index %))}]
                   (let [e (try (profiler/profiler-set-state :stop) nil (catch Exception e e))]
                     (prn [:owned (:pyprof/error (ex-data e))]))
+                  (prn [:nested (error-of #(session/start! (session/profile {:path (str dir "/n.json")})))])
+                  (prn [:restart-open (first (error-of #(session/start! s)))])
+                  (reset! closed s)
                   (dotimes [_ 9] (profiler/with-task d "step" (work)) (session/step! s))
                   (session/windows s))
-        failed (try (session/start! (session/profile {:schedule (fn [_] :bogus) :path (str dir "/bad.json")}))
-                    nil (catch Exception e (:pyprof/error (ex-data e))))
+        bad (session/profile {:schedule (fn [_] :bogus) :path (str dir "/bad_{window}.json")})
+        failed (first (error-of #(session/start! bad))) ; a failed start closes the session
+        failed-step (first (error-of #(session/step! bad)))
         java (ProfilerSession. {"path" (str dir "/j_{window}.json") "profile_imperative" true})]
     (prn [:windows (mapv #(select-keys % [:index :first-step :last-step]) windows) @ready])
-    (prn [:failed-start failed (:session (profiler/state))])
+    (prn [:failed-start failed failed-step (:session (profiler/state))])
     (.start java)
     (work)
     (prn [:java (count (.dump java)) (count (.dump java)) (count (.stop java)) (boolean (seq (.stats java)))])
     (.close java)
-    (prn [:java-second-start (try (.start java) nil (catch PyprofException e (.kind e)))])))
+    (prn [:java-second-start (try (.start java) nil (catch PyprofException e [(.kind e) (.code e)]))])
+    (prn [:step-after (error-of #(session/step! @closed))])))
 
 (deftest windows-in-a-child-jvm
   (let [dir (str (temp-dir))
@@ -67,10 +168,17 @@
         lines (mapv read-string (str/split-lines out))]
     (is (= 0 exit) err)
     (is (= [[:owned :invalid-state]
+            [:nested ["session.nested" (str "a session (<pyprof.session 1>) is already open; sessions do"
+                                            " not nest. fix: close it first, or use one session with a"
+                                            " schedule")]]
+            [:restart-open "session.already_started"]
             [:windows [{:index 0 :first-step 2 :last-step 3} {:index 1 :first-step 6 :last-step 7}] [0 1]]
-            [:failed-start :invalid-option nil]
+            [:failed-start "schedule.bad_action" "session.not_open" nil]
             [:java 1 1 1 true]
-            [:java-second-start "invalid-state"]]
+            [:java-second-start ["invalid-state" "session.already_started"]]
+            [:step-after ["session.not_open" (str "step on a session that is closed. fix: call"
+                                                  " (session/step! s) between starting and stopping"
+                                                  " the session")]]]
            lines))
     (testing "every window is a valid trace holding its own tasks, metadata first"
       (doseq [i [0 1]]
@@ -82,6 +190,38 @@
     (is (not (.exists (io/file dir "w_0.json.partial"))))
     (is (empty? (filter #(str/starts-with? (.getName ^java.io.File %) ".pyprof-raw") (.listFiles (io/file dir))))
         "the raw trace is finished and deleted at exit")))
+
+(defn child-profiler-in-use
+  "Run in a child JVM: a session while the profiler records outside one, then one after the
+  profiler's finished trace."
+  [dir]
+  (profiler/profiler-set-config {:filename (str dir "/mine.json")})
+  (profiler/profiler-set-state :run)
+  (prn [:running (error-of #(session/start! (session/profile {:path (str dir "/r.json")})))])
+  (profiler/profiler-set-state :stop)
+  (profiler/dump-profile)
+  (prn [:finished (error-of #(session/start! (session/profile {:path (str dir "/f.json")})))])
+  (prn [:finished-java (try (.start (ProfilerSession. {"path" (str dir "/j.json")})) nil
+                            (catch PyprofException e [(.code e) (.kind e) (.getMessage e)]))]))
+
+(deftest a-session-needs-the-profiler-free-and-unfinished
+  (let [dir (str (temp-dir))
+        {:keys [exit out err]} (java-child ["-e" (str "(require 'pyprof.session-test)"
+                                                       "(pyprof.session-test/child-profiler-in-use \"" dir "\")")])]
+    (is (= 0 exit) err)
+    (is (= [[:running ["session.profiler_running"
+                       (str "the profiler is already recording ((profiler-set-state :run) outside a"
+                            " session). fix: (profiler-set-state :stop) and (dump-profile) first")]]
+            [:finished ["session.profiler_finished"
+                        (str "the profiler already wrote its finished trace in this process; MXNet"
+                             " cannot record again. fix: use only pyprof.session in this process (it"
+                             " never finishes the trace), or run the session in a child JVM")]]
+            [:finished-java ["session.profiler_finished" "session-finished"
+                             (str "the profiler already wrote its finished trace in this process; MXNet"
+                                  " cannot record again. fix: use only pyprof.jvm.ProfilerSession in this"
+                                  " process (it never finishes the trace), or run the session in a child JVM")]]]
+           (mapv read-string (str/split-lines out))))
+    (is (seq (get (load-trace (str dir "/mine.json")) "traceEvents")) "the plain trace is whole")))
 
 (defn child-exit-with-open-session
   "Run in a child JVM: a session left open when the JVM exits."
@@ -102,10 +242,6 @@
     (is (not (.exists (io/file dir "open_0.json.partial"))))))
 
 ;; ------------------------------------------------------------------ schedule.json
-
-(def ^:private spec-file (json/read-str (slurp (io/resource "schedule.json"))))
-
-(defn- kw [s] (keyword (str/replace s "_" "-")))
 
 (deftest the-file-defines-every-transition-once
   (let [actions (map kw (keys (spec-file "actions")))]

@@ -12,7 +12,7 @@
             [pyprof.config :as config]
             [pyprof.native :refer [mx]]
             [pyprof.profiler :as profiler]
-            [pyprof.util :as util])
+            [pyprof.rules :as rules])
   (:import (java.io RandomAccessFile)
            (java.nio.charset StandardCharsets)
            (java.nio.file Files Paths StandardCopyOption)
@@ -139,21 +139,9 @@
   [options c-opts directory]
   (let [{:keys [finished running]} (profiler/state)]
     (when (or finished (:finished @raw))
-      (throw (util/fix-error
-              (str "the profiler already wrote its finished trace in this process"
-                   " (dump-profile true); MXNet cannot record again.")
-              (str "use only pyprof.session in this process (it never finishes the trace), or"
-                   " run the session in a child process")
-              (str "use only ProfilerSession in this process (it never finishes the trace), or"
-                   " run the session in a child process")
-              {:pyprof/error :session-finished})))
+      (throw (rules/error "session.profiler_finished")))
     (when running
-      (throw (util/fix-error
-              (str "the profiler is already recording ((profiler-set-state :run) outside"
-                   " pyprof.session).")
-              "(profiler-set-state :stop) and (dump-profile) first"
-              "Profiler.setState(\"stop\") and Profiler.dump(true) first"
-              {:pyprof/error :invalid-state}))))
+      (throw (rules/error "session.profiler_running"))))
   (when-not (:path @raw)
     (let [dir (or (not-empty (System/getenv "PYPROF_RAW_DIR")) directory)]
       (swap! raw assoc :path (str (.toAbsolutePath (Paths/get (str dir) (into-array String [(str ".pyprof-raw-" (pid) ".json")])))))))

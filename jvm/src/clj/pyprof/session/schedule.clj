@@ -8,7 +8,8 @@
   :record-and-save, `skip_first` -> :skip-first)."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
-            [clojure.string :as str]))
+            [clojure.string :as str]
+            [pyprof.rules :as rules]))
 
 (set! *warn-on-reflection* true)
 
@@ -27,6 +28,11 @@
 (def actions
   "What the profiler does during one step (the value of a schedule for a step number)."
   (set (map kw (keys (spec "actions")))))
+
+(def ^:private action-names
+  "The file's names of the actions, in its order: the `choices` of schedule.bad_action (the
+  same field as Python's)."
+  (vec (keys (spec "actions"))))
 
 (def operation-names
   "The operations the transition table may name, with what each does."
@@ -59,11 +65,19 @@
 (def final-action "The action after stop!." (kw (spec "after_stop")))
 
 (def ^:private parameters
-  (mapv (fn [{:strs [name min default]}] {:key (kw name) :min min :default default})
+  (mapv (fn [{:strs [name min default]}] {:key (kw name) :name name :min min :default default})
         (spec "parameters")))
 
-(defn- bad-option [msg data]
-  (ex-info msg (merge {:pyprof/error :invalid-option} data)))
+(defn- option-name
+  "An option key as the file (and Python) names it: a keyword with its dashes as underscores
+  (:skip-first -> \"skip_first\"); anything else as given."
+  [k]
+  (if (keyword? k) (str/replace (name k) "-" "_") k))
+
+(defn- step-count
+  "An integer option's value: a long, or a BigInt past the range of long (as Python's ints)."
+  [v]
+  (if (<= Long/MIN_VALUE v Long/MAX_VALUE) (long v) (bigint v)))
 
 (defn schedule
   "A step schedule: a function from step number (0, 1, ...) to an action. After :skip-first
@@ -75,15 +89,14 @@
    (let [known (mapv :key parameters)
          unknown (remove (set known) (keys opts))]
      (when (seq unknown)
-       (throw (bad-option (str "unknown schedule option(s) " (vec unknown) ": expected "
-                               (str/join " " known)) {:option (vec unknown)})))
-     (let [values (reduce (fn [m {:keys [key min default]}]
+       (throw (rules/error "schedule.unknown_option" {:options (mapv option-name unknown)
+                                                       :choices (mapv :name parameters)})))
+     (let [values (reduce (fn [m {:keys [key name min default]}]
                             (let [v (get opts key default)]
                               (when-not (and (integer? v) (>= v min))
-                                (throw (bad-option (str "invalid schedule " (name key) "=" (pr-str v)
-                                                        ": expected an int >= " min)
-                                                   {:option key :value v})))
-                              (assoc m key (long v))))
+                                (throw (rules/error "schedule.bad_value"
+                                                    {:option name :value v :min min})))
+                              (assoc m key (step-count v))))
                           {} parameters)
            {:strs [steps action]} (spec "skip_first")
            skip (values (kw steps))
@@ -91,7 +104,7 @@
            phases (mapv (fn [{:strs [steps action last_step_action]}]
                           [(values (kw steps)) (kw action) (kw (or last_step_action action))])
                         (spec "cycle"))
-           cycle (reduce + (map first phases))
+           cycle (reduce +' (map first phases))
            cycles (values (kw (spec "cycles")))
            after (kw (spec "after_cycles"))]
        (with-meta
@@ -99,7 +112,7 @@
            (if (< step skip)
              skip-action
              (let [step (- step skip)]
-               (if (and (pos? cycles) (>= step (* cycles cycle)))
+               (if (and (pos? cycles) (>= step (*' cycles cycle)))
                  after
                  (loop [pos (mod step cycle), [[n each last] & more] phases]
                    (cond (< pos n) (if (= pos (dec n)) last each)
@@ -107,11 +120,11 @@
          {:pyprof.session/schedule values})))))
 
 (defn check-action
-  "`a` (what a schedule returned for `step`) when it is an action; else throws :invalid-option."
+  "`a` (what a schedule returned for `step`) when it is an action; else throws
+  schedule.bad_action (its choices the file's action names)."
   [a step]
   (when-not (actions a)
-    (throw (bad-option (str "schedule(" step ") returned " (pr-str a) ", expected one of "
-                            (sort actions)) {:action a})))
+    (throw (rules/error "schedule.bad_action" {:value a :step step :choices action-names})))
   a)
 
 (defn saves-many?

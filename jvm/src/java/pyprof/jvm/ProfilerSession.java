@@ -75,7 +75,13 @@ public final class ProfilerSession implements AutoCloseable {
     }
   }
 
-  /** Converts Java options to pyprof.session's: "path", "schedule" become keywords. */
+  /**
+   * Converts Java options to pyprof.session's: "path", "schedule" become keywords (a null
+   * schedule is none: one window from start to stop); the schedule's
+   * keys become keywords with dashes ({@code skip_first} -> {@code :skip-first}), except a key
+   * already spelled with a dash, passed as the string it is (Python knows no {@code skip-first},
+   * so neither does this: it is an unknown option).
+   */
   static Object toClojure(Map<String, ?> options) {
     Map<Object, Object> out = new HashMap<>();
     for (Map.Entry<String, ?> e : options.entrySet()) {
@@ -84,14 +90,17 @@ public final class ProfilerSession implements AutoCloseable {
         out.put(Keyword.intern("path"), String.valueOf(e.getValue()));
       } else if ("schedule".equals(k)) {
         Object v = e.getValue();
+        if (v == null) {
+          continue; // no schedule, as Python's schedule=None
+        }
         if (!(v instanceof Map)) {
-          throw PyprofException.option("schedule must be a map of wait, warmup, active, repeat,"
-              + " skip_first; got " + v);
+          throw PyprofException.catalogue("session.schedule_not_map", "value", v);
         }
         Map<Object, Object> sched = new HashMap<>();
         for (Map.Entry<?, ?> s : ((Map<?, ?>) v).entrySet()) {
           Object val = s.getValue();
-          sched.put(Keyword.intern(String.valueOf(s.getKey()).replace('_', '-')),
+          String key = String.valueOf(s.getKey());
+          sched.put(key.indexOf('-') >= 0 ? key : Keyword.intern(key.replace('_', '-')),
               val instanceof Integer ? Long.valueOf((Integer) val) : val);
         }
         out.put(Keyword.intern("schedule"), Vars.SCHEDULE.invoke(PersistentHashMap.create(sched)));
@@ -137,7 +146,7 @@ public final class ProfilerSession implements AutoCloseable {
   public String dump(String path) {
     List<String> paths = dump();
     if (paths.isEmpty()) {
-      throw PyprofException.state("no window was saved; fix: profile at least one active step");
+      throw PyprofException.catalogue("session.no_window");
     }
     try {
       return (String) Vars.WRITE_WINDOWS.invoke(paths, path);
