@@ -116,8 +116,11 @@
       (let [fields (zipmap (concat (template-fields message) (template-fields fix)) (repeat "v"))
             e (rules/error code fields)]
         (is (= (keyword kind) (:pyprof/error (ex-data e))))
-        (is (not (re-find placeholder (ex-message e))) "every placeholder filled")
-        (is (not (re-find placeholder (.getMessage (.inJava e)))))))))
+        ;; API names may hold braces of their own (path "trace_{window}.json"): not placeholders
+        (let [unfilled #(re-find placeholder (reduce (fn [m n] (str/replace m n ""))
+                                                     % (mapcat vals (vals (rules/catalogue "api")))))]
+          (is (not (unfilled (ex-message e))) "every placeholder filled")
+          (is (not (unfilled (.getMessage (.inJava e))))))))))
 
 (deftest every-api-name-is-spelled-in-every-language
   (doseq [[k names] (rules/catalogue "api")]
