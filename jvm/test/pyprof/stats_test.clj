@@ -7,7 +7,7 @@
             [pyprof.stats :as stats]
             [pyprof.stats-parity :as parity]
             [pyprof.test-util :as tu]
-            [pyprof.trace-reader :as reader]))
+            [pyprof.trace.reader :as reader]))
 
 (def ^:private events
   [{"ph" "M" "name" "process_name" "pid" 0 "args" {"name" "cpu/0"}}

@@ -1,0 +1,75 @@
+(ns pyprof.trace.records
+  "Result records of the statistics: a port of `pyprof/trace/records.py`. `op-record` is
+  `OpStats.from_durations` (one operator, API call, task or frame on one device, exact
+  percentiles), `memory-record` `MemoryStats.from_samples` (the `Memory: <device>` counter of one
+  device), `notes` `TraceStats.notes` (warnings for the user). Records are maps with the units in
+  their keys: times in microseconds, memory in bytes."
+  (:require [clojure.string :as str]
+            [pyprof.trace.naming :refer [bulk-name? bulk-note]]
+            [pyprof.trace.pycompat :refer [compare-py dot-exact numpy-mean percentile true-div]])
+  (:import (java.util Arrays Comparator)))
+
+(set! *warn-on-reflection* true)
+
+(defn op-record
+  "Python's `OpStats.from_durations`: the record of [category name device] from its per-call
+  durations `arr` (at least one; sorted in place)."
+  [[cat name device] ^longs arr]
+  (let [n (alength arr)
+        total (areduce arr i acc 0 (unchecked-add acc (aget arr i)))] ; int64, as numpy's sum
+    (Arrays/sort arr)
+    {:category cat :name name :device device :count n
+     :total-us total :min-us (aget arr 0) :max-us (aget arr (dec n))
+     :mean-us (true-div total n)
+     :p50-us (percentile arr 50) :p90-us (percentile arr 90) :p99-us (percentile arr 99)
+     :bulk (bulk-name? name)}))
+
+(defn memory-record
+  "Python's `MemoryStats.from_samples`: the record of `device` from its samples, timestamps `ts0`
+  and values `vs0` in file order (at least one)."
+  [device ^longs ts0 ^longs vs0]
+  (let [n (alength ts0)
+        sorted? (loop [i 1] (cond (>= i n) true
+                                  (> (aget ts0 (dec i)) (aget ts0 i)) false
+                                  :else (recur (inc i))))
+        [^longs ts ^longs vs]
+        (if sorted?
+          [ts0 vs0]
+          ;; stable sort by ts, like numpy's argsort(kind="stable") (TimSort is stable)
+          (let [^"[Ljava.lang.Integer;" order (make-array Integer n)
+                ts (long-array n)
+                vs (long-array n)]
+            (dotimes [i n] (aset order i (Integer/valueOf i)))
+            (Arrays/sort order (reify Comparator
+                                 (compare [_ i j]
+                                   (Long/compare (aget ts0 (.intValue ^Integer i))
+                                                 (aget ts0 (.intValue ^Integer j))))))
+            (dotimes [i n]
+              (let [j (.intValue ^Integer (aget order i))]
+                (aset ts i (aget ts0 j))
+                (aset vs i (aget vs0 j))))
+            [ts vs]))
+        span (- (aget ts (dec n)) (aget ts 0))
+        mean (numpy-mean vs)]
+    {:device device :samples n
+     :min-bytes (areduce vs i m Long/MAX_VALUE (min m (aget vs i)))
+     :max-bytes (areduce vs i m Long/MIN_VALUE (max m (aget vs i)))
+     :mean-bytes mean
+     :time-weighted-mean-bytes (if (pos? span) (/ (dot-exact vs ts) (double span)) mean)
+     :last-bytes (aget vs (dec n)) :first-ts-us (aget ts 0) :last-ts-us (aget ts (dec n))}))
+
+(defn notes
+  "Warnings worth showing the user, Python's `TraceStats.notes`: damage repaired per file,
+  unmatched events, bulk-merged names."
+  [{:keys [reports unmatched-begin unmatched-end operators]}]
+  (let [bulk (->> operators (filter :bulk) (map :name) distinct (sort compare-py) vec)]
+    (cond-> (vec (for [r reports
+                       :let [path (str (:path r))
+                             base (subs path (inc (.lastIndexOf path "/")))]
+                       p (:problems r)]
+                   (str base ": " p)))
+      (pos? unmatched-begin) (conj (str unmatched-begin " begin event(s) without an end were ignored "
+                                        "(trace cut short?)"))
+      (pos? unmatched-end) (conj (str unmatched-end " end event(s) without a begin were ignored"))
+      (seq bulk) (conj (str (count bulk) " bulk-merged name(s) (" (str/join ", " (take 3 bulk))
+                            (when (> (count bulk) 3) ", ...") "): " bulk-note)))))
