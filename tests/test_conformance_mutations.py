@@ -40,7 +40,7 @@ MUTATIONS = [
     ("a schedule step: one wait step too many", "clojure", "jvm/src/clj/pyprof/session/schedule.clj",
      "(cond (< pos n) (if (= pos (dec n)) last each)",
      "(cond (<= pos n) (if (= pos (dec n)) last each)", "sessions.json"),
-    ("a stats field: calls counted one too many", "clojure", "jvm/src/clj/pyprof/stats.clj",
+    ("a stats field: calls counted one too many", "clojure", "jvm/src/clj/pyprof/trace/records.clj",
      "{:category cat :name name :device device :count n",
      "{:category cat :name name :device device :count (inc n)", "trace_tools.json"),
     ("marker scope always process", "clojure", "jvm/src/clj/pyprof/objects.clj",

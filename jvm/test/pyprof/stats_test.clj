@@ -7,6 +7,7 @@
             [pyprof.stats :as stats]
             [pyprof.stats-parity :as parity]
             [pyprof.test-util :as tu]
+            [pyprof.trace.pycompat :as pycompat]
             [pyprof.trace.reader :as reader]))
 
 (def ^:private events
@@ -42,7 +43,7 @@
   ;; numpy's values of int64 arrays with large values (tests/fixtures/make_expected_stats.py)
   (let [{:strs [percentiles means]} (json/read-str (slurp (io/file parity/repo-root "tests" "fixtures"
                                                                     "stats_cases" "numerics.json")))
-        numpy-mean @#'stats/numpy-mean]
+        numpy-mean pycompat/numpy-mean]
     (is (= 44 (count percentiles)))
     (doseq [{:strs [values p50 p90 p99]} percentiles
             :let [a (long-array values)]]

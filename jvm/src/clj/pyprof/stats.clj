@@ -57,8 +57,6 @@
   ^double [^longs sorted p]
   (pycompat/percentile sorted p))
 
-;; stats-test checks numpy's mean here (@#'pyprof.stats/numpy-mean)
-(def ^:private numpy-mean pycompat/numpy-mean)
 
 ;; ------------------------------------------------------------------ API
 
