@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from .errors import StateError
+from . import rules
 
 __all__ = ["Gate", "GATE", "Peer", "SWITCH_TIMEOUT_S"]
 
@@ -140,11 +140,7 @@ class Gate:
             return
         try:
             if me in self._inflight:
-                raise StateError(
-                    "cannot switch the profiler from inside an MXNet call (a callback that "
-                    "MXNet runs in this thread): the call would end under another API-profiling "
-                    "state and MXNet would abort. fix: switch it from code that MXNet does not "
-                    "call back, e.g. after the operator or kvstore call returns")
+                raise rules.error("gate.switch_inside_call")
             self._owner, self._depth = me, 1
             self._close_and_drain(me, _timeout(timeout))
             if peers:
@@ -201,10 +197,8 @@ class Gate:
             while inflight:
                 now = time.monotonic()
                 if now - start > timeout:
-                    raise StateError(
-                        f"the profiler could not switch: {_describe(inflight)} stayed inside "
-                        f"MXNet calls for {timeout:g} s. fix: switch it when those calls have "
-                        "returned (or raise PYPROF_SWITCH_TIMEOUT, in seconds)")
+                    raise rules.error("gate.switch_timeout", calls=_describe(inflight),
+                                      seconds=f"{timeout:g}")
                 if now - since > _REOPEN_AFTER_S:
                     break
                 time.sleep(pause)

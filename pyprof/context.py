@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import os
 
-from . import _capi
-from .errors import DeviceError
+from . import _capi, rules
 
-CUDA_HINT = ("install a CUDA build of MXNet matching your driver, e.g. "
-             "pip install 'mxnet-cu112==1.9.1' (cu102 ... cu117 exist), in place of 'mxnet'")
+#: How to get a GPU build (errors.json's API names, as Python says it).
+CUDA_HINT = rules.CATALOGUE["api"]["cuda_build"]["python"]
 
 
 def cpu_device_count() -> int:
@@ -29,21 +28,15 @@ def check_context(kind: str, device_id: int = 0) -> None:
         n = cpu_device_count()
         if not 0 <= device_id < n:
             # MXNet's profiler indexes its per-device tables by this id and aborts past the end.
-            raise DeviceError(
-                f"cpu device id {device_id} is out of range: MXNet's profiler knows cpu/0 to "
-                f"cpu/{n - 1} on this machine. fix: use a device id from 0 to {n - 1} (CPU "
-                "contexts share the same cores; the id only labels the trace)")
+            raise rules.error("device.cpu_out_of_range", device_id=device_id, last=n - 1)
         return
     if kind != "gpu":
-        raise DeviceError(f"invalid context {kind!r}: expected 'cpu' or 'gpu'")
+        raise rules.error("device.invalid", kind=kind, choices=["cpu", "gpu"])
     try:
         n = _capi.gpu_count()
     except Exception:  # a CPU build can fail here rather than return 0
         n = 0
     if n == 0:
-        raise DeviceError(f"GPU context requested, but this MXNet build "
-                          f"({_capi.library_path()}) sees no GPU. fix: {CUDA_HINT}; "
-                          "or use --ctx cpu")
+        raise rules.error("device.no_gpu", library=_capi.library_path())
     if not 0 <= device_id < n:
-        raise DeviceError(f"GPU {device_id} requested, but MXNet sees {n} GPU(s): "
-                          f"use a device id from 0 to {n - 1}")
+        raise rules.error("device.gpu_out_of_range", device_id=device_id, count=n, last=n - 1)

@@ -19,7 +19,9 @@
            (ex-message e)
            (str "GPU context requested, but this MXNet build (" (native/load!) ") sees no GPU."
                 " fix: install a CUDA build of MXNet matching your driver, e.g. pip install"
-                " 'mxnet-cu112==1.9.1' (cu102 ... cu117 exist), in place of 'mxnet'")))
+                " 'mxnet-cu112==1.9.1' (cu102 ... cu117 exist), and point MXNET_LIBRARY_PATH at"
+                " its libmxnet.so")))
+      (is (= "device.no_gpu" (:pyprof/code (ex-data e))))
       (is (str/ends-with? (ex-message e) "; or use --ctx cpu"))
       (is (not (re-find #"\n" (ex-message e))) "one line"))
     (is (= "gpu(0)" (context/->str (context/gpu 0)))))
@@ -27,7 +29,10 @@
                                                       (context/gpu 1000))))))))
 
 (deftest bad-device-type
-  (is (thrown-with-msg? clojure.lang.ExceptionInfo #"expected cpu or gpu" (context/context :tpu 0))))
+  (let [e (is (thrown-with-msg? clojure.lang.ExceptionInfo #"invalid context \"tpu\": expected one of \"cpu\", \"gpu\""
+                                (context/context :tpu 0)))]
+    (is (= {:pyprof/error :invalid-device :pyprof/code "device.invalid"}
+           (select-keys (ex-data e) [:pyprof/error :pyprof/code])))))
 
 (deftest cpu-ids-past-the-processors-are-rejected-before-mxnet
   (let [n (.availableProcessors (Runtime/getRuntime))]
@@ -35,8 +40,9 @@
     (is (= {:device-type :cpu :device-id (dec n)} (context/cpu (dec n))))
     (doseq [id [n (+ n 3) -1]]
       (let [e (is (thrown? clojure.lang.ExceptionInfo (context/cpu id)))]
-        (is (= {:pyprof/error :invalid-device :device-type :cpu :device-id id :cpu-count n}
-               (dissoc (ex-data e) :fix)))
+        (is (= {:pyprof/error :invalid-device :pyprof/code "device.cpu_out_of_range"
+                :device_id id :last (dec n)}
+               (dissoc (ex-data e) :fix :java-fix)))
         (is (= (str "cpu device id " id " is out of range: MXNet's profiler knows cpu/0 to cpu/"
                     (dec n) " on this machine. fix: use a device id from 0 to " (dec n) " (CPU"
                     " contexts share the same cores; the id only labels the trace)")

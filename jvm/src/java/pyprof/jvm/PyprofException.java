@@ -62,7 +62,7 @@ public class PyprofException extends ExceptionInfo {
    * given as name, value pairs ({@code "what", "Task", "name", "step"}), its message naming Java
    * calls; not thrown.
    */
-  static PyprofException catalogue(String code, Object... fields) {
+  public static PyprofException catalogue(String code, Object... fields) {
     Object[] kvs = new Object[fields.length];
     for (int i = 0; i < fields.length; i += 2) {
       kvs[i] = Keyword.intern((String) fields[i]);

@@ -102,9 +102,7 @@ public final class Gate {
 
   private static Peer acquire(boolean withPeer) {
     if (LOCK.getReadHoldCount() > 0) {
-      throw new PyprofException("invalid-state",
-          "cannot switch the profiler from inside an MXNet call: the call would end under another"
-              + " API-profiling state and MXNet would abort. fix: switch it after the call returns");
+      throw PyprofException.catalogue("gate.switch_inside_call");
     }
     Peer p = withPeer ? peer : null;
     if (p != null) {
@@ -121,10 +119,8 @@ public final class Gate {
       }
     }
     if (!locked) {
-      throw new PyprofException("invalid-state",
-          "the profiler could not switch: " + LOCK.getReadLockCount() + " MXNet call(s) stayed in"
-              + " flight for " + TIMEOUT_SECONDS + " s (or the thread was interrupted). fix: switch"
-              + " it when those calls have returned, or raise -Dpyprof.switchTimeoutSeconds");
+      throw PyprofException.catalogue("gate.switch_timeout",
+          "calls", LOCK.getReadLockCount() + " call(s)", "seconds", TIMEOUT_SECONDS);
     }
     return p;
   }
