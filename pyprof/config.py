@@ -89,7 +89,7 @@ class ConfigKey:
         if self.type == "float":
             try:
                 number = float(value) if not isinstance(value, bool) else math.nan
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # 10**400: no float holds it
                 return None
             if not math.isfinite(number) or (self.min_exclusive is not None
                                              and number <= self.min_exclusive):

@@ -79,3 +79,9 @@ def test_effective_config_resets_omitted_keys_to_c_defaults():
 def test_docs_configuration_page_matches_the_spec():
     page = (config.SPEC_PATH.parents[2] / "docs" / "configuration.md").read_text()
     assert config.markdown_table() in page, "regenerate: pyprof config >> docs/configuration.md"
+
+
+def test_a_number_no_float_holds_is_a_bad_value_not_an_overflow():
+    with pytest.raises(ConfigError) as info:
+        config.validate({"dump_period": 10**400})
+    assert info.value.code == "config.bad_value"
