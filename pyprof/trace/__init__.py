@@ -14,6 +14,7 @@ Quick start::
     trace.repair("crashed.json")                 # in place, atomically
     trace.merge(["w0.json", "w1.json"], "all.json", labels=["worker 0", "worker 1"])
     trace.compact("profile.json", "small.json.gz")
+    trace.validate("small.json.gz").ok           # what every written trace guarantees
     trace.plot("profile.json", "ops.png")
 
 Modules: :mod:`~pyprof.trace.reader` (with :mod:`~pyprof.trace.framing`,
@@ -22,7 +23,9 @@ Modules: :mod:`~pyprof.trace.reader` (with :mod:`~pyprof.trace.framing`,
 :mod:`~pyprof.trace.fastpath`, :mod:`~pyprof.trace.parallel`) into :mod:`~pyprof.trace.records`;
 :mod:`~pyprof.trace.crosscheck`, :mod:`~pyprof.trace.report`, :mod:`~pyprof.trace.diff`,
 :mod:`~pyprof.trace.merge`, :mod:`~pyprof.trace.repair` and :mod:`~pyprof.trace.plot` build on
-them; :mod:`~pyprof.trace.writer` writes traces, :mod:`~pyprof.trace.naming` holds what MXNet's
+them; :mod:`~pyprof.trace.writer` writes traces, whose slices and ids
+:mod:`~pyprof.trace.slices` and :mod:`~pyprof.trace.ids` make valid and
+:mod:`~pyprof.trace.validate` checks; :mod:`~pyprof.trace.naming` holds what MXNet's
 categories and names mean, :mod:`~pyprof.trace.cli` the command line.
 """
 
@@ -36,7 +39,9 @@ from .reader import ReadReport, TraceReader, iter_events
 from .records import CounterStats, MemoryStats, OpStats, TraceStats
 from .repair import RepairResult, repair
 from .report import summarize
+from .slices import SliceCounts
 from .stats import stats
+from .validate import ValidationResult, validate
 
 __all__ = [
     "iter_events", "TraceReader", "ReadReport",
@@ -47,5 +52,6 @@ __all__ = [
     "diff", "compare_samples", "format_diff", "DiffResult", "DiffRow",
     "merge", "MergeResult", "compact", "CompactResult",
     "plot",
+    "validate", "ValidationResult", "SliceCounts",
     "TraceError", "TraceNotFoundError", "TraceFormatError", "AggregateFormatError",
 ]

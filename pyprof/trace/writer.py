@@ -10,20 +10,26 @@ from __future__ import annotations
 import gzip as _gzip
 import os
 import tempfile
+from collections.abc import Mapping
 from types import TracebackType
 from typing import IO, Any
 
 import orjson
 
 from .errors import TraceError
+from .phases import TOP_LEVEL
 
-__all__ = ["TraceWriter"]
+__all__ = ["TraceWriter", "KEPT_TOP_LEVEL", "kept_top_level"]
+
+#: The top-level keys of an input every writer keeps (``displayTimeUnit``, ``otherData``,
+#: ``metadata``: ``spec/trace.json``).
+KEPT_TOP_LEVEL: tuple[str, ...] = tuple(TOP_LEVEL["kept_by_writers"])
 
 _HEAD = b'{"traceEvents":[\n'
 
 
 class TraceWriter:
-    """Write ``{"traceEvents": [...], "displayTimeUnit": "ms"}`` one event at a time.
+    """Write ``{"traceEvents": [...], "displayTimeUnit": "ms", ...}`` one event at a time.
 
     The file is written to a temporary file beside ``path`` and renamed over it on a clean exit
     from the ``with`` block (atomic on POSIX); on an exception the temporary file is removed and
@@ -33,13 +39,20 @@ class TraceWriter:
         path: destination.
         gzip: compress; ``None`` = when ``path`` ends in ``.gz``.
         display_time_unit: the trace's ``displayTimeUnit``.
+        top_level: more top-level keys, written after ``traceEvents`` (e.g. the input's
+            ``otherData`` and ``metadata``); ``traceEvents`` and ``displayTimeUnit`` in it are
+            ignored. May be set until the ``with`` block ends.
+
+    Raises:
+        TraceError: the destination cannot be written (on entering the ``with`` block).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, gzip: bool | None = None,
-                 display_time_unit: str = "ms"):
+                 display_time_unit: str = "ms", top_level: dict[str, Any] | None = None):
         self.path = os.fspath(path)
         self.gzip = self.path.endswith(".gz") if gzip is None else gzip
         self.display_time_unit = display_time_unit
+        self.top_level: dict[str, Any] = dict(top_level or {})
         self.count = 0
         self._tmp: str | None = None
         self._f: IO[bytes] | None = None
@@ -70,8 +83,11 @@ class TraceWriter:
         assert self._f is not None and self._tmp is not None
         try:
             if exc_type is None:
-                unit = orjson.dumps(self.display_time_unit)
-                self._f.write(b'\n],"displayTimeUnit":' + unit + b"}\n")
+                tail = b'\n],"displayTimeUnit":' + orjson.dumps(self.display_time_unit)
+                for key, value in self.top_level.items():
+                    if key not in ("traceEvents", "displayTimeUnit"):
+                        tail += b"," + orjson.dumps(key) + b":" + orjson.dumps(value)
+                self._f.write(tail + b"}\n")
             self._f.close()
             if self._raw is not self._f:
                 self._raw.close()
@@ -83,6 +99,12 @@ class TraceWriter:
         finally:
             if self._tmp is not None and os.path.exists(self._tmp):
                 os.unlink(self._tmp)
+
+
+def kept_top_level(top_level: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of an input's top level (:attr:`ReadReport.top_level`) a writer keeps, in
+    :data:`KEPT_TOP_LEVEL` order."""
+    return {k: top_level[k] for k in KEPT_TOP_LEVEL if k in top_level}
 
 
 def _umask() -> int:

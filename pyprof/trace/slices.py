@@ -1,0 +1,401 @@
+"""The slices of a trace made valid for viewers: the shared planning step of every writer.
+
+Every trace pyprof writes (:func:`~pyprof.trace.compact`, :func:`~pyprof.trace.merge`,
+:func:`~pyprof.trace.repair`, session windows) reads its input twice:
+
+1. :func:`plan_slices` pairs ``B``/``E`` events (docs/trace-format.md, "Pairing": a named ``E``
+   closes the latest open ``B`` of the same name on its ``(pid, tid)``, a nameless one the
+   innermost open ``B``), takes ``X`` events as they are, and finds what a viewer cannot show:
+   slices without a numeric ``ts`` (or ``dur``), negative durations, unmatched begins and ends,
+   and partial overlaps. Per thread, slices are sorted by (begin ascending, end descending) and
+   placed greedily: a slice that partially overlaps the open slices of a track goes to the next
+   track (the thread's overlap track 1, 2, ...) where the same test applies. Touching slices
+   and equal intervals nest.
+2. :class:`Rewriter` writes the events again: every kept slice as one ``X`` event (begin ``ts``,
+   ``dur`` = end - begin in microseconds, the ``args`` of both ends merged), the unusable ones
+   left out, moved slices on a new thread named ``"<thread name or tid> (overlap N)"``, ids
+   renumbered by an :class:`~pyprof.trace.ids.IdMap`; every other event (metadata included)
+   is written with its ids renumbered.
+
+Memory: per thread, three numbers per slice (begin, end, ordinal) in arrays, plus the open
+begins; the moved and dropped slices are kept by key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from array import array
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .ids import IdMap, id_key
+
+__all__ = ["Pairing", "SliceCounts", "SlicePlan", "plan_slices", "Rewriter", "is_number",
+           "track_of", "SLICE_PHASES"]
+
+#: The phases that make thread slices.
+SLICE_PHASES = frozenset({"B", "E", "X"})
+
+_NONE = object()
+
+
+def is_number(v: Any) -> bool:
+    """True for a finite int or float (not a bool): a usable ``ts`` or ``dur``."""
+    t = type(v)
+    return t is int or (t is float and math.isfinite(v))
+
+
+class Pairing:
+    """Open ``B`` events per thread, paired with ``E`` events by the rules of docs/trace-format.md.
+
+    A track is any hashable key (a ``(pid, tid)``); names are hashable keys, ``None`` for a
+    nameless event. Each operation is amortised O(1).
+    """
+
+    def __init__(self) -> None:
+        self._threads: dict[Any, list[list[Any]]] = {}
+        self._named: dict[tuple[Any, Any], list[list[Any]]] = {}
+
+    def begin(self, track: Any, name: Any, payload: Any) -> None:
+        """Open a slice named ``name`` on ``track``, carrying ``payload``."""
+        entry = [payload, True, name]
+        self._threads.setdefault(track, []).append(entry)
+        self._named.setdefault((track, name), []).append(entry)
+
+    def end(self, track: Any, name: Any) -> Any:
+        """Close a slice: the payload of the ``B`` it closes, or ``None`` when none is open."""
+        if name is None:
+            stack = self._threads.get(track)
+            while stack and not stack[-1][1]:
+                stack.pop()
+            if not stack:
+                return None
+            entry = stack.pop()
+            named = self._named[(track, entry[2])]
+            named.pop()  # the innermost open begin is also the latest of its name
+        else:
+            named = self._named.get((track, name))
+            if not named:
+                return None
+            entry = named.pop()
+        if not named:
+            del self._named[(track, entry[2])]
+        entry[1] = False
+        return entry[0]
+
+    def still_open(self) -> Iterator[tuple[Any, Any]]:
+        """``(track, payload)`` of every begin never closed, in the order they were opened."""
+        for track, stack in self._threads.items():
+            for payload, is_open, _name in stack:
+                if is_open:
+                    yield track, payload
+
+
+@dataclasses.dataclass(frozen=True)
+class SliceCounts:
+    """What a writer did to the slices (``B``/``E`` pairs and ``X`` events) of its input.
+
+    Attributes:
+        complete: ``B``/``E`` pairs written as one ``X`` event.
+        moved: slices moved to an overlap track (they partially overlapped another slice of
+            their thread).
+        overlap_tracks: overlap tracks (threads) added.
+        negative: slices left out for a negative duration (an ``E`` before its ``B``, or
+            ``dur < 0``).
+        unmatched_begin: ``B`` events without an end, left out.
+        unmatched_end: ``E`` events without a begin, left out.
+        untimed: ``B``/``E``/``X`` events without a numeric ``ts`` (or ``X`` without a numeric
+            ``dur``), left out.
+    """
+
+    complete: int = 0
+    moved: int = 0
+    overlap_tracks: int = 0
+    negative: int = 0
+    unmatched_begin: int = 0
+    unmatched_end: int = 0
+    untimed: int = 0
+
+    def __add__(self, other: SliceCounts) -> SliceCounts:
+        return SliceCounts(*(a + b for a, b in zip(dataclasses.astuple(self),
+                                                    dataclasses.astuple(other))))
+
+    @property
+    def dropped(self) -> int:
+        """Slice events left out, all reasons together."""
+        return self.negative + self.unmatched_begin + self.unmatched_end + self.untimed
+
+    def notes(self) -> list[str]:
+        """One short line per thing moved or left out (empty when nothing was)."""
+        out = []
+        if self.moved:
+            out.append(f"{self.moved} overlapping slice(s) moved to {self.overlap_tracks} "
+                       "overlap track(s)")
+        for n, what in ((self.negative, "slice(s) with a negative duration"),
+                        (self.unmatched_begin, "begin(s) without an end"),
+                        (self.unmatched_end, "end(s) without a begin"),
+                        (self.untimed, "slice event(s) without a numeric ts/dur")):
+            if n:
+                out.append(f"{n} {what} left out")
+        return out
+
+
+class _Intervals:
+    """Begin/end/ordinal of one thread's slices: int64 arrays, float64 once a float appears."""
+
+    __slots__ = ("begin", "end", "ordinal")
+
+    def __init__(self) -> None:
+        self.begin, self.end, self.ordinal = array("q"), array("q"), array("q")
+
+    def add(self, begin: Any, end: Any, ordinal: int) -> None:
+        if self.begin.typecode == "q":
+            try:
+                self.begin.append(begin)
+                try:
+                    self.end.append(end)
+                except (TypeError, OverflowError):
+                    self.begin.pop()
+                    raise
+            except (TypeError, OverflowError):
+                self.begin, self.end = array("d", self.begin), array("d", self.end)
+            else:
+                self.ordinal.append(ordinal)
+                return
+        self.begin.append(float(begin))
+        self.end.append(float(end))
+        self.ordinal.append(ordinal)
+
+    def levels(self) -> Iterator[tuple[int, int]]:
+        """``(ordinal, track level)`` of each slice that cannot stay on its thread (level >= 1)."""
+        begin = np.frombuffer(self.begin, dtype=np.int64 if self.begin.typecode == "q" else np.float64)
+        end = np.frombuffer(self.end, dtype=begin.dtype)
+        ordinal = np.frombuffer(self.ordinal, dtype=np.int64)
+        order = np.lexsort((ordinal, -end, begin))  # begin asc, end desc, file order
+        stacks: list[list[Any]] = [[]]
+        for b, e, o in zip(begin[order].tolist(), end[order].tolist(), ordinal[order].tolist()):
+            level = 0
+            while True:
+                if level == len(stacks):
+                    stacks.append([])
+                stack = stacks[level]
+                while stack and stack[-1] <= b:
+                    stack.pop()
+                if not stack or e <= stack[-1]:
+                    stack.append(e)
+                    break
+                level += 1
+            if level:
+                yield o, level
+
+
+@dataclasses.dataclass
+class SlicePlan:
+    """The result of :func:`plan_slices`. Slices are keyed ``(track, ordinal)``: the thread key
+    ``(pid, tid)`` and the place of the ``B``/``X`` event among that thread's ``B``/``X`` events.
+
+    Attributes:
+        counts: :class:`SliceCounts` (``complete`` is filled by the :class:`Rewriter`).
+        moved: ``{(track, ordinal): overlap level}`` of the moved slices (level 1, 2, ...).
+        unmatched: keys of the begins never closed.
+        negative: keys of the ``B`` events of pairs with a negative duration.
+        thread_names: ``{track: name}`` from ``thread_name`` metadata events.
+        first_ts: the smallest numeric ``ts`` of a non-metadata event (None when none).
+    """
+
+    counts: SliceCounts
+    moved: dict[tuple[Any, int], int]
+    unmatched: set[tuple[Any, int]]
+    negative: set[tuple[Any, int]]
+    thread_names: dict[Any, Any]
+    first_ts: Any = None
+
+
+def track_of(ev: dict[str, Any]) -> tuple[Any, Any]:
+    """The thread key of an event: ``(pid, tid)`` with JSON types kept apart."""
+    pid, tid = ev.get("pid"), ev.get("tid")
+    tp, tt = type(pid), type(tid)
+    return (pid if tp is int or tp is str else id_key(pid),
+            tid if tt is int or tt is str else id_key(tid))
+
+
+def plan_slices(events: Iterable[dict[str, Any]], ids: IdMap | None = None) -> SlicePlan:
+    """First pass of a writer: pair, check and place the slices of ``events``.
+
+    Args:
+        events: the input events, exactly as the second pass will see them.
+        ids: when given, :meth:`IdMap.reserve` is called with every event.
+
+    Returns:
+        :class:`SlicePlan`.
+    """
+    pairing = Pairing()
+    intervals: dict[Any, _Intervals] = {}
+    ordinals: dict[Any, int] = {}
+    thread_names: dict[Any, Any] = {}
+    negative_keys: set[tuple[Any, int]] = set()
+    first_ts = None
+    untimed = negative = unmatched_end = 0
+    for ev in events:
+        if ids is not None:
+            ids.reserve(ev)
+        ph = ev.get("ph")
+        if ph == "M":
+            args = ev.get("args")
+            if ev.get("name") == "thread_name" and isinstance(args, dict) and "name" in args:
+                thread_names[track_of(ev)] = args["name"]
+            continue
+        ts = ev.get("ts")
+        if is_number(ts) and (first_ts is None or ts < first_ts):
+            first_ts = ts
+        if ph not in SLICE_PHASES:
+            continue
+        track = track_of(ev)
+        if ph != "E":
+            ordinal = ordinals.get(track, 0)
+            ordinals[track] = ordinal + 1
+        if not is_number(ts):
+            untimed += 1
+            continue
+        if ph == "X":
+            dur = ev.get("dur")
+            if not is_number(dur):
+                untimed += 1
+            elif dur < 0:
+                negative += 1
+            else:
+                _add(intervals, track, ts, ts + dur, ordinal)
+        elif ph == "B":
+            pairing.begin(track, _name(ev), (ordinal, ts))
+        else:
+            got = pairing.end(track, _name(ev))
+            if got is None:
+                unmatched_end += 1
+                continue
+            ordinal, begin = got
+            if ts - begin < 0:
+                negative += 1
+                negative_keys.add((track, ordinal))
+            else:
+                _add(intervals, track, begin, ts, ordinal)
+    unmatched = {(track, payload[0]) for track, payload in pairing.still_open()}
+    moved: dict[tuple[Any, int], int] = {}
+    tracks: set[tuple[Any, int]] = set()
+    for track, iv in intervals.items():
+        for ordinal, level in iv.levels():
+            moved[(track, ordinal)] = level
+            tracks.add((track, level))
+    counts = SliceCounts(moved=len(moved), overlap_tracks=len(tracks), negative=negative,
+                         unmatched_begin=len(unmatched), unmatched_end=unmatched_end,
+                         untimed=untimed)
+    return SlicePlan(counts, moved, unmatched, negative_keys, thread_names, first_ts)
+
+
+def _add(intervals: dict[Any, _Intervals], track: Any, begin: Any, end: Any, ordinal: int) -> None:
+    iv = intervals.get(track)
+    if iv is None:
+        iv = intervals[track] = _Intervals()
+    iv.add(begin, end, ordinal)
+
+
+def _name(ev: dict[str, Any]) -> Any:
+    name = ev.get("name")
+    return name if name is None or type(name) is str else id_key(name)
+
+
+class Rewriter:
+    """Second pass of a writer: the events to write, following a :class:`SlicePlan`.
+
+    Args:
+        plan: the first pass over the same events.
+        ids: the renumbering to apply (its ``scope`` as during this pass).
+        keep_pairs: write the ``B``/``E`` pairs that stay on their thread as they are (session
+            windows: MXNet's own form); moved pairs still become ``X`` events. Default: every
+            kept slice is an ``X`` event.
+
+    Attributes:
+        complete: ``B``/``E`` pairs written as ``X`` so far.
+    """
+
+    def __init__(self, plan: SlicePlan, ids: IdMap, *, keep_pairs: bool = False) -> None:
+        self.plan = plan
+        self.ids = ids
+        self.keep_pairs = keep_pairs
+        self.complete = 0
+        self._pairing = Pairing()
+        self._ordinals: dict[Any, int] = {}
+        self._overlap: dict[tuple[Any, int], int] = {}
+
+    def counts(self) -> SliceCounts:
+        """The plan's counts with :attr:`complete` filled in."""
+        return dataclasses.replace(self.plan.counts, complete=self.complete)
+
+    def rewrite(self, events: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """Yield the output events for ``events`` (the same sequence the plan was made from)."""
+        plan, ids = self.plan, self.ids
+        for ev in events:
+            ph = ev.get("ph")
+            if ph not in SLICE_PHASES:
+                yield ids.apply(ev)
+                continue
+            track = track_of(ev)
+            if ph != "E":
+                ordinal = self._ordinals.get(track, 0)
+                self._ordinals[track] = ordinal + 1
+            if not is_number(ev.get("ts")):
+                continue
+            if ph == "X":
+                dur = ev.get("dur")
+                if is_number(dur) and dur >= 0:
+                    yield from self._place(ids.apply(ev), track, ordinal)
+            elif ph == "B":
+                key = (track, ordinal)
+                if key in plan.unmatched:
+                    continue
+                self._pairing.begin(track, _name(ev), (ordinal, ev))
+                if self.keep_pairs and key not in plan.negative and key not in plan.moved:
+                    yield ids.apply(ev)
+            else:
+                got = self._pairing.end(track, _name(ev))
+                if got is None:
+                    continue
+                ordinal, begin = got
+                key = (track, ordinal)
+                if key in plan.negative:
+                    continue
+                if self.keep_pairs and key not in plan.moved:
+                    yield ids.apply(ev)
+                    continue
+                self.complete += 1
+                yield from self._place(ids.apply(_complete(begin, ev)), track, ordinal)
+
+    def _place(self, out: dict[str, Any], track: Any, ordinal: int) -> Iterator[dict[str, Any]]:
+        level = self.plan.moved.get((track, ordinal))
+        if level:
+            tid = self._overlap.get((track, level))
+            if tid is None:
+                tid = self._overlap[(track, level)] = self.ids.fresh("tid")
+                name = self.plan.thread_names.get(track, out.get("tid"))
+                meta = {"ph": "M", "name": "thread_name", "tid": tid,
+                        "args": {"name": f"{name} (overlap {level})"}}
+                if "pid" in out:
+                    meta["pid"] = out["pid"]
+                yield meta
+            out["tid"] = tid
+        yield out
+
+
+def _complete(begin: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
+    """One ``X`` event for a ``B``/``E`` pair: the begin's fields, ``dur`` in microseconds, and
+    the ``args`` of both (the end's win on equal keys)."""
+    x = {k: v for k, v in begin.items() if k != "ph"}
+    x["ph"] = "X"
+    x["dur"] = end["ts"] - begin["ts"]
+    end_args = end.get("args")
+    if isinstance(end_args, dict) and end_args:
+        begin_args = begin.get("args")
+        x["args"] = {**(begin_args if isinstance(begin_args, dict) else {}), **end_args}
+    return x
