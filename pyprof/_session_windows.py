@@ -17,6 +17,7 @@ import dataclasses
 import os
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import IO, Any
 
 import orjson
@@ -77,19 +78,17 @@ def metadata_key(event: dict[str, Any]) -> bytes:
     return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
 
 
-def _trace_writer():
-    # The one import of the trace package's writer (package-internal, not in
-    # pyprof.trace.__all__); imported late, as pyprof.trace is.
-    from .trace.writer import TraceWriter
-    return TraceWriter
-
-
 def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],
                out: str | None) -> int:
     """Read the events in bytes ``[start, end)`` of ``raw`` (``end`` None: to the end).
 
     New metadata events are added to ``metadata``. With ``out``, a valid trace is written there:
     all known metadata events first, then the range's other events; returns events written.
+    The window is valid as every trace pyprof writes (docs/trace-format.md): ``B``/``E`` pairs
+    are kept as they are, but a slice that partially overlaps another of its thread moves to a
+    new thread (as an ``X`` event), slices with a negative duration and unmatched begins and ends
+    are left out, and ids JavaScript cannot hold (MXNet's 64-bit pids, tids and async ids) are
+    renumbered to small integers no other id of the window uses. The range is read twice.
     """
     from .trace import TraceReader
 
@@ -104,17 +103,32 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
                 for ev in TraceReader(segment, progress=False, phases={"M"}):
                     metadata.setdefault(metadata_key(ev), ev)
             return 0
-        written = set(metadata)
-        with _trace_writer()(out, gzip=False) as w:
-            for ev in metadata.values():
-                w.write(ev)
+        known = dict(metadata)
+
+        def events(record: bool) -> Iterator[dict[str, Any]]:
+            """The window's events: known metadata first, then the range's, each once."""
+            written = set(known)
+            yield from known.values()
             for ev in TraceReader(segment, progress=False) if has_events else ():
                 if ev.get("ph") == "M":
                     key = metadata_key(ev)
                     if key in written:
                         continue
                     written.add(key)
-                    metadata[key] = ev
+                    if record:
+                        metadata[key] = ev
+                yield ev
+
+        # The trace package's writer and slice planning (package-internal, not in
+        # pyprof.trace.__all__), imported late, as pyprof.trace is.
+        from .trace.ids import IdMap
+        from .trace.slices import Rewriter, plan_slices
+        from .trace.writer import TraceWriter
+
+        ids = IdMap(renumber_all=False)
+        rewriter = Rewriter(plan_slices(events(record=True), ids), ids, keep_pairs=True)
+        with TraceWriter(out, gzip=False) as w:
+            for ev in rewriter.rewrite(events(record=False)):
                 w.write(ev)
         return w.count
     finally:

@@ -1,8 +1,9 @@
 """``pyprof`` subcommands for trace files; a thin layer over :mod:`pyprof.trace`.
 
 The main CLI calls :func:`register` with its subparsers, then ``args.func(args)``, which returns
-the exit status: 0 ok, 1 analysis failure (a regression over the threshold for ``diff``, or a
-:class:`~pyprof.trace.errors.TraceError`, printed on one line), 2 usage error (argparse).
+the exit status: 0 ok, 1 analysis failure (a regression over the threshold for ``diff``, an
+invalid trace for ``validate``, or a :class:`~pyprof.trace.errors.TraceError`, printed on one
+line), 2 usage error (argparse).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from . import compact, diff, format_diff, merge, plot, repair, summarize
+from . import compact, diff, format_diff, merge, plot, repair, summarize, validate
 from .errors import TraceError
 from .report import FORMATS, SORT_KEYS
+from .slices import SliceCounts
 
 __all__ = ["register", "main"]
 
@@ -65,8 +67,14 @@ def _merge(args: argparse.Namespace) -> int:
     labels = _labels(args.label, len(args.trace))
     res = merge(args.trace, args.output, labels=labels, align=args.align,
                 gzip=args.gzip or None, progress=_progress(args))
-    print(f"wrote {res.out}: {res.events} events from {len(res.labels)} traces")
+    print(f"wrote {res.out}: {res.events} events from {len(res.labels)} traces{_notes(res.slices)}")
     return 0
+
+
+def _notes(counts: SliceCounts) -> str:
+    """``"; <what was moved or left out>"`` for the summary line, or nothing."""
+    notes = counts.notes()
+    return "; " + "; ".join(notes) if notes else ""
 
 
 def _repair(args: argparse.Namespace) -> int:
@@ -82,8 +90,20 @@ def _repair(args: argparse.Namespace) -> int:
 def _compact(args: argparse.Namespace) -> int:
     res = compact(args.trace, args.output, gzip=args.gzip or None, progress=_progress(args))
     print(f"wrote {res.out}: {res.events_out} events from {res.events_in} "
-          f"({res.complete} B/E pairs -> X, {res.async_copies_dropped} async copies dropped)")
+          f"({res.complete} B/E pairs -> X, {res.async_copies_dropped} async copies dropped"
+          f"{_notes(res.slices)})")
     return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    res = validate(args.trace, progress=_progress(args))
+    if res.ok:
+        print(f"{res.path}: valid ({res.events} events)")
+        return 0
+    print(f"{res.path}: {len(res.problems)} problem(s)")
+    for problem in res.problems:
+        print(f"  {problem}")
+    return 1
 
 
 def _plot(args: argparse.Namespace) -> int:
@@ -115,7 +135,8 @@ class Subparsers(Protocol):
 
 
 def register(subparsers: Subparsers) -> None:
-    """Add ``summarize``, ``diff``, ``merge``, ``repair``, ``compact`` and ``plot`` subcommands.
+    """Add ``summarize``, ``diff``, ``merge``, ``repair``, ``compact``, ``plot`` and ``validate``
+    subcommands.
 
     Each sets ``func`` (returns the exit status) and ``command`` on the parsed namespace.
     """
@@ -167,6 +188,10 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("trace")
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--gzip", action="store_true", help="gzip the output (default when -o ends in .gz)")
+
+    p = add("validate", _validate, "check that a trace is valid for Perfetto as pyprof writes "
+            "them; exit 1 listing the problems")
+    p.add_argument("trace")
 
     p = add("plot", _plot, "bar chart of top operators and a per-device timeline (PNG)")
     p.add_argument("trace")

@@ -3,6 +3,7 @@
 MXNet writes 64-bit hashes as pids, tids and async ids. JavaScript viewers (chrome://tracing,
 Perfetto's JSON importer) hold numbers as doubles and round anything above 2**53, merging unrelated
 threads; both tools here renumber them to small integers (1, 2, ...), in order of first appearance.
+Both read each input twice: once to plan the slices (:mod:`~pyprof.trace.slices`), once to write.
 """
 
 from __future__ import annotations
@@ -13,24 +14,22 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from .errors import TraceError
+from .ids import IdMap
 from .naming import ASYNC_COPY_CATEGORIES
 from .reader import ReadReport, TraceReader
-from .writer import TraceWriter
+from .slices import Rewriter, SliceCounts, is_number, plan_slices
+from .writer import TraceWriter, kept_top_level
 
 __all__ = ["MergeResult", "CompactResult", "merge", "compact"]
 
-
-class _Ids:
-    """Map arbitrary hashable keys to 1, 2, 3, ... in order of first use."""
-
-    def __init__(self) -> None:
-        self.map: dict[Any, int] = {}
-
-    def __call__(self, key: Any) -> int:
-        v = self.map.get(key)
-        if v is None:
-            v = self.map[key] = len(self.map) + 1
-        return v
+_SLICES_DOC = """\
+    Slices are written so that viewers show them as they are (docs/trace-format.md, "What the
+    writers guarantee"): every ``B``/``E`` pair (a named ``E`` closes the latest open ``B`` of its
+    name on its thread, a nameless one the innermost) becomes one ``X`` event (``dur`` in
+    microseconds, the ``args`` of both merged); a slice that partially overlaps another of its
+    thread moves to a new thread ``"<thread name or tid> (overlap N)"``; slices with a negative
+    duration, begins without an end, ends without a begin and slice events without a numeric
+    ``ts`` are left out. The counts are in the result's ``slices``."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +43,9 @@ class MergeResult:
         pids: per input label, ``{original pid: new pid}``.
         offsets_us: per input label, microseconds added to every ``ts``.
         reports: the reader's report of each input.
+        slices: what was done to the slices of all inputs together
+            (:class:`~pyprof.trace.slices.SliceCounts`).
+        ids: per input label, ``{"pid" | "tid" | "id": {original: new}}``.
     """
 
     out: str
@@ -52,15 +54,8 @@ class MergeResult:
     pids: dict[str, dict[Any, int]]
     offsets_us: dict[str, int]
     reports: list[ReadReport]
-
-
-def _first_ts(path: str, progress: bool | None) -> int:
-    first = None
-    for ev in TraceReader(path, progress=progress):
-        ts = ev.get("ts")
-        if ts is not None and ev.get("ph") != "M" and (first is None or ts < first):
-            first = ts
-    return int(first or 0)
+    slices: SliceCounts = SliceCounts()
+    ids: dict[str, dict[str, dict[Any, int]]] = dataclasses.field(default_factory=dict)
 
 
 def merge(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], *,
@@ -70,16 +65,20 @@ def merge(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], 
     """Merge traces of several processes or ranks into one Chrome trace.
 
     Every input keeps its processes and threads, renumbered to small integers: pids 1, 2, ... over
-    all inputs in order, tids likewise (both far below 2**53), async ids per input and category.
-    Process names become ``"<label>: <name>"`` (e.g. ``worker 0: cpu/0``), a ``process_sort_index``
-    keeps each input's processes together, and thread names are kept.
+    all inputs in order, tids likewise (both far below 2**53), async ids too (equal ids of two
+    inputs stay apart). Process names become ``"<label>: <name>"`` (e.g. ``worker 0: cpu/0``),
+    a ``process_sort_index`` keeps each input's processes together, and thread names are kept.
+    Top level: the first input's ``displayTimeUnit``; ``otherData`` and ``metadata`` become
+    ``{label: value}`` for the inputs that have them.
 
     Time alignment: MXNet's ``ts`` are microseconds since the Unix epoch from the system clock,
     so traces of processes on one host (or on hosts synchronised by NTP/PTP) are already on a
     common time base. ``align="absolute"`` (default) keeps ``ts`` unchanged. ``align="start"``
     shifts each input so that its first timed event is at 0 (to compare runs taken at different
-    times side by side; reads each input twice). A mapping ``{label: offset_us}`` adds explicit
-    offsets (e.g. measured clock skew between hosts).
+    times side by side). A mapping ``{label: offset_us}`` adds explicit offsets (e.g. measured
+    clock skew between hosts).
+
+{slices}
 
     Args:
         paths: input traces (plain or gzip, damaged ones are repaired on the fly).
@@ -87,13 +86,14 @@ def merge(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], 
         labels: one label per input; default the file names. Must be unique.
         align: see above.
         gzip: compress the output.
-        progress: tqdm bar per input.
+        progress: tqdm bar per input and pass.
 
     Returns:
         :class:`MergeResult`.
 
     Raises:
-        TraceError: no inputs, labels of the wrong length or not unique, unknown ``align``.
+        TraceError: no inputs, labels of the wrong length or not unique, unknown ``align``; the
+            output cannot be written.
         TraceNotFoundError / TraceFormatError: an input cannot be read.
     """
     srcs = [os.fspath(p) for p in paths]
@@ -104,59 +104,71 @@ def merge(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], 
         raise TraceError(f"{len(labs)} labels for {len(srcs)} traces; give one label per trace")
     if len(set(labs)) != len(labs):
         raise TraceError("merge labels must be unique; pass distinct labels (e.g. 'worker 0', 'worker 1')")
+    if not (align in ("absolute", "start") or isinstance(align, Mapping)):
+        raise TraceError(f"unknown align {align!r}; use 'absolute', 'start' or a {{label: offset_us}} mapping")
+
+    plans, tops = [], []
+    for src in srcs:
+        reader = TraceReader(src, progress=progress)
+        plans.append(plan_slices(reader))
+        tops.append(reader.report)
     if align == "absolute":
         offsets = {lab: 0 for lab in labs}
     elif align == "start":
-        offsets = {lab: -_first_ts(p, progress) for lab, p in zip(labs, srcs)}
-    elif isinstance(align, Mapping):
-        offsets = {lab: int(align.get(lab, 0)) for lab in labs}
+        offsets = {lab: -int(plan.first_ts or 0) for lab, plan in zip(labs, plans)}
     else:
-        raise TraceError(f"unknown align {align!r}; use 'absolute', 'start' or a {{label: offset_us}} mapping")
+        offsets = {lab: int(align.get(lab, 0)) for lab in labs}
 
-    new_pid, new_tid = _Ids(), _Ids()
-    pid_maps: dict[str, dict[Any, int]] = {}
-    reports = []
-    named: set[int] = set()
-    with TraceWriter(out, gzip=gzip) as w:
-        for index, (lab, src) in enumerate(zip(labs, srcs)):
-            ids = _Ids()
-            off = offsets[lab]
-            pmap: dict[Any, int] = {}
+    ids = IdMap(renumber_all=True)
+    reports, counts = [], SliceCounts()
+    unit = next((r.display_time_unit for r in tops if r.display_time_unit), "ms")
+    top: dict[str, Any] = {}
+    for lab, report in zip(labs, tops):
+        for key, value in kept_top_level(report.top_level).items():
+            if key != "displayTimeUnit":
+                top.setdefault(key, {})[lab] = value
+    with TraceWriter(out, gzip=gzip, display_time_unit=unit, top_level=top) as w:
+        for index, (lab, src, plan) in enumerate(zip(labs, srcs, plans)):
+            ids.scope = index
+            rewriter = Rewriter(plan, ids)
             reader = TraceReader(src, progress=progress)
-            for ev in reader:
-                ev = dict(ev)
-                if "pid" in ev:
-                    pid = pmap.get(ev["pid"])
-                    if pid is None:
-                        pid = pmap[ev["pid"]] = new_pid((index, ev["pid"]))
-                        w.write({"ph": "M", "name": "process_sort_index", "pid": pid,
-                                 "args": {"sort_index": pid}})
-                    ev["pid"] = pid
-                    if "tid" in ev:
-                        ev["tid"] = new_tid((index, ev["tid"]))
-                    if ev.get("ph") == "M" and ev.get("name") == "process_name":
-                        args = dict(ev.get("args") or {})
-                        args["name"] = f"{lab}: {args.get('name', '')}"
-                        ev["args"] = args
-                        named.add(pid)
-                _renumber_async(ev, ids)
-                if off and "ts" in ev:
-                    ev["ts"] += off
+            named: set[Any] = set()
+            for ev in _merged(rewriter.rewrite(reader), lab, offsets[lab], named):
                 w.write(ev)
-            for orig, pid in pmap.items():
+            for orig, pid in ids.mapping(index)["pid"].items():
                 if pid not in named:
                     w.write({"ph": "M", "name": "process_name", "pid": pid,
                              "args": {"name": f"{lab}: pid {orig}"}})
-            pid_maps[lab] = pmap
             reports.append(reader.report)
-    return MergeResult(os.fspath(out), w.count, labs, pid_maps, offsets, reports)
+            counts += rewriter.counts()
+    mappings = {lab: ids.mapping(index) for index, lab in enumerate(labs)}
+    return MergeResult(os.fspath(out), w.count, labs, {lab: m["pid"] for lab, m in mappings.items()},
+                       offsets, reports, counts, mappings)
 
 
-def _renumber_async(ev: dict[str, Any], ids: _Ids) -> None:
-    if "id" in ev:
-        ev["id"] = ids((ev.get("cat"), ev["id"]))
-    if "bind_id" in ev:
-        ev["bind_id"] = ids(("bind", ev["bind_id"]))
+def _merged(events: Iterator[dict[str, Any]], label: str, offset: int,
+            named: set[Any]) -> Iterator[dict[str, Any]]:
+    """One input's events as merged: a ``process_sort_index`` before each new pid, process
+    names prefixed with the label (their pids added to ``named``), ``ts`` shifted by ``offset``
+    microseconds."""
+    seen: set[Any] = set()
+    for ev in events:
+        if "pid" in ev:
+            pid = ev["pid"]
+            if pid not in seen:
+                seen.add(pid)
+                yield {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}}
+            if ev.get("ph") == "M" and ev.get("name") == "process_name":
+                args = dict(ev.get("args") or {})
+                args["name"] = f"{label}: {args.get('name', '')}"
+                ev["args"] = args
+                named.add(pid)
+        if offset and is_number(ev.get("ts")):
+            ev["ts"] += offset
+        yield ev
+
+
+merge.__doc__ = (merge.__doc__ or "").replace("{slices}", _SLICES_DOC)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,9 +181,12 @@ class CompactResult:
         events_out: events written.
         complete: ``B``/``E`` pairs turned into ``X`` events.
         async_copies_dropped: async operator copies (``b``/``e`` in :data:`ASYNC_COPY_CATEGORIES`).
-        unmatched_begin: begins without an end, kept as ``B`` events.
-        unmatched_end: ends without a begin, dropped.
+        unmatched_begin: begins without an end, left out.
+        unmatched_end: ends without a begin, left out.
         report: the reader's report.
+        slices: everything done to the slices (:class:`~pyprof.trace.slices.SliceCounts`:
+            moved to overlap tracks, negative durations and events without ``ts`` left out, ...).
+        ids: ``{"pid" | "tid" | "id": {original: new}}``.
     """
 
     out: str
@@ -182,63 +197,26 @@ class CompactResult:
     unmatched_begin: int
     unmatched_end: int
     report: ReadReport
-
-
-def _compact_events(reader: TraceReader, counts: dict[str, int]) -> Iterator[dict[str, Any]]:
-    pids, tids, ids = _Ids(), _Ids(), _Ids()
-    open_: dict[tuple[Any, Any, Any], list[dict[str, Any]]] = {}
-    for ev in reader:
-        counts["in"] += 1
-        ph = ev.get("ph")
-        if ph in ("b", "e") and ev.get("cat") in ASYNC_COPY_CATEGORIES:
-            counts["copies"] += 1
-            continue
-        ev = dict(ev)
-        if "pid" in ev:
-            ev["pid"] = pids(ev["pid"])
-        if "tid" in ev:
-            ev["tid"] = tids(ev["tid"])
-        _renumber_async(ev, ids)
-        if ph == "B":
-            open_.setdefault((ev.get("pid"), ev.get("tid"), ev.get("name")), []).append(ev)
-            continue
-        if ph == "E":
-            stack = open_.get((ev.get("pid"), ev.get("tid"), ev.get("name")))
-            if not stack:
-                counts["unmatched_end"] += 1
-                continue
-            begin = stack.pop()
-            x = {k: v for k, v in begin.items() if k != "ph"}
-            x["ph"] = "X"
-            x["dur"] = ev["ts"] - begin["ts"]
-            if ev.get("args"):
-                x["args"] = {**begin.get("args", {}), **ev["args"]}
-            counts["complete"] += 1
-            yield x
-            continue
-        yield ev
-    for stack in open_.values():
-        for begin in stack:
-            counts["unmatched_begin"] += 1
-            yield begin
+    slices: SliceCounts = SliceCounts()
+    ids: dict[str, dict[Any, int]] = dataclasses.field(default_factory=dict)
 
 
 def compact(path: str | os.PathLike[str], out: str | os.PathLike[str], *, gzip: bool | None = None,
             progress: bool | None = None) -> CompactResult:
     """Rewrite a trace for viewers: smaller, valid, and with ids JavaScript can hold.
 
-    * Each ``B``/``E`` pair (matched per ``(pid, tid, name)``) becomes one ``X`` event with ``dur``
-      in microseconds, written when its end is read (viewers do not need sorted events).
     * MXNet's async duplicates of operators are dropped; other async pairs (C API calls, domain
       tasks) are kept with small ids.
-    * pids, tids and async ids are renumbered 1, 2, ... (below 2**53); metadata follows.
-    * A begin with no end (a trace cut short) is kept as a ``B`` event; an end with no begin is
-      dropped. Damaged inputs are repaired on the fly. Output is one compact event per line,
-      written atomically; ``.json.gz`` (or ``gzip=True``) gives gzip, which Perfetto and
-      chrome://tracing open directly.
+    * pids, tids and async ids are renumbered 1, 2, ... (below 2**53); metadata follows, and the
+      top-level ``displayTimeUnit``, ``otherData`` and ``metadata`` are kept.
+    * Damaged inputs are repaired on the fly. Output is one compact event per line, written
+      atomically; ``.json.gz`` (or ``gzip=True``) gives gzip, which Perfetto and chrome://tracing
+      open directly.
+
+{slices}
 
     Args:
-        path: input trace.
+        path: input trace (read twice).
         out: output path.
         gzip: compress; default when ``out`` ends in ``.gz``.
         progress: tqdm bar.
@@ -250,10 +228,31 @@ def compact(path: str | os.PathLike[str], out: str | os.PathLike[str], *, gzip: 
         TraceNotFoundError / TraceFormatError: the input cannot be read.
         TraceError: the output cannot be written.
     """
-    counts = {"in": 0, "copies": 0, "complete": 0, "unmatched_begin": 0, "unmatched_end": 0}
+    first = TraceReader(path, progress=progress)
+    plan = plan_slices(first)
+    ids = IdMap(renumber_all=True)
+    rewriter = Rewriter(plan, ids)
     reader = TraceReader(path, progress=progress)
-    with TraceWriter(out, gzip=gzip) as w:
-        for ev in _compact_events(reader, counts):
+    n = {"in": 0, "copies": 0}
+
+    def source() -> Iterator[dict[str, Any]]:
+        for ev in reader:
+            n["in"] += 1
+            if ev.get("ph") in ("b", "e") and ev.get("cat") in ASYNC_COPY_CATEGORIES:
+                n["copies"] += 1
+                continue
+            yield ev
+
+    top = kept_top_level(first.report.top_level)
+    top.pop("displayTimeUnit", None)
+    with TraceWriter(out, gzip=gzip, display_time_unit=first.report.display_time_unit or "ms",
+                     top_level=top) as w:
+        for ev in rewriter.rewrite(source()):
             w.write(ev)
-    return CompactResult(os.fspath(out), counts["in"], w.count, counts["complete"], counts["copies"],
-                         counts["unmatched_begin"], counts["unmatched_end"], reader.report)
+    counts = rewriter.counts()
+    return CompactResult(os.fspath(out), n["in"], w.count, counts.complete, n["copies"],
+                         counts.unmatched_begin, counts.unmatched_end, reader.report, counts,
+                         ids.mapping())
+
+
+compact.__doc__ = (compact.__doc__ or "").replace("{slices}", _SLICES_DOC)
