@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import threading
 from pathlib import Path
 from typing import Any
 
-from . import _capi
+from . import _bridge_signals, _capi
 from ._gate import GATE
 from .errors import JVMError
 
@@ -132,7 +131,7 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
                            "or pyprof.jvm.require, which reuse it")
         args = [f"-Dmxnet.library.path={_capi.library_path()}", "-Xss4m"]
         args += list(extra_jvm_args or ())
-        saved = _python_signal_handlers()
+        saved = _bridge_signals.saved_handlers()
         try:
             # interrupt=False: the JVM does not shut down on Ctrl+C, so the program can still
             # stop the profiler and dump its trace.
@@ -140,7 +139,7 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
         except (OSError, RuntimeError) as exc:
             raise JVMError(f"the JVM did not start: {exc}. fix: install OpenJDK 17 "
                            "(apt-get install openjdk-17-jdk-headless) or set JAVA_HOME") from exc
-        _restore_signal_handlers(saved)
+        _bridge_signals.install(saved)  # Ctrl+C stays Python's: docs/concurrency.md
         _state = "running"
         _capi.note_user("a JVM (pyprof.jvm)")
         _join_gates()
@@ -152,28 +151,6 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
     from . import profiler
     _clj["require"].invoke(_clj["read"]("pyprof.profiler"))
     share_state(**profiler.state())
-
-
-def _python_signal_handlers() -> dict[int, Any]:
-    """Python's handlers of SIGINT and SIGTERM, when this is the main thread (only it may set
-    them back)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-
-def _restore_signal_handlers(saved: dict[int, Any]) -> None:
-    """Give SIGINT and SIGTERM back to Python after the JVM took them over.
-
-    JPype's handlers both interrupt Python and interrupt the Java main thread, which JPype then
-    reports as a second KeyboardInterrupt at the next JVM call: one Ctrl+C would break the very
-    calls that stop the profiler and write the trace. With Python's own handlers, Ctrl+C is one
-    KeyboardInterrupt (raised when a running JVM call returns), and SIGTERM does what it did
-    before the JVM started.
-    """
-    for sig, handler in saved.items():
-        if handler is not None:
-            signal.signal(sig, handler)
 
 
 class _JVMGate:
@@ -263,7 +240,8 @@ class Namespace:
             if _state != "running":
                 _usable()
             try:
-                return to_python(v.invoke(*[to_clojure(a) for a in args]))
+                with _bridge_signals.jvm_call():
+                    return to_python(v.invoke(*[to_clojure(a) for a in args]))
             except jpype.JException as exc:
                 translated = translate_exception(exc)
                 if translated is None:
