@@ -19,40 +19,141 @@ from typing import Any
 
 import numpy as np
 
+import orjson
+
 from .fastpath import FastChunk, pair_stack
 from .naming import ASYNC_COPY_CATEGORIES, MEMORY_PREFIX
+from .phases import END_PHASES, PAIRS, PHASES, async_id, hashable
 from .readreport import ReadReport
 from .records import CounterStats, MemoryStats, OpStats, TraceStats
 
 __all__ = ["Accumulator", "FileState"]
 
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
+_SYNC = frozenset({"slice_begin", "slice_end", "context_begin", "context_end"})
+# Roles the statistics count but do not use.
+_IGNORED = frozenset({"instant", "mark", "async_instant", "legacy_async_step", "flow", "sample",
+                      "object", "clock_sync", "memory_dump"})
 
 
 class FileState:
     """Per-file state shared by the dict loop and the fast path (pids are per file).
 
     Attributes:
-        by_pid: durations per ``(category, name, pid)``, file order.
-        open_sync, open_async: begin ``ts`` stacks of unmatched ``B``/``(`` and ``b`` events.
+        by_pid: durations per ``(category, name, pid)``, file order (``array('q')``, or
+            ``array('d')`` once a float or out-of-int64 duration arrives).
+        open_sync, open_async: begin ``ts`` stacks of unmatched begins, per pairing key
+            ``(ph, pid, tid, name)`` and ``(pid, cat, id, name)``.
+        order_sync, order_async: per pairing scope (the key without its name), the keys of its
+            open begins in the order they were opened; a nameless end closes the last one.
         pid_names: process names from the file's metadata events.
         unmatched_end: end events without a begin.
+        negative: slices with a negative duration, left out.
+        no_ts: events of a timed phase without a numeric ``ts`` (or ``X`` without ``dur``).
+        bad_counter: counter values that are not numbers (or memory sizes beyond 64 bits).
     """
 
-    __slots__ = ("by_pid", "open_sync", "open_async", "pid_names", "unmatched_end")
+    __slots__ = ("by_pid", "open_sync", "open_async", "order_sync", "order_async", "pid_names",
+                 "unmatched_end",
+                 "negative", "no_ts", "bad_counter")
 
     def __init__(self) -> None:
         self.by_pid: dict[tuple[str, Any, Any], array] = {}
-        self.open_sync: dict[tuple[Any, ...], list[int]] = {}
-        self.open_async: dict[tuple[Any, ...], list[int]] = {}
+        self.open_sync: dict[tuple[Any, ...], list[Any]] = {}
+        self.open_async: dict[tuple[Any, ...], list[Any]] = {}
+        self.order_sync: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        self.order_async: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         self.pid_names: dict[Any, str] = {}
         self.unmatched_end = 0
+        self.negative = 0
+        self.no_ts = 0
+        self.bad_counter = 0
 
     def carry_ok(self) -> bool:
         """True when every open begin has an int64 ``ts`` (what the fast path's arrays hold)."""
         lo, hi = _INT64
         return all(type(t) is int and lo <= t <= hi
                    for d in (self.open_sync, self.open_async) for stack in d.values() for t in stack)
+
+    @staticmethod
+    def push(open_: dict[tuple[Any, ...], list[Any]], order: dict[tuple[Any, ...], list[Any]],
+             key: tuple[Any, ...], ts: Any) -> None:
+        """Open a begin of pairing ``key`` at ``ts``."""
+        stack = open_.get(key)
+        if stack is None:
+            open_[key] = [ts]
+        else:
+            stack.append(ts)
+        scope = key[:-1]
+        keys = order.get(scope)
+        if keys is None:
+            order[scope] = [key]
+        else:
+            keys.append(key)
+
+    @staticmethod
+    def pop(open_: dict[tuple[Any, ...], list[Any]], order: dict[tuple[Any, ...], list[Any]],
+            key: tuple[Any, ...]) -> Any:
+        """The ``ts`` of the latest open begin of ``key`` (closed now), or ``None``."""
+        stack = open_.get(key)
+        if not stack:
+            return None
+        keys = order.get(key[:-1])
+        if keys:
+            if keys[-1] == key:
+                keys.pop()
+            else:  # slices that overlap without nesting: rare, search from the end
+                for i in range(len(keys) - 1, -1, -1):
+                    if keys[i] == key:
+                        del keys[i]
+                        break
+        return stack.pop()
+
+    @staticmethod
+    def pop_innermost(open_: dict[tuple[Any, ...], list[Any]],
+                      order: dict[tuple[Any, ...], list[Any]],
+                      scope: tuple[Any, ...]) -> tuple[tuple[Any, ...] | None, Any]:
+        """Close the begin opened last in ``scope``: ``(its key, its ts)``, or ``(None, None)``."""
+        keys = order.get(scope)
+        while keys:
+            key = keys.pop()
+            stack = open_.get(key)
+            if stack:
+                return key, stack.pop()
+        return None, None
+
+    @staticmethod
+    def reorder(open_: dict[tuple[Any, ...], list[Any]],
+                order: dict[tuple[Any, ...], list[Any]]) -> None:
+        """Rebuild ``order`` for ``open_`` after the fast path paired a chunk (it keeps no
+        order): by begin ``ts``, ties in key order."""
+        order.clear()
+        entries = sorted((t, i, j, key) for i, (key, stack) in enumerate(open_.items())
+                         for j, t in enumerate(stack))
+        for _t, _i, _j, key in entries:
+            order.setdefault(key[:-1], []).append(key)
+
+
+def _number(v: Any) -> bool:
+    t = type(v)
+    return t is int or t is float
+
+
+def _append(by_pid: dict[tuple[str, Any, Any], array], k: tuple[str, Any, Any], dur: Any) -> None:
+    arr = by_pid.get(k)
+    if arr is None:
+        arr = by_pid[k] = array("q")
+    if arr.typecode == "q":
+        if type(dur) is int and _INT64[0] <= dur <= _INT64[1]:
+            arr.append(dur)
+            return
+        arr = by_pid[k] = array("d", arr)
+    arr.append(float(dur))
+
+
+def _key(v: Any) -> Any:
+    t = type(v)
+    return v if t is str or t is int or v is None else hashable(v)
 
 
 class Accumulator:
@@ -69,111 +170,121 @@ class Accumulator:
         self.excluded = excluded
         self.durations: dict[tuple[str, str, str], array] = {}
         self.memory: dict[str, tuple[array, array]] = {}
-        self.counters: dict[tuple[str, str], list[float]] = {}
+        self.counters: dict[tuple[str, str], list[Any]] = {}
         self.phases: Counter[str] = Counter()
         self.unmatched_begin = 0
         self.unmatched_end = 0
+        self.negative = 0
+        self.no_ts = 0
+        self.bad_counter = 0
 
     def add_events(self, events: Iterable[dict[str, Any]], st: FileState) -> None:
-        """The reference loop: one parsed event (dict) at a time."""
+        """The reference loop: one parsed event (dict) at a time (rules: docs/trace-format.md)."""
         by_pid = st.by_pid
         open_sync = st.open_sync
         open_async = st.open_async
-        pid_names = st.pid_names
+        order_sync, order_async = st.order_sync, st.order_async
+        push, pop, pop_innermost = st.push, st.pop, st.pop_innermost
         phases = self.phases
-        counters = self.counters
-        memory = self.memory
         copies = ASYNC_COPY_CATEGORIES
         cats = self.categories
-        unmatched_end = 0
-
         excluded = self.excluded
         for ev in events:
-            if excluded and ev.get("cat") in excluded:
+            cat = ev.get("cat", "")
+            if type(cat) is not str:
+                cat = _key(cat)
+            if excluded and cat in excluded:
                 continue  # the reader's bytes prefilter missed it (unusual formatting)
             ph = ev.get("ph")
+            if type(ph) is not str:
+                ph = _key(ph)
             phases[ph] += 1
-            if ph == "B" or ph == "(":
-                key = (ph, ev.get("pid"), ev.get("tid"), ev.get("name"))
-                stack = open_sync.get(key)
-                if stack is None:
-                    open_sync[key] = [ev["ts"]]
-                else:
-                    stack.append(ev["ts"])
-            elif ph == "E" or ph == ")":
-                key = ("B" if ph == "E" else "(", ev.get("pid"), ev.get("tid"), ev.get("name"))
-                stack = open_sync.get(key)
-                if not stack:
-                    unmatched_end += 1
+            role = PHASES.get(ph)
+            if role is None or role in _IGNORED:
+                continue
+            if role == "metadata":
+                args = ev.get("args")
+                if ev.get("name") == "process_name" and isinstance(args, dict) and "name" in args:
+                    pid_name = args["name"]
+                    st.pid_names[_key(ev.get("pid"))] = (pid_name if type(pid_name) is str
+                                                         else orjson.dumps(pid_name).decode())
+                continue
+            ts = ev.get("ts")
+            if not _number(ts):
+                st.no_ts += 1
+                continue
+            if role == "complete":
+                dur = ev.get("dur")
+                if not _number(dur):
+                    st.no_ts += 1
+                elif dur < 0:
+                    st.negative += 1
+                elif cats is None or cat in cats:
+                    _append(by_pid, (cat, _key(ev.get("name")), _key(ev.get("pid"))), dur)
+                continue
+            if role == "counter":
+                self._counter(ev, cat, ts, st)
+                continue
+            name = _key(ev.get("name"))
+            pid = _key(ev.get("pid"))
+            if role in _SYNC:  # slice or context: per thread
+                begin_ph = ph if role == "slice_begin" or role == "context_begin" else END_PHASES[ph]
+                scope: tuple[Any, ...] = (begin_ph, pid, _key(ev.get("tid")))
+                open_, order = open_sync, order_sync
+            else:  # async: per (pid, cat, id)
+                if cat in copies and (ph == "b" or ph == "e"):
                     continue
-                begin = stack.pop()
-                cat = ev.get("cat", "")
-                if cats is not None and cat not in cats:
-                    continue
-                k = (cat, key[3], key[1])
-                arr = by_pid.get(k)
-                if arr is None:
-                    arr = by_pid[k] = array("q")
-                arr.append(ev["ts"] - begin)
-            elif ph == "b" or ph == "e":
-                cat = ev.get("cat", "")
-                if cat in copies:
-                    continue
-                key = (ev.get("pid"), cat, ev.get("id", ev.get("id2")), ev.get("name"))
-                if ph == "b":
-                    stack = open_async.get(key)
-                    if stack is None:
-                        open_async[key] = [ev["ts"]]
-                    else:
-                        stack.append(ev["ts"])
-                    continue
-                stack = open_async.get(key)
-                if not stack:
-                    unmatched_end += 1
-                    continue
-                begin = stack.pop()
-                if cats is not None and cat not in cats:
-                    continue
-                k = (cat, key[3], key[0])
-                arr = by_pid.get(k)
-                if arr is None:
-                    arr = by_pid[k] = array("q")
-                arr.append(ev["ts"] - begin)
-            elif ph == "C":
-                args = ev.get("args") or {}
-                ts = ev.get("ts", 0)
-                for cname, value in args.items():
-                    if cname.startswith(MEMORY_PREFIX):
-                        series = memory.get(cname[len(MEMORY_PREFIX):])
-                        if series is None:
-                            series = memory[cname[len(MEMORY_PREFIX):]] = (array("q"), array("q"))
-                        series[0].append(ts)
-                        series[1].append(int(value))
-                    else:
-                        s = counters.get((ev.get("cat", ""), cname))
-                        if s is None:
-                            counters[(ev.get("cat", ""), cname)] = [1, value, value, value, ts, value]
-                        else:
-                            s[0] += 1
-                            s[1] = min(s[1], value)
-                            s[2] = max(s[2], value)
-                            s[3] += value
-                            if ts >= s[4]:
-                                s[4], s[5] = ts, value
-            elif ph == "X":
-                cat = ev.get("cat", "")
-                if cats is not None and cat not in cats:
-                    continue
-                k = (cat, ev.get("name"), ev.get("pid"))
-                arr = by_pid.get(k)
-                if arr is None:
-                    arr = by_pid[k] = array("q")
-                arr.append(int(ev.get("dur", 0)))
-            elif ph == "M":
-                if ev.get("name") == "process_name":
-                    pid_names[ev.get("pid")] = str((ev.get("args") or {}).get("name", ""))
+                scope = (pid, cat, async_id(ev))
+                open_, order = open_async, order_async
+            if ph in PAIRS:
+                push(open_, order, (*scope, name), ts)
+                continue
+            if name is None:
+                key, begin = pop_innermost(open_, order, scope)
+            else:
+                key = (*scope, name)
+                begin = pop(open_, order, key)
+            if key is None or begin is None:
+                st.unmatched_end += 1
+                continue
+            dur = ts - begin
+            if dur < 0:
+                st.negative += 1
+            elif cats is None or cat in cats:
+                _append(by_pid, (cat, key[-1], pid), dur)
 
-        st.unmatched_end += unmatched_end
+    def _counter(self, ev: dict[str, Any], cat: Any, ts: Any, st: FileState) -> None:
+        """One ``C`` event: memory samples (bytes) or plain value series."""
+        args = ev.get("args")
+        if not isinstance(args, dict):
+            st.bad_counter += 1
+            return
+        for cname, value in args.items():
+            if not _number(value):
+                st.bad_counter += 1
+                continue
+            if cname.startswith(MEMORY_PREFIX):
+                v, t = int(value), int(ts)  # bytes and us: whole numbers, as MXNet writes
+                if not (_INT64[0] <= v <= _INT64[1] and _INT64[0] <= t <= _INT64[1]):
+                    st.bad_counter += 1
+                    continue
+                dev = cname[len(MEMORY_PREFIX):]
+                series = self.memory.get(dev)
+                if series is None:
+                    series = self.memory[dev] = (array("q"), array("q"))
+                series[0].append(t)
+                series[1].append(v)
+                continue
+            s = self.counters.get((cat, cname))
+            if s is None:
+                self.counters[(cat, cname)] = [1, value, value, value, ts, value]
+            else:
+                s[0] += 1
+                s[1] = min(s[1], value)
+                s[2] = max(s[2], value)
+                s[3] += value
+                if ts >= s[4]:
+                    s[4], s[5] = ts, value
 
     def add_chunk(self, ch: FastChunk, st: FileState) -> None:
         """The fast path's counterpart of :meth:`add_events` for one chunk (see :mod:`~pyprof.trace.fastpath`)."""
@@ -182,9 +293,9 @@ class Accumulator:
         for pid, name in ch.meta:
             st.pid_names[pid] = name
         self._pair(ch.sync_keys, ch.sync_key, ch.sync_begin, ch.sync_ts, ch.sync_cat, ch.cats,
-                   st.open_sync, st, lambda key, cat: (cat, key[3], key[1]))
+                   st.open_sync, st.order_sync, st, lambda key, cat: (cat, key[3], key[1]))
         self._pair(ch.async_keys, ch.async_key, ch.async_begin, ch.async_ts, ch.async_cat, ch.cats,
-                   st.open_async, st, lambda key, cat: (cat, key[3], key[0]))
+                   st.open_async, st.order_async, st, lambda key, cat: (cat, key[3], key[0]))
         if not ch.ctr_keys:
             return
         devices: dict[str, list[int]] = {}
@@ -219,7 +330,7 @@ class Accumulator:
 
     def _pair(self, keys: list[tuple[Any, ...]], key: np.ndarray, begin: np.ndarray, ts: np.ndarray,
               catidx: np.ndarray, cats: list[str], open_: dict[tuple[Any, ...], list[int]],
-              st: FileState, out_key: Any) -> None:
+              opened: dict[tuple[Any, ...], list[Any]], st: FileState, out_key: Any) -> None:
         """Match one chunk's begin/end events, after the begins still open from earlier chunks."""
         carried = [(k, t) for k, stack in open_.items() for t in stack]
         if not carried and not key.size:
@@ -243,6 +354,11 @@ class Accumulator:
         st.unmatched_end += unmatched
         if end_pos.size:
             dur = ts[end_pos] - ts[begin_pos]
+            keep = dur >= 0
+            if not keep.all():
+                st.negative += int(keep.size - np.count_nonzero(keep))
+                end_pos, dur = end_pos[keep], dur[keep]
+        if end_pos.size:
             # Group by output key (several stack keys, e.g. tids or ids, feed one), keeping file order.
             ncat = max(len(cats), 1)
             pair = key[end_pos] * ncat + catidx[end_pos]
@@ -283,12 +399,16 @@ class Accumulator:
                     open_[allkeys[p]] = [t]
                 else:
                     stack.append(t)
+        st.reorder(open_, opened)
 
     def end_file(self, st: FileState) -> None:
         """Close one file: count its unmatched events, pool its durations by device name."""
         by_pid = st.by_pid
         pid_names = st.pid_names
         self.unmatched_end += st.unmatched_end
+        self.negative += st.negative
+        self.no_ts += st.no_ts
+        self.bad_counter += st.bad_counter
         self.unmatched_begin += sum(len(s) for s in st.open_sync.values())
         self.unmatched_begin += sum(len(s) for s in st.open_async.values())
         for (cat, name, pid), arr in by_pid.items():
@@ -296,20 +416,24 @@ class Accumulator:
             device = "" if pname is None and pid is None else (pname if pname is not None else f"pid {pid}")
             if device == cat:
                 device = ""  # a category pid (API calls, tasks), not a device
-            k = (cat, str(name), device)
-            if k in self.durations:
-                self.durations[k].extend(arr)
-            else:
+            k = (cat, "" if name is None else str(name), device)
+            pooled = self.durations.get(k)
+            if pooled is None:
                 self.durations[k] = arr
+            elif pooled.typecode == arr.typecode:
+                pooled.extend(arr)
+            else:  # integer and float durations pool as floats
+                self.durations[k] = array("d", [*pooled, *arr])
 
     def result(self, reports: list[ReadReport]) -> TraceStats:
         """The statistics of every file added so far (``reports``: the readers' reports)."""
-        ops = [OpStats.from_durations(c, n, d, np.frombuffer(a, dtype=np.int64))
+        ops = [OpStats.from_durations(
+                   c, n, d, np.frombuffer(a, dtype=np.int64 if a.typecode == "q" else np.float64))
                for (c, n, d), a in self.durations.items() if len(a)]
         ops.sort(key=lambda o: (-o.total_us, o.category, o.name, o.device))
         mem = [MemoryStats.from_samples(dev, ts, vals) for dev, (ts, vals) in sorted(self.memory.items())]
         ctr = [CounterStats(c, n, int(s[0]), s[1], s[2], s[3] / s[0], s[5])
                for (c, n), s in sorted(self.counters.items())]
         return TraceStats(ops, mem, ctr, reports, self.unmatched_begin, self.unmatched_end,
-                          dict(self.phases))
+                          dict(self.phases), self.negative, self.no_ts, self.bad_counter)
 

@@ -21,7 +21,8 @@ from typing import Any
 
 import orjson
 
-from .framing import EVENT_SEPARATOR
+from .framing import EVENT_SEPARATOR, KEPT_KEYS, record_tail, skip_seam
+from .jsonscan import scan_object, split_values
 from .readreport import ReadReport
 
 __all__ = ["BodyParser", "escape_piece"]
@@ -44,6 +45,7 @@ _ARGS_COUNTER = re.compile(rb'("args"\s*:\s*\{\s*")(.*?)("\s*:\s*-?[0-9][0-9.eE+
 _ARGS_NAME = re.compile(rb'("args"\s*:\s*\{\s*"name"\s*:\s*")(.*?)("\s*\})', re.DOTALL)
 _CONTROL = re.compile(rb"[\x00-\x1f]")
 _MAX_JOIN = 16
+_TAIL_SCAN_BYTES = 4 << 20  # a longer text after the events array is scanned once, at the end
 
 
 def _escape_segment(seg: bytes) -> bytes:
@@ -89,23 +91,129 @@ class BodyParser:
                              for p in (b'"cat": "%s"' % c, b'"cat":"%s"' % c))
                        if drop_async_copies else ())
         self.saw_event = False
+        self.carry = b""
+        self.tail: bytes | None = None
+        self.tail_closed = False
 
-    def parse(self, body: bytes) -> list[dict[str, Any]]:
-        """The trace events in ``body`` (whole events separated by ``,``), in order."""
+    @property
+    def pending(self) -> bool:
+        """True while the next body must come here (not to a caller's own parser): part of an
+        event is carried into it, or the events array has ended."""
+        return bool(self.carry) or self.tail is not None
+
+    def parse(self, body: bytes, last: bool = False, end: bytes | None = None) -> list[dict[str, Any]]:
+        """The trace events in ``body`` (whole events separated by ``,``), in order.
+
+        ``last``: the file's last body. ``end``: the text the reader stripped after it (MXNet's
+        ``]`` and ``}``); ``None`` for a last body that keeps the file's end as written (no
+        simple end found), where this parser finds the end of the events from the structure,
+        or reports it missing.
+        """
+        raw = last and end is None
+        if self.tail is not None:
+            return self._feed_tail(body + end if last and end else body, last)
+        if self.carry:
+            body, self.carry = self.carry + b"," + body, b""
+            self.report.carried_events += 1
+        if raw:
+            body = body.rstrip()
+            if body.endswith(b","):
+                body = body[:-1]  # a crash's dangling separator
         if self.excluded or self.copies:
             body = self._prefilter(body)
             if not body:
+                self.report.missing_tail |= raw
                 return []
         try:
             events = orjson.loads(b"[" + body + b"]")
         except orjson.JSONDecodeError:
-            events = self._parse_pieces(body)
+            events = self._parse_structured(body, last, end)
+            if events is None:
+                self.report.missing_tail |= raw
+                events = self._parse_pieces(body, carry=not last)
         else:
+            self.report.missing_tail |= raw
             if not all(type(ev) is dict and "ph" in ev for ev in events):
                 events = self._parse_pieces(body)  # drops (and counts) what is not an event
         if events:
             self.saw_event = True
         return events
+
+    def finish(self) -> None:
+        """End of file: a trailing part that never closed is reported (missing tail)."""
+        if self.carry:
+            self.report.dropped_fragments += 1
+            self.report.dropped_bytes += len(self.carry)
+            self.carry = b""
+            self.report.missing_tail = True
+        if self.tail is not None and not self.tail_closed:
+            self._close_tail(final=True)
+            if not self.tail_closed:
+                self.report.missing_tail = True
+
+    def _parse_structured(self, body: bytes, last: bool,
+                          end: bytes | None) -> list[dict[str, Any]] | None:
+        """Events of a body that is valid JSON apart from where it ends: an event cut by a
+        separator inside its ``args`` (carried into the next body), or the end of the events
+        array followed by more top-level keys. ``None``: the body is damaged otherwise."""
+        spans, status, at = split_values(body)
+        if status == "error":
+            return None
+        try:
+            values = [orjson.loads(body[a:b]) for a, b in spans]
+        except orjson.JSONDecodeError:
+            return None
+        events = []
+        for (a, b), v in zip(spans, values):
+            if type(v) is dict and "ph" in v:
+                events.append(v)
+            else:
+                self.report.dropped_fragments += 1
+                self.report.dropped_bytes += b - a
+        raw = last and end is None
+        if status == "incomplete":  # a cut event, or damage the scan could not follow
+            self.report.missing_tail |= raw
+            events.extend(self._parse_pieces(body[at:], carry=not last))
+        elif status == "array_end":
+            self.tail = body[at + 1:] + (end or b"")
+            events.extend(self._close_tail(last))
+        else:
+            self.report.missing_tail |= raw
+        return events
+
+    def _feed_tail(self, body: bytes, final: bool) -> list[dict[str, Any]]:
+        if self.tail_closed:  # more text after the closed trace object and what followed it
+            self.report.dropped_fragments += 1
+            self.report.dropped_bytes += len(body)
+            return []
+        self.tail = self.tail + b"," + body
+        if final or len(self.tail) <= _TAIL_SCAN_BYTES:
+            return self._close_tail(final)
+        return []
+
+    def _close_tail(self, final: bool) -> list[dict[str, Any]]:
+        """Scan the text after the events array's ``]``: the trace object's other keys up to its
+        ``}``. Text after that is another dump appended to the file: its events are parsed."""
+        scan = scan_object(self.tail, 0, first=False, keep=KEPT_KEYS)
+        if scan.status == "incomplete" and not final:
+            return []
+        record_tail(self.report, scan)
+        if scan.status != "closed":  # cut short at the end of the file, or not JSON
+            self.tail_closed = True
+            rest = self.tail[scan.end:]
+            if rest.strip():
+                self.report.dropped_fragments += 1
+                self.report.dropped_bytes += len(rest)
+            self.report.missing_tail = True
+            return []
+        rest = self.tail[scan.end:]
+        self.tail, self.tail_closed = None, False
+        if not rest.strip():
+            self.tail, self.tail_closed = b"", True
+            return []
+        self.report.inner_tails += 1
+        rest = skip_seam(rest)
+        return self.parse(rest, final, b"" if final else None) if rest.strip() else []
 
     def _prefilter(self, body: bytes) -> bytes:
         """``body`` without the events skipped on purpose (a bytes test per event, no parsing)."""
@@ -133,7 +241,9 @@ class BodyParser:
             text = text + b"}"
         return text
 
-    def _parse_pieces(self, body: bytes) -> list[dict[str, Any]]:
+    def _parse_pieces(self, body: bytes, carry: bool = False) -> list[dict[str, Any]]:
+        """Events of a body that is not valid JSON, piece by piece (see the module docstring).
+        ``carry``: trailing pieces that fail are kept for the next body instead of dropped."""
         spans = []
         start = 0
         for m in EVENT_SEPARATOR.finditer(body):
@@ -141,17 +251,28 @@ class BodyParser:
             start = m.end() - 1
         spans.append((start, len(body)))
         out: list[dict[str, Any]] = []
+        failed: list[tuple[int, int]] = []  # pieces not yet dropped: a trailing run is carried
         i = 0
         while i < len(spans):
             evs, used = self._parse_joined(body, spans, i)
             if evs is None:
-                self.report.dropped_fragments += 1
-                self.report.dropped_bytes += spans[i][1] - spans[i][0]
+                failed.append(spans[i])
                 i += 1
                 continue
+            self._drop(failed)
             out.extend(evs)
             i += used
+        if carry and failed:
+            self.carry = body[failed[0][0]:]  # an event cut at the read boundary: join it
+        else:
+            self._drop(failed)
         return out
+
+    def _drop(self, pieces: list[tuple[int, int]]) -> None:
+        for a, b in pieces:
+            self.report.dropped_fragments += 1
+            self.report.dropped_bytes += b - a
+        pieces.clear()
 
     def _parse_joined(self, body: bytes, spans: list[tuple[int, int]],
                       i: int) -> tuple[list[dict[str, Any]] | None, int]:

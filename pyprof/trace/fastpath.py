@@ -81,6 +81,9 @@ _S_BLOB = re.compile(rb'"s": "([^"]*)"\Z')
 _ARGS_BLOB = re.compile(rb'"args": \{ "([^"]*)": \Z')
 _BAD_STRING = re.compile(rb"[\x00-\x1f\\{}]")
 _LEADING_ZERO = re.compile(rb" -?0[0-9]")
+# Phases that need fields this layout does not hold (dur, metadata args) or pairing it does not
+# do (legacy async): such a chunk goes to the dict loop.
+_OTHER_FIELDS = frozenset({"X", "S", "F", "M"})
 
 
 class _Reject(Exception):
@@ -234,6 +237,8 @@ def _parse(body: bytes, pattern: re.Pattern[bytes], excluded: frozenset[str],
         u_name[i], u_cat[i], u_ph[i] = name, cat, ph
         if cat in excluded or (ph in ("b", "e") and cat in copies):
             continue  # the prefilter drops these unparsed
+        if ph in _OTHER_FIELDS:
+            raise _Reject
         if cat not in cat_index:
             cat_index[cat] = len(cats)
             cats.append(cat)

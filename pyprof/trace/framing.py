@@ -4,14 +4,15 @@ The reader (:class:`~pyprof.trace.reader.TraceReader`) cuts a trace into *bodies
 events separated by ``,``, without parsing it:
 
 1. The file (plain or gzip, detected from the magic bytes) is opened with :func:`open_binary`.
-2. The text before the first event (``{"traceEvents": [``, ``[``, a bare ``,``, or the header
-   followed by a bare comma, ``{"traceEvents": [,``, as MXNet writes for a second session) is
-   recognised and skipped by :func:`skip_head`.
+2. The text before the first event (``{"traceEvents": [``, other top-level keys before it,
+   ``[``, a bare ``,``, or the header followed by a bare comma, ``{"traceEvents": [,``, as MXNet
+   writes for a second session) is recognised and skipped by :func:`skip_head`.
 3. Events are separated by ``}``, optional whitespace, ``,``, optional whitespace, ``{``
    (:data:`EVENT_SEPARATOR`); each chunk read is cut after its last separator
    (:func:`last_separator`) and the rest carried into the next chunk.
-4. At end of file the closing ``]`` plus trailing keys are stripped by :func:`strip_tail`; their
-   absence is reported as a missing tail.
+4. At end of file MXNet's closing ``]`` and ``}`` are stripped by :func:`strip_tail`; any other
+   end (more top-level keys, or none: a missing tail) is left to the body parser, which finds
+   the end of the events array from the JSON structure (:mod:`pyprof.trace.jsonscan`).
 
 What was found is recorded in a :class:`~pyprof.trace.readreport.ReadReport`.
 """
@@ -25,9 +26,12 @@ import re
 from typing import IO
 
 from .errors import TraceNotFoundError
+from .jsonscan import ObjectScan, scan_object
+from .phases import TOP_LEVEL
 from .readreport import ReadReport
 
-__all__ = ["EVENT_SEPARATOR", "open_binary", "is_gzip", "skip_head", "strip_tail", "last_separator"]
+__all__ = ["EVENT_SEPARATOR", "open_binary", "is_gzip", "skip_head", "skip_seam", "strip_tail", "record_tail",
+           "last_separator", "KEPT_KEYS"]
 
 #: Separator between two events: ``}`` , ``{`` with any whitespace around the comma.
 EVENT_SEPARATOR = re.compile(rb"\}\s*,\s*\{")
@@ -38,6 +42,8 @@ _TAIL = re.compile(
 )
 _DISPLAY_UNIT = re.compile(rb'"displayTimeUnit"\s*:\s*"([^"]*)"')
 _GZIP_MAGIC = b"\x1f\x8b"
+KEPT_KEYS = frozenset(TOP_LEVEL["kept_by_writers"])
+_NOT_OTHER = frozenset({*TOP_LEVEL["events"], TOP_LEVEL["display_time_unit"]})
 
 
 def open_binary(path: str | os.PathLike[str]) -> tuple[IO[bytes], IO[bytes]]:
@@ -74,20 +80,29 @@ def is_gzip(path: str | os.PathLike[str]) -> bool:
     return stream is not raw
 
 
-def skip_head(buf: bytes, report: ReadReport) -> bytes:
+def skip_head(buf: bytes, report: ReadReport, eof: bool = True) -> bytes | None:
     """``buf`` (the file's first bytes, at least 4 KiB unless the file is shorter) without the text
-    before the first event; what was found (header, bare comma, junk) is recorded in ``report``."""
+    before the first event; what was found (header, other top-level keys, bare comma, junk) is
+    recorded in ``report``. ``None``: the top-level keys before ``traceEvents`` run past ``buf``
+    and ``eof`` is false (read more and call again)."""
     stripped = buf.lstrip()
     m = _HEAD_OBJECT.match(buf)
     if m:
         return _skip_comma(buf[m.end():], report)
     if stripped.startswith(b"{"):
-        # Either an object whose first key is not traceEvents, or a bare event (no header).
-        m = _HEAD_ANY_KEY.search(buf, 0, 4096)
-        if m and not _looks_like_event_start(stripped):
-            return _skip_comma(buf[m.end():], report)
+        if _looks_like_event_start(stripped):
+            report.missing_head = True  # a bare event: the header is missing
+            return stripped
+        scan = scan_object(stripped, 1, first=True, keep=KEPT_KEYS)
+        if scan.status == "incomplete" and not eof:
+            return None
+        _record_keys(report, scan)
+        if scan.status == "events":
+            return _skip_comma(stripped[scan.end:].lstrip(), report)
+        if scan.status == "closed" and not stripped[scan.end:].strip():
+            return b""  # an object without traceEvents: not a trace
         report.missing_head = True
-        return stripped
+        return _drop_to_brace(stripped, report)
     if stripped.startswith(b"["):
         return _skip_comma(stripped[1:].lstrip(), report)
     if stripped.startswith(b","):
@@ -100,6 +115,31 @@ def skip_head(buf: bytes, report: ReadReport) -> bytes:
     if not stripped:
         return stripped
     return _drop_to_brace(stripped, report)
+
+
+def skip_seam(rest: bytes) -> bytes:
+    """The events after a finished trace object inside the file (MXNet appends each further
+    ``dump()``): without the ``,`` and the new ``{"traceEvents": [`` (and its bare ``,``)."""
+    rest = rest.lstrip()
+    if rest.startswith(b","):
+        rest = rest[1:].lstrip()
+    m = _HEAD_OBJECT.match(rest)
+    if m:
+        rest = rest[m.end():]
+        if rest.startswith(b","):
+            rest = rest[1:].lstrip()
+    return rest
+
+
+def _record_keys(report: ReadReport, scan: ObjectScan) -> None:
+    """Note the top-level keys other than ``traceEvents`` and keep the small ones writers keep."""
+    for key in scan.keys:
+        if key not in _NOT_OTHER and key not in report.other_keys:
+            report.other_keys.append(key)
+    report.top_level.update(scan.values)
+    unit = scan.values.get(TOP_LEVEL["display_time_unit"])
+    if isinstance(unit, str):
+        report.display_time_unit = unit
 
 
 def _skip_comma(rest: bytes, report: ReadReport) -> bytes:
@@ -122,21 +162,29 @@ def _drop_to_brace(buf: bytes, report: ReadReport) -> bytes:
     return buf[i:]
 
 
-def strip_tail(buf: bytes, report: ReadReport) -> bytes:
-    """``buf`` (the file's last bytes) without the closing ``]`` and trailing keys; their absence
-    (and the ``displayTimeUnit`` when present) is recorded in ``report``."""
+def strip_tail(buf: bytes, report: ReadReport) -> bytes | None:
+    """``buf`` (the file's last bytes) without MXNet's closing ``]``, ``"displayTimeUnit"`` and
+    ``}`` (recorded in ``report``); ``None`` when the end is not that simple (other top-level keys,
+    no closing at all): the body parser then finds the end of the events from the structure."""
     end = buf.rstrip()
     j = end.rfind(b"]")
     if j >= 0:
         m = _TAIL.match(end, j)
         if m:
-            u = _DISPLAY_UNIT.search(end, j)
-            if u:
-                report.display_time_unit = u.group(1).decode("utf-8", "replace")
+            scan = scan_object(end, j + 1, first=False, keep=KEPT_KEYS)
+            if scan.status == "closed":
+                _record_keys(report, scan)
+            else:  # a bare array's "]", or a "}" missing: only the time unit, as written
+                u = _DISPLAY_UNIT.search(end, j)
+                if u:
+                    report.display_time_unit = u.group(1).decode("utf-8", "replace")
             return end[:j].rstrip()
-    report.missing_tail = True
-    # A crash can leave a dangling separator.
-    return end[:-1] if end.endswith(b",") else end
+    return None
+
+
+def record_tail(report: ReadReport, scan: ObjectScan) -> None:
+    """Note the top-level keys found after the events array (see :func:`skip_head`)."""
+    _record_keys(report, scan)
 
 
 def _looks_like_event_start(text: bytes) -> bool:

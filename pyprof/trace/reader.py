@@ -21,9 +21,11 @@ Nothing here assumes one event per line.
 
 from __future__ import annotations
 
+import gzip
 import mmap
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
@@ -78,6 +80,10 @@ class TraceReader:
         self.drop_async_copies = drop_async_copies
         self.report = ReadReport(self.path)
         self._parser = BodyParser(self.report, exclude_categories, drop_async_copies)
+        # The last body (or span) and the text stripped after it (None: not stripped).
+        self._last: bytes | None = None
+        self._last_span: tuple[int, int] | None = None
+        self._end: bytes | None = None
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self._events()
@@ -100,7 +106,7 @@ class TraceReader:
             eof = False
             last_pos = 0
             while not eof:
-                chunk = stream.read(self.chunk_bytes)
+                chunk = _read(stream, self.chunk_bytes, self.report)
                 eof = not chunk
                 self.report.bytes_read += len(chunk)
                 if bar is not None:
@@ -111,16 +117,24 @@ class TraceReader:
                 if not started:
                     if not eof and len(buf) < 4096:
                         continue
-                    buf = skip_head(buf, self.report)
-                    started = True
+                    rest = skip_head(buf, self.report, eof)
+                    if rest is None:
+                        continue  # top-level keys before traceEvents: read more
+                    buf, started = rest, True
                 if eof:
-                    body, buf = strip_tail(buf, self.report), b""
+                    body = strip_tail(buf, self.report)
+                    if body is None:
+                        body, self._end = buf, None  # the parser finds the end
+                    else:
+                        self._end = buf[len(body):]
+                    self._last = body
+                    buf = b""
                 else:
                     cut = last_separator(buf)
                     if cut is None:
                         continue  # one event larger than the chunk: read more
                     body, buf = buf[:cut[0]], buf[cut[1]:]
-                if not body.strip():
+                if not body.strip() and not (self._last is body and self._end is None):
                     continue
                 yield body
             self.check_events()
@@ -160,14 +174,21 @@ class TraceReader:
                         if not eof and end - start < 4096:
                             continue
                         head = mm[start:end]
-                        start = end - len(skip_head(head, self.report))
-                        del head
+                        rest = skip_head(head, self.report, eof)
+                        if rest is None:
+                            continue
+                        start = end - len(rest)
+                        del head, rest
                         started = True
                     if eof:
                         body = strip_tail(mm[start:end], self.report)
-                        span = (start, len(body))
+                        if body is None:  # the parser finds the end: hand it everything
+                            span, self._end = (start, end - start), None
+                        else:
+                            span, self._end = (start, len(body)), mm[start + len(body):end]
+                        self._last_span = span
                         start = end
-                        if not body.strip():
+                        if body is not None and not body.strip():
                             continue
                         del body
                     else:
@@ -183,12 +204,29 @@ class TraceReader:
                     bar.close()
                 mm.close()
 
-    def parse_body(self, body: bytes) -> list[dict[str, Any]]:
-        """Every event of one body (from :meth:`bodies` or a span of :meth:`body_spans`), in file
-        order, counted in ``report.events``; ``phases`` is not applied."""
-        events = self._parser.parse(body)
+    def parse_body(self, body: bytes, span: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+        """Every event of one body (from :meth:`bodies`, or the text of ``span`` of
+        :meth:`body_spans`), in file order, counted in ``report.events``; ``phases`` is not
+        applied."""
+        events = self._parse(body, span)
         self.report.events += len(events)
         return events
+
+    def _parse(self, body: bytes, span: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+        last = body is self._last if span is None else span == self._last_span
+        return self._parser.parse(body, last, self._end if last else None)
+
+    @property
+    def last_span(self) -> tuple[int, int] | None:
+        """The span of :meth:`body_spans` that ends the file, once it has been produced; it must
+        go to :meth:`parse_body` (it may hold the file's end as written)."""
+        return self._last_span
+
+    @property
+    def pending(self) -> bool:
+        """True when the next body must go to :meth:`parse_body`, not to a caller's own parser
+        (part of an event is carried into it, or the events array has ended)."""
+        return self._parser.pending
 
     def record_parsed(self, events: int) -> None:
         """Account for a body the caller parsed itself: ``events`` taken from it are counted in
@@ -203,6 +241,7 @@ class TraceReader:
         :meth:`bodies` calls it after its last body; a caller of :meth:`body_spans` calls it
         once it has parsed every span.
         """
+        self._parser.finish()
         if self._parser.saw_event:
             return
         if not self.report.bytes_read:
@@ -230,10 +269,19 @@ class TraceReader:
     def _events(self) -> Iterator[dict[str, Any]]:
         phases = self.phases
         for body in self.bodies():
-            for ev in self._parser.parse(body):
+            for ev in self._parse(body):
                 if phases is None or ev.get("ph") in phases:
                     self.report.events += 1
                     yield ev
+
+
+def _read(stream: IO[bytes], n: int, report: ReadReport) -> bytes:
+    """Up to ``n`` bytes; a gzip stream cut short ends the text there (reported as damage)."""
+    try:
+        return stream.read(n)
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        report.dropped_fragments += 1  # the undecodable rest of the gzip stream
+        return b""
 
 
 def iter_events(path: str | os.PathLike[str], *, progress: bool | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 __all__ = ["ReadReport"]
 
@@ -27,6 +28,11 @@ class ReadReport:
             event cut mid-way by a crash.
         dropped_bytes: bytes in those pieces.
         display_time_unit: the trace's ``displayTimeUnit`` when present.
+        other_keys: top-level keys other than ``traceEvents`` (``stackFrames``, ``otherData``, ...).
+        top_level: the values of ``displayTimeUnit``, ``otherData`` and ``metadata`` (when at most
+            1 MiB), by key, which the writers keep.
+        carried_events: events cut in two by a ``}, {`` inside their ``args`` at a read boundary,
+            read whole by joining the two parts (not damage).
     """
 
     path: str
@@ -40,6 +46,9 @@ class ReadReport:
     dropped_fragments: int = 0
     dropped_bytes: int = 0
     display_time_unit: str | None = None
+    other_keys: list[str] = dataclasses.field(default_factory=list)
+    top_level: dict[str, Any] = dataclasses.field(default_factory=dict)
+    carried_events: int = 0
 
     @property
     def damaged(self) -> bool:

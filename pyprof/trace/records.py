@@ -26,6 +26,7 @@ import orjson
 
 from .errors import TraceError
 from .naming import BULK_NOTE, is_bulk_name
+from .phases import PHASES, note
 from .readreport import ReadReport
 
 __all__ = ["OpStats", "MemoryStats", "CounterStats", "TraceStats"]
@@ -43,18 +44,20 @@ class OpStats:
         device: process name of the event's pid, e.g. ``cpu/0``; empty for events that live on a
             category pid (API calls, tasks).
         count: calls (matched pairs).
-        total_us, min_us, max_us: integer microseconds.
+        total_us, min_us, max_us: microseconds, integers (floats when a duration in the trace
+            is not a whole number of microseconds, or beyond 64 bits).
         mean_us, p50_us, p90_us, p99_us: microseconds (float); percentiles are exact.
-        durations_us: every call's duration, int64 array of shape ``(count,)`` in file order.
+        durations_us: every call's duration, int64 (or float64, as above) array of shape
+            ``(count,)`` in file order.
     """
 
     category: str
     name: str
     device: str
     count: int
-    total_us: int
-    min_us: int
-    max_us: int
+    total_us: int | float
+    min_us: int | float
+    max_us: int | float
     mean_us: float
     p50_us: float
     p90_us: float
@@ -65,10 +68,13 @@ class OpStats:
     def from_durations(cls, category: str, name: str, device: str,
                        durations_us: np.ndarray) -> OpStats:
         """Build the record from an int64 array of per-call durations (microseconds, ``n >= 1``)."""
-        d = np.asarray(durations_us, dtype=np.int64)
+        d = np.asarray(durations_us)
+        if d.dtype.kind != "f":
+            d = d.astype(np.int64, copy=False)
         p50, p90, p99 = (float(x) for x in np.percentile(d, _PCTS))
-        total = int(d.sum())
-        return cls(category, name, device, int(d.size), total, int(d.min()), int(d.max()),
+        num = int if d.dtype.kind != "f" else float
+        total = num(d.sum())
+        return cls(category, name, device, int(d.size), total, num(d.min()), num(d.max()),
                    total / d.size, p50, p90, p99, d)
 
     @property
@@ -183,6 +189,9 @@ class TraceStats:
         unmatched_end: end events with no begin.
         phase_counts: events parsed per ``ph`` (async operator copies and excluded categories
             are skipped before parsing and not counted).
+        negative_durations: slices left out because they end before they begin (or ``dur < 0``).
+        no_timestamp: events of a timed phase left out for want of a numeric ``ts`` (or ``dur``).
+        bad_counter_values: counter values left out (not numbers, or memory beyond 64 bits).
     """
 
     operators: list[OpStats]
@@ -192,6 +201,14 @@ class TraceStats:
     unmatched_begin: int = 0
     unmatched_end: int = 0
     phase_counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    negative_durations: int = 0
+    no_timestamp: int = 0
+    bad_counter_values: int = 0
+
+    @property
+    def unknown_phases(self) -> dict[str, int]:
+        """Events per phase the Trace Event Format does not define (ignored)."""
+        return {str(ph): n for ph, n in self.phase_counts.items() if ph not in PHASES}
 
     @property
     def bulk_names(self) -> list[str]:
@@ -204,11 +221,14 @@ class TraceStats:
         out = []
         for r in self.reports:
             out.extend(f"{os.path.basename(r.path)}: {p}" for p in r.problems())
-        if self.unmatched_begin:
-            out.append(f"{self.unmatched_begin} begin event(s) without an end were ignored "
-                       "(trace cut short?)")
-        if self.unmatched_end:
-            out.append(f"{self.unmatched_end} end event(s) without a begin were ignored")
+        counts = [("unmatched_begin", self.unmatched_begin), ("unmatched_end", self.unmatched_end),
+                  ("negative_duration", self.negative_durations), ("no_timestamp", self.no_timestamp),
+                  ("non_numeric_counter", self.bad_counter_values)]
+        out.extend(note(kind, n=n) for kind, n in counts if n)
+        unknown = self.unknown_phases
+        if unknown:
+            out.append(note("unknown_phase", n=sum(unknown.values()),
+                            phases=", ".join(repr(p) for p in sorted(unknown))))
         if self.bulk_names:
             out.append(f"{len(self.bulk_names)} bulk-merged name(s) ({', '.join(self.bulk_names[:3])}"
                        f"{', ...' if len(self.bulk_names) > 3 else ''}): {BULK_NOTE}")

@@ -125,7 +125,7 @@ def _add_file(acc: Accumulator, reader: TraceReader, workers: int | None) -> Non
     else:
         for body in reader.bodies():
             chunk = (parse_body(body, pattern, acc.excluded, copies)
-                     if fast and st.carry_ok() else None)
+                     if fast and st.carry_ok() and not reader.pending else None)
             _add_body(acc, reader, st, body, chunk)
     acc.end_file(st)
 
@@ -138,7 +138,7 @@ def _add_body(acc: Accumulator, reader: TraceReader, st: FileState, body: bytes 
     if chunk is None:
         if body is None:
             body = parallel.pread(fd, span[1], span[0])
-        acc.add_events(reader.parse_body(body), st)
+        acc.add_events(reader.parse_body(body, span), st)
     else:
         # A fast chunk holds at least one trace event (perhaps only ones skipped on purpose).
         reader.record_parsed(chunk.events)
@@ -171,7 +171,8 @@ def _add_file_parallel(acc: Accumulator, reader: TraceReader, st: FileState, wor
     try:
         with parallel.ChunkPool(reader.path, workers, pattern, acc.excluded, copies) as pool:
             for span, chunk in pool.map(reader.body_spans(), fd):
-                if chunk is not None and not st.carry_ok():
+                if chunk is not None and (not st.carry_ok() or reader.pending
+                                          or span == reader.last_span):
                     chunk = None
                 _add_body(acc, reader, st, None, chunk, span, fd)
     finally:
