@@ -147,6 +147,7 @@ def stats_only(path: str) -> tuple[int, str]:
 
 
 CONTENDERS = {"pyprof": ("pyprof.trace.summarize", contender),
+              "pyprof1": ("pyprof.trace.summarize, one core (PYPROF_TRACE_WORKERS=1)", contender),
               "baseline": ("json.load + aggregate", baseline),
               "stats": ("pyprof.trace.stats (all categories)", stats_only)}
 
@@ -179,6 +180,8 @@ def child(mode: str, path: str) -> None:
 def run_child(mode: str, path: str) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.environ.get("PYTHONPATH", "")]))
+    if mode == "pyprof1":
+        env["PYPROF_TRACE_WORKERS"] = "1"
     out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, path],
                          check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -188,7 +191,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=float, default=1000.0)
     ap.add_argument("--dir", default=None, help="where to write the trace (default: a temp dir)")
-    ap.add_argument("--contenders", default="pyprof,baseline,stats",
+    ap.add_argument("--contenders", default="pyprof,pyprof1,baseline,stats",
                     help="comma-separated subset of: " + ", ".join(CONTENDERS))
     ap.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -209,10 +212,11 @@ def main() -> None:
                 pass
         load0 = ", ".join(f"{x:.2f}" for x in os.getloadavg())
         res = {m: run_child(m, path) for m in args.contenders.split(",")}
-    if "pyprof" in res and "baseline" in res:
-        assert res["pyprof"]["rows"] >= 1
-        if res["pyprof"]["digest"] != res["baseline"]["digest"]:
-            sys.exit(f"results differ: {res['pyprof']} vs {res['baseline']}")
+    for m in ("pyprof", "pyprof1"):
+        if m in res and "baseline" in res:
+            assert res[m]["rows"] >= 1
+            if res[m]["digest"] != res["baseline"]["digest"]:
+                sys.exit(f"results differ: {res[m]} vs {res['baseline']}")
     b = res.get("baseline")
     print(f"\nCommand: `{' '.join(shlex.quote(a) for a in [sys.executable, *sys.argv])}`  \n"
           f"Trace: {size / 1e6:.0f} MB, {events} events; Python {sys.version.split()[0]}, "
