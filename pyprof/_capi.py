@@ -327,6 +327,22 @@ def gpu_count() -> int:
     return n.value
 
 
+def cuda_device(ordinal: int) -> tuple[str, int, int] | None:
+    """(name, major, minor) of CUDA device ``ordinal`` as the NVIDIA driver numbers it (as
+    MXNet's gpu(N) does); None without a driver or device. C (libcuda): cuDeviceGetName,
+    cuDeviceGetAttribute (75, 76: compute capability major, minor)."""
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+        dev, major, minor, name = c_int(), c_int(), c_int(), ctypes.create_string_buffer(256)
+        if (cu.cuInit(0) or cu.cuDeviceGet(byref(dev), ordinal)
+                or cu.cuDeviceGetName(name, 256, dev) or cu.cuDeviceGetAttribute(byref(major), 75, dev)
+                or cu.cuDeviceGetAttribute(byref(minor), 76, dev)):
+            return None
+    except (OSError, AttributeError):
+        return None
+    return name.value.decode("utf-8", "replace"), major.value, minor.value
+
+
 def version() -> int:
     """MXNet's version as an int, 10901 for 1.9.1. C: MXGetVersion."""
     v = c_int()
