@@ -5,17 +5,24 @@
   A body (a run of whole events cut by `pyprof.trace.framing`) is first filtered as Python's
   `_prefilter` does (`:drop-async-copies` / `:exclude-categories`: a bytes test per event, same
   note counts) and framed as a JSON array in place (`frame-body!`). When it is one valid array of
-  trace events (`pyprof.trace.json/events-array?`) it is parsed event by event. Otherwise it is
-  split at every separator and each piece parsed alone; a piece that fails is repaired
-  (unescaped quotes, back slashes and control characters inside `name`/`cat`/`args` strings are
-  escaped, with Python's regular expressions), joined with up to 15 following pieces (a separator
-  inside a string), cut at a finished trace's `]}` (a dump appended after it), and dropped,
-  counted, only as a last resort. Repairs and drops are recorded in the read report."
+  trace events (`pyprof.trace.json/array-status`) it is parsed event by event. When it is valid
+  JSON apart from where it ends, its values are found from the structure
+  (`pyprof.trace.jsonscan`): an event cut by a `}, {` inside its `args` is carried into the next
+  body, and the end of the events array (followed by other top-level keys, or by another dump
+  appended to the file) is found. Otherwise it is split at every separator and each piece parsed
+  alone; a piece that fails is repaired (unescaped quotes, back slashes and control characters
+  inside `name`/`cat`/`args` strings are escaped, with Python's regular expressions), joined with
+  up to 15 following pieces (a separator inside a string), cut at a finished trace's `]}` (a
+  dump appended after it), and dropped, counted, only as a last resort. Repairs and drops are
+  recorded in the read report. The parser's state across bodies (`new-parser`) is the carried
+  part of an event and the text after the events array."
   (:require [pyprof.trace.bytes :refer [b= blank? contains-any? index-of latin1-bytes latin1-str
                                         rskip-ws skip-ws utf8]]
-            [pyprof.trace.framing :refer [separators]]
-            [pyprof.trace.json :refer [each-event! events-array? try-load]]
-            [pyprof.trace.read-report :refer [add!]])
+            [pyprof.trace.framing :refer [record-keys! separators skip-seam]]
+            [pyprof.trace.json :refer [array-status each-event! load-value try-load valid-value?]]
+            [pyprof.trace.jsonscan :refer [scan-object split-values]]
+            [pyprof.trace.phases :refer [kept-keys]]
+            [pyprof.trace.read-report :refer [add! flag!]])
   (:import (java.nio.charset StandardCharsets)
            (java.util Arrays)
            (java.util.regex Matcher Pattern)))
@@ -193,12 +200,47 @@
 
 (def ^:private max-join 16)
 
+(defn- drop-pieces!
+  "Counts pieces [from, to) as dropped fragments."
+  [rep ^longs starts ^longs ends from to]
+  (loop [k (long from)]
+    (when (< k to)
+      (add! rep :dropped-fragments 1)
+      (add! rep :dropped-bytes (- (aget ends k) (aget starts k)))
+      (recur (inc k)))))
+
+(defn- copy-of ^bytes [^bytes b ^long start ^long stop]
+  (Arrays/copyOfRange b (int start) (int stop)))
+
+(defn- join-bytes
+  "The byte arrays `parts` joined, in a new array with `before` free bytes before them and
+  `after` after them."
+  ^bytes [^long before ^long after parts]
+  (let [n (reduce + (map #(alength ^bytes %) parts))
+        out (byte-array (+ before n after))]
+    (reduce (fn [^long at ^bytes p]
+              (System/arraycopy p 0 out at (alength p))
+              (+ at (alength p)))
+            before parts)
+    out))
+
+(defn- with-room
+  "[array start stop]: the byte arrays `parts` joined, in a new array with `headroom` bytes
+  before and room for 2 after (what `frame-body!` writes)."
+  [& parts]
+  (let [^bytes out (join-bytes headroom 4 parts)]
+    [out headroom (- (alength out) 4)]))
+
+(def ^:private comma (utf8 ","))
+
 (defn- parse-pieces!
   "Python's `_parse_pieces` on the body b[start, stop): each piece between separators (braces
   included) parsed alone, else joined with up to 15 following pieces, else dropped and counted.
-  Passes the events to f in order; returns their number."
-  ^long [{:keys [rep f] :as ctx} ^bytes b ^long start ^long stop]
-  (let [^longs seps (separators b start stop)
+  `carry?`: a trailing run of pieces that fail is kept for the next body (an event cut at the
+  read boundary) instead of dropped. Passes the events to f in order; returns their number."
+  [{:keys [rep f carry] :as ctx} ^bytes b start stop carry?]
+  (let [start (long start) stop (long stop)
+        ^longs seps (separators b start stop)
         n (inc (aget seps 0))
         ;; piece i is [starts[i], ends[i])
         starts (long-array n)
@@ -208,31 +250,176 @@
       (aset ends k (inc (aget seps (+ 1 (* 2 k)))))
       (aset starts (inc k) (aget seps (+ 2 (* 2 k)))))
     (aset ends (dec n) stop)
-    (loop [i 0, events 0]
+    ;; failed: the first piece of the run of failed pieces since the last event, or -1
+    (loop [i 0, events 0, failed -1]
       (if (>= i n)
-        events
+        (do (cond (neg? failed) nil
+                  carry? (when (< (aget starts failed) stop)
+                           (vreset! carry (copy-of b (aget starts failed) stop)))
+                  :else (drop-pieces! rep starts ends failed n))
+            events)
         (let [found (loop [used 1]
                       (when (<= used (min max-join (- n i)))
                         (if-let [evs (load-piece ctx b (aget starts i) (aget ends (+ i used -1)))]
                           [evs used]
                           (recur (inc used)))))]
           (if-let [[evs used] found]
-            (do (doseq [ev evs] (f ev))
-                (recur (+ i (long used)) (+ events (count evs))))
-            (do (add! rep :dropped-fragments 1)
-                (add! rep :dropped-bytes (- (aget ends i) (aget starts i)))
-                (recur (inc i) events))))))))
+            (do (when-not (neg? failed) (drop-pieces! rep starts ends failed i))
+                (doseq [ev evs] (f ev))
+                (recur (+ i (long used)) (+ events (count evs)) -1))
+            (recur (inc i) events (if (neg? failed) i failed))))))))
+
+;; ------------------------------------------------------------------ structure: carry and tail
+
+(declare parse-events!)
+
+(def ^:private tail-scan-bytes
+  "A longer text after the events array is scanned once, at the end (Python's
+  `_TAIL_SCAN_BYTES`)."
+  (bit-shift-left 4 20))
+
+(defn- close-tail!
+  "Python's `_close_tail`: scans the text after the events array's `]`, the trace object's other
+  keys up to its `}`; text after that is another dump appended to the file, whose events are
+  parsed. Returns the number of events passed to f."
+  ^long [{:keys [rep tail tail-closed] :as ctx} final]
+  (let [^bytes t @tail
+        len (alength t)
+        scan (scan-object t 0 len {:first false :keep kept-keys})
+        end (long (:end scan))]
+    (if (and (= :incomplete (:status scan)) (not final))
+      0
+      (do
+        (record-keys! rep scan)
+        (if (not= :closed (:status scan))                 ; cut short at the end, or not JSON
+          (do (vreset! tail-closed true)
+              (when-not (blank? t end len)
+                (add! rep :dropped-fragments 1)
+                (add! rep :dropped-bytes (- len end)))
+              (flag! rep :missing-tail)
+              0)
+          (do (vreset! tail nil)
+              (vreset! tail-closed false)
+              (if (blank? t end len)
+                (do (vreset! tail (byte-array 0)) (vreset! tail-closed true) 0)
+                (do (add! rep :inner-tails 1)
+                    (let [r (skip-seam t end len)]
+                      (if (blank? t r len)
+                        0
+                        (let [[b s e] (with-room (copy-of t r len))]
+                          (parse-events! ctx b s e final (when final (byte-array 0))))))))))))))
+
+(defn- feed-tail!
+  "Python's `_feed_tail`: a body after the end of the events array, `text` (a byte array)."
+  ^long [{:keys [rep tail tail-closed] :as ctx} ^bytes text final]
+  (if @tail-closed                 ; more text after the closed trace object and what followed it
+    (do (add! rep :dropped-fragments 1)
+        (add! rep :dropped-bytes (alength text))
+        0)
+    (let [^bytes t (join-bytes 0 0 [@tail comma text])]
+      (vreset! tail t)
+      (if (or final (<= (alength t) (long tail-scan-bytes)))
+        (close-tail! ctx final)
+        0))))
+
+(defn- parse-structured!
+  "Python's `_parse_structured`: the events of a body b[start, stop) that is valid JSON apart
+  from where it ends: an event cut by a separator inside its `args` (carried into the next
+  body), or the end of the events array followed by more top-level keys (and `end`, the text
+  the reader stripped after the last body). Every value is checked before the first is passed
+  on; nil (nothing passed on): the body is damaged otherwise."
+  [{:keys [rep f tail] :as ctx} ^bytes b start stop last ^bytes end]
+  (let [start (long start) stop (long stop)
+        [^longs spans status at] (split-values b start stop)
+        at (long at)
+        n (aget spans 0)
+        span (fn [^long k] [(aget spans (+ 1 (* 2 k))) (aget spans (+ 2 (* 2 k)))])
+        raw (and last (nil? end))]
+    (when (and (not= status :error)
+               (loop [k 0]
+                 (or (>= k n) (let [[a e] (span k)] (and (valid-value? b a e) (recur (inc k)))))))
+      (let [events (loop [k 0, events 0]
+                     (if (>= k n)
+                       events
+                       (let [[a e] (span k)
+                             v (load-value b a e)]
+                         (if (and (map? v) (contains? v "ph"))
+                           (do (f v) (recur (inc k) (inc events)))
+                           (do (add! rep :dropped-fragments 1)
+                               (add! rep :dropped-bytes (- (long e) (long a)))
+                               (recur (inc k) events))))))]
+        (case status
+          :incomplete (do (when raw (flag! rep :missing-tail))      ; a cut event, or damage
+                          (+ events (parse-pieces! ctx b at stop (not last))))
+          :array-end (do (vreset! tail (join-bytes 0 0 [(copy-of b (inc at) stop) (or end (byte-array 0))]))
+                         (+ events (close-tail! ctx last)))
+          (do (when raw (flag! rep :missing-tail)) events))))))
+
+(defn- parse-events!
+  "Python's `BodyParser.parse`: passes the trace events of the body b[start, stop) (whole events
+  separated by `,`) to f, in order; returns their number. `last`: the file's last body; `end`:
+  the text the reader stripped after it (MXNet's `]` and `}`), nil for a last body that keeps
+  the file's end as written (no simple end found): its end is found from the structure, or
+  reported missing. Writes over b[start - 2, stop + 2)."
+  [{:keys [rep f carry tail] :as ctx} ^bytes b start stop last ^bytes end]
+  (let [raw (and last (nil? end))]
+    (if (some? @tail)
+      (feed-tail! ctx (if (and last end (pos? (alength end)))
+                        (join-bytes 0 0 [(copy-of b start stop) end])
+                        (copy-of b start stop))
+                  last)
+      (let [[^bytes b start stop] (if-let [^bytes c @carry]
+                                    (do (vreset! carry nil)
+                                        (add! rep :carried-events 1)
+                                        (with-room c comma (copy-of b start stop)))
+                                    [b start stop])
+            start (long start)
+            stop (long (if raw
+                         (let [e (rskip-ws b start stop)]  ; and a crash's dangling separator
+                           (if (and (> e start) (b= b (dec e) \,)) (dec e) e))
+                         stop))]
+        (if-let [[open close] (frame-body! ctx b start stop)]
+          (let [open (long open) close (long close)]
+            (case (array-status b open (inc close))
+              :events (do (when raw (flag! rep :missing-tail))
+                          (each-event! b open (inc close) f))
+              :other (do (when raw (flag! rep :missing-tail))   ; drops what is not an event
+                         (parse-pieces! ctx b (inc open) close false))
+              :invalid (or (parse-structured! ctx b (inc open) close last end)
+                           (do (when raw (flag! rep :missing-tail))
+                               (parse-pieces! ctx b (inc open) close (not last))))))
+          (do (when raw (flag! rep :missing-tail)) 0))))))
+
+;; ------------------------------------------------------------------ API
+
+(defn new-parser
+  "Python's `BodyParser`: the state of parsing one file's bodies, recording repairs in the read
+  report `rep` (a volatile, see `pyprof.trace.read-report`) and passing events to `f`;
+  `patterns` from `filter-patterns`."
+  [rep f patterns]
+  {:rep rep :f f :patterns patterns :saw-event (volatile! false)
+   :carry (volatile! nil) :tail (volatile! nil) :tail-closed (volatile! false)})
 
 (defn parse-body!
-  "Python's `_parse_body` for the body b[start, stop): its events passed to f, in order. Writes
-  over b[start - 2, stop + 2)."
-  [{:keys [rep saw-event f] :as ctx} ^bytes b ^long start ^long stop]
-  (when-let [[open close] (frame-body! ctx b start stop)]
-    (let [open (long open) close (long close)
-          n (if (events-array? b open (inc close))
-              (each-event! b open (inc close) f)
-              (parse-pieces! ctx b (inc open) close))]
-      (when (pos? n)
-        (vreset! saw-event true)
-        (add! rep :events n)))))
+  "Parses the body b[start, stop), counting its events in the report (see `parse-events!`:
+  `last` the file's last body, `end` the bytes the reader stripped after it or nil). Writes over
+  b[start - 2, stop + 2)."
+  [{:keys [rep saw-event] :as ctx} ^bytes b start stop last end]
+  (let [n (parse-events! ctx b start stop last end)]
+    (when (pos? n)
+      (vreset! saw-event true)
+      (add! rep :events n))))
 
+(defn finish!
+  "Python's `BodyParser.finish`, at the end of the file: a carried part that never closed is
+  dropped and counted, a text after the events array that never closed is reported (missing
+  tail)."
+  [{:keys [rep carry tail tail-closed] :as ctx}]
+  (when-let [^bytes c @carry]
+    (add! rep :dropped-fragments 1)
+    (add! rep :dropped-bytes (alength c))
+    (vreset! carry nil)
+    (flag! rep :missing-tail))
+  (when (and (some? @tail) (not @tail-closed))
+    (close-tail! (assoc ctx :f (fn [_])) true)           ; Python discards what this returns
+    (when-not @tail-closed (flag! rep :missing-tail))))

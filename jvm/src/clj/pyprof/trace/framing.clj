@@ -3,15 +3,20 @@
   `pyprof/trace/framing.py`, on a region [start, stop) of the reader's byte buffer:
 
   - `open-input`: the file's bytes, plain or gzip (by its magic bytes), Python's `open_binary`.
-  - `skip-head`: the text before the first event (`{\"traceEvents\": [`, `[`, a bare `,`, or the
-    header followed by a bare comma) skipped and recorded in the read report.
+  - `skip-head`: the text before the first event (`{\"traceEvents\": [`, other top-level keys
+    before it, `[`, a bare `,`, or the header followed by a bare comma) skipped and recorded in
+    the read report (`record-keys!`).
   - `separators` / `last-separator`: events are separated by `}`, whitespace, `,`, whitespace,
     `{` (Python's `EVENT_SEPARATOR`); a chunk is cut after its last separator.
-  - `strip-tail`: at the end of the file the closing `]` and trailing keys are stripped (the
-    display unit recorded); their absence is reported as a missing tail."
-  (:require [clojure.string :as str]
-            [pyprof.trace.bytes :refer [b= index-of latin1-bytes latin1-str rskip-ws skip-ws
-                                        utf8]]
+  - `strip-tail`: at the end of the file MXNet's closing `]` and `}` are stripped (the display
+    unit recorded); any other end (more top-level keys, or none: a missing tail) is left to the
+    body parser, which finds the end of the events array from the JSON structure
+    (`pyprof.trace.jsonscan`); `skip-seam` skips the head of a dump appended after it."
+  (:require [pyprof.trace.bytes :refer [b= blank? index-of latin1-bytes latin1-str rskip-ws
+                                        skip-ws utf8]]
+            [pyprof.trace.jsonscan :refer [scan-object]]
+            [pyprof.trace.phases :refer [kept-keys not-other-keys top-level]]
+            [pyprof.trace.pycompat :refer [py-repr]]
             [pyprof.trace.read-report :refer [add! flag!]])
   (:import (java.io BufferedInputStream File FileInputStream InputStream)
            (java.nio.charset StandardCharsets)
@@ -67,23 +72,6 @@
 
 ;; ------------------------------------------------------------------ opening
 
-(defn- py-repr
-  "Python's repr() of a string, as Python error messages quote paths."
-  ^String [^String s]
-  (let [q (if (and (str/includes? s "'") (not (str/includes? s "\""))) \" \')
-        sb (StringBuilder.)]
-    (.append sb q)
-    (doseq [c s]
-      (cond (= c \\) (.append sb "\\\\")
-            (= c q) (.append sb (str "\\" q))
-            (= c \newline) (.append sb "\\n")
-            (= c \return) (.append sb "\\r")
-            (= c \tab) (.append sb "\\t")
-            (or (< (int c) 32) (= (int c) 127)) (.append sb (format "\\x%02x" (int c)))
-            :else (.append sb c)))
-    (.append sb q)
-    (.toString sb)))
-
 (defn open-input
   "The trace's bytes (gzip decompressed when the file starts with its magic bytes)."
   ^InputStream [^String path]
@@ -121,23 +109,6 @@
           -1))
       -1)))
 
-(defn- head-any-key-end
-  "Python's `_HEAD_ANY_KEY.search(buf, 0, 4096)` (`\"traceEvents\"\\s*:\\s*\\[\\s*` within the
-  first 4096 bytes): the end of the leftmost match, or -1."
-  ^long [^bytes b ^long start ^long stop]
-  (let [stop (min stop (+ start 4096))
-        key (utf8 "\"traceEvents\"")]
-    (loop [from start]
-      (let [i (index-of b from stop key)]
-        (if (neg? i)
-          -1
-          (let [j (skip-ws b (+ i (alength key)) stop)
-                end (if (and (< j stop) (b= b j \:))
-                      (let [k (skip-ws b (inc j) stop)]
-                        (if (and (< k stop) (b= b k \[)) (skip-ws b (inc k) stop) -1))
-                      -1)]
-            (if (neg? end) (recur (inc i)) end)))))))
-
 (defn- looks-like-event-start?
   "Python's `_looks_like_event_start`: `\\{\\s*\"(?:name|ph|cat|ts|pid|tid|args)\"` at `start`."
   [^bytes b ^long start ^long stop]
@@ -166,18 +137,40 @@
     (flag! rep :missing-head)
     j))
 
+(defn record-keys!
+  "Python's `_record_keys`: notes the top-level keys of `scan` (a `pyprof.trace.jsonscan/scan-object`
+  result) other than traceEvents and displayTimeUnit in the report's `:other-keys` (once each,
+  in order), keeps the small values writers keep in `:top-level`, and the display unit."
+  [rep {:keys [keys values]}]
+  (vswap! rep (fn [r]
+                (let [others (reduce (fn [ks k] (if (or (not-other-keys k) (some #{k} ks)) ks (conj ks k)))
+                                     (:other-keys r) keys)
+                      unit (get values (top-level "display_time_unit"))]
+                  (cond-> (assoc r :other-keys others :top-level (merge (:top-level r) values))
+                    (string? unit) (assoc :display-time-unit unit))))))
+
 (defn skip-head
-  "Python's `_skip_head`: where the first event starts in b[start, stop)."
-  ^long [^bytes b ^long start ^long stop rep]
-  (let [s (skip-ws b start stop)
+  "Python's `skip_head`: where the first event starts in b[start, stop) (the file's first bytes,
+  at least 4 KiB unless the file is shorter); what was found (header, other top-level keys, bare
+  comma, junk) is recorded in the report. -1: the top-level keys before traceEvents run past
+  `stop` and `eof` is false (read more and call again)."
+  [^bytes b start stop rep eof]
+  (let [start (long start) stop (long stop)
+        s (skip-ws b start stop)
         m (head-object-end b start stop)]
     (cond
       (>= m 0) (skip-comma b m stop rep)
       (and (< s stop) (b= b s \{))
-      (let [k (head-any-key-end b start stop)]
-        (if (and (>= k 0) (not (looks-like-event-start? b s stop)))
-          (skip-comma b k stop rep)
-          (do (flag! rep :missing-head) s)))
+      (if (looks-like-event-start? b s stop)
+        (do (flag! rep :missing-head) s)               ; a bare event: the header is missing
+        (let [scan (scan-object b (inc s) stop {:first true :keep kept-keys})]
+          (if (and (= :incomplete (:status scan)) (not eof))
+            -1
+            (do (record-keys! rep scan)
+                (cond
+                  (= :events (:status scan)) (skip-comma b (skip-ws b (:end scan) stop) stop rep)
+                  (and (= :closed (:status scan)) (blank? b (:end scan) stop)) stop ; not a trace
+                  :else (drop-to-brace b s stop rep))))))
       (and (< s stop) (b= b s \[)) (skip-comma b (skip-ws b (inc s) stop) stop rep)
       (and (< s stop) (b= b s \,))
       (let [r (skip-ws b (inc s) stop)]
@@ -188,18 +181,32 @@
       (== s stop) s
       :else (drop-to-brace b s stop rep))))
 
+(defn skip-seam
+  "Python's `skip_seam`: where the events after a finished trace object inside the file start in
+  b[start, stop) (MXNet appends each further dump()): after the `,` and the new
+  `{\"traceEvents\": [` (and its bare `,`)."
+  ^long [^bytes b ^long start ^long stop]
+  (let [r (skip-ws b start stop)
+        r (if (and (< r stop) (b= b r \,)) (skip-ws b (inc r) stop) r)
+        m (head-object-end b r stop)]
+    (if (neg? m)
+      r
+      (if (and (< m stop) (b= b m \,)) (skip-ws b (inc m) stop) m))))
+
 (defn strip-tail
-  "Python's `_strip_tail`: the end of the last body in b[start, stop) without the closing `]` and
-  trailing keys (recording the display unit), or, when they are missing, without a dangling comma."
-  ^long [^bytes b ^long start ^long stop rep]
+  "Python's `strip_tail`: the end of the last body in b[start, stop) without MXNet's closing `]`,
+  `\"displayTimeUnit\"` and `}` (the keys after the `]` recorded, or for a bare array's `]` only
+  the display unit), or nil when the end is not that simple (other top-level keys, no closing at
+  all): the body parser then finds the end of the events from the structure."
+  [^bytes b ^long start ^long stop rep]
   (let [end (rskip-ws b start stop)
         j (long (loop [j (dec end)] (cond (< j start) -1 (b= b j \]) j :else (recur (dec j)))))]
-    (if (and (>= j 0) (.matches (.matcher tail-re (latin1-str b j end))))
-      (let [m (.matcher display-unit-re (latin1-str b j end))]
-        (when (.find m)
-          (vswap! rep assoc :display-time-unit
-                  (String. (latin1-bytes (.group m 1)) StandardCharsets/UTF_8)))
-        (rskip-ws b start j))
-      (do (flag! rep :missing-tail)
-          (if (and (> end start) (b= b (dec end) \,)) (dec end) end)))))
-
+    (when (and (>= j 0) (.matches (.matcher tail-re (latin1-str b j end))))
+      (let [scan (scan-object b (inc j) end {:first false :keep kept-keys})]
+        (if (= :closed (:status scan))
+          (record-keys! rep scan)
+          (let [m (.matcher display-unit-re (latin1-str b j end))]
+            (when (.find m)
+              (vswap! rep assoc :display-time-unit
+                      (String. (latin1-bytes (.group m 1)) StandardCharsets/UTF_8))))))
+      (rskip-ws b start j))))

@@ -1,9 +1,10 @@
 (ns pyprof.trace.json
   "Trace events from JSON text with Jackson's streaming parser (jackson-core), in place of the
-  `orjson.loads` calls of `pyprof/trace/bodyparser.py`: `events-array?` is the check of its fast
+  `orjson.loads` calls of `pyprof/trace/bodyparser.py`: `array-status` is the check of its fast
   path (one body, parsed as `[` + body + `]`, is all events), `each-event!` that fast path,
-  `try-load` its `_try_load` (one piece, one event). Events are maps with string keys, as
-  Python's dicts (see `read-value`)."
+  `try-load` its `_try_load` (one piece, one event), `valid-value?` / `load-value` any one JSON
+  value (the spans of `pyprof.trace.jsonscan`). Events are maps with string keys, as Python's
+  dicts (see `read-value`)."
   (:import (com.fasterxml.jackson.core JsonFactory JsonFactory$Feature JsonParser
                                        JsonParser$NumberType JsonProcessingException JsonToken)
            (java.util Arrays)))
@@ -44,13 +45,18 @@
 
 (defn- read-value
   "The JSON value starting at token `t`, as Clojure data: maps with string keys (see
-  `read-object`), vectors, strings, Long (BigInt beyond 64 bits), Double, booleans, nil."
+  `read-object`), vectors, strings, Long (BigInt up to 2^64 - 1, Double beyond, as orjson),
+  Double, booleans, nil."
   [^JsonParser p ^JsonToken t]
   (condp identical? t
     JsonToken/START_OBJECT (read-object p)
     JsonToken/VALUE_STRING (.getText p)
     JsonToken/VALUE_NUMBER_INT (if (identical? JsonParser$NumberType/BIG_INTEGER (.getNumberType p))
-                                 (bigint (.getBigIntegerValue p))
+                                 (let [v (.getBigIntegerValue p)]
+                                   ;; orjson: integers beyond [-2^63, 2^64) are floats
+                                   (if (and (pos? (.signum v)) (<= (.bitLength v) 64))
+                                     (bigint v)
+                                     (Double/valueOf (.doubleValue v))))
                                  (Long/valueOf (.getLongValue p)))
     JsonToken/START_ARRAY
     (loop [v (transient [])]
@@ -78,22 +84,61 @@
             (.skipChildren p))
           (recur (or found ph?)))))))
 
-(defn events-array?
-  "True when b[start, stop) is exactly one JSON array whose elements are all objects with a
-  \"ph\" key: what `orjson.loads(b\"[\" + body + b\"]\")` accepts as all events. Builds nothing."
+(defn- skip-value!
+  "Consumes the value starting at token `t`, building nothing; true when it is an object with a
+  top-level \"ph\" key (a trace event)."
+  [^JsonParser p ^JsonToken t]
+  (cond (identical? t JsonToken/START_OBJECT) (object-has-ph? p)
+        (identical? t JsonToken/START_ARRAY) (do (.skipChildren p) false)
+        (nil? t) (throw (ex-info "end of text" {}))
+        :else false))
+
+(defn array-status
+  "What `orjson.loads` makes of b[start, stop), one JSON array: :events (all its elements are
+  objects with a \"ph\" key), :other (valid JSON, not all events) or :invalid. Builds nothing."
   [^bytes b ^long start ^long stop]
   (try
     (with-open [p (.createParser factory b (int start) (int (- stop start)))]
-      (and (identical? JsonToken/START_ARRAY (.nextToken p))
-           (loop []
-             (let [t (.nextToken p)]
-               (cond (identical? t JsonToken/END_ARRAY) (nil? (.nextToken p))
-                     (identical? t JsonToken/START_OBJECT) (if (object-has-ph? p) (recur) false)
-                     :else false)))))
-    (catch JsonProcessingException _ false)))
+      (if (identical? JsonToken/START_ARRAY (.nextToken p))
+        (loop [all true]
+          (let [t (.nextToken p)]
+            (if (identical? t JsonToken/END_ARRAY)
+              (cond (some? (.nextToken p)) :invalid all :events :else :other)
+              (recur (and (skip-value! p t) all)))))
+        :invalid))
+    (catch JsonProcessingException _ :invalid)
+    (catch clojure.lang.ExceptionInfo _ :invalid)))
+
+(defn valid-value?
+  "True when b[start, stop) is exactly one JSON value (`orjson.loads` accepts it). Builds
+  nothing."
+  [^bytes b ^long start ^long stop]
+  (try
+    (with-open [p (.createParser factory b (int start) (int (- stop start)))]
+      (let [t (.nextToken p)]
+        (and (some? t)
+             (do (skip-value! p t) (nil? (.nextToken p))))))
+    (catch JsonProcessingException _ false)
+    (catch clojure.lang.ExceptionInfo _ false)))
+
+(def invalid
+  "`load-value`'s result for text that is not one JSON value."
+  (Object.))
+
+(defn load-value
+  "The JSON value in b[start, stop) (see `read-value`), or `invalid`."
+  [^bytes b ^long start ^long stop]
+  (try
+    (with-open [p (.createParser factory b (int start) (int (- stop start)))]
+      (let [t (.nextToken p)]
+        (if (nil? t)
+          invalid
+          (let [v (read-value p t)]
+            (if (nil? (.nextToken p)) v invalid)))))
+    (catch JsonProcessingException _ invalid)))
 
 (defn each-event!
-  "Calls (f event) for every element of the array b[start, stop) (checked by `events-array?`);
+  "Calls (f event) for every element of the array b[start, stop) (checked by `array-status`);
   returns their number."
   ^long [^bytes b ^long start ^long stop f]
   (with-open [p (.createParser factory b (int start) (int (- stop start)))]

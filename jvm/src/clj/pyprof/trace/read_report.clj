@@ -7,11 +7,16 @@
 (set! *warn-on-reflection* true)
 
 (defn new-report
-  "The report of a file not read yet: a volatile map, nothing found."
+  "The report of a file not read yet: a volatile map, nothing found. Besides the damage:
+  `:display-time-unit` (the trace's `displayTimeUnit`), `:other-keys` (top-level keys other than
+  traceEvents, in order), `:top-level` (the values of displayTimeUnit, otherData and metadata,
+  when at most 1 MiB, which the writers keep), `:carried-events` (events cut in two by a `}, {`
+  inside their args at a read boundary, read whole by joining the parts: not damage)."
   [path]
   (volatile! {:path path :bytes-read 0 :events 0 :missing-head false :leading-comma false
               :missing-tail false :inner-tails 0 :escaped-names 0 :dropped-fragments 0
-              :dropped-bytes 0 :display-time-unit nil}))
+              :dropped-bytes 0 :display-time-unit nil :other-keys [] :top-level {}
+              :carried-events 0}))
 
 (defn problems
   "Human-readable list of what was wrong with a file (its read report), empty for a valid file;

@@ -8,32 +8,40 @@
 
   1. The file (plain or gzip, by its magic bytes) is read in chunks of `:chunk-bytes` (16 MiB, as
      Python's `stats()`) into one reused buffer.
-  2. The text before the first event (`{\"traceEvents\": [`, `[`, a bare `,`, or the header followed
-     by a bare comma) is skipped and recorded in the report (`pyprof.trace.framing`).
+  2. The text before the first event (`{\"traceEvents\": [`, other top-level keys before it, `[`,
+     a bare `,`, or the header followed by a bare comma) is skipped and recorded in the report
+     (`pyprof.trace.framing`).
   3. Events are separated by `}`, whitespace, `,`, whitespace, `{`. Each chunk is cut after its
      last separator; the complete part (a body) is parsed, the rest carried into the next chunk.
      With `:drop-async-copies` / `:exclude-categories`, events are dropped by a bytes test before
      parsing, exactly as Python's `_prefilter` does (same note counts; `pyprof.trace.body`).
   4. A body that is one valid JSON array of trace events (checked by a first Jackson pass that
-     builds nothing, `pyprof.trace.json`) is parsed event by event. Otherwise it is split at every
+     builds nothing, `pyprof.trace.json`) is parsed event by event. A body that is valid JSON
+     apart from where it ends is split into values from its structure: an event cut by a `}, {`
+     inside its `args` is carried into the next body, the end of the events array and the
+     top-level keys after it are found (`pyprof.trace.jsonscan`). Otherwise it is split at every
      separator and each piece parsed alone; a piece that fails is repaired (unescaped quotes, back
      slashes and control characters inside `name`/`cat`/`args` strings are escaped, with Python's
      regular expressions), joined with up to 15 following pieces (a separator inside a string),
      cut at a finished trace's `]}` (a dump appended after it), and dropped, counted, only as a
      last resort (`pyprof.trace.body`).
-  5. At the end of the file the closing `]` and trailing keys are stripped; their absence is
-     reported as a missing tail, and a last event cut mid-way is dropped and counted
-     (`pyprof.trace.framing`).
+  5. At the end of the file MXNet's closing `]` and `}` are stripped (`pyprof.trace.framing`);
+     any other end is left to the body parser: other top-level keys are recorded, a missing end
+     is reported as a missing tail, and a last event cut mid-way is dropped and counted.
 
   What was found and fixed is the read report (`pyprof.trace.read-report`).
 
   Memory: one reused buffer of a chunk plus the text carried over (bodies are framed for the
-  parser in place) and one event at a time; nothing grows with the file."
+  parser in place) and one event at a time; nothing grows with the file, except, as in Python,
+  top-level keys before traceEvents (read whole to find it) and the text after the events
+  array."
   (:require [pyprof.trace.body :as body :refer [headroom]]
             [pyprof.trace.bytes :refer [blank?]]
             [pyprof.trace.framing :as framing]
             [pyprof.trace.read-report :as report :refer [add!]])
-  (:import (java.util ArrayList)))
+  (:import (java.io EOFException)
+           (java.util ArrayList Arrays)
+           (java.util.zip ZipException)))
 
 (set! *warn-on-reflection* true)
 
@@ -63,16 +71,17 @@
 (defn read-trace
   "Streams the events of the trace file at `path` (plain or gzip, valid or damaged), calling
   `(f event)` for each, in file order; an event is a map with string keys, as in the file (64-bit
-  pids/tids as Long, larger ones as BigInt). Returns the read report (Python's `ReadReport`;
+  pids/tids as Long, up to 2^64 - 1 as BigInt). Returns the read report (Python's `ReadReport`;
   `:problems` are the sentences of its `problems()`):
 
     {:path :bytes-read :events :missing-head :leading-comma :missing-tail :inner-tails
-     :escaped-names :dropped-fragments :dropped-bytes :display-time-unit :damaged :problems}
+     :escaped-names :dropped-fragments :dropped-bytes :display-time-unit :other-keys :top-level
+     :carried-events :damaged :problems}
 
   Options: `:drop-async-copies` skips MXNet's async b/e copies of operators (categories
   \"operator\", \"Custom Operator\") and `:exclude-categories` (a collection) skips those
   categories, both by a bytes test before parsing (`\"cat\": \"<category>\"`), as Python does;
-  `:chunk-bytes` is the read size (default `default-chunk-bytes`).
+  `:chunk-bytes` is the read size in bytes (default `default-chunk-bytes`).
 
   Throws ex-info with `:pyprof/error` `:trace-not-found` (the file cannot be opened) or
   `:trace-format` (not a single trace event in it), with Python's messages."
@@ -86,30 +95,37 @@
                              {:pyprof/error :invalid-option})))
          chunk (long chunk-bytes)
          rep (report/new-report path)
-         ctx {:rep rep :saw-event (volatile! false) :f f
-              :patterns (body/filter-patterns exclude-categories drop-async-copies)}]
+         parser (body/new-parser rep f (body/filter-patterns exclude-categories drop-async-copies))]
      (with-open [in (framing/open-input path)]
        ;; buf[h, n): text not yet parsed (h = headroom); [s, n) once the head is skipped. Room
        ;; for 2 bytes after n: a "}" and "]" written after the file's last body.
        (loop [^bytes buf (byte-array (+ headroom chunk 4096)), n headroom, s headroom, started false]
          (let [^bytes buf (ensure-capacity buf (+ n chunk 2) n)
-               got (.readNBytes in buf (int n) (int chunk))
+               got (try (.readNBytes in buf (int n) (int chunk))
+                        (catch EOFException _ (add! rep :dropped-fragments 1) 0)  ; a cut gzip
+                        (catch ZipException _ (add! rep :dropped-fragments 1) 0)) ; ends the text
                eof (zero? got)
                n (+ n got)]
            (add! rep :bytes-read got)
            (if (and (not started) (not eof) (< (- n headroom) 4096))
              (recur buf n s false)
-             (let [s (if started s (framing/skip-head buf headroom n rep))]
-               (if eof
-                 (let [e (framing/strip-tail buf s n rep)]
-                   (when-not (blank? buf s e) (body/parse-body! ctx buf s e)))
+             (let [s (if started s (framing/skip-head buf headroom n rep eof))]
+               (cond
+                 (neg? s) (recur buf n headroom false)  ; top-level keys before traceEvents: read more
+                 eof (if-let [e (framing/strip-tail buf s n rep)]
+                       (let [e (long e)]
+                         (when-not (blank? buf s e)
+                           (body/parse-body! parser buf s e true (Arrays/copyOfRange buf (int e) (int n)))))
+                       (body/parse-body! parser buf s n true nil))  ; the parser finds the end
+                 :else
                  (if-let [[cut next-start] (framing/last-separator buf s n)]
                    (let [cut (long cut) next-start (long next-start)]
-                     (when-not (blank? buf s cut) (body/parse-body! ctx buf s cut))
+                     (when-not (blank? buf s cut) (body/parse-body! parser buf s cut false nil))
                      (System/arraycopy buf next-start buf headroom (- n next-start))
                      (recur buf (+ headroom (- n next-start)) headroom true))
                    (recur buf n s true))))))))
-     (when-not @(:saw-event ctx)
+     (body/finish! parser)
+     (when-not @(:saw-event parser)
        (throw (no-events-error path (:bytes-read @rep))))
      (report/finish-report @rep))))
 
