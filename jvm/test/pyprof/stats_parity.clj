@@ -31,7 +31,8 @@
 
 (defn ->python
   "A `pyprof.stats/stats` result in the shape of the generator's \"result\": Python's
-  `to_dict()` plus unmatched counts, phase counts and read reports (path reduced to its name)."
+  `to_dict()` plus the counts of events left out, unknown and all phases, and read reports (path
+  reduced to its name)."
   [r]
   (normalize
    {"units" {"time" (get-in r [:units :time]) "memory" (get-in r [:units :memory])}
@@ -41,6 +42,10 @@
     "notes" (:notes r)
     "unmatched_begin" (:unmatched-begin r)
     "unmatched_end" (:unmatched-end r)
+    "negative_durations" (:negative-durations r)
+    "no_timestamp" (:no-timestamp r)
+    "bad_counter_values" (:bad-counter-values r)
+    "unknown_phases" (:unknown-phases r)
     "phase_counts" (:phase-counts r)
     "reports" (mapv (fn [rep]
                       (let [p (str (:path rep))]

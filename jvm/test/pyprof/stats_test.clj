@@ -76,6 +76,15 @@
   (let [[only-expected only-actual] (data/diff expected actual)]
     {:python only-expected :jvm only-actual}))
 
+(def ^:private python-bugs
+  "Expected files where Python's result is wrong, not just different (reported; Python is not
+  changed here): file name -> why. The JVM is checked to differ from them; once Python is fixed
+  and the file regenerated, the test says so and the entry must go."
+  {"mixed-float-int-durations-637d3bab8b.json.stats.json"
+   (str "Python's fast path appends int64 durations' bytes to a per-pid array that an X event's "
+        "float dur already made float64 (accumulate.py Accumulator._pair: arr.frombytes), so the "
+        "B/E call of 1 us reads as 5e-324")})
+
 (deftest equals-python-on-every-fixture
   ;; Expected values: tests/fixtures/make_expected_stats.py (Python's pyprof.trace.stats).
   (let [files (parity/expected-files)]
@@ -83,12 +92,16 @@
     (is (some #(= "small.json.stats.json" (.getName ^java.io.File %)) files))
     (is (some #(= "header_leading_comma.json.stats.json" (.getName ^java.io.File %)) files))
     (doseq [^java.io.File f files
-            :let [{:strs [inputs runs]} (json/read-str (slurp f))]
+            :let [{:strs [inputs runs]} (json/read-str (slurp f))
+                  bug (python-bugs (.getName f))]
             {:strs [options result]} runs]
       (let [expected (parity/normalize result)
             actual (parity/jvm-result inputs options)]
-        (is (= expected actual)
-            (str (.getName f) " " (pr-str options) ": " (pr-str (first-difference expected actual))))))))
+        (if bug
+          (is (not= expected actual)
+              (str (.getName f) " now equals Python: remove it from python-bugs (" bug ")"))
+          (is (= expected actual)
+              (str (.getName f) " " (pr-str options) ": " (pr-str (first-difference expected actual)))))))))
 
 (deftest reader-matches-python-report-and-events
   (testing "a quote inside a name is kept; 64-bit ids exactly; the report as Python's"
@@ -110,19 +123,21 @@
              (ex-message e))))
     (is (thrown-with-msg? clojure.lang.ExceptionInfo #"no trace files given" (stats/stats [])))))
 
-(deftest trace-cut-after-a-ph-line-is-refused-as-in-python
-  ;; Python's prefilter restores the "}" of a last event cut right after its "ph" line, so
-  ;; pyprof.trace.stats raises KeyError('ts') there (reported, not changed). The JVM refuses the
-  ;; file too, with an error that names the event, rather than give numbers Python has not.
+(deftest trace-cut-after-a-ph-line-counts-an-event-without-ts-as-in-python
+  ;; Python's prefilter restores the "}" of a last event cut right after its "ph" line: an event
+  ;; without a ts, left out and counted in the notes (docs/trace-format.md), on both sides.
   (let [dir (tu/temp-dir)
         f (io/file dir "cut.json")
         text (slurp "../tests/fixtures/traces/small.json")
         i (.indexOf ^String text "\"ph\": \"B\"" 1500)]
     (try
       (spit f (subs text 0 (+ i (count "\"ph\": \"B\",\n"))))
-      (let [e (try (stats/stats (str f)) nil (catch clojure.lang.ExceptionInfo e e))]
-        (is (= :trace-format (:pyprof/error (ex-data e))))
-        (is (re-find #"no \"ts\"" (str (ex-message e)))))
+      (let [r (stats/stats (str f))]
+        (is (= 1 (:no-timestamp r)))
+        (is (some #{"1 event(s) without a numeric ts (or an X event without a numeric dur) were ignored"}
+                  (:notes r)))
+        (when (parity/python)
+          (is (= (parity/python-result f) (parity/jvm-result [(str f)] {})))))
       (finally (doseq [^java.io.File x (reverse (file-seq dir))] (.delete x))))))
 
 (deftest large-trace-streams-in-a-small-heap

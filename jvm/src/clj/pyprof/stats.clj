@@ -1,23 +1,32 @@
 (ns pyprof.stats
-  "Exact per-operator statistics of MXNet traces, computed the way `pyprof.trace.stats` (the
-  Python reference) computes them, so both agree on the same file; streamed in bounded memory.
+  "Exact per-operator statistics of traces in the Trace Event Format (MXNet's and any other),
+  computed the way `pyprof.trace.stats` (the Python reference) computes them, so both agree on
+  the same file; streamed in bounded memory.
 
   Units are in the keys: times in microseconds (`:total-us`; `ts` in MXNet traces is integer
-  microseconds, so count, total, min and max are exact integers), memory in bytes.
+  microseconds, so count, total, min and max are exact integers; they are floats, as numpy's
+  float64, for a record where a duration is not a whole number of microseconds), memory in bytes.
 
-  How calls are counted (as in Python):
-  - `B`/`E` and frame `(`/`)` pairs are matched per [pid tid name] with a stack; one pair is one
-    call, of the category of its end event. `X` events count as one call of `dur`.
-  - Async `b`/`e` pairs are matched per [pid cat id name]; the copies MXNet writes of every
+  How calls are counted: the rules of docs/trace-format.md, the phase table, pairing scopes and
+  note wording read from pyprof/spec/trace.json (`pyprof.trace.phases`), as in Python:
+  - `B`/`E` and frame `(`/`)` pairs: an end with a name closes the latest open begin of that name
+    on its thread [pid tid], an end without a name the innermost open begin of its thread; one
+    pair is one call, of the category of its end event. `X` events count as one call of `dur`.
+  - Async `b`/`e` and legacy `S`/`F` pairs are matched per [pid cat id name] (`id`, else `id2`,
+    with `scope`); a nameless end closes the last one opened. MXNet's `b`/`e` copies of every
     operator (categories \"operator\" and \"Custom Operator\") are skipped, never counted twice.
   - `C` counters named \"Memory: <device>\" are memory samples in bytes; other counters are
     summarised as value series.
+  - Left out and counted in `:notes`: ends without a begin and begins without an end, negative
+    durations, events of a timed phase without a numeric `ts` (or `X` without `dur`), counter
+    values that are not numbers, unknown phases.
   - Every category is included by default, C API calls (\"MXNET_C_API\") too; `:exclude-categories`
     leaves some out before parsing, as Python's `exclude_categories`.
   - Files are read by `pyprof.trace.reader`: one event at a time, damaged MXNet files repaired as
-    Python's reader does (the damage is listed in `:notes`). Memory holds the per-operator
-    durations (8 bytes a call, for exact percentiles, as Python's `array('q')`), the memory
-    samples (16 bytes each) and the open begin events; never the file.
+    Python's reader does (the damage is listed in `:notes`), other top-level keys before or after
+    the events found from the JSON structure. Memory holds the per-operator durations (8 bytes a
+    call, for exact percentiles, as Python's `array('q')`), the memory samples (16 bytes each)
+    and the open begin events; never the file.
   - p50/p90/p99 are exact: numpy's default linear interpolation between order statistics, in
     the same floating-point steps as numpy 1.23.
 
@@ -80,6 +89,8 @@
                   :time-weighted-mean-bytes :last-bytes :first-ts-us :last-ts-us} ...]
      :counters  [{:category :name :count :min :max :mean :last} ...]
      :unmatched-begin n :unmatched-end n
+     :negative-durations n :no-timestamp n :bad-counter-values n   ; left out (see the notes)
+     :unknown-phases {\"Q\" n ...}
      :phase-counts {\"B\" n ...}   ; events parsed per ph (async copies, excluded categories not)
      :reports [read report per file, see pyprof.trace.reader/read-trace]
      :notes [\"...\"]}             ; Python's TraceStats.notes

@@ -1,78 +1,144 @@
 (ns pyprof.trace.accumulate
   "Streaming state of `pyprof.stats/stats`: pairing begin/end events and pooling their numbers,
-  a port of `pyprof/trace/accumulate.py` (`Accumulator`, `FileState`).
+  a port of `pyprof/trace/accumulate.py` (`Accumulator`, `FileState`, the reference dict loop).
+  The rules are docs/trace-format.md's; the phases, pairs and notes come from trace.json
+  (`pyprof.trace.phases`).
 
   An accumulator (`new-acc`) takes one file at a time, in file order, each with a fresh file state
-  (`new-file-state`): `add-event!` is Python's `_add_events` for one event, `end-file!` resolves
+  (`new-file-state`): `add-event!` is Python's `add_events` for one event, `end-file!` resolves
   the file's pids to device names and pools its durations with those of earlier files, `result`
   builds the statistics (records of `pyprof.trace.records`). Nothing here reads files:
-  `pyprof.stats` does, and describes how calls are counted."
+  `pyprof.stats` does, and describes how calls are counted.
+
+  Keys compare as Python's dict keys do (`pycompat/py-key`: 1, 1.0 and true are one pid); the
+  values shown (names, pids in device names, categories) are those of the first event that
+  used the key, as Python's dicts keep."
   (:require [clojure.string :as str]
             [pyprof.trace.naming :refer [async-copy-categories memory-prefix]]
-            [pyprof.trace.pycompat :refer [compare-keys compare-py py-str py-truthy true-div]]
+            [pyprof.trace.phases :as phases :refer [async-id hashable json-text]]
+            [pyprof.trace.pycompat :refer [compare-keys compare-py num-compare py-key py-str
+                                           true-div]]
             [pyprof.trace.records :as records])
-  (:import (java.util ArrayList Arrays HashMap LinkedHashMap List Map)))
+  (:import (clojure.lang BigInt)
+           (java.util ArrayList Arrays HashMap LinkedHashMap List Map)))
 
 (set! *warn-on-reflection* true)
 
-(definterface ILongs
-  (^void add [^long x])
+;; ------------------------------------------------------------------ durations
+
+(definterface IDurs
+  (^void addLong [^long x])
+  (^void addDouble [^double x])
   (^long size [])
-  (^long pop [])
-  (^longs toArray [])
+  (^boolean isDouble [])
+  (^void toDouble [])
+  (^longs longs [])
+  (^doubles doubles [])
   (^void addAll [other]))
 
-(deftype ^:private Longs [^:unsynchronized-mutable ^longs a ^:unsynchronized-mutable ^long n]
-  ILongs
-  (add [_ x]
+;; Python's array('q') that becomes array('d') once a float (or an integer beyond 64 bits)
+;; arrives: one long array, holding the doubles' bits in the double mode (8 bytes a call).
+(deftype ^:private Durs [^:unsynchronized-mutable ^longs a ^:unsynchronized-mutable ^long n
+                         ^:unsynchronized-mutable ^boolean dbl]
+  IDurs
+  (addLong [_ x]
     (when (== n (alength a)) (set! a (Arrays/copyOf a (int (max 8 (* 2 n))))))
     (aset a n x)
     (set! n (inc n)))
+  (addDouble [this x]
+    (when-not dbl (.toDouble this))
+    (when (== n (alength a)) (set! a (Arrays/copyOf a (int (max 8 (* 2 n))))))
+    (aset a n (Double/doubleToRawLongBits x))
+    (set! n (inc n)))
   (size [_] n)
-  (pop [_] (set! n (dec n)) (aget a n))
-  (toArray [_] (Arrays/copyOf a (int n)))
+  (isDouble [_] dbl)
+  (toDouble [_]
+    (when-not dbl
+      (dotimes [i n] (aset a i (Double/doubleToRawLongBits (double (aget a i)))))
+      (set! dbl (boolean true))))
+  (longs [_] (Arrays/copyOf a (int n)))
+  (doubles [_]
+    (let [out (double-array n)]
+      (dotimes [i n] (aset out i (if dbl (Double/longBitsToDouble (aget a i)) (double (aget a i)))))
+      out))
   (addAll [this other]
-    (let [^longs b (.toArray ^ILongs other)]
-      (dotimes [i (alength b)] (.add this (aget b i))))))
+    (let [^IDurs o other]
+      (if (or dbl (.isDouble o))
+        (let [^doubles d (.doubles o)] (dotimes [i (alength d)] (.addDouble this (aget d i))))
+        (let [^longs l (.longs o)] (dotimes [i (alength l)] (.addLong this (aget l i))))))))
 
-(alter-meta! #'->Longs assoc :private true)
+(alter-meta! #'->Durs assoc :private true)
 
-(defn- longs-list ^ILongs [] (Longs. (long-array 8) 0))
+(defn- durs ^IDurs [] (Durs. (long-array 8) 0 false))
 
-(defn- fail [ev why]
-  (throw (ex-info (str "trace event " (pr-str ev) ": " why "; the statistics need integer "
-                       "microsecond timestamps and numeric counter values (MXNet writes them)")
-                  {:pyprof/error :trace-format :event ev})))
+(defn- int64? [x]
+  (or (instance? Long x) (and (instance? BigInt x) (<= Long/MIN_VALUE x Long/MAX_VALUE))))
 
-(defn- int64
-  "An integer JSON value as a long (Python stores it in an int64 array), else an error."
-  ^long [x ev what]
-  (cond (instance? Long x) (long x)
-        (and (integer? x) (<= Long/MIN_VALUE x Long/MAX_VALUE)) (long x)
-        :else (fail ev (str what " is " (pr-str x) ", not a 64-bit integer"))))
+(defn- append!
+  "Python's `_append`: `dur` (a number) under the key `k` of `by-pid` (py-key -> [k durations])."
+  [^Map by-pid k dur]
+  (let [ck (py-key k)
+        ^objects h (or (.get by-pid ck) (let [h (object-array [k (durs)])] (.put by-pid ck h) h))
+        ^IDurs d (aget h 1)]
+    (if (and (not (.isDouble d)) (int64? dur))
+      (.addLong d (long dur))
+      (.addDouble d (double dur)))))
 
-(defn- py-int
-  "Python's int() of a number (floats truncated toward zero), as a long."
-  ^long [x ev what]
-  (if (and (instance? Double x) (not (Double/isNaN x)) (not (Double/isInfinite x)))
-    (int64 (bigint (double x)) ev what)
-    (int64 x ev what)))
+;; ------------------------------------------------------------------ open begins
 
-(defn- required-ts [ev]
-  (if (contains? ev "ts") (get ev "ts") (fail ev "no \"ts\"")))
+(defn- push-begin!
+  "Python's `FileState.push`: opens a begin of pairing `key` (a vector, scope + name) at `ts`."
+  [^Map open ^Map order key ts]
+  (let [ck (py-key key)
+        ^List stack (or (.get open ck) (let [l (ArrayList.)] (.put open ck l) l))
+        cs (pop ck)
+        ^List keys (or (.get order cs) (let [l (ArrayList.)] (.put order cs l) l))]
+    (.add stack ts)
+    (.add keys key)))
 
-(defn- push! [^Map m k v]
-  (let [^List l (or (.get m k) (let [l (ArrayList.)] (.put m k l) l))]
-    (.add l v)))
+(defn- pop-begin!
+  "Python's `FileState.pop`: the ts of the latest open begin of `key` (closed now), or nil."
+  [^Map open ^Map order key]
+  (let [ck (py-key key)
+        ^List stack (.get open ck)]
+    (when (and stack (pos? (.size stack)))
+      (when-let [^List keys (.get order (pop ck))]
+        (loop [i (dec (.size keys))]         ; usually the last; overlapping slices: search back
+          (when (>= i 0)
+            (if (= ck (py-key (.get keys i)))
+              (.remove keys (int i))
+              (recur (dec i))))))
+      (.remove stack (int (dec (.size stack)))))))
 
-(defn- pop-stack! [^Map m k]
-  (let [^List l (.get m k)]
-    (when (and l (pos? (.size l)))
-      (.remove l (dec (.size l))))))
+(defn- pop-innermost!
+  "Python's `FileState.pop_innermost`: closes the begin opened last in `scope` (a py-key):
+  [its key, its ts], or nil."
+  [^Map open ^Map order scope]
+  (when-let [^List keys (.get order scope)]
+    (loop []
+      (when (pos? (.size keys))
+        (let [key (.remove keys (int (dec (.size keys))))
+              ^List stack (.get open (py-key key))]
+          (if (and stack (pos? (.size stack)))
+            [key (.remove stack (int (dec (.size stack))))]
+            (recur)))))))
 
-(defn- append! [^Map m k ^long v]
-  (let [^ILongs l (or (.get m k) (let [l (longs-list)] (.put m k l) l))]
-    (.add l v)))
+;; ------------------------------------------------------------------ the reference loop
+
+(def ^:private sync-roles #{"slice_begin" "slice_end" "context_begin" "context_end"})
+(def ^:private ignored-roles
+  "Roles the statistics count but do not use."
+  #{"instant" "mark" "async_instant" "legacy_async_step" "flow" "sample" "object" "clock_sync"
+    "memory_dump"})
+
+;; indices of the counts of a file state and of an accumulator
+(def ^:private unmatched-end 0)
+(def ^:private negative 1)
+(def ^:private no-ts 2)
+(def ^:private bad-counter 3)
+(def ^:private unmatched-begin 4)
+
+(defn- count! [^longs counts ^long i] (aset counts i (inc (aget counts i))))
 
 (defn new-acc
   "Python's `Accumulator`: an empty accumulator keeping `categories` (a set, nil: all) and
@@ -80,107 +146,166 @@
   [categories excluded]
   {:categories categories :excluded excluded
    :durations (LinkedHashMap.) :memory (HashMap.) :counters (HashMap.) :phases (LinkedHashMap.)
-   :unmatched (long-array 2)})                              ; [begin end]
+   :counts (long-array 5)})
 
 (defn new-file-state
-  "Python's `FileState`: the open begin events, durations by pid and process names of one file."
+  "Python's `FileState`: the open begin events (per pairing key, and per scope in the order they
+  were opened), durations by pid and process names of one file, and its counts."
   []
-  {:open-sync (HashMap.) :open-async (HashMap.) :by-pid (LinkedHashMap.) :pid-names (HashMap.)})
+  {:open-sync (HashMap.) :open-async (HashMap.) :order-sync (HashMap.) :order-async (HashMap.)
+   :by-pid (LinkedHashMap.) :pid-names (HashMap.) :counts (long-array 4)})
 
-(defn- args-map
-  "`ev.get(\"args\") or {}` as a map."
-  [ev]
-  (let [a (get ev "args")]
-    (cond (map? a) a
-          (py-truthy a) (fail ev "\"args\" is not an object")
-          :else {})))
+(defn- key-of
+  "Python's `_key`: a JSON value as part of a key (lists and objects as their JSON text)."
+  [v]
+  (if (or (string? v) (instance? Long v) (nil? v)) v (hashable v)))
 
-(defn- counter-sample! [^Map counters k ts value ev]
-  (when-not (number? value) (fail ev (str "counter value " (pr-str value) " is not a number")))
-  (let [^objects s (.get counters k)]
-    (if (nil? s)
-      (.put counters k (object-array [1 value value value ts value]))
-      (do (aset s 0 (Long/valueOf (inc (long (aget s 0)))))
-          (when (< value (aget s 1)) (aset s 1 value))             ; min(s[1], value)
-          (when (> value (aget s 2)) (aset s 2 value))             ; max(s[2], value)
-          (aset s 3 (+' (aget s 3) value))                         ; unbounded, as Python ints
-          (when (>= (compare ts (aget s 4)) 0) (aset s 4 ts) (aset s 5 value))))))
+(defn- int64-of
+  "Python's `int(x)` of a number when it is a 64-bit integer, else nil."
+  [x]
+  (cond (instance? Long x) x
+        (instance? Double x) (let [d (double x)]
+                               (when (and (>= d -9.223372036854775808E18) (< d 9.223372036854775808E18))
+                                 (long d)))
+        (int64? x) (long x)
+        :else nil))
 
-(defn- duration!
-  "Appends `end - begin` (Python: `ev[\"ts\"] - begin` into an int64 array) under k."
-  [^Map by-pid k ev begin]
-  (let [end (required-ts ev)]
-    (append! by-pid k (int64 (-' (int64 end ev "ts") (int64 begin ev "the begin event's ts"))
-                             ev "the duration"))))
+(defn- counter!
+  "Python's `_counter`: one `C` event, memory samples (bytes) or plain value series."
+  [{:keys [^Map memory ^Map counters]} ^longs counts ev cat ts]
+  (let [args (get ev "args")]
+    (if-not (map? args)
+      (count! counts bad-counter)
+      (doseq [[^String cname value] args]
+        (cond
+          (not (number? value)) (count! counts bad-counter)
+          (str/starts-with? cname memory-prefix)
+          (let [v (int64-of value) t (int64-of ts)]  ; bytes and us: whole numbers, as MXNet writes
+            (if (and v t)
+              (let [dev (subs cname (count memory-prefix))
+                    ^objects series (or (.get memory dev)
+                                        (let [s (object-array [(durs) (durs)])] (.put memory dev s) s))]
+                (.addLong ^IDurs (aget series 0) (long t))
+                (.addLong ^IDurs (aget series 1) (long v)))
+              (count! counts bad-counter)))
+          :else
+          (let [k [cat cname]
+                ck (py-key k)
+                ^objects s (.get counters ck)]
+            (if (nil? s)
+              (.put counters ck (object-array [k 1 value value value ts value]))
+              (do (aset s 1 (Long/valueOf (inc (long (aget s 1)))))
+                  (when (neg? (num-compare value (aget s 2))) (aset s 2 value)) ; min(s[1], value)
+                  (when (pos? (num-compare value (aget s 3))) (aset s 3 value)) ; max(s[2], value)
+                  (aset s 4 (+' (aget s 4) value))                           ; exact, as Python
+                  (when-not (neg? (num-compare ts (aget s 5))) (aset s 5 ts) (aset s 6 value))))))))))
+
+(defn- negative? [x]
+  (if (instance? Long x) (neg? (long x)) (neg? (num-compare x 0))))
+
+(defn- pair!
+  "A begin or end of a slice, frame or async pair (role `role`, phase `ph`)."
+  [categories {:keys [^Map open-sync ^Map open-async ^Map order-sync ^Map order-async
+                      ^Map by-pid ^longs counts]} ev ph role cat ts]
+  (let [name (key-of (get ev "name"))
+        pid (key-of (get ev "pid"))
+        sync? (contains? sync-roles role)]
+    (when-not (and (not sync?) (contains? async-copy-categories cat) (or (= ph "b") (= ph "e")))
+      (let [scope (if sync?
+                    [(if (or (= role "slice_begin") (= role "context_begin")) ph (phases/end-phases ph))
+                     pid (key-of (get ev "tid"))]
+                    [pid cat (async-id ev)])
+            ^Map open (if sync? open-sync open-async)
+            ^Map order (if sync? order-sync order-async)]
+        (if (contains? phases/pairs ph)
+          (push-begin! open order (conj scope name) ts)
+          (let [[key begin] (if (nil? name)
+                              (pop-innermost! open order (py-key scope))
+                              (let [key (conj scope name)] [key (pop-begin! open order key)]))]
+            (if (or (nil? key) (nil? begin))
+              (count! counts unmatched-end)
+              (let [dur (-' ts begin)]
+                (cond (negative? dur) (count! counts negative)
+                      (or (nil? categories) (contains? categories cat))
+                      (append! by-pid [cat (peek key) pid] dur))))))))))
 
 (defn add-event!
-  "Python's `_Accumulator._add_events` for one event."
-  [{:keys [categories excluded ^Map memory ^Map counters ^Map phases ^longs unmatched]}
-   {:keys [^Map open-sync ^Map open-async ^Map by-pid ^Map pid-names]} ev]
-  (when-not (and excluded (contains? excluded (get ev "cat")))
-    (let [ph (get ev "ph")
-          keep? (fn [cat] (or (nil? categories) (contains? categories cat)))]
-      (.put phases ph (inc (long (or (.get phases ph) 0))))
-      (case ph
-        ("B" "(") (push! open-sync [ph (get ev "pid") (get ev "tid") (get ev "name")] (required-ts ev))
-        ("E" ")") (let [k [(if (= ph "E") "B" "(") (get ev "pid") (get ev "tid") (get ev "name")]
-                        begin (pop-stack! open-sync k)
-                        cat (get ev "cat" "")]
-                    (cond (nil? begin) (aset unmatched 1 (inc (aget unmatched 1)))
-                          (keep? cat) (duration! by-pid [cat (get ev "name") (get ev "pid")] ev begin)))
-        ("b" "e") (let [cat (get ev "cat" "")]
-                    (when-not (contains? async-copy-categories cat)
-                      (let [k [(get ev "pid") cat (if (contains? ev "id") (get ev "id") (get ev "id2"))
-                               (get ev "name")]]
-                        (if (= ph "b")
-                          (push! open-async k (required-ts ev))
-                          (let [begin (pop-stack! open-async k)]
-                            (cond (nil? begin) (aset unmatched 1 (inc (aget unmatched 1)))
-                                  (keep? cat) (duration! by-pid [cat (get ev "name") (get ev "pid")]
-                                                         ev begin)))))))
-        "C" (let [ts (get ev "ts" 0)]
-              (doseq [[^String cname value] (args-map ev)]
-                (if (str/starts-with? cname memory-prefix)
-                  (let [dev (subs cname (count memory-prefix))
-                        ^objects series (or (.get memory dev)
-                                            (let [s (object-array [(longs-list) (longs-list)])]
-                                              (.put memory dev s)
-                                              s))]
-                    (.add ^ILongs (aget series 0) (int64 ts ev "ts"))
-                    (.add ^ILongs (aget series 1) (py-int value ev "the memory value")))
-                  (counter-sample! counters [(get ev "cat" "") cname] ts value ev))))
-        "X" (let [cat (get ev "cat" "")]
-              (when (keep? cat)
-                (append! by-pid [cat (get ev "name") (get ev "pid")] (py-int (get ev "dur" 0) ev "dur"))))
-        "M" (when (= "process_name" (get ev "name"))
-              (.put pid-names (get ev "pid") (py-str (get (args-map ev) "name" ""))))
-        nil))))
+  "Python's `Accumulator.add_events` for one event (rules: docs/trace-format.md)."
+  [{:keys [categories excluded ^Map phases] :as acc}
+   {:keys [^Map by-pid ^Map pid-names ^longs counts] :as st} ev]
+  (let [cat (let [c (get ev "cat" "")] (if (string? c) c (key-of c)))]
+    (when-not (and excluded (contains? excluded cat)) ; the reader's prefilter missed it
+      (let [ph (let [p (get ev "ph")] (if (string? p) p (key-of p)))
+            cp (py-key ph)
+            ^objects pc (.get phases cp)
+            role (when (string? ph) (phases/phases ph))]
+        (if pc
+          (aset pc 1 (Long/valueOf (inc (long (aget pc 1)))))
+          (.put phases cp (object-array [ph 1])))
+        (cond
+          (or (nil? role) (contains? ignored-roles role)) nil
+          (= role "metadata")
+          (let [args (get ev "args")]
+            (when (and (= "process_name" (get ev "name")) (map? args) (contains? args "name"))
+              (let [pname (get args "name")]
+                (.put pid-names (py-key (key-of (get ev "pid")))
+                      (if (string? pname) pname (json-text pname false))))))
+          :else
+          (let [ts (get ev "ts")]
+            (cond
+              (not (number? ts)) (count! counts no-ts)
+              (= role "complete")
+              (let [dur (get ev "dur")]
+                (cond (not (number? dur)) (count! counts no-ts)
+                      (negative? dur) (count! counts negative)
+                      (or (nil? categories) (contains? categories cat))
+                      (append! by-pid [cat (key-of (get ev "name")) (key-of (get ev "pid"))] dur)))
+              (= role "counter") (counter! acc counts ev cat ts)
+              :else (pair! categories st ev ph role cat ts))))))))
 
 (defn end-file!
-  "Python's `_end_file`: unmatched begins counted, durations pooled by [category name device]."
-  [{:keys [^Map durations ^longs unmatched]} {:keys [^Map open-sync ^Map open-async ^Map by-pid ^Map pid-names]}]
+  "Python's `end_file`: the file's counts added, its unmatched begins counted, its durations
+  pooled by [category name device]."
+  [{:keys [^Map durations ^longs counts]}
+   {:keys [^Map open-sync ^Map open-async ^Map by-pid ^Map pid-names] :as st}]
+  (let [^longs fc (:counts st)]
+    (dotimes [i 4] (aset counts i (+ (aget counts i) (aget fc i)))))
   (doseq [^Map m [open-sync open-async], ^List stack (.values m)]
-    (aset unmatched 0 (+ (aget unmatched 0) (.size stack))))
-  (doseq [[[cat name pid] ds] by-pid]
-    (let [pname (.get pid-names pid)
+    (aset counts unmatched-begin (+ (aget counts unmatched-begin) (.size stack))))
+  (doseq [^objects h (.values by-pid)]
+    (let [[cat name pid] (aget h 0)
+          pname (.get pid-names (py-key pid))
           device (cond (and (nil? pname) (nil? pid)) ""
                        (some? pname) pname
                        :else (str "pid " (py-str pid)))
           device (if (= device cat) "" device) ; a category pid (API calls, tasks), not a device
-          k [cat (py-str name) device]]
-      (if-let [^ILongs l (.get durations k)]
-        (.addAll l ds)
-        (.put durations k ds)))))
+          k [cat (if (nil? name) "" (py-str name)) device]
+          ck (py-key k)]
+      (if-let [^objects pooled (.get durations ck)]
+        (.addAll ^IDurs (aget pooled 1) (aget h 1)) ; integer and float durations pool as floats
+        (.put durations ck (object-array [k (aget h 1)]))))))
 
 (defn result
   "Python's `Accumulator.result`: the statistics of every file added so far (`reports`: the read
   reports of the files), in the shape `pyprof.stats/stats` returns."
-  [{:keys [^Map durations ^Map memory ^Map counters ^Map phases ^longs unmatched]} reports]
-  (let [result {:units {:time "us" :memory "bytes"}
-                :operators (->> durations
-                                (map (fn [[k ds]] (records/op-record k (.toArray ^ILongs ds))))
+  [{:keys [^Map durations ^Map memory ^Map counters ^Map phases ^longs counts]} reports]
+  (let [phase-counts (into {} (map (fn [^objects pc] [(aget pc 0) (aget pc 1)])) (.values phases))
+        unknown (reduce (fn [m ^objects pc]
+                          (let [ph (aget pc 0)]
+                            (if (and (string? ph) (contains? phases/phases ph))
+                              m
+                              (assoc m (py-str ph) (aget pc 1)))))
+                        {} (.values phases))
+        result {:units {:time "us" :memory "bytes"}
+                :operators (->> (.values durations)
+                                (keep (fn [^objects h]
+                                        (let [^IDurs d (aget h 1)]
+                                          (when (pos? (.size d))
+                                            (if (.isDouble d)
+                                              (records/op-record (aget h 0) (.doubles d))
+                                              (records/op-record (aget h 0) (.longs d)))))))
                                 (sort (fn [a b]
-                                        (let [c (Long/compare (:total-us b) (:total-us a))]
+                                        (let [c (num-compare (:total-us b) (:total-us a))]
                                           (if (zero? c)
                                             (compare-keys (map a [:category :name :device])
                                                           (map b [:category :name :device]))
@@ -189,17 +314,22 @@
                 :memory (->> memory
                              (sort-by key compare-py)
                              (mapv (fn [[dev ^objects s]]
-                                     (records/memory-record dev (.toArray ^ILongs (aget s 0))
-                                                            (.toArray ^ILongs (aget s 1))))))
-                :counters (->> counters
-                               (sort-by key compare-keys)
-                               (mapv (fn [[[cat n] ^objects s]]
-                                       (let [c (long (aget s 0))]
-                                         {:category cat :name n :count c :min (aget s 1)
-                                          :max (aget s 2) :mean (true-div (aget s 3) c)
-                                          :last (aget s 5)}))))
-                :unmatched-begin (aget unmatched 0)
-                :unmatched-end (aget unmatched 1)
-                :phase-counts (into {} phases)
+                                     (records/memory-record dev (.longs ^IDurs (aget s 0))
+                                                            (.longs ^IDurs (aget s 1))))))
+                :counters (->> (.values counters)
+                               (sort-by #(aget ^objects % 0) compare-keys)
+                               (mapv (fn [^objects s]
+                                       (let [[cat n] (aget s 0)
+                                             c (long (aget s 1))]
+                                         {:category cat :name n :count c :min (aget s 2)
+                                          :max (aget s 3) :mean (true-div (aget s 4) c)
+                                          :last (aget s 6)}))))
+                :unmatched-begin (aget counts unmatched-begin)
+                :unmatched-end (aget counts unmatched-end)
+                :negative-durations (aget counts negative)
+                :no-timestamp (aget counts no-ts)
+                :bad-counter-values (aget counts bad-counter)
+                :unknown-phases unknown
+                :phase-counts phase-counts
                 :reports (vec reports)}]
     (assoc result :notes (records/notes result))))

@@ -2,27 +2,46 @@
   "Result records of the statistics: a port of `pyprof/trace/records.py`. `op-record` is
   `OpStats.from_durations` (one operator, API call, task or frame on one device, exact
   percentiles), `memory-record` `MemoryStats.from_samples` (the `Memory: <device>` counter of one
-  device), `notes` `TraceStats.notes` (warnings for the user). Records are maps with the units in
-  their keys: times in microseconds, memory in bytes."
+  device), `notes` `TraceStats.notes` (warnings for the user, worded by trace.json). Records are
+  maps with the units in their keys: times in microseconds, memory in bytes."
   (:require [clojure.string :as str]
             [pyprof.trace.naming :refer [bulk-name? bulk-note]]
-            [pyprof.trace.pycompat :refer [compare-py dot-exact numpy-mean percentile true-div]])
+            [pyprof.trace.phases :refer [note]]
+            [pyprof.trace.pycompat :refer [compare-py dot-exact numpy-mean numpy-sum-doubles percentile
+                                           percentile-doubles py-repr true-div]])
   (:import (java.util Arrays Comparator)))
 
 (set! *warn-on-reflection* true)
 
-(defn op-record
-  "Python's `OpStats.from_durations`: the record of [category name device] from its per-call
-  durations `arr` (at least one; sorted in place)."
-  [[cat name device] ^longs arr]
+(defn- op-record-doubles
+  [[cat name device] ^doubles arr]
   (let [n (alength arr)
-        total (areduce arr i acc 0 (unchecked-add acc (aget arr i)))] ; int64, as numpy's sum
+        total (numpy-sum-doubles arr)]                   ; in file order, as numpy's sum
     (Arrays/sort arr)
     {:category cat :name name :device device :count n
      :total-us total :min-us (aget arr 0) :max-us (aget arr (dec n))
-     :mean-us (true-div total n)
-     :p50-us (percentile arr 50) :p90-us (percentile arr 90) :p99-us (percentile arr 99)
+     :mean-us (/ total (double n))
+     :p50-us (percentile-doubles arr 50) :p90-us (percentile-doubles arr 90)
+     :p99-us (percentile-doubles arr 99)
      :bulk (bulk-name? name)}))
+
+(defn op-record
+  "Python's `OpStats.from_durations`: the record of [category name device] from its per-call
+  durations in microseconds, `arr` (at least one; sorted in place): a long array (times are
+  exact integers), or a double array when a duration in the trace is not a whole number of
+  microseconds or beyond 64 bits (times are floats then, as numpy's float64)."
+  [[cat name device] arr]
+  (if (instance? (Class/forName "[D") arr)
+    (op-record-doubles [cat name device] arr)
+    (let [^longs arr arr
+          n (alength arr)
+          total (areduce arr i acc 0 (unchecked-add acc (aget arr i)))] ; int64, as numpy's sum
+      (Arrays/sort arr)
+      {:category cat :name name :device device :count n
+       :total-us total :min-us (aget arr 0) :max-us (aget arr (dec n))
+       :mean-us (true-div total n)
+       :p50-us (percentile arr 50) :p90-us (percentile arr 90) :p99-us (percentile arr 99)
+       :bulk (bulk-name? name)})))
 
 (defn memory-record
   "Python's `MemoryStats.from_samples`: the record of `device` from its samples, timestamps `ts0`
@@ -60,16 +79,22 @@
 
 (defn notes
   "Warnings worth showing the user, Python's `TraceStats.notes`: damage repaired per file,
-  unmatched events, bulk-merged names."
-  [{:keys [reports unmatched-begin unmatched-end operators]}]
-  (let [bulk (->> operators (filter :bulk) (map :name) distinct (sort compare-py) vec)]
-    (cond-> (vec (for [r reports
-                       :let [path (str (:path r))
-                             base (subs path (inc (.lastIndexOf path "/")))]
-                       p (:problems r)]
-                   (str base ": " p)))
-      (pos? unmatched-begin) (conj (str unmatched-begin " begin event(s) without an end were ignored "
-                                        "(trace cut short?)"))
-      (pos? unmatched-end) (conj (str unmatched-end " end event(s) without a begin were ignored"))
+  events left out (unmatched, negative durations, no timestamp, counter values that are not
+  numbers, unknown phases: the wording of trace.json), bulk-merged names."
+  [{:keys [reports unmatched-begin unmatched-end negative-durations no-timestamp
+           bad-counter-values unknown-phases operators]}]
+  (let [bulk (->> operators (filter :bulk) (map :name) distinct (sort compare-py) vec)
+        counts [["unmatched_begin" unmatched-begin] ["unmatched_end" unmatched-end]
+                ["negative_duration" negative-durations] ["no_timestamp" no-timestamp]
+                ["non_numeric_counter" bad-counter-values]]]
+    (cond-> (-> (vec (for [r reports
+                           :let [path (str (:path r))
+                                 base (subs path (inc (.lastIndexOf path "/")))]
+                           p (:problems r)]
+                       (str base ": " p)))
+                (into (for [[kind n] counts :when (and n (pos? (long n)))] (note kind {:n n}))))
+      (seq unknown-phases)
+      (conj (note "unknown_phase" {:n (reduce + (vals unknown-phases))
+                                   :phases (str/join ", " (map py-repr (sort compare-py (keys unknown-phases))))}))
       (seq bulk) (conj (str (count bulk) " bulk-merged name(s) (" (str/join ", " (take 3 bulk))
                             (when (> (count bulk) 3) ", ...") "): " bulk-note)))))
