@@ -335,7 +335,8 @@ def cuda_device(ordinal: int) -> tuple[str, int, int] | None:
         cu = ctypes.CDLL("libcuda.so.1")
         dev, major, minor, name = c_int(), c_int(), c_int(), ctypes.create_string_buffer(256)
         if (cu.cuInit(0) or cu.cuDeviceGet(byref(dev), ordinal)
-                or cu.cuDeviceGetName(name, 256, dev) or cu.cuDeviceGetAttribute(byref(major), 75, dev)
+                or cu.cuDeviceGetName(name, 256, dev)
+                or cu.cuDeviceGetAttribute(byref(major), 75, dev)
                 or cu.cuDeviceGetAttribute(byref(minor), 76, dev)):
             return None
     except (OSError, AttributeError):

@@ -283,8 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         if not runs_on(c, wheel_sass(chosen)):
             built = Build("", chosen["name"], chosen["cuda"], tuple(wheel_sass(chosen)), (), "")
             print(f"warning: {chosen['name']} has no kernels for this GPU's compute capability "
-                  f"{cc_str(c)} ({built.archs()}), so pyprof will refuse gpu contexts; fix: "
-                  f"{remedy(c, built)}", file=sys.stderr)
+                  f"{cc_str(c)} ({built.archs()}), so MXNet cannot run its GPU operators there; "
+                  f"fix: {remedy(c, built)}", file=sys.stderr)
     print(chosen["name"])
     return 0
 

@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
 # Every test: set up (once), then the Python suite (pytest) and the JVM suite (lein test).
 # Extra arguments go to pytest.
+# `--gpu [CUDA]` first sets up the CUDA build of MXNet (scripts/setup.sh --gpu), and after the
+# suites runs the GPU check (scripts/gpu-check.sh) into $GPU_CHECK_OUT (default ./gpu-check-out).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/setup.sh"
+setup=() rest=()
+while (($#)); do
+  if [ "$1" = --gpu ]; then
+    setup=(--gpu)
+    if (($# > 1)) && [[ "$2" =~ ^(mxnet-)?cu[0-9]+$|^[0-9]+\.[0-9]+$ ]]; then setup+=("$2"); shift; fi
+  else
+    rest+=("$1")
+  fi
+  shift
+done
+set -- "${rest[@]}"
+"$root/scripts/setup.sh" "${setup[@]}"
 cd "$root"
 status=0
 echo "== Python tests (pytest)"
@@ -13,4 +26,8 @@ echo "== JVM tests (lein test in jvm/)"
 (cd jvm && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?
 echo "== The seed's Clojure example (lein test in examples/matmul/)"
 (cd examples/matmul && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?
+if ((${#setup[@]})); then
+  echo "== The GPU check (scripts/gpu-check.sh)"
+  scripts/gpu-check.sh "${GPU_CHECK_OUT:-$root/gpu-check-out}" || status=$?
+fi
 exit $status
