@@ -12,8 +12,9 @@ imperative operators unless you know that 15 means "everything". pyprof's variab
 ``PYPROF_FILENAME``         trace file, default ``profile.json``.
 ``PYPROF_AGGREGATE_STATS``  ``1``: keep MXNet's aggregate statistics (``profiler.dumps()``).
 ``PYPROF_DUMP_PERIOD``      seconds between continuous appends (default 1; what survives a crash).
-``PYPROF_PER_OPERATOR``     ``1``: turn off bulk execution, so that every operator is recorded
-                            under its own name (see :func:`per_operator`).
+``PYPROF_PER_OPERATOR``     ``1``: turn off every kind of bulk execution, so that every operator
+                            is recorded under its own name (see :func:`per_operator`); set it
+                            before ``import mxnet``.
 ==========================  ===================================================================
 
 Example: ``PYPROF_AUTOSTART=1 PYPROF_MODE=all PYPROF_PER_OPERATOR=1 python -c "import pyprof;
@@ -24,17 +25,19 @@ from __future__ import annotations
 
 import atexit
 import difflib
+import gc
+import json
 import os
 import sys
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from . import _capi, config
+from . import _capi, config, rules
 from .errors import ConfigError
 
 __all__ = ["MODES", "BULK_VARIABLES", "parse_mode", "config_from_environment", "autostart",
-           "per_operator", "libmxnet_loaded"]
+           "per_operator", "per_operator_too_late", "libmxnet_loaded"]
 
 #: Readable mode names and the config key each one turns on.
 MODES = {
@@ -46,8 +49,11 @@ MODES = {
 }
 DEFAULT_MODE = "symbolic,imperative"
 
-#: Set to "0" by :func:`per_operator`: MXNet then runs (and records) operators one by one.
-BULK_VARIABLES = ("MXNET_EXEC_BULK_EXEC_INFERENCE", "MXNET_EXEC_BULK_EXEC_TRAIN")
+_BULK: dict[str, Any] = json.loads((rules.SPEC_DIR / "trace.json").read_text(encoding="utf-8"))["bulk"]
+
+#: Set to "0" by :func:`per_operator`: MXNet then runs (and records) operators one by one. The
+#: list, and what each variable controls, is ``pyprof/spec/trace.json``'s ``bulk.variables``.
+BULK_VARIABLES: tuple[str, ...] = tuple(_BULK["variables"])
 
 _started = False
 
@@ -99,25 +105,114 @@ def libmxnet_loaded() -> bool:
     return _capi.in_process()
 
 
-def per_operator(environ: dict[str, str] | None = None) -> None:
-    """Turn off bulk execution, so the trace and the statistics name every operator.
+def per_operator(environ: dict[str, str] | None = None) -> list[str]:
+    """Turn off every kind of bulk execution, so the trace and the statistics name every operator.
 
-    With bulk execution on (MXNet's default) a bound symbol's operators run, and are recorded,
-    as one segment named ``[dot]`` or ``Activation,Convolution``. This sets
-    ``MXNET_EXEC_BULK_EXEC_INFERENCE=0`` and ``MXNET_EXEC_BULK_EXEC_TRAIN=0``. Call it before
-    ``import mxnet`` (or use ``PYPROF_PER_OPERATOR=1``): MXNet reads them when an executor is
-    bound (observed with 1.9.1), and code that reads them when the engine starts sees them only
-    if they were set before; when libmxnet is already loaded this warns, and executors bound
-    earlier keep their bulk segments. Operators then cost a little more each, as they do
-    without the profiler.
+    With bulk execution on (MXNet's default) operators run, and are recorded, as one segment
+    under one name: ``ImperativeBulk`` (Gluon blocks hybridized without ``static_alloc``,
+    forward and backward, training and inference; autograd backward; ``mx.engine.bulk``
+    scopes), ``[A,B]`` (bound symbols) or ``A,B`` (blocks hybridized with ``static_alloc``).
+    This sets each of :data:`BULK_VARIABLES` to ``"0"`` (0, not 1: a bulk size of 1 still
+    records one-operator ``ImperativeBulk`` segments) and makes ``mx.engine.bulk(n)`` and
+    ``mx.engine.set_bulk_size(n)`` use 0 (now, or when ``mxnet.engine`` is imported).
+
+    When MXNet reads them (MXNet 1.9.1): a Gluon block's ``CachedOp`` takes its segment sizes
+    from ``MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN*`` when libmxnet loads; an executor reads
+    ``MXNET_EXEC_BULK_EXEC_INFERENCE``/``_TRAIN`` when it is bound; autograd reads its backward
+    size when it first runs. So call this before ``import mxnet`` (or set
+    ``PYPROF_PER_OPERATOR=1``). Called later, it warns with what stays bulked and the fix
+    (:func:`per_operator_too_late`). Operators then cost a little more each, as they do without
+    the profiler.
+
+    Args:
+        environ: the mapping to set (default ``os.environ``, which MXNet reads); with another
+            mapping only the variables are set there.
+
+    Returns:
+        What stays bulked in this process, each with its fix (empty when nothing does).
     """
     env = os.environ if environ is None else environ
-    if environ is None and libmxnet_loaded():
-        warnings.warn("pyprof.env.per_operator(): libmxnet is already loaded; executors bound "
-                      "before now keep bulk segments. fix: call it (or set "
-                      "PYPROF_PER_OPERATOR=1) before `import mxnet`", stacklevel=2)
     for name in BULK_VARIABLES:
         env[name] = "0"
+    if environ is not None:
+        return []
+    _engine_bulk_off()
+    late = per_operator_too_late()
+    if late:
+        warnings.warn("pyprof.env.per_operator(): " + "; ".join(late), stacklevel=2)
+    return late
+
+
+def per_operator_too_late() -> list[str]:
+    """What per-operator mode can no longer change in this process, each ending in its fix."""
+    if not libmxnet_loaded():
+        return []
+    late = ["libmxnet is already loaded: MXNet set the segment sizes of hybridized Gluon blocks "
+            "(CachedOp forward_bulk_size and backward_bulk_size) when it loaded, and autograd "
+            "sets its backward size when it first runs, so these still record 'ImperativeBulk'. "
+            "fix: set PYPROF_PER_OPERATOR=1 (or call pyprof.env.per_operator()) before `import "
+            "mxnet`; in this process, hybridize each block again after this call with "
+            "block.hybridize(forward_bulk_size=0, backward_bulk_size=0)"]
+    executors = _live_instances("mxnet.executor", "Executor")
+    if executors:
+        late.append(f"{executors} executor(s) bound before now keep their bulk segments "
+                    "('[A,B]' names). fix: bind them again after this call")
+    return late
+
+
+def _live_instances(module: str, cls: str) -> int:
+    kind = getattr(sys.modules.get(module), cls, None)
+    if not isinstance(kind, type):
+        return 0
+    return sum(1 for obj in gc.get_objects() if isinstance(obj, kind))
+
+
+def _engine_bulk_off() -> None:
+    """``mxnet.engine.set_bulk_size`` (and so ``mx.engine.bulk``) sets 0: now if
+    ``mxnet.engine`` is imported, else as soon as it is."""
+    engine = sys.modules.get("mxnet.engine")
+    if engine is not None:
+        _no_bulk_scope(engine)
+    elif _ENGINE_HOOK not in sys.meta_path:
+        sys.meta_path.insert(0, _ENGINE_HOOK)
+
+
+def _no_bulk_scope(engine: Any) -> None:
+    original = engine.set_bulk_size
+    if getattr(original, "pyprof_per_operator", False):
+        return
+
+    def set_bulk_size(size: int) -> int:
+        """``mxnet.engine.set_bulk_size`` in pyprof's per-operator mode: the bulk size stays 0
+        (every operator recorded under its own name), whatever ``size``; returns the previous."""
+        return original(0)
+
+    set_bulk_size.pyprof_per_operator = True  # type: ignore[attr-defined]
+    engine.set_bulk_size = set_bulk_size
+
+
+class _EngineHook:
+    """A meta-path finder that applies per-operator mode to ``mxnet.engine`` once it has run."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "mxnet.engine":
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                exec_module = spec.loader.exec_module
+
+                def exec_then_patch(module: Any, _exec: Any = exec_module) -> None:
+                    _exec(module)
+                    _no_bulk_scope(module)
+                spec.loader.exec_module = exec_then_patch  # type: ignore[method-assign]
+                return spec
+        return None
+
+
+_ENGINE_HOOK = _EngineHook()
 
 
 def autostart(environ: Mapping[str, str] | None = None) -> bool:

@@ -35,7 +35,9 @@ def test_config_from_environment():
 def test_per_operator_sets_the_bulk_variables():
     fake = {}
     env.per_operator(fake)
-    assert fake == {"MXNET_EXEC_BULK_EXEC_INFERENCE": "0", "MXNET_EXEC_BULK_EXEC_TRAIN": "0"}
+    assert fake == {name: "0" for name in env.BULK_VARIABLES}
+    assert {"MXNET_EXEC_BULK_EXEC_INFERENCE", "MXNET_EXEC_BULK_EXEC_TRAIN",
+            "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN"} <= set(fake)
 
 
 AUTOSTART = {"PYPROF_AUTOSTART": "1", "PYPROF_MODE": "symbolic,imperative",

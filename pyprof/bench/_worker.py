@@ -25,9 +25,12 @@ import time
 import traceback
 from typing import Any
 
-# Per-operator names in the trace (no "[op]" / "A,B" bulk segments): read at engine start.
-os.environ.setdefault("MXNET_EXEC_BULK_EXEC_INFERENCE", "0")
-os.environ.setdefault("MXNET_EXEC_BULK_EXEC_TRAIN", "0")
+from ..env import BULK_VARIABLES
+
+# Per-operator names in the trace (no "ImperativeBulk" / "[op]" / "A,B" bulk segments): set
+# before libmxnet loads (see pyprof.env.per_operator); a value the user set is kept.
+for _name in BULK_VARIABLES:
+    os.environ.setdefault(_name, "0")
 
 import numpy as np  # noqa: E402
 
