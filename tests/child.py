@@ -74,6 +74,15 @@ def run_cli(args: list[str], workdir: Path, *, env: dict[str, str] | None = None
                           capture_output=True, text=True, timeout=timeout)
 
 
+def cuda_build() -> bool:
+    """Whether the MXNet installed here is a CUDA build (an mxnet-cu* wheel, as
+    ``scripts/setup.sh --gpu`` installs), read from package metadata without loading it. Tests
+    of what a CPU build does with a GPU request skip on it."""
+    from importlib import metadata
+    return any((d.metadata["Name"] or "").lower().replace("_", "-").startswith("mxnet-cu")
+               for d in metadata.distributions())
+
+
 def load_trace(path: Path) -> list[dict]:
     """The events of a trace file, asserting that it is valid JSON of the object form."""
     with open(path, encoding="utf-8") as f:

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from child import ROOT, load_trace, operator_pairs, run_cli
+from child import ROOT, cuda_build, load_trace, operator_pairs, run_cli
 
 SMALL = ["--size", "512", "--iters", "3", "--begin", "1", "--end", "2"]
 
@@ -59,6 +59,7 @@ def test_lein_run_small(tmp_path):
     assert "Time (ms)" in proc.stdout
 
 
+@pytest.mark.skipif(cuda_build(), reason="a CUDA build of MXNet is installed")
 def test_gpu_on_cpu_build_is_one_clear_line(tmp_path):
     for binding in ("python", "jvm"):
         proc = run_cli(["matmul", "--ctx", "gpu", "--size", "64", "--binding", binding,
