@@ -306,7 +306,8 @@ def run(out: Path, dry_run: bool, budget: float) -> int:
             s.status = "passed"
         except (AssertionError, OSError, KeyError, ValueError) as exc:
             s.status, status = "failed", "failed"
-            s.details = {**s.details, "error": str(exc)}
+            why = s.details.get("context") if s.id == "context" else None
+            s.details = {**s.details, "error": why or str(exc)}
         print(f"    {s.status} in {s.seconds} s" + (f": {s.details['error']}"
                                                      if s.status == "failed" else ""), flush=True)
         if s.id in ("driver", "context") and s.status == "failed":
@@ -344,13 +345,17 @@ def write_summary(out: Path, plan: list[Step], status: str, dry_run: bool, secon
           "root.", ""]
     probe = by["context"].details
     if probe.get("card") or probe.get("build"):
-        b = probe.get("build") or {}
-        md += [f"GPU: {probe.get('card')}; MXNet build: {b.get('name')} (CUDA {b.get('cuda')}, "
-               f"kernels {b.get('sass')} PTX {b.get('ptx')}, from {b.get('source')})", ""]
+        b, card = probe.get("build") or {}, probe.get("card") or ["unknown", "?", "?"]
+        kernels = ", ".join([f"sm_{x}{y}" for x, y in b.get("sass") or []]
+                            + [f"PTX {x}.{y}" for x, y in b.get("ptx") or []]) or "unknown"
+        md += [f"GPU 0: {card[0]} (compute capability {card[1]}.{card[2]}). MXNet build: "
+               f"{b.get('name') or b.get('library')} (CUDA {b.get('cuda')}), kernels {kernels} "
+               f"(from {b.get('source')}).", ""]
     md += ["| # | step | status | s | command |", "|---|---|---|---|---|"]
     for i, s in enumerate(plan, 1):
         extra = f" — {s.details['error']}" if s.details.get("error") else ""
-        md.append(f"| {i} | {s.id}: {s.title}{extra} | {s.status} | {s.seconds or ''} | "
+        secs = "" if s.seconds is None else s.seconds
+        md.append(f"| {i} | {s.id}: {s.title}{extra} | {s.status} | {secs} | "
                   f"`{s.command.replace('|', chr(92) + '|')}` |")
     md += ["", f"## dot {N}x{N} float32, GFLOP/s from the profiler's operator time", "",
            "| binding | GPU | CPU | GPU/CPU | GPU wall-clock |", "|---|---|---|---|---|"]

@@ -180,3 +180,34 @@ def test_gpu_check_on_a_cpu_build_stops_at_the_context_step(tmp_path):
     assert "sees no GPU" in ctx["details"]["context"]
     assert doc["status"] == "failed" and (out / "logs" / "context.log").exists()
     assert "# gpu-check: failed" in (out / "summary.md").read_text()
+
+
+def test_gpu_check_reports_an_unsupported_card_and_skips_the_rest(tmp_path, monkeypatch):
+    """The run's bookkeeping with stand-in steps: the context step fails with pyprof's
+    device.gpu_unsupported (as on a Hopper card with a 1.9.1 wheel), so the run is
+    'unsupported', the other steps are skipped, and the summary carries the error."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_check
+
+    out = tmp_path / "o"
+    probe = {"context": "DeviceError: GPU 0 is NVIDIA H200 (compute capability 9.0), but this "
+                        "MXNet build (mxnet-cu117, CUDA 11.7) has no kernels for it",
+             "error_code": "device.gpu_unsupported", "card": ["NVIDIA H200", 9, 0],
+             "build": {"name": "mxnet-cu117", "cuda": "11.7", "sass": [[8, 6]], "ptx": [],
+                       "source": "the kernels in libmxnet.so"}}
+    real = gpu_check.steps
+
+    def stand_ins(o):
+        plan = real(o)
+        plan[0].command = "true"
+        plan[1].command = (f"printf '%s' {json.dumps(json.dumps(probe))} > {o}/probe.json; "
+                           "exit 1")
+        return plan
+    monkeypatch.setattr(gpu_check, "steps", stand_ins)
+    assert gpu_check.run(out, dry_run=False, budget=60) == 1
+    doc = json.loads((out / "summary.json").read_text())
+    assert doc["status"] == "unsupported"
+    assert [s["status"] for s in doc["steps"]] == ["passed", "failed"] + ["skipped"] * 10
+    assert doc["steps"][1]["details"]["error_code"] == "device.gpu_unsupported"
+    md = (out / "summary.md").read_text()
+    assert md.startswith("# gpu-check: unsupported") and "NVIDIA H200" in md
