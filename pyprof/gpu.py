@@ -136,20 +136,25 @@ def read_fatbin(path: str) -> tuple[list[CC], list[CC]] | None:
                 f.seek(pos)
                 magic, _, hsize, fsize = struct.unpack("<IHHQ", f.read(16))
                 if magic != _FATBIN_MAGIC:
-                    pos += 8  # alignment padding between containers
+                    f.seek(pos)
+                    if any(f.read(8)) or pos % 8:  # only zero padding may lie between them
+                        return None
+                    pos += 8
                     continue
-                entry, last = pos + hsize, min(pos + hsize + fsize, end)
+                entry, last = pos + hsize, pos + hsize + fsize
+                if hsize < 16 or last > end:
+                    return None
                 while entry + 32 <= last:
                     f.seek(entry)
                     head = f.read(32)
                     kind, ehsize, padded = struct.unpack_from("<H2xII", head)
                     arch = struct.unpack_from("<I", head, 28)[0]
-                    if ehsize == 0:
-                        break
+                    if ehsize < 32 or entry + ehsize + padded > last:
+                        return None  # not the layout described above: claim nothing
                     if kind in (_KIND_PTX, _KIND_SASS) and arch:
                         (ptx if kind == _KIND_PTX else sass).add(cc(arch))
                     entry += ehsize + padded
-                pos = pos + hsize + fsize
+                pos = last
             return (sorted(sass), sorted(ptx)) if sass or ptx else None
     except (OSError, struct.error, ValueError):
         return None

@@ -54,6 +54,12 @@ def test_fatbin_kernels_are_read_from_the_elf_section(tmp_path):
         b".nv_fatbin": _fatbin([(2, 50), (2, 80), (2, 86)]) + b"\0" * 8
         + _fatbin([(2, 86), (1, 86)])})
     assert gpu.read_fatbin(lib) == ([(5, 0), (8, 0), (8, 6)], [(8, 6)])
+    # Anything but that layout claims nothing (a partial list could wrongly refuse a card).
+    damaged = _elf(tmp_path / "damaged.so", {b".nv_fatbin": _fatbin([(2, 86)]) + b"junk1234"
+                                             + _fatbin([(2, 90)])})
+    assert gpu.read_fatbin(damaged) is None
+    cut = _elf(tmp_path / "cut.so", {b".nv_fatbin": _fatbin([(2, 86), (2, 90)])[:-40]})
+    assert gpu.read_fatbin(cut) is None
     cpu_build = _elf(tmp_path / "cpu.so", {b".text": b"\x90" * 8})
     assert gpu.read_fatbin(cpu_build) is None
     (tmp_path / "not-elf.so").write_bytes(b"hello")
