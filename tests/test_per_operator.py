@@ -84,7 +84,8 @@ work()  # warm-up: shapes, memory, oneDNN primitives
 with pyprof.profile(path="every.json", profile_symbolic=True, profile_imperative=True) as prof:
     work()
 st = prof.windows[0].stats(categories={"operator"})
-result = {"names": sorted({o.name for o in st.operators}), "notes": st.notes}
+result = {"names": sorted({o.name for o in st.operators}), "notes": st.notes,
+          "summary": prof.windows[0].summary()}
 """
 
 
@@ -94,6 +95,9 @@ def test_per_operator_mode_leaves_no_bulk_segment(tmp_path):
     assert "ImperativeBulk" in merged, bulk["names"]
     assert any(n.startswith("[") for n in merged), merged  # bound symbols
     assert any(not n.startswith("[") and "," in n for n in merged), merged  # static_alloc
+    assert any("MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN=0" in n for n in bulk["notes"])
+    assert re.search(r"- bulk segments hold [0-9.]+% of cpu/0 / operator \(.*ImperativeBulk "
+                     r"[0-9.]+%", bulk["summary"]), bulk["summary"]
 
     split = run_scenario(EVERY_KIND, tmp_path / "split", env={"PYPROF_PER_OPERATOR": "1"},
                          timeout=120)
@@ -101,6 +105,7 @@ def test_per_operator_mode_leaves_no_bulk_segment(tmp_path):
     assert {"Convolution", "_backward_Convolution", "Pooling", "FullyConnected",
             "_backward_FullyConnected", "_plus_scalar"} <= set(split["names"])
     assert not any("bulk" in n.lower() for n in split["notes"])
+    assert "bulk segments" not in split["summary"]
 
 
 def test_too_late_says_what_stays_bulked_and_the_fix(tmp_path):

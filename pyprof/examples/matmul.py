@@ -38,6 +38,7 @@ class MatmulResult:
     wall_ms: float
     wall_gflops: float | None
     stats_table: str
+    bulk_note: str | None = None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -94,6 +95,17 @@ def dot_events(trace_path: str) -> tuple[str | None, list[float]]:
     return name, calls[name]
 
 
+def bulk_note(trace_path: str) -> str | None:
+    """The summaries' bulk note for the trace's operators (each bulk segment's share of its
+    device's operator time, and how to avoid them), or None when no name is a bulk segment."""
+    from ..trace import stats
+    from ..trace.naming import bulk_share_note, bulk_shares
+
+    ops = stats(trace_path, categories={"operator"}, progress=False).operators
+    shares = bulk_shares((f"{o.device or 'host'} / {o.category}", o.name, o.total_us) for o in ops)
+    return bulk_share_note(shares) if shares else None
+
+
 def run(o: argparse.Namespace) -> MatmulResult:
     """Run the example in this process with the Python binding."""
     _capi.load()  # before `import mxnet`: a bad MXNET_LIBRARY_PATH is one clear error
@@ -139,7 +151,7 @@ def _result(binding: str, o: argparse.Namespace, table: str, wall_ms: float) -> 
         gflops=(flops * len(durations) / (dot_ms / 1e3) / 1e9) if dot_ms > 0 else None,
         wall_ms=wall_ms,
         wall_gflops=(flops * n / (wall_ms / 1e3) / 1e9) if wall_ms > 0 else None,
-        stats_table=table)
+        stats_table=table, bulk_note=bulk_note(o.output))
 
 
 def run_jvm(o: argparse.Namespace) -> MatmulResult:
@@ -173,6 +185,8 @@ def report(r: MatmulResult, file=sys.stdout) -> None:
     fmt = lambda g: "n/a" if g is None else f"{g:.1f}"  # noqa: E731
     p(f"GFLOP/s:      {fmt(r.gflops)} from operator time, {fmt(r.wall_gflops)} wall-clock "
       f"({r.wall_ms:.3f} ms for the profiled iterations; 2*N^3 flops per dot, N={r.size})")
+    if r.bulk_note:
+        p(f"note:         {r.bulk_note}")
 
 
 def main(argv: list[str] | None = None) -> int:

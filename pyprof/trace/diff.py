@@ -34,9 +34,11 @@ import numpy as np
 import orjson
 
 from .errors import TraceError, TraceFormatError
+from .naming import bulk_share_note, bulk_shares
 from .stats import API_CATEGORY, TraceStats, stats
 
-__all__ = ["DiffRow", "DiffResult", "compare_samples", "diff", "format_diff", "VERDICTS"]
+__all__ = ["DiffRow", "DiffResult", "compare_samples", "diff", "format_diff", "bulk_note",
+           "VERDICTS"]
 
 VERDICTS = ("slower", "faster", "unchanged", "added", "removed")
 
@@ -266,18 +268,37 @@ def diff(base: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Trace
     return compare_samples(a, b, threshold_pct=threshold, unit="us", **options)
 
 
+def bulk_note(result: DiffResult) -> str | None:
+    """For rows keyed ``(category, name, device)``: the bulk segments' share of their
+    ``<device> / <category>`` group's time on each side, and how to avoid them; None without any."""
+    keyed = [r for r in result.rows if isinstance(r.key, tuple) and len(r.key) == 3]
+    sides = []
+    for side in ("base", "new"):
+        present = [(r, r.base_total) if side == "base" else (r, r.new_total) for r in keyed
+                   if (r.base_count if side == "base" else r.new_count)]
+        shares = bulk_shares((f"{r.key[2] or 'host'} / {r.key[0]}", str(r.key[1]), total)
+                             for r, total in present)
+        if shares:
+            sides.append(f"{shares} in {side}")
+    return bulk_share_note("; ".join(sides)) if sides else None
+
+
 def format_diff(result: DiffResult, fmt: str = "table") -> str:
     """Render a :class:`DiffResult` as ``table`` (plain text), ``markdown``, ``csv`` or ``json``.
 
-    Times are in ``result.unit``; the unit is part of every time column header.
+    Times are in ``result.unit``; the unit is part of every time column header. ``table``,
+    ``markdown`` and ``json`` (``notes``) end with :func:`bulk_note` when a side holds bulk
+    segments.
 
     Raises:
         TraceError: unknown format.
     """
+    note = bulk_note(result)
     if fmt == "json":
         return orjson.dumps({"unit": result.unit, "threshold_pct": result.threshold_pct,
                              "confidence": result.confidence, "exit_code": result.exit_code,
-                             "rows": [r.as_dict() for r in result.rows]},
+                             "rows": [r.as_dict() for r in result.rows],
+                             "notes": [note] if note else []},
                             option=orjson.OPT_INDENT_2).decode()
     u = result.unit
     headers = ["operator", "verdict", "calls base", "calls new", f"median base ({u})",
@@ -300,4 +321,4 @@ def format_diff(result: DiffResult, fmt: str = "table") -> str:
     regs = result.regressions
     tail = (f"\n\n{len(regs)} regression(s) at or above {result.threshold_pct:g}%"
             if regs else f"\n\nno regression at or above {result.threshold_pct:g}%")
-    return text + tail
+    return text + tail + (f"\n\nNote: {note}" if note else "")

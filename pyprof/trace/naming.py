@@ -4,16 +4,28 @@
   :func:`~pyprof.trace.summarize`, :func:`~pyprof.trace.diff` and :func:`~pyprof.trace.plot`.
 * :data:`ASYNC_COPY_CATEGORIES`: async ``b``/``e`` copies MXNet writes of every operator; never
   counted, dropped by :func:`~pyprof.trace.compact`.
-* Bulk segments: operators MXNet ran as one segment get one merged name (``A,B`` or ``[op]``);
-  :func:`is_bulk_name` recognises them and :data:`BULK_NOTE` tells the user how to avoid them.
+* Bulk segments: operators MXNet ran, and recorded, as one segment under one name
+  (``ImperativeBulk``, ``[A,B]``, ``A,B``). :func:`is_bulk_name` recognises every name MXNet
+  1.9.1 writes for one (:data:`BULK_PATTERNS`), :data:`BULK_NOTE` tells the user how to avoid
+  them, :func:`bulk_shares` and :func:`bulk_share_note` give each segment's share of the time.
+  Patterns and wording are data: ``pyprof/spec/trace.json``'s ``bulk`` section, which the JVM's
+  statistics read too.
 * :data:`MEMORY_PREFIX`: counters named ``Memory: <device>`` are memory samples in bytes.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
-__all__ = ["API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BULK_NOTE", "MEMORY_PREFIX", "is_bulk_name"]
+__all__ = ["API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BULK_NOTE", "BULK_PATTERNS", "MEMORY_PREFIX",
+           "is_bulk_name", "bulk_shares", "bulk_share_note"]
+
+_BULK: dict[str, Any] = json.loads((Path(__file__).resolve().parents[1] / "spec" / "trace.json")
+                                   .read_text(encoding="utf-8"))["bulk"]
 
 #: Category of MXNet's C API call events: included by :func:`~pyprof.trace.stats`, excluded by default by
 #: :func:`~pyprof.trace.summarize` and :func:`~pyprof.trace.diff` (``include_api=True`` keeps them).
@@ -22,17 +34,57 @@ API_CATEGORY = "MXNET_C_API"
 #: Async (``b``/``e``) categories that duplicate a ``B``/``E`` pair; never counted.
 ASYNC_COPY_CATEGORIES = frozenset({"operator", "Custom Operator"})
 
-BULK_NOTE = ("names like 'A,B' or '[op]' are operators MXNet ran as one bulk segment; for "
-             "per-operator numbers set MXNET_EXEC_BULK_EXEC_INFERENCE=0 and "
-             "MXNET_EXEC_BULK_EXEC_TRAIN=0 in the environment before MXNet's engine starts "
-             "(before `import mxnet`)")
+#: Regular expressions, searched anywhere in a name, of every bulk segment name MXNet 1.9.1
+#: writes: ``ImperativeBulk`` (the engine's bulk: hybridized Gluon blocks, autograd backward,
+#: ``mx.engine.bulk``), ``[...`` (bound symbols: ``[dot]``, ``[Convolution,relu]``, cut at 127
+#: characters) and ``,`` (blocks hybridized with ``static_alloc``: ``Activation,Pooling``).
+BULK_PATTERNS: tuple[str, ...] = tuple(n["pattern"] for n in _BULK["names"])
+
+#: What bulk segment names mean, and how to get per-operator numbers instead.
+BULK_NOTE: str = _BULK["note"]
 
 #: Prefix of memory counter names: ``Memory: <device>`` (values in bytes).
 MEMORY_PREFIX = "Memory: "
 
-_BULK = re.compile(r"^\[.*\]$|,")
+_BULK_RE = re.compile("|".join(f"(?:{p})" for p in BULK_PATTERNS))
 
 
 def is_bulk_name(name: str) -> bool:
-    """True for names of MXNet bulk segments: ``Activation,Convolution`` or ``[dot]``."""
-    return bool(_BULK.search(name))
+    """True for names of MXNet bulk segments: ``ImperativeBulk``, ``[dot]``,
+    ``[Convolution,relu]`` or ``Activation,Pooling``."""
+    return bool(_BULK_RE.search(name))
+
+
+def bulk_shares(records: Iterable[tuple[str, str, float]], *,
+                limit: int = 3) -> str:
+    """Each bulk segment's share of its group's time, as text; ``""`` when there is none.
+
+    ``records`` are ``(group, name, total time)``, a group being what the shares are of (the
+    summaries use ``"<device> / <category>"``). Per group holding a segment, biggest share first:
+    ``"87.6% of cpu/0 / operator (ImperativeBulk 87.6%)"``; up to ``limit`` names each, then
+    ``...``; groups joined by ``"; "``.
+    """
+    totals: dict[str, float] = {}
+    bulk: dict[str, dict[str, float]] = {}
+    for group, name, total in records:
+        totals[group] = totals.get(group, 0) + total
+        if is_bulk_name(name):
+            names = bulk.setdefault(group, {})
+            names[name] = names.get(name, 0) + total
+
+    def pct(part: float, group: str) -> float:
+        return 100.0 * part / totals[group] if totals[group] else 0.0
+
+    parts = []
+    for group, names in sorted(bulk.items(), key=lambda g: (-pct(sum(g[1].values()), g[0]), g[0])):
+        ranked = sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))
+        listed = ", ".join(f"{n} {pct(t, group):.1f}%" for n, t in ranked[:limit])
+        more = ", ..." if len(ranked) > limit else ""
+        parts.append(f"{pct(sum(names.values()), group):.1f}% of {group} ({listed}{more})")
+    return "; ".join(parts)
+
+
+def bulk_share_note(shares: str) -> str:
+    """The summaries' bulk note: ``shares`` (from :func:`bulk_shares`), then :data:`BULK_NOTE`.
+    It ends with :data:`BULK_NOTE`, as the statistics' own bulk note does."""
+    return _BULK["share_note"].format(shares=shares, note=BULK_NOTE)

@@ -11,9 +11,10 @@ from typing import Any
 import orjson
 
 from .errors import TraceError
+from .naming import BULK_NOTE, bulk_share_note, bulk_shares
 from .stats import API_CATEGORY, OpStats, TraceStats, stats
 
-__all__ = ["summarize", "SORT_KEYS", "FORMATS", "API_CATEGORY"]
+__all__ = ["summarize", "summary_notes", "SORT_KEYS", "FORMATS", "API_CATEGORY"]
 
 #: ``sort=`` values and the record field each sorts by (descending, except ``name``); ties are
 #: broken by total time (descending), then by name.
@@ -73,6 +74,15 @@ def _groups(result: TraceStats, sort: str, top: int | None) -> list[_Group]:
     return out
 
 
+def summary_notes(result: TraceStats) -> list[str]:
+    """The notes of ``result``, its bulk note replaced by one that gives each bulk segment's
+    share of its ``<device> / <category>`` group's time (the summaries' ``share (%)``)."""
+    out = [n for n in result.notes if not n.endswith(BULK_NOTE)]
+    shares = bulk_shares(((f"{o.device or 'host'} / {o.category}", o.name, o.total_us)
+                          for o in result.operators))
+    return out + [bulk_share_note(shares)] if shares else out
+
+
 def summarize(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | TraceStats, *,
               top: int | None = None, sort: str = "total", fmt: str = "table",
               include_api: bool = False, progress: bool | None = None) -> str:
@@ -81,10 +91,11 @@ def summarize(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] |
     For each ``(device, category)`` group: calls, total, share of the group's total time, mean,
     p50, p90, p99, min and max per call (milliseconds in ``table``/``markdown``, whose headers
     state the unit; integer/float microseconds in ``json``/``csv``, whose keys end in ``_us``),
-    then the memory high-water mark per device, then notes (damage repaired, bulk-merged names
-    and how to get per-operator numbers). Each group's title gives the group's total time and
-    calls over *all* its records, and how many of them are shown when ``top`` cuts the list
-    (``cpu/0 / operator: 12.345 ms in 40 calls, 3 of 7 operators shown``).
+    then the memory high-water mark per device, then notes (damage repaired, bulk segments with
+    their share of the time and how to get per-operator numbers: :func:`summary_notes`). Each
+    group's title gives the group's total time and calls over *all* its records, and how many of
+    them are shown when ``top`` cuts the list (``cpu/0 / operator: 12.345 ms in 40 calls, 3 of 7
+    operators shown``).
 
     C API calls (category ``MXNET_C_API``) are left out unless ``include_api=True``, as in
     :func:`~pyprof.trace.diff`; :func:`~pyprof.trace.stats` always includes them.
@@ -132,7 +143,7 @@ def summarize(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] |
             return buf.getvalue()
         return orjson.dumps({"units": {"time": "us", "memory": "bytes"}, "operators": records,
                              "memory": [m.as_dict() for m in result.memory],
-                             "notes": result.notes}, option=orjson.OPT_INDENT_2).decode() + "\n"
+                             "notes": summary_notes(result)}, option=orjson.OPT_INDENT_2).decode() + "\n"
 
     from tabulate import tabulate
     tablefmt = "github" if fmt == "markdown" else "simple"
@@ -148,8 +159,9 @@ def summarize(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] |
         parts.append(head + "\n\n" + tabulate(mem, headers=[
             "device", "samples", "high water (bytes)", "high water (kB)", "mean (kB)",
             "time-weighted mean (kB)"], tablefmt=tablefmt, floatfmt=".2f"))
-    if result.notes:
-        parts.append("Notes:\n" + "\n".join(f"- {n}" for n in result.notes))
+    found = summary_notes(result)
+    if found:
+        parts.append("Notes:\n" + "\n".join(f"- {n}" for n in found))
     if not groups:
         parts.insert(0, "no timed events found")
     return "\n\n".join(parts) + "\n"
