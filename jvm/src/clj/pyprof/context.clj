@@ -1,6 +1,8 @@
 (ns pyprof.context
   "Device contexts: plain maps `{:device-type :cpu|:gpu, :device-id n}`."
-  (:require [pyprof.native :as native]
+  (:require [clojure.string :as str]
+            [pyprof.gpu :as gpu]
+            [pyprof.native :as native]
             [pyprof.rules :as rules])
   (:import (pyprof.jvm.capi LibMXNet)))
 
@@ -36,9 +38,21 @@
       (rules/error "device.no_gpu" {:library path})
       (rules/error "device.gpu_out_of_range" {:device_id device-id :count n :last (dec n)}))))
 
+(defn- check-arch
+  "Throws :no-gpu (device.gpu_unsupported) when the build has no kernels for GPU `device-id`'s
+  compute capability (see pyprof.gpu); nothing when the driver or the kernels are unknown.
+  PYPROF_GPU_ARCH_CHECK=0 or -Dpyprof.gpuArchCheck=false turns it off."
+  [device-id]
+  (when-not (or (= "0" (some-> (System/getenv "PYPROF_GPU_ARCH_CHECK") str/trim))
+                (= "false" (System/getProperty "pyprof.gpuArchCheck")))
+    (when-let [[card-name major minor] (gpu/cuda-device device-id)]
+      (when-let [fields (gpu/unsupported card-name [major minor] (gpu/describe-build (native/load!)))]
+        (throw (rules/error "device.gpu_unsupported" (assoc fields :device_id device-id)))))))
+
 (defn gpu
   "A GPU context (device id 0 unless given). Checks MXGetGPUCount first, so a CPU-only build
-  fails here with one clear message (:no-gpu, device.no_gpu) instead of inside MXNet."
+  fails here with one clear message (:no-gpu, device.no_gpu) instead of inside MXNet; then that
+  the build has kernels for the card (device.gpu_unsupported)."
   ([] (gpu 0))
   ([device-id]
    (let [n (try (native/gpu-count)
@@ -46,6 +60,7 @@
                   ;; a CPU build can fail here rather than return 0; no library at all still throws
                   (if (= "dlopen" (.function e)) (throw e) 0)))]
      (when-not (and (integer? device-id) (< -1 device-id n)) (throw (no-gpu device-id n)))
+     (check-arch device-id)
      {:device-type :gpu, :device-id (long device-id)})))
 
 (defn context
