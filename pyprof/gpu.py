@@ -18,6 +18,7 @@ The kernels a build holds are read from ``libmxnet.so`` itself (:func:`read_fatb
 architecture and whether it is SASS or PTX). MXNet exposes no list of its own:
 ``mx.runtime.Features()`` only says CUDA is on. When the section cannot be read, the
 published list of the installed wheel is used; for an unknown build nothing is claimed.
+The JVM layer's ``pyprof.gpu`` (Clojure) gives the same answers (its gpu_test compares).
 """
 
 from __future__ import annotations
