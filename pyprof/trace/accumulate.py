@@ -46,6 +46,7 @@ class FileState:
             ``(ph, pid, tid, name)`` and ``(pid, cat, id, name)``.
         order_sync, order_async: per pairing scope (the key without its name), the keys of its
             open begins in the order they were opened; a nameless end closes the last one.
+        cat_of: the category of the latest begin of each pairing key, for an end without one.
         pid_names: process names from the file's metadata events.
         unmatched_end: end events without a begin.
         negative: slices with a negative duration, left out.
@@ -53,8 +54,8 @@ class FileState:
         bad_counter: counter values that are not numbers (or memory sizes beyond 64 bits).
     """
 
-    __slots__ = ("by_pid", "open_sync", "open_async", "order_sync", "order_async", "pid_names",
-                 "unmatched_end",
+    __slots__ = ("by_pid", "open_sync", "open_async", "order_sync", "order_async", "cat_of",
+                 "pid_names", "unmatched_end",
                  "negative", "no_ts", "bad_counter")
 
     def __init__(self) -> None:
@@ -63,6 +64,7 @@ class FileState:
         self.open_async: dict[tuple[Any, ...], list[Any]] = {}
         self.order_sync: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         self.order_async: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        self.cat_of: dict[tuple[Any, ...], Any] = {}
         self.pid_names: dict[Any, str] = {}
         self.unmatched_end = 0
         self.negative = 0
@@ -122,16 +124,18 @@ class FileState:
                 return key, stack.pop()
         return None, None
 
-    @staticmethod
-    def reorder(open_: dict[tuple[Any, ...], list[Any]],
-                order: dict[tuple[Any, ...], list[Any]]) -> None:
-        """Rebuild ``order`` for ``open_`` after the fast path paired a chunk (it keeps no
-        order): by begin ``ts``, ties in key order."""
-        order.clear()
-        entries = sorted((t, i, j, key) for i, (key, stack) in enumerate(open_.items())
-                         for j, t in enumerate(stack))
-        for _t, _i, _j, key in entries:
-            order.setdefault(key[:-1], []).append(key)
+
+def _in_opened_order(open_: dict[tuple[Any, ...], list[Any]],
+                     opened: dict[tuple[Any, ...], list[Any]]) -> list[tuple[Any, Any]]:
+    """Every open ``(key, ts)``, per scope in the order the begins were opened."""
+    cursor: dict[tuple[Any, ...], int] = {}
+    out = []
+    for keys in opened.values():
+        for k in keys:
+            i = cursor.get(k, 0)
+            cursor[k] = i + 1
+            out.append((k, open_[k][i]))
+    return out
 
 
 def _number(v: Any) -> bool:
@@ -185,6 +189,7 @@ class Accumulator:
         open_async = st.open_async
         order_sync, order_async = st.order_sync, st.order_async
         push, pop, pop_innermost = st.push, st.pop, st.pop_innermost
+        cat_of = st.cat_of
         phases = self.phases
         copies = ASYNC_COPY_CATEGORIES
         cats = self.categories
@@ -237,7 +242,10 @@ class Accumulator:
                 scope = (pid, cat, async_id(ev))
                 open_, order = open_async, order_async
             if ph in PAIRS:
-                push(open_, order, (*scope, name), ts)
+                key = (*scope, name)
+                push(open_, order, key, ts)
+                if open_ is open_sync:
+                    cat_of[key] = cat
                 continue
             if name is None:
                 key, begin = pop_innermost(open_, order, scope)
@@ -247,6 +255,8 @@ class Accumulator:
             if key is None or begin is None:
                 st.unmatched_end += 1
                 continue
+            if "cat" not in ev and open_ is open_sync:
+                cat = cat_of.get(key, cat)  # an end may leave its category to the begin
             dur = ts - begin
             if dur < 0:
                 st.negative += 1
@@ -331,8 +341,12 @@ class Accumulator:
     def _pair(self, keys: list[tuple[Any, ...]], key: np.ndarray, begin: np.ndarray, ts: np.ndarray,
               catidx: np.ndarray, cats: list[str], open_: dict[tuple[Any, ...], list[int]],
               opened: dict[tuple[Any, ...], list[Any]], st: FileState, out_key: Any) -> None:
-        """Match one chunk's begin/end events, after the begins still open from earlier chunks."""
-        carried = [(k, t) for k, stack in open_.items() for t in stack]
+        """Match one chunk's begin/end events, after the begins still open from earlier chunks.
+
+        The carried begins go first in the order they were opened (per scope, from ``opened``),
+        so that the begins left open afterwards are rebuilt in file order.
+        """
+        carried = _in_opened_order(open_, opened)
         if not carried and not key.size:
             return
         allkeys = list(keys)
@@ -390,16 +404,20 @@ class Accumulator:
                 arr = st.by_pid.get(ok)
                 if arr is None:
                     arr = st.by_pid[ok] = array("q")
-                arr.frombytes(dur[a:b].tobytes())
+                if arr.typecode == "q":
+                    arr.frombytes(dur[a:b].tobytes())
+                else:  # an X event of this record made it float64
+                    arr.frombytes(dur[a:b].astype(np.float64).tobytes())
         open_.clear()
+        opened.clear()
         if open_pos.size:
-            for p, t in zip(key[open_pos].tolist(), ts[open_pos].tolist()):
-                stack = open_.get(allkeys[p])
-                if stack is None:
-                    open_[allkeys[p]] = [t]
-                else:
-                    stack.append(t)
-        st.reorder(open_, opened)
+            open_pos = np.sort(open_pos)
+            nc = len(carried)
+            for pos, p, t in zip(open_pos.tolist(), key[open_pos].tolist(), ts[open_pos].tolist()):
+                k = allkeys[p]
+                st.push(open_, opened, k, t)
+                if pos >= nc and cats:
+                    st.cat_of[k] = cats[int(catidx[pos])]
 
     def end_file(self, st: FileState) -> None:
         """Close one file: count its unmatched events, pool its durations by device name."""

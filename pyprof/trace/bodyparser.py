@@ -92,7 +92,7 @@ class BodyParser:
                        if drop_async_copies else ())
         self.saw_event = False
         self.carry = b""
-        self.tail: bytes | None = None
+        self.tail: bytearray | None = None
         self.tail_closed = False
 
     @property
@@ -175,7 +175,8 @@ class BodyParser:
             self.report.missing_tail |= raw
             events.extend(self._parse_pieces(body[at:], carry=not last))
         elif status == "array_end":
-            self.tail = body[at + 1:] + (end or b"")
+            self.tail = bytearray(body[at + 1:])
+            self.tail += end or b""
             events.extend(self._close_tail(last))
         else:
             self.report.missing_tail |= raw
@@ -186,7 +187,8 @@ class BodyParser:
             self.report.dropped_fragments += 1
             self.report.dropped_bytes += len(body)
             return []
-        self.tail = self.tail + b"," + body
+        self.tail += b","  # a bytearray: appending costs no copy of what came before
+        self.tail += body
         if final or len(self.tail) <= _TAIL_SCAN_BYTES:
             return self._close_tail(final)
         return []
@@ -206,10 +208,10 @@ class BodyParser:
                 self.report.dropped_bytes += len(rest)
             self.report.missing_tail = True
             return []
-        rest = self.tail[scan.end:]
+        rest = bytes(self.tail[scan.end:])
         self.tail, self.tail_closed = None, False
         if not rest.strip():
-            self.tail, self.tail_closed = b"", True
+            self.tail, self.tail_closed = bytearray(), True
             return []
         self.report.inner_tails += 1
         rest = skip_seam(rest)
@@ -220,14 +222,18 @@ class BodyParser:
         excluded, copies = self.excluded, self.copies
         keep = []
         # Pieces lose the "}" and "{" around each separator; they are put back by the join.
-        for piece in EVENT_SEPARATOR.split(body):
-            if excluded and any(p in piece for p in excluded):
+        pieces = EVENT_SEPARATOR.split(body)
+        last = len(pieces) - 1
+        for i, piece in enumerate(pieces):
+            # Only a whole event is dropped (its braces balance): a "}, {" inside args splits
+            # one event into pieces, which are kept and filtered after parsing.
+            if excluded and any(p in piece for p in excluded) and _whole(piece, i, last):
                 if b'"ph"' in piece:
                     self.saw_event = True  # a trace event, skipped on purpose
                 continue
             if copies and any(p in piece for p in copies) and (
                     b'"ph": "b"' in piece or b'"ph": "e"' in piece or b'"ph":"b"' in piece
-                    or b'"ph":"e"' in piece):
+                    or b'"ph":"e"' in piece) and _whole(piece, i, last):
                 self.saw_event = True
                 continue
             keep.append(piece)
@@ -321,6 +327,12 @@ class BodyParser:
             out.append(ev)
         self.report.inner_tails += seams
         return out
+
+
+def _whole(piece: bytes, i: int, last: int) -> bool:
+    """True when piece ``i`` of a body cut at separators is one whole event: its braces balance,
+    counting the "{" and "}" the cut took (the first piece keeps its "{", the last its "}")."""
+    return piece.count(b"{") - piece.count(b"}") == (i == 0) - (i == last)
 
 
 def _try_load(text: bytes) -> dict[str, Any] | None:

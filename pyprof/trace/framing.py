@@ -19,10 +19,10 @@ What was found is recorded in a :class:`~pyprof.trace.readreport.ReadReport`.
 
 from __future__ import annotations
 
-import gzip
 import mmap
 import os
 import re
+import zlib
 from typing import IO
 
 from .errors import TraceNotFoundError
@@ -64,8 +64,56 @@ def open_binary(path: str | os.PathLike[str]) -> tuple[IO[bytes], IO[bytes]]:
     magic = raw.read(2)
     raw.seek(0)
     if magic == _GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+        return GunzipStream(raw), raw
     return raw, raw
+
+
+class GunzipStream:
+    """Decompressed text of a gzip file (several members too), read in order.
+
+    Unlike :class:`gzip.GzipFile`, a stream cut short (a crash while writing) gives every byte
+    that can be decoded and then ends, with :attr:`truncated` set, instead of raising and losing
+    the last read.
+    """
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.truncated = False
+        self._d = zlib.decompressobj(31)
+        self._fed = False  # the current member has input
+        self._buf = bytearray()
+        self._eof = False
+
+    def read(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes (all the rest when ``n < 0``); ``b""`` at the end."""
+        while (n < 0 or len(self._buf) < n) and not self._eof:
+            data = self.raw.read(1 << 20)
+            if not data:
+                self._eof = True
+                self.truncated = self._fed and not self._d.eof
+                break
+            while data:
+                self._fed = True
+                try:
+                    self._buf += self._d.decompress(data)
+                except zlib.error:
+                    self._eof = self.truncated = True
+                    break
+                if not self._d.eof:
+                    break
+                data = self._d.unused_data  # the next member, or padding
+                self._d, self._fed = zlib.decompressobj(31), False
+                if not data.startswith(_GZIP_MAGIC):
+                    self._eof = True  # trailing bytes that start no member: ignored, as gzip does
+                    break
+        if n < 0:
+            n = len(self._buf)
+        out = bytes(self._buf[:n])
+        del self._buf[:n]
+        return out
+
+    def close(self) -> None:
+        self.raw.close()
 
 
 def is_gzip(path: str | os.PathLike[str]) -> bool:

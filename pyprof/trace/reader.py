@@ -21,11 +21,9 @@ Nothing here assumes one event per line.
 
 from __future__ import annotations
 
-import gzip
 import mmap
 import os
 import sys
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
@@ -84,6 +82,7 @@ class TraceReader:
         self._last: bytes | None = None
         self._last_span: tuple[int, int] | None = None
         self._end: bytes | None = None
+        self._gzip_cut = False
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self._events()
@@ -106,7 +105,10 @@ class TraceReader:
             eof = False
             last_pos = 0
             while not eof:
-                chunk = _read(stream, self.chunk_bytes, self.report)
+                chunk = stream.read(self.chunk_bytes)
+                if not chunk and getattr(stream, "truncated", False):
+                    self._gzip_cut = True
+                    self.report.dropped_fragments += 1  # the undecodable rest of the stream
                 eof = not chunk
                 self.report.bytes_read += len(chunk)
                 if bar is not None:
@@ -216,11 +218,13 @@ class TraceReader:
         last = body is self._last if span is None else span == self._last_span
         return self._parser.parse(body, last, self._end if last else None)
 
-    @property
-    def last_span(self) -> tuple[int, int] | None:
-        """The span of :meth:`body_spans` that ends the file, once it has been produced; it must
-        go to :meth:`parse_body` (it may hold the file's end as written)."""
-        return self._last_span
+    def keeps_end(self, body: bytes | None = None, span: tuple[int, int] | None = None) -> bool:
+        """True for the last body of :meth:`bodies` (or span of :meth:`body_spans`) when it holds
+        the file's end as written (no simple MXNet end was stripped): it must go to
+        :meth:`parse_body`, which finds the end of the events or reports it missing."""
+        if self._end is not None:
+            return False
+        return body is self._last if span is None else span == self._last_span
 
     @property
     def pending(self) -> bool:
@@ -244,6 +248,11 @@ class TraceReader:
         self._parser.finish()
         if self._parser.saw_event:
             return
+        if not self.report.bytes_read and self._gzip_cut:
+            raise TraceFormatError(
+                f"{self.path}: gzip stream cut short before any trace event could be decoded "
+                "(the writer crashed or the copy is incomplete); re-run the profiling or copy "
+                "the file again")
         if not self.report.bytes_read:
             raise TraceFormatError(
                 f"{self.path}: empty file, no trace events (the profiled run wrote nothing: "
@@ -273,15 +282,6 @@ class TraceReader:
                 if phases is None or ev.get("ph") in phases:
                     self.report.events += 1
                     yield ev
-
-
-def _read(stream: IO[bytes], n: int, report: ReadReport) -> bytes:
-    """Up to ``n`` bytes; a gzip stream cut short ends the text there (reported as damage)."""
-    try:
-        return stream.read(n)
-    except (EOFError, zlib.error, gzip.BadGzipFile):
-        report.dropped_fragments += 1  # the undecodable rest of the gzip stream
-        return b""
 
 
 def iter_events(path: str | os.PathLike[str], *, progress: bool | None = None,

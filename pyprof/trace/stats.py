@@ -125,7 +125,8 @@ def _add_file(acc: Accumulator, reader: TraceReader, workers: int | None) -> Non
     else:
         for body in reader.bodies():
             chunk = (parse_body(body, pattern, acc.excluded, copies)
-                     if fast and st.carry_ok() and not reader.pending else None)
+                     if fast and st.carry_ok() and not reader.pending
+                     and not reader.keeps_end(body) else None)
             _add_body(acc, reader, st, body, chunk)
     acc.end_file(st)
 
@@ -172,7 +173,7 @@ def _add_file_parallel(acc: Accumulator, reader: TraceReader, st: FileState, wor
         with parallel.ChunkPool(reader.path, workers, pattern, acc.excluded, copies) as pool:
             for span, chunk in pool.map(reader.body_spans(), fd):
                 if chunk is not None and (not st.carry_ok() or reader.pending
-                                          or span == reader.last_span):
+                                          or reader.keeps_end(span=span)):
                     chunk = None
                 _add_body(acc, reader, st, None, chunk, span, fd)
     finally:

@@ -114,12 +114,16 @@ def _check_json(path: str, counts: dict[str, int], details: dict[str, str]) -> N
     stream, _raw = open_binary(path)
     try:
         text = stream.read()
-    except (OSError, EOFError) as exc:  # e.g. a gzip file cut short
+    except OSError as exc:
         counts["json"] = 1
         details["json"] = str(exc)
         return
     finally:
         stream.close()
+    if getattr(stream, "truncated", False):
+        counts["json"] = 1
+        details["json"] = "gzip stream ended before the end-of-stream marker was reached"
+        return
     try:
         doc = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError) as exc:
