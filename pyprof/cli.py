@@ -23,6 +23,13 @@ def build_parser() -> argparse.ArgumentParser:
     matmul.add_arguments(p)
     p.set_defaults(func=lambda a, parser=p: matmul.execute(a, parser))
 
+    from .examples import gluon_cnn
+    p = sub.add_parser("train-demo", help="train the tutorial's Gluon CNN on synthetic data and "
+                       "print each profiled window's per-operator table",
+                       description=gluon_cnn.__doc__.split("\n\n")[0])
+    gluon_cnn.add_arguments(p)
+    p.set_defaults(func=lambda a, parser=p: gluon_cnn.execute(a, parser))
+
     p = sub.add_parser("config", help="list the profiler configuration keys (the shared spec)")
     p.add_argument("--format", choices=("markdown", "json"), default="markdown")
     p.set_defaults(func=_config)

@@ -37,7 +37,7 @@ from . import _capi, config, rules
 from .errors import ConfigError
 
 __all__ = ["MODES", "BULK_VARIABLES", "parse_mode", "config_from_environment", "autostart",
-           "per_operator", "per_operator_too_late", "libmxnet_loaded"]
+           "per_operator", "per_operator_requested", "per_operator_too_late", "libmxnet_loaded"]
 
 #: Readable mode names and the config key each one turns on.
 MODES = {
@@ -143,6 +143,11 @@ def per_operator(environ: dict[str, str] | None = None) -> list[str]:
     return late
 
 
+def per_operator_requested(environ: Mapping[str, str] | None = None) -> bool:
+    """True when ``PYPROF_PER_OPERATOR`` asks for per-operator mode (applied at ``import pyprof``)."""
+    return _flag(os.environ if environ is None else environ, "PYPROF_PER_OPERATOR")
+
+
 def per_operator_too_late() -> list[str]:
     """What per-operator mode can no longer change in this process, each ending in its fix."""
     if not libmxnet_loaded():
@@ -226,7 +231,7 @@ def autostart(environ: Mapping[str, str] | None = None) -> bool:
     """
     global _started
     env = os.environ if environ is None else environ
-    if _flag(env, "PYPROF_PER_OPERATOR"):
+    if per_operator_requested(env):
         per_operator()  # MXNet reads os.environ, whatever mapping the flags came from
     if not _flag(env, "PYPROF_AUTOSTART"):
         return _started
