@@ -22,120 +22,18 @@ import numpy as np
 import orjson
 
 from .fastpath import FastChunk, pair_stack
+from .filestate import INT64, FileState, in_opened_order
 from .naming import ASYNC_COPY_CATEGORIES, MEMORY_PREFIX
 from .phases import END_PHASES, PAIRS, PHASES, async_id, hashable
 from .readreport import ReadReport
 from .records import CounterStats, MemoryStats, OpStats, TraceStats
 
-__all__ = ["Accumulator", "FileState"]
+__all__ = ["Accumulator"]
 
-_INT64 = (-(2 ** 63), 2 ** 63 - 1)
 _SYNC = frozenset({"slice_begin", "slice_end", "context_begin", "context_end"})
 # Roles the statistics count but do not use.
 _IGNORED = frozenset({"instant", "mark", "async_instant", "legacy_async_step", "flow", "sample",
                       "object", "clock_sync", "memory_dump"})
-
-
-class FileState:
-    """Per-file state shared by the dict loop and the fast path (pids are per file).
-
-    Attributes:
-        by_pid: durations per ``(category, name, pid)``, file order (``array('q')``, or
-            ``array('d')`` once a float or out-of-int64 duration arrives).
-        open_sync, open_async: begin ``ts`` stacks of unmatched begins, per pairing key
-            ``(ph, pid, tid, name)`` and ``(pid, cat, id, name)``.
-        order_sync, order_async: per pairing scope (the key without its name), the keys of its
-            open begins in the order they were opened; a nameless end closes the last one.
-        cat_of: the category of the latest begin of each pairing key, for an end without one.
-        pid_names: process names from the file's metadata events.
-        unmatched_end: end events without a begin.
-        negative: slices with a negative duration, left out.
-        no_ts: events of a timed phase without a numeric ``ts`` (or ``X`` without ``dur``).
-        bad_counter: counter values that are not numbers (or memory sizes beyond 64 bits).
-    """
-
-    __slots__ = ("by_pid", "open_sync", "open_async", "order_sync", "order_async", "cat_of",
-                 "pid_names", "unmatched_end",
-                 "negative", "no_ts", "bad_counter")
-
-    def __init__(self) -> None:
-        self.by_pid: dict[tuple[str, Any, Any], array] = {}
-        self.open_sync: dict[tuple[Any, ...], list[Any]] = {}
-        self.open_async: dict[tuple[Any, ...], list[Any]] = {}
-        self.order_sync: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-        self.order_async: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-        self.cat_of: dict[tuple[Any, ...], Any] = {}
-        self.pid_names: dict[Any, str] = {}
-        self.unmatched_end = 0
-        self.negative = 0
-        self.no_ts = 0
-        self.bad_counter = 0
-
-    def carry_ok(self) -> bool:
-        """True when every open begin has an int64 ``ts`` (what the fast path's arrays hold)."""
-        lo, hi = _INT64
-        return all(type(t) is int and lo <= t <= hi
-                   for d in (self.open_sync, self.open_async) for stack in d.values() for t in stack)
-
-    @staticmethod
-    def push(open_: dict[tuple[Any, ...], list[Any]], order: dict[tuple[Any, ...], list[Any]],
-             key: tuple[Any, ...], ts: Any) -> None:
-        """Open a begin of pairing ``key`` at ``ts``."""
-        stack = open_.get(key)
-        if stack is None:
-            open_[key] = [ts]
-        else:
-            stack.append(ts)
-        scope = key[:-1]
-        keys = order.get(scope)
-        if keys is None:
-            order[scope] = [key]
-        else:
-            keys.append(key)
-
-    @staticmethod
-    def pop(open_: dict[tuple[Any, ...], list[Any]], order: dict[tuple[Any, ...], list[Any]],
-            key: tuple[Any, ...]) -> Any:
-        """The ``ts`` of the latest open begin of ``key`` (closed now), or ``None``."""
-        stack = open_.get(key)
-        if not stack:
-            return None
-        keys = order.get(key[:-1])
-        if keys:
-            if keys[-1] == key:
-                keys.pop()
-            else:  # slices that overlap without nesting: rare, search from the end
-                for i in range(len(keys) - 1, -1, -1):
-                    if keys[i] == key:
-                        del keys[i]
-                        break
-        return stack.pop()
-
-    @staticmethod
-    def pop_innermost(open_: dict[tuple[Any, ...], list[Any]],
-                      order: dict[tuple[Any, ...], list[Any]],
-                      scope: tuple[Any, ...]) -> tuple[tuple[Any, ...] | None, Any]:
-        """Close the begin opened last in ``scope``: ``(its key, its ts)``, or ``(None, None)``."""
-        keys = order.get(scope)
-        while keys:
-            key = keys.pop()
-            stack = open_.get(key)
-            if stack:
-                return key, stack.pop()
-        return None, None
-
-
-def _in_opened_order(open_: dict[tuple[Any, ...], list[Any]],
-                     opened: dict[tuple[Any, ...], list[Any]]) -> list[tuple[Any, Any]]:
-    """Every open ``(key, ts)``, per scope in the order the begins were opened."""
-    cursor: dict[tuple[Any, ...], int] = {}
-    out = []
-    for keys in opened.values():
-        for k in keys:
-            i = cursor.get(k, 0)
-            cursor[k] = i + 1
-            out.append((k, open_[k][i]))
-    return out
 
 
 def _number(v: Any) -> bool:
@@ -148,7 +46,7 @@ def _append(by_pid: dict[tuple[str, Any, Any], array], k: tuple[str, Any, Any], 
     if arr is None:
         arr = by_pid[k] = array("q")
     if arr.typecode == "q":
-        if type(dur) is int and _INT64[0] <= dur <= _INT64[1]:
+        if type(dur) is int and INT64[0] <= dur <= INT64[1]:
             arr.append(dur)
             return
         arr = by_pid[k] = array("d", arr)
@@ -275,7 +173,7 @@ class Accumulator:
                 continue
             if cname.startswith(MEMORY_PREFIX):
                 v, t = int(value), int(ts)  # bytes and us: whole numbers, as MXNet writes
-                if not (_INT64[0] <= v <= _INT64[1] and _INT64[0] <= t <= _INT64[1]):
+                if not (INT64[0] <= v <= INT64[1] and INT64[0] <= t <= INT64[1]):
                     st.bad_counter += 1
                     continue
                 dev = cname[len(MEMORY_PREFIX):]
@@ -346,7 +244,7 @@ class Accumulator:
         The carried begins go first in the order they were opened (per scope, from ``opened``),
         so that the begins left open afterwards are rebuilt in file order.
         """
-        carried = _in_opened_order(open_, opened)
+        carried = in_opened_order(open_, opened)
         if not carried and not key.size:
             return
         allkeys = list(keys)

@@ -45,7 +45,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import parallel
-from .accumulate import Accumulator, FileState
+from .accumulate import Accumulator
+from .filestate import FileState
 from .crosscheck import CrossCheck, Mismatch, cross_check, load_aggregate
 from .errors import TraceError
 from .fastpath import FastChunk, event_pattern, parse_body
