@@ -19,6 +19,10 @@ imperative operators unless you know that 15 means "everything". pyprof's variab
 
 Example: ``PYPROF_AUTOSTART=1 PYPROF_MODE=all PYPROF_PER_OPERATOR=1 python -c "import pyprof;
 import train"``.
+
+MXNet's own ``MXNET_PROFILER_AUTOSTART=1`` without the imperative bit in ``MXNET_PROFILER_MODE``
+(or without that variable: mode 13) records no imperative operator; importing pyprof then warns
+with the fix (:func:`mxnet_autostart_problem`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ from . import _capi, config, rules
 from .errors import ConfigError
 
 __all__ = ["MODES", "BULK_VARIABLES", "parse_mode", "config_from_environment", "autostart",
-           "per_operator", "per_operator_requested", "per_operator_too_late", "libmxnet_loaded"]
+           "per_operator", "per_operator_requested", "per_operator_too_late", "libmxnet_loaded",
+           "mxnet_autostart_problem"]
 
 #: Readable mode names and the config key each one turns on.
 MODES = {
@@ -220,6 +225,32 @@ class _EngineHook:
 _ENGINE_HOOK = _EngineHook()
 
 
+def mxnet_autostart_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """What MXNet's own ``MXNET_PROFILER_AUTOSTART=1`` will miss, with the fix; None when fine.
+
+    MXNet starts its profiler when libmxnet loads, with ``MXNET_PROFILER_MODE`` (a bitmask:
+    symbolic 1, imperative 2, api 4, memory 8) or, without it, mode 13: no imperative bit, so
+    NDArray operators and Gluon blocks, hybridized or not, record nothing (observed with 1.9.1;
+    bound symbols are recorded whatever the mode). Checked when pyprof is imported.
+    """
+    env = os.environ if environ is None else environ
+    try:
+        if not int(env.get("MXNET_PROFILER_AUTOSTART", "").strip() or 0):
+            return None
+        raw = env.get("MXNET_PROFILER_MODE", "").strip()
+        mode = int(raw) if raw else None
+    except ValueError:
+        return None  # MXNet itself rejects or ignores such values
+    if mode is not None and mode & 2:
+        return None
+    why = ("without MXNET_PROFILER_MODE, MXNet profiles with its default mode 13 (symbolic, api, "
+           "memory)" if mode is None else f"MXNET_PROFILER_MODE={raw} has no imperative bit (2)")
+    return (f"MXNET_PROFILER_AUTOSTART=1: {why}, so imperative code (NDArray operators, Gluon "
+            "blocks, hybridized or not) records no operator. fix: use PYPROF_AUTOSTART=1 instead "
+            "(PYPROF_MODE=symbolic,imperative by default, and the trace is finished at exit), or "
+            "set MXNET_PROFILER_MODE=15")
+
+
 def autostart(environ: Mapping[str, str] | None = None) -> bool:
     """Start profiling as the PYPROF_* variables say; True when it started (now or before).
 
@@ -231,6 +262,9 @@ def autostart(environ: Mapping[str, str] | None = None) -> bool:
     """
     global _started
     env = os.environ if environ is None else environ
+    problem = mxnet_autostart_problem(env)
+    if problem and not _started:
+        warnings.warn(f"pyprof: {problem}", stacklevel=2)
     if per_operator_requested(env):
         per_operator()  # MXNet reads os.environ, whatever mapping the flags came from
     if not _flag(env, "PYPROF_AUTOSTART"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 from typing import Any
 
 from . import _capi, config, rules
@@ -98,6 +99,15 @@ def set_kvstore_handle(handle: Any) -> None:
     _kvstore_handle = _capi.handle(getattr(handle, "value", handle))
 
 
+#: Warned by :func:`set_config` when ``profile_symbolic`` is off (and ``profile_all`` too):
+#: observed with MXNet 1.9.1, the mode key that does not keep its events out of the trace.
+SYMBOLIC_OFF_WARNING = (
+    "pyprof: profile_symbolic is off, but MXNet 1.9.1 records the operators of bound symbols "
+    "(executors) whatever the mode: they still appear in the trace and the statistics, with no "
+    "mark that tells them from imperative operators. fix: to leave them out, run executors "
+    "while the profiler is paused (pyprof.profiler.pause()/resume()) or stopped")
+
+
 def set_config(**kwargs: Any) -> None:
     """Configure the profiler. C: MXSetProcessProfilerConfig.
 
@@ -106,6 +116,10 @@ def set_config(**kwargs: Any) -> None:
     dump_period (float, seconds, > 0), aggregate_stats (bool), profile_process
     ('worker' | 'server'). Keys left out return to their C defaults, as in MXNet.
     Configuring deletes an existing file at ``filename``.
+
+    With ``profile_imperative``, ``profile_api`` or ``profile_memory`` off, MXNet 1.9.1 records
+    none of that mode's events. With ``profile_symbolic`` off it still records bound symbols'
+    operators: this warns (:data:`SYMBOLIC_OFF_WARNING`).
 
     Raises:
         ConfigError: unknown key (with the nearest valid key) or bad value.
@@ -130,6 +144,9 @@ def set_config(**kwargs: Any) -> None:
         if process == "worker":
             _t.config = config.effective(c_values)
             _t.repair_on_finish = _t.ever_ran
+    effective = config.effective(c_values)
+    if effective.get("profile_symbolic") == "false" and effective.get("profile_all") != "true":
+        warnings.warn(SYMBOLIC_OFF_WARNING, stacklevel=2)
 
 
 def set_state(state: str = "stop", profile_process: str = "worker") -> None:
