@@ -134,10 +134,10 @@ class Accumulator:
                 begin_ph = ph if role == "slice_begin" or role == "context_begin" else END_PHASES[ph]
                 scope: tuple[Any, ...] = (begin_ph, pid, _key(ev.get("tid")))
                 open_, order = open_sync, order_sync
-            else:  # async: per (pid, cat, id)
+            else:  # async: per (begin phase, pid, cat, id)
                 if cat in copies and (ph == "b" or ph == "e"):
                     continue
-                scope = (pid, cat, async_id(ev))
+                scope = (ph if ph in PAIRS else END_PHASES[ph], pid, cat, async_id(ev))
                 open_, order = open_async, order_async
             if ph in PAIRS:
                 key = (*scope, name)
@@ -167,13 +167,19 @@ class Accumulator:
         if not isinstance(args, dict):
             st.bad_counter += 1
             return
+        bad_ts = False
         for cname, value in args.items():
             if not _number(value):
                 st.bad_counter += 1
                 continue
             if cname.startswith(MEMORY_PREFIX):
                 v, t = int(value), int(ts)  # bytes and us: whole numbers, as MXNet writes
-                if not (INT64[0] <= v <= INT64[1] and INT64[0] <= t <= INT64[1]):
+                if not INT64[0] <= t <= INT64[1]:
+                    if not bad_ts:
+                        st.no_ts += 1  # a sample time beyond 64 bits: not a usable ts
+                        bad_ts = True
+                    continue
+                if not INT64[0] <= v <= INT64[1]:
                     st.bad_counter += 1
                     continue
                 dev = cname[len(MEMORY_PREFIX):]
@@ -203,7 +209,7 @@ class Accumulator:
         self._pair(ch.sync_keys, ch.sync_key, ch.sync_begin, ch.sync_ts, ch.sync_cat, ch.cats,
                    st.open_sync, st.order_sync, st, lambda key, cat: (cat, key[3], key[1]))
         self._pair(ch.async_keys, ch.async_key, ch.async_begin, ch.async_ts, ch.async_cat, ch.cats,
-                   st.open_async, st.order_async, st, lambda key, cat: (cat, key[3], key[0]))
+                   st.open_async, st.order_async, st, lambda key, cat: (cat, key[4], key[1]))
         if not ch.ctr_keys:
             return
         devices: dict[str, list[int]] = {}

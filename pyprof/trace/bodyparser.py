@@ -23,6 +23,7 @@ import orjson
 
 from .framing import EVENT_SEPARATOR, KEPT_KEYS, record_tail, skip_seam
 from .jsonscan import scan_object, split_values
+from .naming import ASYNC_COPY_CATEGORIES
 from .readreport import ReadReport
 
 __all__ = ["BodyParser", "escape_piece"]
@@ -74,9 +75,10 @@ class BodyParser:
 
     Args:
         report: the file's report (``escaped_names``, ``dropped_*``, ``inner_tails`` are updated).
-        exclude_categories: events of these categories are skipped before parsing (bytes tests for
-            ``"cat": "<category>"``).
-        drop_async_copies: skip MXNet's async ``b``/``e`` copies of operators before parsing.
+        exclude_categories: events of these categories are skipped (after parsing: a bytes test
+            cannot tell an event's category from a name or an ``args`` value that holds the same
+            text; the fast path of the statistics skips them before, where the layout is exact).
+        drop_async_copies: skip MXNet's async ``b``/``e`` copies of operators likewise.
 
     Attributes:
         saw_event: set once a body held a trace event, parsed or skipped on purpose.
@@ -85,13 +87,14 @@ class BodyParser:
     def __init__(self, report: ReadReport, exclude_categories: Iterable[str] = (),
                  drop_async_copies: bool = False):
         self.report = report
-        cats = [c.encode() for c in exclude_categories]
-        self.excluded = tuple(p for c in cats for p in (b'"cat": "%s"' % c, b'"cat":"%s"' % c))
-        self.copies = (tuple(p for c in (b"operator", b"Custom Operator")
-                             for p in (b'"cat": "%s"' % c, b'"cat":"%s"' % c))
-                       if drop_async_copies else ())
+        self.excluded = frozenset(exclude_categories)
+        self.copies = ASYNC_COPY_CATEGORIES if drop_async_copies else frozenset()
+        self.skipped_cats = self.excluded | self.copies
+        self.skip_marks = (_marks(self.excluded), _marks(self.copies)) if self.skipped_cats else None
         self.saw_event = False
         self.carry = b""
+        self._sep = b","
+        self._escaped: set[int] = set()  # ids of events repaired in this parse call
         self.tail: bytearray | None = None
         self.tail_closed = False
 
@@ -101,7 +104,8 @@ class BodyParser:
         event is carried into it, or the events array has ended."""
         return bool(self.carry) or self.tail is not None
 
-    def parse(self, body: bytes, last: bool = False, end: bytes | None = None) -> list[dict[str, Any]]:
+    def parse(self, body: bytes, last: bool = False, end: bytes | None = None,
+              sep: bytes = b",") -> list[dict[str, Any]]:
         """The trace events in ``body`` (whole events separated by ``,``), in order.
 
         ``last``: the file's last body. ``end``: the text the reader stripped after it (MXNet's
@@ -110,20 +114,18 @@ class BodyParser:
         or reports it missing.
         """
         raw = last and end is None
+        # The separator text between the previous body and this one, kept exactly where it
+        # joins them again (a "}, {" inside a string is part of the string).
+        before, self._sep = self._sep, sep
         if self.tail is not None:
-            return self._feed_tail(body + end if last and end else body, last)
+            return self._feed_tail(body + end if last and end else body, last, before)
         if self.carry:
-            body, self.carry = self.carry + b"," + body, b""
+            body, self.carry = self.carry + before + body, b""
             self.report.carried_events += 1
         if raw:
             body = body.rstrip()
             if body.endswith(b","):
                 body = body[:-1]  # a crash's dangling separator
-        if self.excluded or self.copies:
-            body = self._prefilter(body)
-            if not body:
-                self.report.missing_tail |= raw
-                return []
         try:
             events = orjson.loads(b"[" + body + b"]")
         except orjson.JSONDecodeError:
@@ -134,10 +136,31 @@ class BodyParser:
         else:
             self.report.missing_tail |= raw
             if not all(type(ev) is dict and "ph" in ev for ev in events):
-                events = self._parse_pieces(body)  # drops (and counts) what is not an event
+                # Drop (and count) what is not an event, value by value.
+                events = self._parse_structured(body, last, end)
+                if events is None:  # pragma: no cover - orjson read it whole
+                    events = self._parse_pieces(body)
         if events:
             self.saw_event = True
-        return events
+        if not self.skipped_cats:
+            self._escaped.clear()
+            return events
+        return self._skip(events)
+
+    def _skip(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``events`` without those skipped on purpose: excluded categories, async copies."""
+        excluded, copies = self.excluded, self.copies
+        out = []
+        for ev in events:
+            cat = ev.get("cat")
+            if type(cat) is str and cat in self.skipped_cats and (
+                    cat in excluded or ev.get("ph") in ("b", "e")):
+                if id(ev) in self._escaped:
+                    self.report.escaped_names -= 1  # repairs count for events kept only
+                continue
+            out.append(ev)
+        self._escaped.clear()
+        return out
 
     def finish(self) -> None:
         """End of file: a trailing part that never closed is reported (missing tail)."""
@@ -159,10 +182,17 @@ class BodyParser:
         spans, status, at = split_values(body)
         if status == "error":
             return None
-        try:
-            values = [orjson.loads(body[a:b]) for a, b in spans]
-        except orjson.JSONDecodeError:
-            return None
+        values = []
+        for i, (a, b) in enumerate(spans):
+            try:
+                values.append(orjson.loads(body[a:b]))
+            except orjson.JSONDecodeError:
+                if i < len(spans) - 1 or status != "complete":
+                    return None  # damage inside the body
+                # The last value is an event cut inside a string at a "}, {" the reader took
+                # for a separator: it ends where the scan lost track of the string.
+                spans, status, at = spans[:-1], "incomplete", a
+                break
         events = []
         for (a, b), v in zip(spans, values):
             if type(v) is dict and "ph" in v:
@@ -182,12 +212,12 @@ class BodyParser:
             self.report.missing_tail |= raw
         return events
 
-    def _feed_tail(self, body: bytes, final: bool) -> list[dict[str, Any]]:
+    def _feed_tail(self, body: bytes, final: bool, before: bytes) -> list[dict[str, Any]]:
         if self.tail_closed:  # more text after the closed trace object and what followed it
             self.report.dropped_fragments += 1
             self.report.dropped_bytes += len(body)
             return []
-        self.tail += b","  # a bytearray: appending costs no copy of what came before
+        self.tail += before  # a bytearray: appending costs no copy of what came before
         self.tail += body
         if final or len(self.tail) <= _TAIL_SCAN_BYTES:
             return self._close_tail(final)
@@ -217,36 +247,6 @@ class BodyParser:
         rest = skip_seam(rest)
         return self.parse(rest, final, b"" if final else None) if rest.strip() else []
 
-    def _prefilter(self, body: bytes) -> bytes:
-        """``body`` without the events skipped on purpose (a bytes test per event, no parsing)."""
-        excluded, copies = self.excluded, self.copies
-        keep = []
-        # Pieces lose the "}" and "{" around each separator; they are put back by the join.
-        pieces = EVENT_SEPARATOR.split(body)
-        last = len(pieces) - 1
-        for i, piece in enumerate(pieces):
-            # Only a whole event is dropped (its braces balance): a "}, {" inside args splits
-            # one event into pieces, which are kept and filtered after parsing.
-            if excluded and any(p in piece for p in excluded) and _whole(piece, i, last):
-                if b'"ph"' in piece:
-                    self.saw_event = True  # a trace event, skipped on purpose
-                continue
-            if copies and any(p in piece for p in copies) and (
-                    b'"ph": "b"' in piece or b'"ph": "e"' in piece or b'"ph":"b"' in piece
-                    or b'"ph":"e"' in piece) and _whole(piece, i, last):
-                self.saw_event = True
-                continue
-            keep.append(piece)
-        if not keep:
-            return b""
-        text = b"},{".join(keep)
-        # Restore the outer braces the split removed (unless that piece was dropped).
-        if not text.startswith(b"{") and not text.lstrip().startswith(b"{"):
-            text = b"{" + text
-        if not text.rstrip().endswith(b"}"):
-            text = text + b"}"
-        return text
-
     def _parse_pieces(self, body: bytes, carry: bool = False) -> list[dict[str, Any]]:
         """Events of a body that is not valid JSON, piece by piece (see the module docstring).
         ``carry``: trailing pieces that fail are kept for the next body instead of dropped."""
@@ -265,20 +265,31 @@ class BodyParser:
                 failed.append(spans[i])
                 i += 1
                 continue
-            self._drop(failed)
+            self._drop(failed, body)
             out.extend(evs)
             i += used
         if carry and failed:
             self.carry = body[failed[0][0]:]  # an event cut at the read boundary: join it
         else:
-            self._drop(failed)
+            self._drop(failed, body)
         return out
 
-    def _drop(self, pieces: list[tuple[int, int]]) -> None:
+    def _drop(self, pieces: list[tuple[int, int]], body: bytes) -> None:
+        """Count unreadable pieces as dropped, except those of events skipped on purpose (their
+        category's bytes show: the statistics' fast path skips them unread, so neither counts)."""
         for a, b in pieces:
+            if self.skip_marks and self._marked(body[a:b]):
+                self.saw_event = True
+                continue
             self.report.dropped_fragments += 1
             self.report.dropped_bytes += b - a
         pieces.clear()
+
+    def _marked(self, piece: bytes) -> bool:
+        excluded, copies = self.skip_marks
+        if any(m in piece for m in excluded):
+            return True
+        return any(m in piece for m in copies) and any(m in piece for m in _ASYNC_PH)
 
     def _parse_joined(self, body: bytes, spans: list[tuple[int, int]],
                       i: int) -> tuple[list[dict[str, Any]] | None, int]:
@@ -299,6 +310,7 @@ class BodyParser:
             ev = _try_load(fixed)
             if ev is not None:
                 self.report.escaped_names += 1
+                self._escaped.add(id(ev))
         return ev
 
     def _load_piece(self, text: bytes) -> list[dict[str, Any]] | None:
@@ -329,10 +341,12 @@ class BodyParser:
         return out
 
 
-def _whole(piece: bytes, i: int, last: int) -> bool:
-    """True when piece ``i`` of a body cut at separators is one whole event: its braces balance,
-    counting the "{" and "}" the cut took (the first piece keeps its "{", the last its "}")."""
-    return piece.count(b"{") - piece.count(b"}") == (i == 0) - (i == last)
+_ASYNC_PH = (b'"ph": "b"', b'"ph":"b"', b'"ph": "e"', b'"ph":"e"')
+
+
+def _marks(cats: frozenset[str]) -> tuple[bytes, ...]:
+    """The bytes that show an event's category in MXNet's and in compact layouts."""
+    return tuple(m for c in sorted(cats) for m in (b'"cat": "%s"' % c.encode(), b'"cat":"%s"' % c.encode()))
 
 
 def _try_load(text: bytes) -> dict[str, Any] | None:

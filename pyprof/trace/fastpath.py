@@ -320,7 +320,7 @@ def _parse(body: bytes, pattern: re.Pattern[bytes], excluded: frozenset[str],
     out.async_ts = ts_all[m3]
     out.async_keys, out.async_key, out.async_begin, out.async_cat = _keys(
         key_codes[m3], pt_codes[m3], mid_codes[m3], lambda u, p, m: (
-            pt_vals[p][0], u_cat[u], mid_ids[m], u_name[u]),
+            "b", pt_vals[p][0], u_cat[u], mid_ids[m], u_name[u]),
         u_begin, u_catidx)
 
     # Counters: (cat, args key) per event.

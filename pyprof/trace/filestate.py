@@ -23,7 +23,7 @@ class FileState:
         by_pid: durations per ``(category, name, pid)``, file order (``array('q')``, or
             ``array('d')`` once a float or out-of-int64 duration arrives).
         open_sync, open_async: begin ``ts`` stacks of unmatched begins, per pairing key
-            ``(ph, pid, tid, name)`` and ``(pid, cat, id, name)``.
+            ``(ph, pid, tid, name)`` and ``(ph, pid, cat, id, name)`` (``ph`` of the begin).
         order_sync, order_async: per pairing scope (the key without its name), the keys of its
             open begins in the order they were opened; a nameless end closes the last one.
         cat_of: the category of the latest begin of each pairing key, for an end without one.

@@ -45,10 +45,8 @@ class TraceReader:
         phases: when given, only events whose ``ph`` is in this collection are parsed and yielded.
         chunk_bytes: read size; memory use is a small multiple of it.
         drop_async_copies: skip MXNet's async ``b``/``e`` duplicates of operators (categories
-            ``operator`` / ``Custom Operator``) *before parsing* (a bytes test per event).
-        exclude_categories: skip events of these categories before parsing, e.g.
-            ``{"MXNET_C_API"}``. The bytes tests look for ``"cat": "<category>"``; a name that
-            itself contains such text could be skipped too.
+            ``operator`` / ``Custom Operator``).
+        exclude_categories: skip events of these categories, e.g. ``{"MXNET_C_API"}``.
 
     Attributes:
         report: a :class:`ReadReport`, complete once iteration has finished.
@@ -83,6 +81,9 @@ class TraceReader:
         self._last_span: tuple[int, int] | None = None
         self._end: bytes | None = None
         self._gzip_cut = False
+        # The separator text after a body (or span) that was cut at one.
+        self._sep_of: tuple[bytes, bytes] | None = None
+        self._span_seps: dict[tuple[int, int], bytes] = {}
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return self._events()
@@ -135,7 +136,9 @@ class TraceReader:
                     cut = last_separator(buf)
                     if cut is None:
                         continue  # one event larger than the chunk: read more
-                    body, buf = buf[:cut[0]], buf[cut[1]:]
+                    body = buf[:cut[0]]
+                    self._sep_of = (body, buf[cut[0]:cut[1]])
+                    buf = buf[cut[1]:]
                 if not body.strip() and not (self._last is body and self._end is None):
                     continue
                 yield body
@@ -198,6 +201,7 @@ class TraceReader:
                         if cut is None:
                             continue  # one event larger than the chunk: read more
                         span = (start, cut[0] - start)
+                        self._span_seps[span] = mm[cut[0]:cut[1]]
                         start = cut[1]
                         # A body cut at a separator ends with "}": never blank.
                     yield span
@@ -216,7 +220,11 @@ class TraceReader:
 
     def _parse(self, body: bytes, span: tuple[int, int] | None = None) -> list[dict[str, Any]]:
         last = body is self._last if span is None else span == self._last_span
-        return self._parser.parse(body, last, self._end if last else None)
+        if span is not None:
+            sep = self._span_seps.pop(span, b",")
+        else:
+            sep = self._sep_of[1] if self._sep_of is not None and self._sep_of[0] is body else b","
+        return self._parser.parse(body, last, self._end if last else None, sep)
 
     def keeps_end(self, body: bytes | None = None, span: tuple[int, int] | None = None) -> bool:
         """True for the last body of :meth:`bodies` (or span of :meth:`body_spans`) when it holds

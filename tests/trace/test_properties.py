@@ -137,6 +137,12 @@ NOTE_ATTRS = {"negative_duration": "negative_durations", "unknown_phase": "unkno
               "non_numeric_counter": "bad_counter_values"}
 
 
+def _json_int(text: str):
+    """Integers as the doc says they are read: exact within 64 bits, else floats (as orjson)."""
+    v = int(text)
+    return v if -2 ** 63 <= v <= 2 ** 64 - 1 else float(text)
+
+
 def number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -145,7 +151,7 @@ def reference(data: bytes):
     """``(operators, notes)`` of an undamaged trace: ``{(category, name, device): [durations]}``
     and ``{note: count}`` (note names as in pyprof/spec/trace.json; ``unknown_phase`` gives the
     count per phase); None when it holds no event."""
-    doc = json.loads(data)
+    doc = json.loads(data, parse_int=_json_int)
     evs = doc["traceEvents"] if isinstance(doc, dict) else doc
     evs = [e for e in evs if isinstance(e, dict) and "ph" in e]
     if not evs:
@@ -174,8 +180,17 @@ def reference(data: bytes):
         if ph == "M" and ev.get("name") == "process_name":
             pid_names[ev.get("pid")] = str((ev.get("args") or {}).get("name", ""))
         elif ph == "C":
-            values = (ev.get("args") or {}).values()
-            notes["non_numeric_counter"] += sum(not number(v) for v in values)
+            if not number(ev.get("ts")):
+                notes["no_timestamp"] += 1
+                continue
+            args = ev.get("args")
+            if not isinstance(args, dict):
+                notes["non_numeric_counter"] += 1
+                continue
+            notes["non_numeric_counter"] += sum(not number(v) for v in args.values())
+            if not -2 ** 63 <= int(ev["ts"]) < 2 ** 63 and any(
+                    number(v) and k.startswith("Memory: ") for k, v in args.items()):
+                notes["no_timestamp"] += 1  # a memory sample time beyond 64 bits
         elif ph == "X":
             if not number(ev.get("ts")) or not number(ev.get("dur")):
                 notes["no_timestamp"] += 1
