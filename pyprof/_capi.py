@@ -22,6 +22,7 @@ from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_uint64, c_void_p
 from typing import Any
 
 from ._gate import GATE
+from ._importhook import AfterImport
 from .errors import LibraryNotFoundError, MXNetError, PyprofError, StateError
 
 __all__ = ["lib", "library_path", "check", "Handle", "guard_mxnet"]
@@ -415,31 +416,10 @@ def guard_mxnet() -> bool:
     return True
 
 
-class _GuardOnImport:
-    """A meta-path finder that guards mxnet.base._LIB right after ``mxnet.base`` executes."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != "mxnet.base":
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                exec_module = spec.loader.exec_module
-
-                def exec_and_guard(module: Any, _exec: Any = exec_module) -> None:
-                    _exec(module)
-                    guard_mxnet()
-                spec.loader.exec_module = exec_and_guard  # type: ignore[method-assign]
-                return spec
-        return None
-
-
-_HOOK = _GuardOnImport()
+_HOOK = AfterImport("mxnet.base", lambda _module: guard_mxnet())
 
 
 def install_import_hook() -> None:
     """Guard mxnet now if it is imported, else when ``mxnet.base`` loads (idempotent)."""
-    if not guard_mxnet() and _HOOK not in sys.meta_path:
-        sys.meta_path.insert(0, _HOOK)
+    if not guard_mxnet():
+        _HOOK.install()

@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import _capi, config, rules
+from ._importhook import AfterImport
 from .errors import ConfigError
 
 __all__ = ["MODES", "BULK_VARIABLES", "parse_mode", "config_from_environment", "autostart",
@@ -183,8 +184,8 @@ def _engine_bulk_off() -> None:
     engine = sys.modules.get("mxnet.engine")
     if engine is not None:
         _no_bulk_scope(engine)
-    elif _ENGINE_HOOK not in sys.meta_path:
-        sys.meta_path.insert(0, _ENGINE_HOOK)
+    else:
+        _ENGINE_HOOK.install()
 
 
 def _no_bulk_scope(engine: Any) -> None:
@@ -201,28 +202,7 @@ def _no_bulk_scope(engine: Any) -> None:
     engine.set_bulk_size = set_bulk_size
 
 
-class _EngineHook:
-    """A meta-path finder that applies per-operator mode to ``mxnet.engine`` once it has run."""
-
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != "mxnet.engine":
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                exec_module = spec.loader.exec_module
-
-                def exec_then_patch(module: Any, _exec: Any = exec_module) -> None:
-                    _exec(module)
-                    _no_bulk_scope(module)
-                spec.loader.exec_module = exec_then_patch  # type: ignore[method-assign]
-                return spec
-        return None
-
-
-_ENGINE_HOOK = _EngineHook()
+_ENGINE_HOOK = AfterImport("mxnet.engine", _no_bulk_scope)
 
 
 def mxnet_autostart_problem(environ: Mapping[str, str] | None = None) -> str | None:
