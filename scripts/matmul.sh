@@ -5,16 +5,9 @@
 # dot on gpu(0) (--ctx gpu; a --ctx or --device-id of yours still applies).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-setup=() rest=()
-while (($#)); do
-  if [ "$1" = --gpu ]; then
-    setup=(--gpu)
-    if (($# > 1)) && [[ "$2" =~ ^(mxnet-)?cu[0-9]+$|^[0-9]+\.[0-9]+$ ]]; then setup+=("$2"); shift; fi
-  else
-    rest+=("$1")
-  fi
-  shift
-done
+# shellcheck source=scripts/gpu-args.sh
+. "$root/scripts/gpu-args.sh"
+split_gpu_args "$@"
 "$root/scripts/setup.sh" "${setup[@]}"
 ctx=(); ((${#setup[@]} == 0)) || ctx=(--ctx gpu)
 exec "$root/.venv/bin/pyprof" matmul "${ctx[@]}" "${rest[@]}"
