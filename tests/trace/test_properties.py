@@ -8,7 +8,7 @@
     size (``_CHUNK_BYTES`` down to 1 byte puts chunk boundaries inside events) and with the fast
     path on or off.
 
-Budget: the default run is derandomized (the same cases every run, about 25 s on two cores).
+Budget: the default run is derandomized (the same cases every run, about 20 s on two cores).
 ``PYPROF_LONG=1`` runs ``PYPROF_LONG_EXAMPLES`` (default 20000) random cases per property and
 writes how many were tried, and how fast, to ``build/properties-long.json``.
 ``PYPROF_PROPERTIES_SHRINK=1`` shrinks failures to minimal inputs (always on in the long mode; off
@@ -303,7 +303,7 @@ def write_case(directory: str, data: bytes) -> Path:
 read_options = dict(chunk=st.sampled_from(CHUNKS), fast=st.booleans())
 
 
-@budget(300)
+@budget(150)
 @given(case=tracetext.cases(), **read_options)
 def test_tools_raise_only_trace_errors(case, chunk, fast):
     data, _damage = case
@@ -313,7 +313,7 @@ def test_tools_raise_only_trace_errors(case, chunk, fast):
 
 
 @pytest.mark.skipif(not HAS_VALIDATE, reason="pyprof.trace.validate does not exist yet")
-@budget(120)
+@budget(60)
 @given(case=tracetext.cases())
 def test_written_traces_validate(case):
     data, _damage = case
@@ -323,7 +323,7 @@ def test_written_traces_validate(case):
         check_valid(check_tools(path, Path(d)))
 
 
-@budget(600)
+@budget(400)
 @given(case=tracetext.cases(damage=False), **read_options)
 def test_stats_equal_reference(case, chunk, fast):
     data, _ = case
