@@ -3,6 +3,7 @@
             [clojure.data.json :as json]
             [clojure.edn :as edn]
             [clojure.java.io :as io]
+            [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
             [pyprof.stats :as stats]
             [pyprof.stats-parity :as parity]
@@ -80,10 +81,7 @@
   "Expected files where Python's result is wrong, not just different (reported; Python is not
   changed here): file name -> why. The JVM is checked to differ from them; once Python is fixed
   and the file regenerated, the test says so and the entry must go."
-  {"mixed-float-int-durations-637d3bab8b.json.stats.json"
-   (str "Python's fast path appends int64 durations' bytes to a per-pid array that an X event's "
-        "float dur already made float64 (accumulate.py Accumulator._pair: arr.frombytes), so the "
-        "B/E call of 1 us reads as 5e-324")})
+  {})
 
 (deftest equals-python-on-every-fixture
   ;; Expected values: tests/fixtures/make_expected_stats.py (Python's pyprof.trace.stats).
@@ -183,3 +181,36 @@
                   (str "time-weighted mean " (get p twm) " vs " (get j twm)))))))
       (finally
         (doseq [^java.io.File f (reverse (file-seq dir))] (.delete f))))))
+
+(deftest gzip-cut-short-gives-every-decodable-byte-as-python
+  ;; Python's GunzipStream: a stream cut short gives every decodable byte, then ends with one
+  ;; dropped fragment; a cut before any decodable byte is its own error.
+  (let [dir (tu/temp-dir)
+        text (.getBytes ^String (slurp "../tests/fixtures/traces/small.json") "UTF-8")
+        bos (java.io.ByteArrayOutputStream.)
+        _ (with-open [gz (java.util.zip.GZIPOutputStream. bos)] (.write gz text))
+        gz (.toByteArray bos)
+        cut (fn [n] (let [f (io/file dir (str "cut" n ".json.gz"))]
+                      (io/copy (java.util.Arrays/copyOf gz (int n)) f)
+                      f))]
+    (try
+      (testing "the trailer missing: every byte decoded, the cut counted"
+        (let [r (parity/jvm-result [(str (cut (- (alength gz) 4)))] {})
+              rep (first (get r "reports"))]
+          (is (= (alength text) (get rep "bytes_read")))
+          (is (= 1 (get rep "dropped_fragments")))
+          (is (false? (get rep "missing_tail")) "the text itself is whole")))
+      (testing "only the header: nothing decodable"
+        (is (= {"error" {"type" "TraceFormatError"
+                         "message" (str "{path}: gzip stream cut short before any trace event could "
+                                        "be decoded (the writer crashed or the copy is incomplete); "
+                                        "re-run the profiling or copy the file again")}}
+               (parity/jvm-result [(str (cut 10))] {}))))
+      (when (parity/python)
+        (doseq [n [2 10 12 40 (quot (alength gz) 2) (- (alength gz) 9) (- (alength gz) 1)]
+                :let [f (cut n)]]
+          (is (= (let [r (parity/python-result f)]
+                   (cond-> r (get r "error") (update-in ["error" "message"] str/replace (str f) "{path}")))
+                 (parity/jvm-result [(str f)] {}))
+              (str "cut at " n " of " (alength gz) " bytes"))))
+      (finally (doseq [^java.io.File x (reverse (file-seq dir))] (.delete x))))))

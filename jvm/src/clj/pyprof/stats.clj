@@ -55,7 +55,8 @@
   naming/bulk-note)
 
 (defn bulk-name?
-  "True for names of MXNet bulk segments: \"Activation,Convolution\" or \"[dot]\"."
+  "True for names of MXNet bulk segments (trace.json bulk.names): \"ImperativeBulk\", \"[dot]\",
+  \"Activation,Convolution\"."
   [^String name]
   (naming/bulk-name? name))
 

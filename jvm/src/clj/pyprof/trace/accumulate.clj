@@ -150,10 +150,11 @@
 
 (defn new-file-state
   "Python's `FileState`: the open begin events (per pairing key, and per scope in the order they
-  were opened), durations by pid and process names of one file, and its counts."
+  were opened), the category of the latest begin of each slice key (for an end without `cat`),
+  durations by pid and process names of one file, and its counts."
   []
   {:open-sync (HashMap.) :open-async (HashMap.) :order-sync (HashMap.) :order-async (HashMap.)
-   :by-pid (LinkedHashMap.) :pid-names (HashMap.) :counts (long-array 4)})
+   :cat-of (HashMap.) :by-pid (LinkedHashMap.) :pid-names (HashMap.) :counts (long-array 4)})
 
 (defn- key-of
   "Python's `_key`: a JSON value as part of a key (lists and objects as their JSON text)."
@@ -206,7 +207,7 @@
 (defn- pair!
   "A begin or end of a slice, frame or async pair (role `role`, phase `ph`)."
   [categories {:keys [^Map open-sync ^Map open-async ^Map order-sync ^Map order-async
-                      ^Map by-pid ^longs counts]} ev ph role cat ts]
+                      ^Map cat-of ^Map by-pid ^longs counts]} ev ph role cat ts]
   (let [name (key-of (get ev "name"))
         pid (key-of (get ev "pid"))
         sync? (contains? sync-roles role)]
@@ -218,13 +219,19 @@
             ^Map open (if sync? open-sync open-async)
             ^Map order (if sync? order-sync order-async)]
         (if (contains? phases/pairs ph)
-          (push-begin! open order (conj scope name) ts)
+          (let [key (conj scope name)]
+            (push-begin! open order key ts)
+            (when sync? (.put cat-of (py-key key) cat)))
           (let [[key begin] (if (nil? name)
                               (pop-innermost! open order (py-key scope))
                               (let [key (conj scope name)] [key (pop-begin! open order key)]))]
             (if (or (nil? key) (nil? begin))
               (count! counts unmatched-end)
-              (let [dur (-' ts begin)]
+              (let [dur (-' ts begin)
+                    ;; an end may leave its category to the begin
+                    cat (if (and sync? (not (contains? ev "cat")))
+                          (let [ck (py-key key)] (if (.containsKey cat-of ck) (.get cat-of ck) cat))
+                          cat)]
                 (cond (negative? dur) (count! counts negative)
                       (or (nil? categories) (contains? categories cat))
                       (append! by-pid [cat (peek key) pid] dur))))))))))

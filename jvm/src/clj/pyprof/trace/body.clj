@@ -4,7 +4,8 @@
 
   A body (a run of whole events cut by `pyprof.trace.framing`) is first filtered as Python's
   `_prefilter` does (`:drop-async-copies` / `:exclude-categories`: a bytes test per event, same
-  note counts) and framed as a JSON array in place (`frame-body!`). When it is one valid array of
+  note counts; only a whole event, whose braces balance, is dropped: a `}, {` inside `args` cuts
+  one event into pieces, which are kept and filtered after parsing) and framed as a JSON array in place (`frame-body!`). When it is one valid array of
   trace events (`pyprof.trace.json/array-status`) it is parsed event by event. When it is valid
   JSON apart from where it ends, its values are found from the structure
   (`pyprof.trace.jsonscan`): an event cut by a `}, {` inside its `args` is carried into the next
@@ -16,14 +17,15 @@
   dump appended after it), and dropped, counted, only as a last resort. Repairs and drops are
   recorded in the read report. The parser's state across bodies (`new-parser`) is the carried
   part of an event and the text after the events array."
-  (:require [pyprof.trace.bytes :refer [b= blank? contains-any? index-of latin1-bytes latin1-str
-                                        rskip-ws skip-ws utf8]]
+  (:require [pyprof.trace.bytes :refer [b= blank? contains-any? growable index-of latin1-bytes
+                                        latin1-str rskip-ws skip-ws utf8]]
             [pyprof.trace.framing :refer [record-keys! separators skip-seam]]
             [pyprof.trace.json :refer [array-status each-event! load-value try-load valid-value?]]
             [pyprof.trace.jsonscan :refer [scan-object split-values]]
             [pyprof.trace.phases :refer [kept-keys]]
             [pyprof.trace.read-report :refer [add! flag!]])
   (:import (java.nio.charset StandardCharsets)
+           (pyprof.trace.bytes IGrowable)
            (java.util Arrays)
            (java.util.regex Matcher Pattern)))
 
@@ -96,6 +98,18 @@
   written in front of a body."
   2)
 
+(defn- whole?
+  "Python's `_whole`: true when piece `k` (of `n`) of a body cut at separators, b[ps, pe), is one
+  whole event: its braces balance, counting the `{` and `}` the cut took (the first piece keeps
+  its `{`, the last its `}`)."
+  [^bytes b ps pe k n]
+  (let [ps (long ps) pe (long pe) k (long k) n (long n)
+        depth (loop [i ps, d 0]
+                (if (>= i pe)
+                  d
+                  (recur (inc i) (if (b= b i \{) (inc d) (if (b= b i \}) (dec d) d)))))]
+    (== depth (- (if (zero? k) 1 0) (if (== k (dec n)) 1 0)))))
+
 (defn- frame-body!
   "Makes the body b[start, stop) parseable in place: writes \"[\" before it and \"]\" after it,
   dropping the pieces Python's `_prefilter` drops (the kept pieces joined by \"},{\", the outer
@@ -122,11 +136,13 @@
                       nkept
                       (let [ps (long (piece-start k)) pe (long (piece-end k))
                             drop? (or (and (seq excluded) (contains-any? b ps pe cat-prefix excluded)
+                                           (whole? b ps pe k n)
                                            (do (when-not (neg? (index-of b ps pe ph))
                                                  (vreset! saw-event true))
                                                true))
                                       (and (seq copies) (contains-any? b ps pe cat-prefix copies)
                                            (contains-any? b ps pe ph-prefix async)
+                                           (whole? b ps pe k n)
                                            (do (vreset! saw-event true) true)))]
                         (aset kept k (not drop?))
                         (recur (inc k) (if drop? nkept (inc nkept))))))]
@@ -283,8 +299,9 @@
   keys up to its `}`; text after that is another dump appended to the file, whose events are
   parsed. Returns the number of events passed to f."
   ^long [{:keys [rep tail tail-closed] :as ctx} final]
-  (let [^bytes t @tail
-        len (alength t)
+  (let [^IGrowable g @tail
+        t (.array g)
+        len (.size g)
         scan (scan-object t 0 len {:first false :keep kept-keys})
         end (long (:end scan))]
     (if (and (= :incomplete (:status scan)) (not final))
@@ -301,7 +318,7 @@
           (do (vreset! tail nil)
               (vreset! tail-closed false)
               (if (blank? t end len)
-                (do (vreset! tail (byte-array 0)) (vreset! tail-closed true) 0)
+                (do (vreset! tail (growable)) (vreset! tail-closed true) 0)
                 (do (add! rep :inner-tails 1)
                     (let [r (skip-seam t end len)]
                       (if (blank? t r len)
@@ -310,15 +327,18 @@
                           (parse-events! ctx b s e final (when final (byte-array 0))))))))))))))
 
 (defn- feed-tail!
-  "Python's `_feed_tail`: a body after the end of the events array, `text` (a byte array)."
-  ^long [{:keys [rep tail tail-closed] :as ctx} ^bytes text final]
+  "Python's `_feed_tail`: a body after the end of the events array, b[start, stop) followed by
+  `end` (nil or bytes), appended to the tail (a growable buffer: no copy of what came before)."
+  [{:keys [rep tail tail-closed] :as ctx} ^bytes b start stop ^bytes end final]
   (if @tail-closed                 ; more text after the closed trace object and what followed it
     (do (add! rep :dropped-fragments 1)
-        (add! rep :dropped-bytes (alength text))
+        (add! rep :dropped-bytes (+ (- (long stop) (long start)) (if end (alength end) 0)))
         0)
-    (let [^bytes t (join-bytes 0 0 [@tail comma text])]
-      (vreset! tail t)
-      (if (or final (<= (alength t) (long tail-scan-bytes)))
+    (let [^IGrowable t @tail]
+      (.append t comma 0 1)
+      (.append t b start stop)
+      (when end (.append t end 0 (alength end)))
+      (if (or final (<= (.size t) (long tail-scan-bytes)))
         (close-tail! ctx final)
         0))))
 
@@ -351,8 +371,11 @@
         (case status
           :incomplete (do (when raw (flag! rep :missing-tail))      ; a cut event, or damage
                           (+ events (parse-pieces! ctx b at stop (not last))))
-          :array-end (do (vreset! tail (join-bytes 0 0 [(copy-of b (inc at) stop) (or end (byte-array 0))]))
-                         (+ events (close-tail! ctx last)))
+          :array-end (let [g (growable)]
+                       (.append g b (inc at) stop)
+                       (when end (.append g end 0 (alength end)))
+                       (vreset! tail g)
+                       (+ events (close-tail! ctx last)))
           (do (when raw (flag! rep :missing-tail)) events))))))
 
 (defn- parse-events!
@@ -364,10 +387,7 @@
   [{:keys [rep f carry tail] :as ctx} ^bytes b start stop last ^bytes end]
   (let [raw (and last (nil? end))]
     (if (some? @tail)
-      (feed-tail! ctx (if (and last end (pos? (alength end)))
-                        (join-bytes 0 0 [(copy-of b start stop) end])
-                        (copy-of b start stop))
-                  last)
+      (feed-tail! ctx b start stop (when last end) last)
       (let [[^bytes b start stop] (if-let [^bytes c @carry]
                                     (do (vreset! carry nil)
                                         (add! rep :carried-events 1)

@@ -6,7 +6,8 @@
   `bytes.find()`, `in` and the `\\s` of its bytes regular expressions, on a region [start, stop)
   of a reused byte array instead of on slices. `latin1-str` / `latin1-bytes` decode one char per
   byte, so that Java regular expressions see exactly what Python's bytes patterns see."
-  (:import (java.nio.charset StandardCharsets)))
+  (:import (java.nio.charset StandardCharsets)
+           (java.util Arrays)))
 
 (set! *warn-on-reflection* true)
 
@@ -77,3 +78,28 @@
 (defn latin1-bytes
   "The bytes of a string of one char per byte (the inverse of `latin1-str`)."
   ^bytes [^String s] (.getBytes s StandardCharsets/ISO_8859_1))
+
+(definterface IGrowable
+  (^bytes array [] "The bytes, valid in [0, size).")
+  (^long size [])
+  (^void append [^bytes src ^long start ^long stop] "Appends src[start, stop)."))
+
+(deftype ^:private Growable [^:unsynchronized-mutable ^bytes a ^:unsynchronized-mutable ^long n]
+  IGrowable
+  (array [_] a)
+  (size [_] n)
+  (append [_ src start stop]
+    (let [len (- stop start)
+          need (+ n len)]
+      (when (> need (alength a))              ; doubling: each byte is copied O(1) times
+        (set! a (Arrays/copyOf a (int (min 0x7ffffff7 (max need (* 2 (alength a))))))))
+      (System/arraycopy src start a n len)
+      (set! n need))))
+
+(alter-meta! #'->Growable assoc :private true)
+
+(defn growable
+  "An empty growable byte buffer (`IGrowable`), Python's `bytearray`: appending copies only what
+  is appended (amortized), never what came before."
+  ^IGrowable []
+  (Growable. (byte-array 64) 0))

@@ -2,7 +2,8 @@
   "Where the events are in a trace file's text: opening, head, separators, tail. A port of
   `pyprof/trace/framing.py`, on a region [start, stop) of the reader's byte buffer:
 
-  - `open-input`: the file's bytes, plain or gzip (by its magic bytes), Python's `open_binary`.
+  - `open-input`: the file's bytes, plain or gzip (by its magic bytes), Python's `open_binary`;
+    a gzip stream cut short gives every decodable byte, then ends (`cut-short?`).
   - `skip-head`: the text before the first event (`{\"traceEvents\": [`, other top-level keys
     before it, `[`, a bare `,`, or the header followed by a bare comma) skipped and recorded in
     the read report (`record-keys!`).
@@ -21,7 +22,7 @@
   (:import (java.io BufferedInputStream File FileInputStream InputStream)
            (java.nio.charset StandardCharsets)
            (java.util.regex Pattern)
-           (java.util.zip GZIPInputStream)))
+           (pyprof.jvm GunzipStream)))
 
 (set! *warn-on-reflection* true)
 
@@ -72,8 +73,16 @@
 
 ;; ------------------------------------------------------------------ opening
 
+(defn cut-short?
+  "True once the stream of `open-input` has ended because its gzip stream was cut short (or
+  undecodable from some point): the rest of the file is lost (`pyprof.jvm.GunzipStream`, a port
+  of Python's `GunzipStream`)."
+  [^InputStream in]
+  (and (instance? GunzipStream in) (.truncated ^GunzipStream in)))
+
 (defn open-input
-  "The trace's bytes (gzip decompressed when the file starts with its magic bytes)."
+  "The trace's bytes (gzip decompressed when the file starts with its magic bytes, see
+  `cut-short?`)."
   ^InputStream [^String path]
   (let [f (File. path)
         why (cond (not (.exists f)) "No such file or directory"
@@ -87,7 +96,7 @@
       (let [b0 (.read in) b1 (.read in)]
         (.reset in)
         (if (and (== b0 0x1f) (== b1 0x8b))
-          (GZIPInputStream. in 65536)
+          (GunzipStream. in)
           in)))))
 
 ;; ------------------------------------------------------------------ head and tail

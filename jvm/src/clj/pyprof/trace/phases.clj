@@ -28,7 +28,9 @@
     (with-open [r (io/reader url)]
       (json/read r))))
 
-(def ^:private spec (read-resource "trace.json"))
+(def spec
+  "trace.json, read from the classpath (string keys)."
+  (read-resource "trace.json"))
 
 (def phases
   "ph -> role, as in trace.json (\"B\" \"slice_begin\", \"C\" \"counter\", ...)."

@@ -39,9 +39,7 @@
             [pyprof.trace.bytes :refer [blank?]]
             [pyprof.trace.framing :as framing]
             [pyprof.trace.read-report :as report :refer [add!]])
-  (:import (java.io EOFException)
-           (java.util ArrayList Arrays)
-           (java.util.zip ZipException)))
+  (:import (java.util ArrayList Arrays)))
 
 (set! *warn-on-reflection* true)
 
@@ -50,10 +48,16 @@
   files, so both use the same)."
   (bit-shift-left 16 20))
 
-(defn- no-events-error [path ^long bytes-read]
-  (ex-info (if (zero? bytes-read)
+(defn- no-events-error [path ^long bytes-read gzip-cut]
+  (ex-info (cond
+             (and (zero? bytes-read) gzip-cut)
+             (str path ": gzip stream cut short before any trace event could be decoded (the "
+                  "writer crashed or the copy is incomplete); re-run the profiling or copy the "
+                  "file again")
+             (zero? bytes-read)
              (str path ": empty file, no trace events (the profiled run wrote nothing: crashed or "
                   "never called profiler.dump()?); re-run the profiling or pass the right file")
+             :else
              (str path ": no trace events found (not an MXNet/Chrome trace, or the profiler recorded "
                   "nothing; events are JSON objects with a \"ph\" field); pass the file named by "
                   "profiler.set_config(filename=...) of a run that profiled something"))
@@ -95,16 +99,18 @@
                              {:pyprof/error :invalid-option})))
          chunk (long chunk-bytes)
          rep (report/new-report path)
-         parser (body/new-parser rep f (body/filter-patterns exclude-categories drop-async-copies))]
+         parser (body/new-parser rep f (body/filter-patterns exclude-categories drop-async-copies))
+         gzip-cut (volatile! false)]
      (with-open [in (framing/open-input path)]
        ;; buf[h, n): text not yet parsed (h = headroom); [s, n) once the head is skipped. Room
        ;; for 2 bytes after n: a "}" and "]" written after the file's last body.
        (loop [^bytes buf (byte-array (+ headroom chunk 4096)), n headroom, s headroom, started false]
          (let [^bytes buf (ensure-capacity buf (+ n chunk 2) n)
-               got (try (.readNBytes in buf (int n) (int chunk))
-                        (catch EOFException _ (add! rep :dropped-fragments 1) 0)  ; a cut gzip
-                        (catch ZipException _ (add! rep :dropped-fragments 1) 0)) ; ends the text
+               got (.readNBytes in buf (int n) (int chunk))
                eof (zero? got)
+               _ (when (and eof (framing/cut-short? in))
+                   (vreset! gzip-cut true)
+                   (add! rep :dropped-fragments 1))        ; the undecodable rest of the stream
                n (+ n got)]
            (add! rep :bytes-read got)
            (if (and (not started) (not eof) (< (- n headroom) 4096))
@@ -126,7 +132,7 @@
                    (recur buf n s true))))))))
      (body/finish! parser)
      (when-not @(:saw-event parser)
-       (throw (no-events-error path (:bytes-read @rep))))
+       (throw (no-events-error path (:bytes-read @rep) @gzip-cut)))
      (report/finish-report @rep))))
 
 (defn read-events
