@@ -12,8 +12,8 @@
   - `B`/`E` and frame `(`/`)` pairs: an end with a name closes the latest open begin of that name
     on its thread [pid tid], an end without a name the innermost open begin of its thread; one
     pair is one call, of the category of its end event. `X` events count as one call of `dur`.
-  - Async `b`/`e` and legacy `S`/`F` pairs are matched per [pid cat id name] (`id`, else `id2`,
-    with `scope`); a nameless end closes the last one opened. MXNet's `b`/`e` copies of every
+  - Async `b`/`e` and legacy `S`/`F` pairs are matched per [begin phase, pid cat id name] (`id`,
+    else `id2`, with `scope`; b/e and S/F pair only with their own kind); a nameless end closes the last one opened. MXNet's `b`/`e` copies of every
     operator (categories \"operator\" and \"Custom Operator\") are skipped, never counted twice.
   - `C` counters named \"Memory: <device>\" are memory samples in bytes; other counters are
     summarised as value series.
@@ -21,7 +21,7 @@
     durations, events of a timed phase without a numeric `ts` (or `X` without `dur`), counter
     values that are not numbers, unknown phases.
   - Every category is included by default, C API calls (\"MXNET_C_API\") too; `:exclude-categories`
-    leaves some out before parsing, as Python's `exclude_categories`.
+    leaves some out (after parsing), as Python's `exclude_categories`.
   - Files are read by `pyprof.trace.reader`: one event at a time, damaged MXNet files repaired as
     Python's reader does (the damage is listed in `:notes`), other top-level keys before or after
     the events found from the JSON structure. Memory holds the per-operator durations (8 bytes a

@@ -177,29 +177,34 @@
   (let [args (get ev "args")]
     (if-not (map? args)
       (count! counts bad-counter)
-      (doseq [[^String cname value] args]
-        (cond
-          (not (number? value)) (count! counts bad-counter)
-          (str/starts-with? cname memory-prefix)
-          (let [v (int64-of value) t (int64-of ts)]  ; bytes and us: whole numbers, as MXNet writes
-            (if (and v t)
-              (let [dev (subs cname (count memory-prefix))
-                    ^objects series (or (.get memory dev)
-                                        (let [s (object-array [(durs) (durs)])] (.put memory dev s) s))]
-                (.addLong ^IDurs (aget series 0) (long t))
-                (.addLong ^IDurs (aget series 1) (long v)))
-              (count! counts bad-counter)))
-          :else
-          (let [k [cat cname]
-                ck (py-key k)
-                ^objects s (.get counters ck)]
-            (if (nil? s)
-              (.put counters ck (object-array [k 1 value value value ts value]))
-              (do (aset s 1 (Long/valueOf (inc (long (aget s 1)))))
-                  (when (neg? (num-compare value (aget s 2))) (aset s 2 value)) ; min(s[1], value)
-                  (when (pos? (num-compare value (aget s 3))) (aset s 3 value)) ; max(s[2], value)
-                  (aset s 4 (+' (aget s 4) value))                           ; exact, as Python
-                  (when-not (neg? (num-compare ts (aget s 5))) (aset s 5 ts) (aset s 6 value))))))))))
+      (let [bad-ts (volatile! false)]
+        (doseq [[^String cname value] args]
+          (cond
+            (not (number? value)) (count! counts bad-counter)
+            (str/starts-with? cname memory-prefix)
+            (let [v (int64-of value) t (int64-of ts)]  ; bytes and us: whole numbers, as MXNet writes
+              (cond
+                (nil? t) (when-not @bad-ts           ; a sample time beyond 64 bits: not a usable ts
+                           (count! counts no-ts)
+                           (vreset! bad-ts true))
+                (nil? v) (count! counts bad-counter)
+                :else
+                (let [dev (subs cname (count memory-prefix))
+                      ^objects series (or (.get memory dev)
+                                          (let [s (object-array [(durs) (durs)])] (.put memory dev s) s))]
+                  (.addLong ^IDurs (aget series 0) (long t))
+                  (.addLong ^IDurs (aget series 1) (long v)))))
+            :else
+            (let [k [cat cname]
+                  ck (py-key k)
+                  ^objects s (.get counters ck)]
+              (if (nil? s)
+                (.put counters ck (object-array [k 1 value value value ts value]))
+                (do (aset s 1 (Long/valueOf (inc (long (aget s 1)))))
+                    (when (neg? (num-compare value (aget s 2))) (aset s 2 value)) ; min(s[1], value)
+                    (when (pos? (num-compare value (aget s 3))) (aset s 3 value)) ; max(s[2], value)
+                    (aset s 4 (+' (aget s 4) value))                           ; exact, as Python
+                    (when-not (neg? (num-compare ts (aget s 5))) (aset s 5 ts) (aset s 6 value)))))))))))
 
 (defn- negative? [x]
   (if (instance? Long x) (neg? (long x)) (neg? (num-compare x 0))))
@@ -215,7 +220,7 @@
       (let [scope (if sync?
                     [(if (or (= role "slice_begin") (= role "context_begin")) ph (phases/end-phases ph))
                      pid (key-of (get ev "tid"))]
-                    [pid cat (async-id ev)])
+                    [(if (contains? phases/pairs ph) ph (phases/end-phases ph)) pid cat (async-id ev)])
             ^Map open (if sync? open-sync open-async)
             ^Map order (if sync? order-sync order-async)]
         (if (contains? phases/pairs ph)

@@ -2,23 +2,26 @@
   "Turning a body of trace text into events, repairing what MXNet writes wrong: a port of
   `pyprof/trace/bodyparser.py` (`BodyParser`), working in place in the reader's byte buffer.
 
-  A body (a run of whole events cut by `pyprof.trace.framing`) is first filtered as Python's
-  `_prefilter` does (`:drop-async-copies` / `:exclude-categories`: a bytes test per event, same
-  note counts; only a whole event, whose braces balance, is dropped: a `}, {` inside `args` cuts
-  one event into pieces, which are kept and filtered after parsing) and framed as a JSON array in place (`frame-body!`). When it is one valid array of
-  trace events (`pyprof.trace.json/array-status`) it is parsed event by event. When it is valid
-  JSON apart from where it ends, its values are found from the structure
-  (`pyprof.trace.jsonscan`): an event cut by a `}, {` inside its `args` is carried into the next
-  body, and the end of the events array (followed by other top-level keys, or by another dump
-  appended to the file) is found. Otherwise it is split at every separator and each piece parsed
+  A body (a run of whole events cut by `pyprof.trace.framing`) is framed as a JSON array in
+  place (`frame-body!`). When it is one valid array of trace events
+  (`pyprof.trace.json/array-status`) it is parsed event by event. When it is valid JSON apart
+  from where it ends, or holds values that are not events, its values are found from the
+  structure (`pyprof.trace.jsonscan`): values that are not events are dropped one by one, an
+  event cut by a `}, {` inside its `args` or a string is carried into the next body (joined again
+  with the separator text the reader cut at), and the end of the events array (followed by other
+  top-level keys, or by another dump appended to the file) is found. Otherwise it is split at every separator and each piece parsed
   alone; a piece that fails is repaired (unescaped quotes, back slashes and control characters
   inside `name`/`cat`/`args` strings are escaped, with Python's regular expressions), joined with
   up to 15 following pieces (a separator inside a string), cut at a finished trace's `]}` (a
   dump appended after it), and dropped, counted, only as a last resort. Repairs and drops are
   recorded in the read report. The parser's state across bodies (`new-parser`) is the carried
-  part of an event and the text after the events array."
+  part of an event and the text after the events array.
+
+  `:exclude-categories` and `:drop-async-copies` skip events after parsing (Python's `_skip`): a
+  repair of a skipped event is not counted, nor is an unreadable piece that shows a skipped
+  category (`\"cat\": \"<category>\"`)."
   (:require [pyprof.trace.bytes :refer [b= blank? contains-any? growable index-of latin1-bytes
-                                        latin1-str rskip-ws skip-ws utf8]]
+                                        latin1-str rskip-ws utf8]]
             [pyprof.trace.framing :refer [record-keys! separators skip-seam]]
             [pyprof.trace.json :refer [array-status each-event! load-value try-load valid-value?]]
             [pyprof.trace.jsonscan :refer [scan-object split-values]]
@@ -83,109 +86,56 @@
 ;; ------------------------------------------------------------------ bodies
 
 (defn filter-patterns
-  "The bytes tests of Python's `_prefilter` for `exclude-categories` and async operator copies."
+  "What Python's `BodyParser` skips: `exclude-categories` (a collection) and, with
+  `drop-async-copies`, MXNet's async b/e copies of operators. `:skip?` tests a parsed event
+  (Python's `_skip`); `:marked?` an unreadable piece b[start, stop) (Python's `_marked`: its
+  bytes show a skipped category)."
   [exclude-categories drop-async-copies]
-  (let [cat-patterns (fn [c] [(utf8 (str "\"cat\": \"" c "\"")) (utf8 (str "\"cat\":\"" c "\""))])]
-    {:excluded (vec (mapcat cat-patterns exclude-categories))
-     :copies (when drop-async-copies (vec (mapcat cat-patterns ["operator" "Custom Operator"])))
-     :async (mapv utf8 ["\"ph\": \"b\"" "\"ph\": \"e\"" "\"ph\":\"b\"" "\"ph\":\"e\""])
-     :cat-prefix (utf8 "\"cat\":")
-     :ph-prefix (utf8 "\"ph\":")
-     :ph (utf8 "\"ph\"")}))
+  (let [excluded (set exclude-categories)
+        copies (if drop-async-copies #{"operator" "Custom Operator"} #{})
+        skipped (into excluded copies)
+        marks (fn [cats] (vec (for [c (sort cats), m [(str "\"cat\": \"" c "\"") (str "\"cat\":\"" c "\"")]]
+                                (utf8 m))))
+        ex-marks (marks excluded)
+        copy-marks (marks copies)
+        async (mapv utf8 ["\"ph\": \"b\"" "\"ph\":\"b\"" "\"ph\": \"e\"" "\"ph\":\"e\""])
+        cat-prefix (utf8 "\"cat\":")
+        ph-prefix (utf8 "\"ph\":")]
+    (when (seq skipped)
+      {:skip? (fn [ev]
+                (let [c (get ev "cat")]
+                  (and (string? c) (contains? skipped c)
+                       (or (contains? excluded c) (contains? #{"b" "e"} (get ev "ph"))))))
+       :marked? (fn [^bytes b start stop]
+                  (or (and (seq ex-marks) (contains-any? b start stop cat-prefix ex-marks))
+                      (and (seq copy-marks) (contains-any? b start stop cat-prefix copy-marks)
+                           (contains-any? b start stop ph-prefix async))))})))
 
 (def headroom
-  "Bytes kept free before the unparsed text in the read buffer, for the \"[\" and a restored \"{\"
-  written in front of a body."
+  "Bytes kept free before the unparsed text in the read buffer, for the \"[\" written in front of
+  a body."
   2)
 
-(defn- whole?
-  "Python's `_whole`: true when piece `k` (of `n`) of a body cut at separators, b[ps, pe), is one
-  whole event: its braces balance, counting the `{` and `}` the cut took (the first piece keeps
-  its `{`, the last its `}`)."
-  [^bytes b ps pe k n]
-  (let [ps (long ps) pe (long pe) k (long k) n (long n)
-        depth (loop [i ps, d 0]
-                (if (>= i pe)
-                  d
-                  (recur (inc i) (if (b= b i \{) (inc d) (if (b= b i \}) (dec d) d)))))]
-    (== depth (- (if (zero? k) 1 0) (if (== k (dec n)) 1 0)))))
-
 (defn- frame-body!
-  "Makes the body b[start, stop) parseable in place: writes \"[\" before it and \"]\" after it,
-  dropping the pieces Python's `_prefilter` drops (the kept pieces joined by \"},{\", the outer
-  braces restored: the text Python parses). Returns [open close], the indices of \"[\" and \"]\";
-  nil when no piece is left.
-
-  In place is safe: 2 bytes of headroom precede `start`; the kept text is never longer than the
-  body (each \"},{\" replaces a separator of at least 3 bytes), so pieces only move left; a \"]\"
-  lands at most at `stop` (the separator after a body cut at one), or, with a restored \"}\", in
-  the space a dropped piece freed or past the end of the file's last body."
-  [{:keys [saw-event patterns]} ^bytes b ^long start ^long stop]
-  (let [{:keys [excluded copies async cat-prefix ph-prefix ^bytes ph]} patterns]
-    (if (and (empty? excluded) (empty? copies))
-      (do (aset b (dec start) (byte (int \[)))
-          (aset b stop (byte (int \])))
-          [(dec start) stop])
-      (let [^longs seps (separators b start stop)
-            n (inc (aget seps 0))
-            piece-start (fn ^long [^long k] (if (zero? k) start (inc (aget seps (* 2 k)))))
-            piece-end (fn ^long [^long k] (if (== k (dec n)) stop (aget seps (+ 1 (* 2 k)))))
-            kept (boolean-array n)
-            nkept (loop [k 0, nkept 0]
-                    (if (== k n)
-                      nkept
-                      (let [ps (long (piece-start k)) pe (long (piece-end k))
-                            drop? (or (and (seq excluded) (contains-any? b ps pe cat-prefix excluded)
-                                           (whole? b ps pe k n)
-                                           (do (when-not (neg? (index-of b ps pe ph))
-                                                 (vreset! saw-event true))
-                                               true))
-                                      (and (seq copies) (contains-any? b ps pe cat-prefix copies)
-                                           (contains-any? b ps pe ph-prefix async)
-                                           (whole? b ps pe k n)
-                                           (do (vreset! saw-event true) true)))]
-                        (aset kept k (not drop?))
-                        (recur (inc k) (if drop? nkept (inc nkept))))))]
-        (when (pos? nkept)
-          (let [first-kept (long (loop [k 0] (if (aget kept k) k (recur (inc k)))))
-                last-kept (long (loop [k (dec n)] (if (aget kept k) k (recur (dec k)))))
-                ;; the joined text's first and last non-blank bytes decide the outer braces
-                fi (skip-ws b (piece-start first-kept) (piece-end first-kept))
-                front? (not (and (< fi (piece-end first-kept)) (b= b fi \{)))
-                le (rskip-ws b (piece-start last-kept) (piece-end last-kept))
-                back? (not (and (> le (piece-start last-kept)) (b= b (dec le) \})))
-                open (if front? (- start 2) (dec start))
-                w (loop [k first-kept, w start, first? true]
-                    (if (> k last-kept)
-                      w
-                      (if (aget kept k)
-                        (let [ps (long (piece-start k))
-                              len (- (long (piece-end k)) ps)
-                              w (long (if first?
-                                        w
-                                        (do (aset b w (byte (int \})))
-                                            (aset b (+ w 1) (byte (int \,)))
-                                            (aset b (+ w 2) (byte (int \{)))
-                                            (+ w 3))))]
-                          (System/arraycopy b ps b w len)
-                          (recur (inc k) (+ w len) false))
-                        (recur (inc k) w first?))))
-                w (long w)]
-            (aset b open (byte (int \[)))
-            (when front? (aset b (dec start) (byte (int \{))))
-            (if back?
-              (do (aset b w (byte (int \}))) (aset b (inc w) (byte (int \]))) [open (inc w)])
-              (do (aset b w (byte (int \]))) [open w]))))))))
+  "Makes the body b[start, stop) parseable in place: writes \"[\" before it and \"]\" after it
+  (in the headroom before `start`, and at `stop`: the separator after a body cut at one, or
+  past the end of the file's last body). Returns [open close], the indices of \"[\" and \"]\"."
+  [^bytes b ^long start ^long stop]
+  (aset b (dec start) (byte (int \[)))
+  (aset b stop (byte (int \])))
+  [(dec start) stop])
 
 (defn- load-one
-  "Python's `_load_one`: the event in b[start, stop), escaping unescaped characters if needed."
-  [{:keys [rep]} ^bytes b ^long start ^long stop]
+  "Python's `_load_one`: the event in b[start, stop), escaping unescaped characters if needed
+  (a repair counts for an event kept only, as Python's `_skip` takes it back)."
+  [{:keys [rep patterns]} ^bytes b ^long start ^long stop]
   (or (try-load b start stop)
       (let [text (Arrays/copyOfRange b (int start) (int stop))
             fixed (escape-piece text)]
         (when-not (Arrays/equals text fixed)
           (when-let [ev (try-load fixed 0 (alength fixed))]
-            (add! rep :escaped-names 1)
+            (when-not (and patterns ((:skip? patterns) ev))
+              (add! rep :escaped-names 1))
             ev)))))
 
 (def ^:private close-bracket (utf8 "]"))
@@ -217,12 +167,15 @@
 (def ^:private max-join 16)
 
 (defn- drop-pieces!
-  "Counts pieces [from, to) as dropped fragments."
-  [rep ^longs starts ^longs ends from to]
+  "Python's `_drop`: counts pieces [from, to) of b as dropped fragments, except those that show a
+  skipped category (events skipped on purpose)."
+  [{:keys [rep patterns saw-event]} ^bytes b ^longs starts ^longs ends from to]
   (loop [k (long from)]
     (when (< k to)
-      (add! rep :dropped-fragments 1)
-      (add! rep :dropped-bytes (- (aget ends k) (aget starts k)))
+      (if (and patterns ((:marked? patterns) b (aget starts k) (aget ends k)))
+        (vreset! saw-event true)
+        (do (add! rep :dropped-fragments 1)
+            (add! rep :dropped-bytes (- (aget ends k) (aget starts k)))))
       (recur (inc k)))))
 
 (defn- copy-of ^bytes [^bytes b ^long start ^long stop]
@@ -242,7 +195,7 @@
 
 (defn- with-room
   "[array start stop]: the byte arrays `parts` joined, in a new array with `headroom` bytes
-  before and room for 2 after (what `frame-body!` writes)."
+  before and room after (what `frame-body!` writes)."
   [& parts]
   (let [^bytes out (join-bytes headroom 4 parts)]
     [out headroom (- (alength out) 4)]))
@@ -272,7 +225,7 @@
         (do (cond (neg? failed) nil
                   carry? (when (< (aget starts failed) stop)
                            (vreset! carry (copy-of b (aget starts failed) stop)))
-                  :else (drop-pieces! rep starts ends failed n))
+                  :else (drop-pieces! ctx b starts ends failed n))
             events)
         (let [found (loop [used 1]
                       (when (<= used (min max-join (- n i)))
@@ -280,7 +233,7 @@
                           [evs used]
                           (recur (inc used)))))]
           (if-let [[evs used] found]
-            (do (when-not (neg? failed) (drop-pieces! rep starts ends failed i))
+            (do (when-not (neg? failed) (drop-pieces! ctx b starts ends failed i))
                 (doseq [ev evs] (f ev))
                 (recur (+ i (long used)) (+ events (count evs)) -1))
             (recur (inc i) events (if (neg? failed) i failed))))))))
@@ -324,18 +277,19 @@
                       (if (blank? t r len)
                         0
                         (let [[b s e] (with-room (copy-of t r len))]
-                          (parse-events! ctx b s e final (when final (byte-array 0))))))))))))))
+                          (parse-events! ctx b s e final (when final (byte-array 0)) comma))))))))))))
 
 (defn- feed-tail!
   "Python's `_feed_tail`: a body after the end of the events array, b[start, stop) followed by
-  `end` (nil or bytes), appended to the tail (a growable buffer: no copy of what came before)."
-  [{:keys [rep tail tail-closed] :as ctx} ^bytes b start stop ^bytes end final]
+  `end` (nil or bytes), appended to the tail after `before` (the separator text the reader cut
+  at), in a growable buffer: no copy of what came before."
+  [{:keys [rep tail tail-closed] :as ctx} ^bytes before ^bytes b start stop ^bytes end final]
   (if @tail-closed                 ; more text after the closed trace object and what followed it
     (do (add! rep :dropped-fragments 1)
         (add! rep :dropped-bytes (+ (- (long stop) (long start)) (if end (alength end) 0)))
         0)
     (let [^IGrowable t @tail]
-      (.append t comma 0 1)
+      (.append t before 0 (alength before))
       (.append t b start stop)
       (when end (.append t end 0 (alength end)))
       (if (or final (<= (.size t) (long tail-scan-bytes)))
@@ -344,21 +298,27 @@
 
 (defn- parse-structured!
   "Python's `_parse_structured`: the events of a body b[start, stop) that is valid JSON apart
-  from where it ends: an event cut by a separator inside its `args` (carried into the next
-  body), or the end of the events array followed by more top-level keys (and `end`, the text
-  the reader stripped after the last body). Every value is checked before the first is passed
-  on; nil (nothing passed on): the body is damaged otherwise."
+  from where it ends, or holds values that are not events (dropped and counted one by one): an
+  event cut by a separator inside its `args` or a string (carried into the next body), or the
+  end of the events array followed by more top-level keys (and `end`, the text the reader
+  stripped after the last body). Every value is checked before the first is passed on; nil
+  (nothing passed on): the body is damaged otherwise."
   [{:keys [rep f tail] :as ctx} ^bytes b start stop last ^bytes end]
   (let [start (long start) stop (long stop)
         [^longs spans status at] (split-values b start stop)
-        at (long at)
         n (aget spans 0)
         span (fn [^long k] [(aget spans (+ 1 (* 2 k))) (aget spans (+ 2 (* 2 k)))])
+        bad (when-not (= status :error)
+              (loop [k 0] (cond (>= k n) -1
+                                (let [[a e] (span k)] (valid-value? b a e)) (recur (inc k))
+                                :else k)))
         raw (and last (nil? end))]
-    (when (and (not= status :error)
-               (loop [k 0]
-                 (or (>= k n) (let [[a e] (span k)] (and (valid-value? b a e) (recur (inc k)))))))
-      (let [events (loop [k 0, events 0]
+    (when (and bad (or (neg? (long bad)) (and (== (long bad) (dec n)) (= status :complete))))
+      ;; a last value that does not load ends the body: an event cut inside a string at a
+      ;; "}, {" the reader took for a separator; it ends where the scan lost track of the string
+      (let [[n status at] (if (neg? (long bad)) [n status at] [(dec n) :incomplete (first (span bad))])
+            n (long n) at (long at)
+            events (loop [k 0, events 0]
                      (if (>= k n)
                        events
                        (let [[a e] (span k)
@@ -383,52 +343,64 @@
   separated by `,`) to f, in order; returns their number. `last`: the file's last body; `end`:
   the text the reader stripped after it (MXNet's `]` and `}`), nil for a last body that keeps
   the file's end as written (no simple end found): its end is found from the structure, or
-  reported missing. Writes over b[start - 2, stop + 2)."
-  [{:keys [rep f carry tail] :as ctx} ^bytes b start stop last ^bytes end]
-  (let [raw (and last (nil? end))]
+  reported missing. `sep`: the separator text the reader cut at after this body, which joins it
+  to the next one again where needed. Writes over b[start - 2, stop + 2)."
+  [{:keys [rep f carry tail] :as ctx} ^bytes b start stop last ^bytes end ^bytes sep]
+  (let [raw (and last (nil? end))
+        ^bytes before @(:sep ctx)]
+    (vreset! (:sep ctx) sep)
     (if (some? @tail)
-      (feed-tail! ctx b start stop (when last end) last)
+      (feed-tail! ctx before b start stop (when last end) last)
       (let [[^bytes b start stop] (if-let [^bytes c @carry]
                                     (do (vreset! carry nil)
                                         (add! rep :carried-events 1)
-                                        (with-room c comma (copy-of b start stop)))
+                                        (with-room c before (copy-of b start stop)))
                                     [b start stop])
             start (long start)
             stop (long (if raw
                          (let [e (rskip-ws b start stop)]  ; and a crash's dangling separator
                            (if (and (> e start) (b= b (dec e) \,)) (dec e) e))
-                         stop))]
-        (if-let [[open close] (frame-body! ctx b start stop)]
-          (let [open (long open) close (long close)]
-            (case (array-status b open (inc close))
-              :events (do (when raw (flag! rep :missing-tail))
-                          (each-event! b open (inc close) f))
-              :other (do (when raw (flag! rep :missing-tail))   ; drops what is not an event
-                         (parse-pieces! ctx b (inc open) close false))
-              :invalid (or (parse-structured! ctx b (inc open) close last end)
-                           (do (when raw (flag! rep :missing-tail))
-                               (parse-pieces! ctx b (inc open) close (not last))))))
-          (do (when raw (flag! rep :missing-tail)) 0))))))
+                         stop))
+            [open close] (frame-body! b start stop)
+            open (long open) close (long close)]
+        (case (array-status b open (inc close))
+          :events (do (when raw (flag! rep :missing-tail))
+                      (each-event! b open (inc close) f))
+          :other (do (when raw (flag! rep :missing-tail))   ; drops what is not an event
+                     (or (parse-structured! ctx b (inc open) close last end)
+                         (parse-pieces! ctx b (inc open) close false)))
+          :invalid (or (parse-structured! ctx b (inc open) close last end)
+                       (do (when raw (flag! rep :missing-tail))
+                           (parse-pieces! ctx b (inc open) close (not last)))))))))
 
 ;; ------------------------------------------------------------------ API
 
 (defn new-parser
   "Python's `BodyParser`: the state of parsing one file's bodies, recording repairs in the read
-  report `rep` (a volatile, see `pyprof.trace.read-report`) and passing events to `f`;
-  `patterns` from `filter-patterns`."
+  report `rep` (a volatile, see `pyprof.trace.read-report`) and passing events to `f`, less
+  those `patterns` (from `filter-patterns`) skip."
   [rep f patterns]
-  {:rep rep :f f :patterns patterns :saw-event (volatile! false)
-   :carry (volatile! nil) :tail (volatile! nil) :tail-closed (volatile! false)})
+  (let [saw-event (volatile! false)
+        kept (volatile! 0)
+        sink (volatile! f)
+        skip? (:skip? patterns)]
+    {:rep rep :patterns patterns :saw-event saw-event :kept kept :sink sink
+     :f (fn [ev]
+          (vreset! saw-event true)                        ; skipped on purpose counts as seen
+          (when-not (and skip? (skip? ev))
+            (vswap! kept inc)
+            (@sink ev)))
+     :sep (volatile! comma) :carry (volatile! nil) :tail (volatile! nil)
+     :tail-closed (volatile! false)}))
 
 (defn parse-body!
-  "Parses the body b[start, stop), counting its events in the report (see `parse-events!`:
-  `last` the file's last body, `end` the bytes the reader stripped after it or nil). Writes over
-  b[start - 2, stop + 2)."
-  [{:keys [rep saw-event] :as ctx} ^bytes b start stop last end]
-  (let [n (parse-events! ctx b start stop last end)]
-    (when (pos? n)
-      (vreset! saw-event true)
-      (add! rep :events n))))
+  "Parses the body b[start, stop), counting the events kept in the report (see `parse-events!`:
+  `last` the file's last body, `end` the bytes the reader stripped after it or nil, `sep` the
+  separator text the reader cut at after it, nil for \",\"). Writes over b[start - 2, stop + 2)."
+  [{:keys [rep kept] :as ctx} ^bytes b start stop last end sep]
+  (let [k0 (long @kept)]
+    (parse-events! ctx b start stop last end (or sep comma))
+    (add! rep :events (- (long @kept) k0))))
 
 (defn finish!
   "Python's `BodyParser.finish`, at the end of the file: a carried part that never closed is
@@ -441,5 +413,6 @@
     (vreset! carry nil)
     (flag! rep :missing-tail))
   (when (and (some? @tail) (not @tail-closed))
-    (close-tail! (assoc ctx :f (fn [_])) true)           ; Python discards what this returns
+    (vreset! (:sink ctx) (fn [_]))                      ; Python discards what this returns
+    (close-tail! ctx true)
     (when-not @tail-closed (flag! rep :missing-tail))))

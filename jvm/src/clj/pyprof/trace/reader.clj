@@ -13,8 +13,8 @@
      (`pyprof.trace.framing`).
   3. Events are separated by `}`, whitespace, `,`, whitespace, `{`. Each chunk is cut after its
      last separator; the complete part (a body) is parsed, the rest carried into the next chunk.
-     With `:drop-async-copies` / `:exclude-categories`, events are dropped by a bytes test before
-     parsing, exactly as Python's `_prefilter` does (same note counts; `pyprof.trace.body`).
+     With `:drop-async-copies` / `:exclude-categories`, events are skipped after parsing, as
+     Python's `BodyParser` does (same note counts; `pyprof.trace.body`).
   4. A body that is one valid JSON array of trace events (checked by a first Jackson pass that
      builds nothing, `pyprof.trace.json`) is parsed event by event. A body that is valid JSON
      apart from where it ends is split into values from its structure: an event cut by a `}, {`
@@ -84,7 +84,7 @@
 
   Options: `:drop-async-copies` skips MXNet's async b/e copies of operators (categories
   \"operator\", \"Custom Operator\") and `:exclude-categories` (a collection) skips those
-  categories, both by a bytes test before parsing (`\"cat\": \"<category>\"`), as Python does;
+  categories, both after parsing, as Python's reader does;
   `:chunk-bytes` is the read size in bytes (default `default-chunk-bytes`).
 
   Throws ex-info with `:pyprof/error` `:trace-not-found` (the file cannot be opened) or
@@ -121,12 +121,14 @@
                  eof (if-let [e (framing/strip-tail buf s n rep)]
                        (let [e (long e)]
                          (when-not (blank? buf s e)
-                           (body/parse-body! parser buf s e true (Arrays/copyOfRange buf (int e) (int n)))))
-                       (body/parse-body! parser buf s n true nil))  ; the parser finds the end
+                           (body/parse-body! parser buf s e true (Arrays/copyOfRange buf (int e) (int n)) nil)))
+                       (body/parse-body! parser buf s n true nil nil))  ; the parser finds the end
                  :else
                  (if-let [[cut next-start] (framing/last-separator buf s n)]
                    (let [cut (long cut) next-start (long next-start)]
-                     (when-not (blank? buf s cut) (body/parse-body! parser buf s cut false nil))
+                     (when-not (blank? buf s cut)  ; with the separator text cut at
+                       (body/parse-body! parser buf s cut false nil
+                                         (Arrays/copyOfRange buf (int cut) (int next-start))))
                      (System/arraycopy buf next-start buf headroom (- n next-start))
                      (recur buf (+ headroom (- n next-start)) headroom true))
                    (recur buf n s true))))))))
