@@ -103,7 +103,7 @@ class GunzipStream:
                     break
                 data = self._d.unused_data  # the next member, or padding
                 self._d, self._fed = zlib.decompressobj(31), False
-                if not data.startswith(_GZIP_MAGIC):
+                if data and not data.startswith(_GZIP_MAGIC):
                     self._eof = True  # trailing bytes that start no member: ignored, as gzip does
                     break
         if n < 0:
