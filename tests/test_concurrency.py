@@ -276,8 +276,11 @@ print(json.dumps({"calls": calls}), flush=True)
 
 def test_ctrl_c_during_jvm_calls_is_a_keyboard_interrupt_and_the_trace_survives(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    # A program at a terminal, whatever launched this suite: a background job (CI runners,
+    # `nohup ... &`) inherits SIGINT ignored, and Python keeps it ignored (no KeyboardInterrupt).
     proc = subprocess.Popen([sys.executable, "-c", _CTRL_C], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stdout.readline().strip() == "ready"
         time.sleep(0.5)
