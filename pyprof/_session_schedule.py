@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import enum
 import inspect
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from . import rules
@@ -22,8 +20,8 @@ from . import rules
 __all__ = ["SPEC", "Action", "schedule", "OPERATIONS", "TRANSITIONS", "operations",
            "DEFAULT_ACTION", "INITIAL_ACTION", "FINAL_ACTION", "check_action", "saves_many"]
 
-SPEC_PATH = Path(__file__).resolve().parent / "spec" / "schedule.json"
-SPEC: dict[str, Any] = json.loads(SPEC_PATH.read_text(encoding="utf-8"))
+SPEC_PATH = rules.SPEC_DIR / "schedule.json"
+SPEC: dict[str, Any] = rules.spec(SPEC_PATH.name)
 
 #: What the profiler does during one step (the value of ``schedule(step)``). Its members are
 #: the file's actions, upper-cased: NONE, WARMUP, RECORD, RECORD_AND_SAVE.

@@ -7,13 +7,11 @@ so a bad key or value never reaches C.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Mapping
 
 from . import rules
@@ -21,7 +19,7 @@ from .errors import ConfigError
 
 __all__ = ["ConfigKey", "keys", "validate", "SPEC_PATH"]
 
-SPEC_PATH = Path(__file__).resolve().parent / "spec" / "profiler_config.json"
+SPEC_PATH = rules.SPEC_DIR / "profiler_config.json"
 
 _VALUES = rules.API["config_values"]  # accepted spellings and the C strings (api.json)
 
@@ -103,7 +101,7 @@ class ConfigKey:
 @lru_cache(maxsize=1)
 def keys() -> dict[str, ConfigKey]:
     """All keys of the spec by name, in spec order."""
-    raw = json.loads(SPEC_PATH.read_text(encoding="utf-8"))
+    raw = rules.spec(SPEC_PATH.name)
     return {
         k["name"]: ConfigKey(
             name=k["name"], type=k["type"], default=k["default"], doc=k["doc"],

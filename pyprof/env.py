@@ -30,7 +30,6 @@ from __future__ import annotations
 import atexit
 import difflib
 import gc
-import json
 import os
 import sys
 import warnings
@@ -55,11 +54,10 @@ MODES = {
 }
 DEFAULT_MODE = "symbolic,imperative"
 
-_BULK: dict[str, Any] = json.loads((rules.SPEC_DIR / "trace.json").read_text(encoding="utf-8"))["bulk"]
 
 #: Set to "0" by :func:`per_operator`: MXNet then runs (and records) operators one by one. The
 #: list, and what each variable controls, is ``pyprof/spec/trace.json``'s ``bulk.variables``.
-BULK_VARIABLES: tuple[str, ...] = tuple(_BULK["variables"])
+BULK_VARIABLES: tuple[str, ...] = tuple(rules.spec("trace.json")["bulk"]["variables"])
 
 _started = False
 

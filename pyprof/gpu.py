@@ -33,13 +33,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-SPEC = json.loads((Path(__file__).resolve().parent / "spec" / "gpu.json").read_text("utf-8"))
+if __package__:
+    from . import rules
+
+    SPEC = rules.spec("gpu.json")
+else:  # python3 pyprof/gpu.py (scripts/setup.sh, before .venv exists): the standard library only
+    SPEC = json.loads((Path(__file__).resolve().parent / "spec" / "gpu.json").read_text("utf-8"))
 MXNET_VERSION: str = SPEC["mxnet_version"]
 WHEELS: list[dict] = SPEC["wheels"]
 
 CC = tuple[int, int]
-#: The oldest CUDA toolkit that compiles for a compute capability newer than any wheel's.
-TOOLKIT_FOR = {(8, 9): "11.8", (9, 0): "11.8", (10, 0): "12.8", (12, 0): "12.8"}
 
 _FATBIN_MAGIC = 0xBA55ED50
 _KIND_PTX, _KIND_SASS = 1, 2
@@ -51,6 +54,10 @@ def version(text: str) -> tuple[int, int]:
     if not m:
         raise ValueError(f"not a CUDA version: {text!r}")
     return int(m.group(1)), int(m.group(2) or 0)
+
+
+#: The oldest CUDA toolkit that compiles for a compute capability newer than any wheel's.
+TOOLKIT_FOR: dict[CC, str] = {version(c): t for c, t in SPEC["toolkit_for"].items()}
 
 
 def cc(value) -> CC:

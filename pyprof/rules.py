@@ -10,10 +10,13 @@ kind, message and fix. The JVM layer reads the same files from its classpath
 ``"<message> fix: <fix>"``, values in ``{field!r}`` appear as Python literals and API names
 (``{api.stop}``) as Python spells them. The exception carries ``code`` (the catalogue key),
 ``fix`` and ``fields``.
+
+:func:`spec` is the package's one reader of ``pyprof/spec/*.json`` (each file parsed once).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from pathlib import Path
@@ -21,19 +24,22 @@ from typing import Any
 
 from . import errors as _errors
 
-__all__ = ["SPEC_DIR", "API", "CATALOGUE", "error", "render", "STATES", "PROCESSES",
+__all__ = ["SPEC_DIR", "spec", "API", "CATALOGUE", "error", "render", "STATES", "PROCESSES",
            "DUMPS_FORMATS", "DUMPS_SORT_KEYS", "MARKER_SCOPES", "DEFAULT_MARKER_SCOPE",
            "NAME_MAX_BYTES", "COUNTER_MAX", "COUNTER_STEP_MIN", "COUNTER_STEP_MAX"]
 
 SPEC_DIR = Path(__file__).resolve().parent / "spec"
 
 
-def _load(name: str) -> dict[str, Any]:
+@functools.lru_cache(maxsize=None)
+def spec(name: str) -> dict[str, Any]:
+    """``pyprof/spec/<name>`` parsed, read once per process: the one reader of the spec files
+    for the whole package (pyprof.trace included). Shared: do not modify what it returns."""
     return json.loads((SPEC_DIR / name).read_text(encoding="utf-8"))
 
 
-API: dict[str, Any] = _load("api.json")
-CATALOGUE: dict[str, Any] = _load("errors.json")
+API: dict[str, Any] = spec("api.json")
+CATALOGUE: dict[str, Any] = spec("errors.json")
 
 STATES: dict[str, int] = API["states"]
 PROCESSES: dict[str, int] = API["processes"]

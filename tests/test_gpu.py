@@ -191,3 +191,15 @@ def test_gpu_py_runs_on_the_system_python_before_the_venv_exists():
         in p.stderr
     p = run("wheel", "--driver-cuda", "9.2")
     assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1
+
+
+def test_kernels_are_read_only_on_the_gpu_path(monkeypatch):
+    """Reading libmxnet.so (over 1 GB in a CUDA build) happens only for a GPU context: never at
+    ``import pyprof``, never for a CPU context."""
+    code = ("import sys, pyprof; print(sorted(m for m in ('pyprof.gpu', 'pyprof.context', "
+            "'pyprof.trace', 'numpy') if m in sys.modules))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout == "[]\n", p.stderr
+    monkeypatch.setattr(gpu, "read_fatbin", lambda path: pytest.fail("read on a CPU path"))
+    monkeypatch.setattr(_capi, "cuda_device", lambda i: pytest.fail("driver asked on a CPU path"))
+    context.check_context("cpu", 0)

@@ -18,14 +18,13 @@ names every operator: ``Convolution``, ``_backward_Convolution``, ``Pooling``,
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from .. import _capi, env, session
-from ..errors import ConfigError, PyprofError
+from ..errors import ConfigError
+from . import _cli
 
 DEFAULT_OUTPUT = "./cnn_trace_{window}.json"
 SCHEDULE_OPTIONS = ("skip_first", "wait", "warmup", "active", "repeat")
@@ -169,26 +168,11 @@ def report(r: CnnResult, file=sys.stdout) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="pyprof train-demo", description=__doc__.split("\n\n")[0])
-    add_arguments(p)
-    return execute(p.parse_args(argv), p)
+    return _cli.main(argv, "pyprof train-demo", __doc__, add_arguments, execute)
 
 
 def execute(o: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    try:
-        check_options(o)
-    except ValueError as exc:
-        parser.error(str(exc))
-    try:
-        r = run(o)
-    except PyprofError as exc:
-        print(f"pyprof train-demo: {exc}", file=sys.stderr)
-        return 1
-    report(r)
-    if os.environ.get("PYPROF_RESULT_JSON"):
-        with open(os.environ["PYPROF_RESULT_JSON"], "w") as f:
-            json.dump(asdict(r), f, indent=1)
-    return 0
+    return _cli.execute(o, parser, check_options=check_options, run=run, report=report)
 
 
 if __name__ == "__main__":

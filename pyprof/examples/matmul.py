@@ -11,14 +11,14 @@ into this process through JPype; ``lein run`` in ``jvm/`` runs it in a plain JVM
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from dataclasses import dataclass
 
 from .. import _capi, context, env, profiler
-from ..errors import ConfigError, PyprofError
+from ..errors import ConfigError
+from . import _cli
 
 DEFAULT_OUTPUT = "./profile-matmul-20iter.json"
 
@@ -190,26 +190,12 @@ def report(r: MatmulResult, file=sys.stdout) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="pyprof matmul", description=__doc__.split("\n\n")[0])
-    add_arguments(p)
-    return execute(p.parse_args(argv), p)
+    return _cli.main(argv, "pyprof matmul", __doc__, add_arguments, execute)
 
 
 def execute(o: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    try:
-        check_options(o)
-    except ValueError as exc:
-        parser.error(str(exc))
-    try:
-        r = run_jvm(o) if o.binding == "jvm" else run(o)
-    except PyprofError as exc:
-        print(f"pyprof matmul: {exc}", file=sys.stderr)
-        return 1
-    report(r)
-    if os.environ.get("PYPROF_RESULT_JSON"):
-        with open(os.environ["PYPROF_RESULT_JSON"], "w") as f:
-            json.dump(r.__dict__, f, indent=1)
-    return 0
+    return _cli.execute(o, parser, check_options=check_options, report=report,
+                        run=lambda o: run_jvm(o) if o.binding == "jvm" else run(o))
 
 
 if __name__ == "__main__":

@@ -15,17 +15,16 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
+
+from .. import rules
 
 __all__ = ["API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BULK_NOTE", "BULK_PATTERNS", "MEMORY_PREFIX",
            "is_bulk_name", "bulk_shares", "bulk_share_note"]
 
-_BULK: dict[str, Any] = json.loads((Path(__file__).resolve().parents[1] / "spec" / "trace.json")
-                                   .read_text(encoding="utf-8"))["bulk"]
+_BULK: dict[str, Any] = rules.spec("trace.json")["bulk"]
 
 #: Category of MXNet's C API call events: included by :func:`~pyprof.trace.stats`, excluded by default by
 #: :func:`~pyprof.trace.summarize` and :func:`~pyprof.trace.diff` (``include_api=True`` keeps them).

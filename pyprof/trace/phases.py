@@ -15,16 +15,15 @@ docs/trace-format.md explains each rule; the JVM's statistics read the same file
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import orjson
 
+from .. import rules
+
 __all__ = ["PHASES", "PAIRS", "END_PHASES", "TOP_LEVEL", "note", "hashable", "async_id"]
 
-_SPEC = json.loads((Path(__file__).resolve().parents[1] / "spec" / "trace.json")
-                   .read_text(encoding="utf-8"))
+_SPEC = rules.spec("trace.json")
 
 PHASES: dict[str, str] = _SPEC["phases"]
 PAIRS: dict[str, tuple[str, str]] = {
