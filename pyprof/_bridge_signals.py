@@ -2,13 +2,13 @@
 
 JPype's own SIGINT handler (even with ``interrupt=False``) also interrupts the Java main
 thread, which JPype reports as a second KeyboardInterrupt at the next JVM call: the very call
-that stops the profiler or writes the trace. And a KeyboardInterrupt raised by Python's handler
-while JPype's native code runs can be swallowed there, so the program never sees Ctrl+C.
+that stops the profiler or writes the trace.
 
 So after the JVM starts, :func:`install` gives SIGINT back to a handler of pyprof's that wraps
 the one Python had: outside bridge calls it is that handler; inside one (:func:`jvm_call`) it
 only records the signal, and the wrapped handler runs (raising KeyboardInterrupt, for Python's
-default) as soon as the outermost bridge call returns. SIGTERM gets back the handler Python had.
+default) as soon as the outermost bridge call returns, never halfway through a call's argument
+or result conversion. SIGTERM gets back the handler Python had; an ignored SIGINT stays ignored.
 """
 
 from __future__ import annotations
