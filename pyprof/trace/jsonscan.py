@@ -122,22 +122,14 @@ def scan_object(buf: bytes, pos: int, *, first: bool, keep: frozenset[str] = fro
     """
     out = ObjectScan()
     n = len(buf)
-    pos = _ws(buf, pos)
-    if not first:
-        if pos >= n:
-            out.end = pos
-            return out
-        if buf[pos] == 0x7D:  # }
+    if first:
+        pos = _ws(buf, pos)
+        if pos < n and buf[pos] == 0x7D:  # }
             out.status, out.end = "closed", pos + 1
             return out
-        if buf[pos] != 0x2C:
-            out.status, out.end = "error", pos
-            return out
-        pos = _ws(buf, pos + 1)
-    elif pos < n and buf[pos] == 0x7D:
-        out.status, out.end = "closed", pos + 1
-        return out
-    while pos < n:
+    else:
+        pos = _next_member(buf, pos, out)
+    while pos is not None and pos < n:
         m = _STRING.match(buf, pos)
         if m is None:
             out.status = "error" if buf[pos] != _QUOTE else "incomplete"
@@ -171,15 +163,24 @@ def scan_object(buf: bytes, pos: int, *, first: bool, keep: frozenset[str] = fro
             except orjson.JSONDecodeError:
                 out.status, out.end = "error", pos
                 return out
-        pos = _ws(buf, end)
-        if pos >= n:
-            break
-        if buf[pos] == 0x7D:
-            out.status, out.end = "closed", pos + 1
-            return out
-        if buf[pos] != 0x2C:
-            out.status, out.end = "error", pos
-            return out
-        pos = _ws(buf, pos + 1)
-    out.end = pos
+        pos = _next_member(buf, end, out)
+    if pos is not None:
+        out.end = pos
     return out
+
+
+def _next_member(buf: bytes, pos: int, out: ObjectScan) -> int | None:
+    """After a member's value (or where one would end): the start of the next member after a
+    ``,``; ``None`` when the scan stops there, with ``out`` saying why (``}``: closed; the end of
+    the text: incomplete; anything else: error)."""
+    pos = _ws(buf, pos)
+    if pos >= len(buf):
+        out.end = pos
+        return None
+    if buf[pos] == 0x7D:  # }
+        out.status, out.end = "closed", pos + 1
+        return None
+    if buf[pos] != 0x2C:  # ,
+        out.status, out.end = "error", pos
+        return None
+    return _ws(buf, pos + 1)
