@@ -43,6 +43,13 @@ def test_nameless_end_closes_the_innermost_begin(tmp_path, capsys):
     assert "0.164" in row and " 2 " in row
 
 
+def test_an_end_without_cat_takes_its_begins(tmp_path):
+    evs = [_slice("B", 0, cat="operator"), {"ph": "E", "ts": 7, "pid": 1, "tid": 1, "name": "dot"},
+           _slice("B", 10, cat="operator"), {"ph": "E", "ts": 12, "pid": 1, "tid": 1}]
+    [dot] = stats(_write(tmp_path / "t.json", {"traceEvents": evs})).operators
+    assert (dot.category, dot.count, dot.total_us) == ("operator", 2, 9)
+
+
 def test_negative_durations_are_left_out_and_noted(tmp_path):
     s = stats(_write(tmp_path / "t.json", NEGATIVE))
     [dot] = s.operators
@@ -85,8 +92,9 @@ def test_floats_strings_and_async_ids(tmp_path):
            {"ph": "X", "name": "f", "cat": "c", "ts": 2, "dur": 2, "pid": "p", "tid": "t"},
            {"ph": "b", "name": "task", "cat": "dom", "ts": 10, "pid": 1, "id2": {"local": "0x1"}},
            {"ph": "b", "name": "task", "cat": "dom", "ts": 11, "pid": 1, "id2": {"global": "0x1"}},
-           {"ph": "e", "name": "task", "cat": "dom", "ts": 15, "pid": 1, "id2": {"global": "0x1"}},
-           {"ph": "e", "name": "task", "cat": "dom", "ts": 30, "pid": 1, "id2": {"local": "0x1"}},
+           # local closes first: were id2's scopes merged, it would close the global begin (11)
+           {"ph": "e", "name": "task", "cat": "dom", "ts": 15, "pid": 1, "id2": {"local": "0x1"}},
+           {"ph": "e", "name": "task", "cat": "dom", "ts": 30, "pid": 1, "id2": {"global": "0x1"}},
            {"ph": "S", "name": "old", "cat": "dom", "ts": 40, "pid": 1, "id": "a"},
            {"ph": "T", "name": "old", "cat": "dom", "ts": 41, "pid": 1, "id": "a"},
            {"ph": "F", "name": "old", "cat": "dom", "ts": 47, "pid": 1, "id": "a"},
@@ -95,7 +103,7 @@ def test_floats_strings_and_async_ids(tmp_path):
     ops = {o.name: o for o in s.operators}
     assert ops["f"].device == "gpu/0" and ops["f"].total_us == 3.25 and ops["f"].min_us == 1.25
     assert list(ops["f"].durations_us) == [1.25, 2.0]
-    assert sorted(ops["task"].durations_us.tolist()) == [4, 20]
+    assert sorted(ops["task"].durations_us.tolist()) == [5, 19]
     assert ops["old"].total_us == 7
     assert not s.notes
 

@@ -77,3 +77,15 @@ def test_repair_output_equals_expected(fx, tmp_path):
             e["name"] = 're"lu'
     assert fixed == expected
     assert res.report.escaped_names == 2 and res.slices.complete == 5
+
+
+def test_appended_dump_after_a_repaired_name(tmp_path):
+    # A second dump appended after a first whose body needs repair: the piece holding the "]}"
+    # seam is split there (not dropped with the events on both sides).
+    ev = '{"name": "%s", "ph": "X", "ts": 1, "dur": 2, "pid": 0, "tid": 0}'
+    dump = '{"traceEvents": [%s,%s], "displayTimeUnit": "ms"}\n'
+    p = tmp_path / "t.json"
+    p.write_text(dump % (ev % 'a"b', ev % "c") + dump % (ev % "d", ev % "e"))
+    r = TraceReader(p)
+    assert [e["name"] for e in r] == ['a"b', "c", "d", "e"]
+    assert (r.report.inner_tails, r.report.escaped_names, r.report.dropped_fragments) == (1, 1, 0)
