@@ -77,12 +77,6 @@
   (let [[only-expected only-actual] (data/diff expected actual)]
     {:python only-expected :jvm only-actual}))
 
-(def ^:private python-bugs
-  "Expected files where Python's result is wrong, not just different (reported; Python is not
-  changed here): file name -> why. The JVM is checked to differ from them; once Python is fixed
-  and the file regenerated, the test says so and the entry must go."
-  {})
-
 (deftest equals-python-on-every-fixture
   ;; Expected values: tests/fixtures/make_expected_stats.py (Python's pyprof.trace.stats).
   (let [files (parity/expected-files)]
@@ -90,16 +84,12 @@
     (is (some #(= "small.json.stats.json" (.getName ^java.io.File %)) files))
     (is (some #(= "header_leading_comma.json.stats.json" (.getName ^java.io.File %)) files))
     (doseq [^java.io.File f files
-            :let [{:strs [inputs runs]} (json/read-str (slurp f))
-                  bug (python-bugs (.getName f))]
+            :let [{:strs [inputs runs]} (json/read-str (slurp f))]
             {:strs [options result]} runs]
       (let [expected (parity/normalize result)
             actual (parity/jvm-result inputs options)]
-        (if bug
-          (is (not= expected actual)
-              (str (.getName f) " now equals Python: remove it from python-bugs (" bug ")"))
-          (is (= expected actual)
-              (str (.getName f) " " (pr-str options) ": " (pr-str (first-difference expected actual)))))))))
+        (is (= expected actual)
+            (str (.getName f) " " (pr-str options) ": " (pr-str (first-difference expected actual))))))))
 
 (deftest reader-matches-python-report-and-events
   (testing "a quote inside a name is kept; 64-bit ids exactly; the report as Python's"

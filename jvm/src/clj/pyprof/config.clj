@@ -8,8 +8,7 @@
   `:accepted`), config.missing_directory (`:value`, `:key`, `:directory`), and the JVM's own
   config.not_a_map, config.bad_key_type and config.duplicate_key. `:given` holds the key as the
   caller wrote it (`:profile-symbolc`)."
-  (:require [clojure.data.json :as json]
-            [clojure.java.io :as io]
+  (:require [clojure.java.io :as io]
             [clojure.string :as str]
             [pyprof.rules :as rules]
             [pyprof.util :as util]))
@@ -18,15 +17,7 @@
 
 (def ^:const spec-resource "profiler_config.json")
 
-(defn- read-spec []
-  (let [url (or (io/resource spec-resource)
-                (throw (ex-info (str spec-resource " is not on the classpath; add ../pyprof/spec to"
-                                     " :resource-paths (or the classpath of the hosting JVM)")
-                                {:pyprof/error :missing-spec :resource spec-resource})))]
-    (with-open [r (io/reader url)]
-      (:keys (json/read r :key-fn keyword)))))
-
-(def ^:private spec* (delay (read-spec)))
+(def ^:private spec* (delay (:keys (rules/read-spec spec-resource :key-fn keyword))))
 
 (defn spec
   "The spec's keys, in file order: maps with :name, :type (\"bool\" \"string\" \"float\" \"enum\"),

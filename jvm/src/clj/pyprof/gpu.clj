@@ -4,9 +4,9 @@
   come from `gpu.json` (pyprof/spec on the classpath), the kernels from libmxnet.so's
   `.nv_fatbin` section, the card from the NVIDIA driver (libcuda, through JNA). `pyprof.context/gpu`
   throws `device.gpu_unsupported` when `unsupported` says so."
-  (:require [clojure.data.json :as json]
-            [clojure.java.io :as io]
-            [clojure.string :as str])
+  (:require [clojure.java.io :as io]
+            [clojure.string :as str]
+            [pyprof.rules :as rules])
   (:import (com.sun.jna Function Memory NativeLibrary)
            (com.sun.jna.ptr IntByReference)
            (java.io File RandomAccessFile)
@@ -14,10 +14,9 @@
 
 (set! *warn-on-reflection* true)
 
-(def spec (json/read-str (slurp (io/resource "gpu.json"))))
+(def spec "gpu.json (string keys)." (rules/read-spec "gpu.json"))
 (def mxnet-version (spec "mxnet_version"))
 (def wheels (spec "wheels"))
-(def toolkit-for {[8 9] "11.8", [9 0] "11.8", [10 0] "12.8", [12 0] "12.8"})
 
 (defn version
   "\"11.7\" -> [11 7]; \"12\" -> [12 0]."
@@ -25,6 +24,11 @@
   (if-let [[_ a b] (re-matches #"\s*(\d+)(?:\.(\d+))?\s*" (str s))]
     [(parse-long a) (if b (parse-long b) 0)]
     (throw (IllegalArgumentException. (str "not a CUDA version: " (pr-str s))))))
+
+(def toolkit-for
+  "The oldest CUDA toolkit that compiles for a compute capability newer than any wheel's
+  (gpu.json toolkit_for): {[9 0] \"11.8\", ...}."
+  (into {} (for [[c t] (spec "toolkit_for")] [(version c) t])))
 
 (defn cc
   "A compute capability from \"8.6\", \"86\", 86 or [8 6]."

@@ -16,22 +16,26 @@
 
 (set! *warn-on-reflection* true)
 
-(defn- read-resource [name]
+(defn read-spec
+  "The spec file `name` of pyprof/spec (on the classpath), parsed (string keys; `opts` go to
+  `clojure.data.json/read`, e.g. `:key-fn keyword`): the one reader of the spec files for the
+  JVM layer. Throws ex-info (:pyprof/error :missing-spec) when the file is not on the classpath."
+  [name & opts]
   (let [url (or (io/resource name)
                 (throw (ex-info (str name " is not on the classpath; add ../pyprof/spec to"
                                      " :resource-paths (or the classpath of the hosting JVM)")
                                 {:pyprof/error :missing-spec :resource name})))]
     (with-open [r (io/reader url)]
-      (json/read r))))
+      (apply json/read r opts))))
 
 (def api
   "api.json: the constants (string keys, as in the file)."
-  (read-resource "api.json"))
+  (read-spec "api.json"))
 
 (def catalogue
   "errors.json: the API name table (\"api\"), accepted-value phrases (\"accepted\") and the
   errors (\"errors\"), string keys as in the file."
-  (read-resource "errors.json"))
+  (read-spec "errors.json"))
 
 (defn- codes
   "A name -> C code table of api.json, in code order (the order of the file, which lists each

@@ -6,9 +6,7 @@
   operations a session performs (:stop, :save, :open, :run). Nothing here restates a rule; it
   reads the file. File names become keywords with dashes (`record_and_save` ->
   :record-and-save, `skip_first` -> :skip-first)."
-  (:require [clojure.data.json :as json]
-            [clojure.java.io :as io]
-            [clojure.string :as str]
+  (:require [clojure.string :as str]
             [pyprof.rules :as rules]))
 
 (set! *warn-on-reflection* true)
@@ -17,11 +15,7 @@
 
 (def spec
   "schedule.json, string keys as in the file."
-  (let [url (or (io/resource spec-resource)
-                (throw (ex-info (str spec-resource " is not on the classpath; add ../pyprof/spec to"
-                                     " :resource-paths (or the classpath of the hosting JVM)")
-                                {:pyprof/error :missing-spec :resource spec-resource})))]
-    (with-open [r (io/reader url)] (json/read r))))
+  (rules/read-spec spec-resource))
 
 (defn- kw [s] (keyword (str/replace s "_" "-")))
 

@@ -25,6 +25,7 @@
             [pyprof.trace.framing :refer [record-keys! separators skip-seam]]
             [pyprof.trace.json :refer [array-status each-event! load-value try-load valid-value?]]
             [pyprof.trace.jsonscan :refer [scan-object split-values]]
+            [pyprof.trace.naming :as naming]
             [pyprof.trace.phases :refer [kept-keys]]
             [pyprof.trace.read-report :refer [add! flag!]])
   (:import (java.nio.charset StandardCharsets)
@@ -92,7 +93,7 @@
   bytes show a skipped category)."
   [exclude-categories drop-async-copies]
   (let [excluded (set exclude-categories)
-        copies (if drop-async-copies #{"operator" "Custom Operator"} #{})
+        copies (if drop-async-copies naming/async-copy-categories #{})
         skipped (into excluded copies)
         marks (fn [cats] (vec (for [c (sort cats), m [(str "\"cat\": \"" c "\"") (str "\"cat\":\"" c "\"")]]
                                 (utf8 m))))

@@ -1,20 +1,24 @@
 (ns pyprof.trace.naming
   "What MXNet's event categories and names mean to the statistics: a port of
   `pyprof/trace/naming.py` (C API category, async operator copies, bulk segments and the note
-  about them, the prefix of memory counters). The bulk patterns and note are data: trace.json's
-  \"bulk\" section, which Python's naming.py reads too."
+  about them, the prefix of memory counters). All of it is data: trace.json's \"categories\"
+  and \"bulk\" sections."
   (:require [clojure.string :as str]
             [pyprof.trace.phases :as phases]))
 
 (set! *warn-on-reflection* true)
 
+(def ^:private categories (phases/spec "categories"))
+
 (def async-copy-categories
-  "Async (b/e) categories that duplicate a B/E pair; never counted."
-  #{"operator" "Custom Operator"})
+  "Async (b/e) categories that duplicate a B/E pair; never counted (trace.json
+  categories.async_copies)."
+  (set (categories "async_copies")))
 
 (def api-category
-  "Category of MXNet's C API call events (included unless `:exclude-categories` names it)."
-  "MXNET_C_API")
+  "Category of MXNet's C API call events (included unless `:exclude-categories` names it;
+  trace.json categories.api)."
+  (categories "api"))
 
 (def ^:private bulk (phases/spec "bulk"))
 
@@ -29,8 +33,9 @@
   (bulk "note"))
 
 (def memory-prefix
-  "Prefix of memory counter names: \"Memory: <device>\" (values in bytes)."
-  "Memory: ")
+  "Prefix of memory counter names: \"Memory: <device>\" (values in bytes; trace.json
+  categories.memory_prefix)."
+  (categories "memory_prefix"))
 
 (def ^:private ^java.util.regex.Pattern bulk-re
   ;; Python's "|".join(f"(?:{p})"); (?d): only \n ends a line for $, as in Python's re

@@ -1,6 +1,6 @@
 (ns pyprof.trace.phases
   "The Trace Event Format's phases as the statistics use them, read from `trace.json`
-  (pyprof/spec, on the classpath, as `pyprof.rules` reads the other spec files): a port of
+  (pyprof/spec, on the classpath, through `pyprof.rules/read-spec`): a port of
   `pyprof/trace/phases.py`. Nothing here restates a rule; docs/trace-format.md explains them.
 
   - `phases`: ph -> role (\"slice_begin\", \"counter\", \"flow\", ...); a ph not in it is an
@@ -13,24 +13,15 @@
   - `note`: the wording of a note of the statistics.
   - `hashable`, `async-id`: JSON values as parts of pairing keys (Python's `hashable`,
     `async_id`)."
-  (:require [clojure.data.json :as json]
-            [clojure.java.io :as io]
-            [clojure.string :as str]
+  (:require [clojure.string :as str]
+            [pyprof.rules :as rules]
             [pyprof.trace.pycompat :refer [compare-py float-digits]]))
 
 (set! *warn-on-reflection* true)
 
-(defn- read-resource [name]
-  (let [url (or (io/resource name)
-                (throw (ex-info (str name " is not on the classpath; add ../pyprof/spec to"
-                                     " :resource-paths (or the classpath of the hosting JVM)")
-                                {:pyprof/error :missing-spec :resource name})))]
-    (with-open [r (io/reader url)]
-      (json/read r))))
-
 (def spec
   "trace.json, read from the classpath (string keys)."
-  (read-resource "trace.json"))
+  (rules/read-spec "trace.json"))
 
 (def phases
   "ph -> role, as in trace.json (\"B\" \"slice_begin\", \"C\" \"counter\", ...)."

@@ -9,24 +9,35 @@
 
 (set! *warn-on-reflection* true)
 
+(defmacro ^:private with-linear-index
+  "Binds `lo`, `hi` (indices) and `gamma` (the weight of `hi`) of numpy 1.23's linear method
+  (`_quantile`) for the `p`th percentile of `n` sorted values: virtual index (n-1)*p/100."
+  [[lo hi gamma] n p & body]
+  `(let [n# (long ~n)
+         virtual# (* (double (dec n#)) (/ (double ~p) 100.0))
+         above# (>= virtual# (double (dec n#)))
+         prev# (if above# -1 (long (Math/floor virtual#)))
+         ~lo (if above# (dec n#) prev#)
+         ~hi (if above# (dec n#) (inc prev#))
+         ~gamma (- virtual# (double prev#))]
+     ~@body))
+
+(defn- lerp
+  "numpy's `_lerp`: from `a` to `b` (difference `diff`) by `gamma`, from the nearer end."
+  ^double [^double a ^double b ^double diff ^double gamma]
+  (if (>= gamma 0.5)
+    (- b (* diff (- 1.0 gamma)))
+    (+ a (* diff gamma))))
+
 (defn percentile
   "The `p`th percentile (0..100) of the sorted long array `sorted`, with numpy's default
   (linear) method, computed in the same floating-point steps as numpy 1.23 (`_quantile`,
   `_lerp`): virtual index (n-1)*p/100, int64 difference, interpolation from the nearer end."
   ^double [^longs sorted p]
-  (let [n (alength sorted)
-        virtual (* (double (dec n)) (/ (double p) 100.0))
-        above (>= virtual (double (dec n)))
-        prev (if above -1 (long (Math/floor virtual)))
-        lo (if above (dec n) prev)
-        hi (if above (dec n) (inc prev))
-        gamma (- virtual (double prev))
-        a (aget sorted lo)
-        b (aget sorted hi)
-        diff (unchecked-subtract b a)]
-    (if (>= gamma 0.5)
-      (- (double b) (* (double diff) (- 1.0 gamma)))
-      (+ (double a) (* (double diff) gamma)))))
+  (with-linear-index [lo hi gamma] (alength sorted) p
+    (let [a (aget sorted lo)
+          b (aget sorted hi)]
+      (lerp (double a) (double b) (double (unchecked-subtract b a)) gamma))))
 
 (defn true-div
   "Python's `num / d` for a positive count `d`: float division for a float `num`; for an integer
@@ -210,19 +221,10 @@
   "`percentile` for a sorted float64 array (numpy's linear method; the difference of the two
   order statistics is a float64)."
   ^double [^doubles sorted p]
-  (let [n (alength sorted)
-        virtual (* (double (dec n)) (/ (double p) 100.0))
-        above (>= virtual (double (dec n)))
-        prev (if above -1 (long (Math/floor virtual)))
-        lo (if above (dec n) prev)
-        hi (if above (dec n) (inc prev))
-        gamma (- virtual (double prev))
-        a (aget sorted lo)
-        b (aget sorted hi)
-        diff (- b a)]
-    (if (>= gamma 0.5)
-      (- b (* diff (- 1.0 gamma)))
-      (+ a (* diff gamma)))))
+  (with-linear-index [lo hi gamma] (alength sorted) p
+    (let [a (aget sorted lo)
+          b (aget sorted hi)]
+      (lerp a b (- b a) gamma))))
 
 ;; ------------------------------------------------------------------ Python's == and <
 
