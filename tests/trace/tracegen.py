@@ -32,10 +32,13 @@ FEATURES = {
     "separator_in_strings": 'strings holding "}" (so "}, {" inside names and args)',
     "object_lists": 'args holding lists of objects ([{...}, {...}] puts "}, {" in an event)',
     "args": "args on events", "memory": "Memory: <device> counters",
-    "bad_counters": "counter values that are not numbers", "legacy": "S/F events",
+    "bad_counters": "counter values that are not numbers, counter args that are not objects",
+    "legacy": "S/F events",
     "copies": "MXNet's async copies of operators (b/e in categories operator, Custom Operator)",
     "id2": 'async ids as id2 {"local": ...} or {"global": ...}', "string_ids": "string async ids",
-    "unnamed_end": "end events without a name", "string_pids": "string pids and tids",
+    "unnamed_end": "end events without a name",
+    "uncategorized_end": "E and ) events without a cat (the call takes its begin's)",
+    "string_pids": "string pids and tids",
     "big_pids": "64-bit pids and tids", "non_events": "values in traceEvents that are not events",
     "unknown_phases": "phases the format does not define",
     "padding": "an event of about 4 KiB, so that read sizes below it cut the events after it",
@@ -220,7 +223,8 @@ def _item(draw, ctx: Ctx, kind: str, pending: list) -> list:
     if kind in ("slice", "context", "async", "legacy"):
         begin_ph, end_ph = {"slice": "BE", "context": "()", "async": "be", "legacy": "SF"}[kind]
         if kind in ("slice", "context"):
-            # One category per thread: which of begin's and end's the statistics take is not defined.
+            # One category per thread, so that end and begin agree when both have one (an end
+            # without a cat takes its begin's).
             if (pid, tid) not in ctx.thread_cat:
                 ctx.thread_cat[(pid, tid)] = draw(st.sampled_from(ctx.cats))
             cat = ctx.thread_cat[(pid, tid)]
@@ -236,8 +240,10 @@ def _item(draw, ctx: Ctx, kind: str, pending: list) -> list:
         _maybe_args(draw, ctx, ev)
         if not rare(draw, 9):  # else: never ends
             keep_name = not on("unnamed_end") or not rare(draw, 2)
+            end_cat = (None if ident is None and on("uncategorized_end") and rare(draw, 4)
+                       else cat)
             pending.append([draw(st.integers(0, 4)),
-                            (end_ph, name if keep_name else None, cat, ident, pid, tid)])
+                            (end_ph, name if keep_name else None, end_cat, ident, pid, tid)])
         return [_place(draw, ev, pid, tid)]
     if kind == "X":
         ev = _common(draw, ctx, "X", name=name)
@@ -254,6 +260,10 @@ def _item(draw, ctx: Ctx, kind: str, pending: list) -> list:
         values = st.one_of(st.integers(0, 2 ** 40), st.integers(-5, 5))
         if ctx.mxnet:
             ev["args"] = {draw(ctr_names): draw(values)}
+        elif on("bad_counters") and rare(draw, 15):  # args missing, or not an object
+            args = draw(st.sampled_from((None, [1], "5")))
+            if args is not None:
+                ev["args"] = args
         else:
             ev["args"] = {k: _number(draw, values)
                           for k in draw(st.lists(ctr_names, min_size=1, max_size=2, unique=True))}
