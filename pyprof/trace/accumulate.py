@@ -24,16 +24,12 @@ import orjson
 from .fastpath import FastChunk, pair_stack
 from .filestate import INT64, FileState, in_opened_order
 from .naming import ASYNC_COPY_CATEGORIES, MEMORY_PREFIX
-from .phases import END_PHASES, PAIRS, PHASES, async_id, hashable
+from .phases import COUNTED_ONLY_ROLES, END_PHASES, PAIRS, PHASES, THREAD_ROLES, async_id, hashable
 from .readreport import ReadReport
 from .records import CounterStats, MemoryStats, OpStats, TraceStats
 
 __all__ = ["Accumulator"]
 
-_SYNC = frozenset({"slice_begin", "slice_end", "context_begin", "context_end"})
-# Roles the statistics count but do not use.
-_IGNORED = frozenset({"instant", "mark", "async_instant", "legacy_async_step", "flow", "sample",
-                      "object", "clock_sync", "memory_dump"})
 
 
 def _number(v: Any) -> bool:
@@ -103,7 +99,7 @@ class Accumulator:
                 ph = _key(ph)
             phases[ph] += 1
             role = PHASES.get(ph)
-            if role is None or role in _IGNORED:
+            if role is None or role in COUNTED_ONLY_ROLES:
                 continue
             if role == "metadata":
                 args = ev.get("args")
@@ -130,7 +126,7 @@ class Accumulator:
                 continue
             name = _key(ev.get("name"))
             pid = _key(ev.get("pid"))
-            if role in _SYNC:  # slice or context: per thread
+            if role in THREAD_ROLES:  # slice or context: per thread
                 begin_ph = ph if role == "slice_begin" or role == "context_begin" else END_PHASES[ph]
                 scope: tuple[Any, ...] = (begin_ph, pid, _key(ev.get("tid")))
                 open_, order = open_sync, order_sync

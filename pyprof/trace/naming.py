@@ -25,13 +25,14 @@ __all__ = ["API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BULK_NOTE", "BULK_PATTERNS"
            "is_bulk_name", "bulk_shares", "bulk_share_note"]
 
 _BULK: dict[str, Any] = rules.spec("trace.json")["bulk"]
+_CATEGORIES: dict[str, Any] = rules.spec("trace.json")["categories"]
 
 #: Category of MXNet's C API call events: included by :func:`~pyprof.trace.stats`, excluded by default by
 #: :func:`~pyprof.trace.summarize` and :func:`~pyprof.trace.diff` (``include_api=True`` keeps them).
-API_CATEGORY = "MXNET_C_API"
+API_CATEGORY: str = _CATEGORIES["api"]
 
 #: Async (``b``/``e``) categories that duplicate a ``B``/``E`` pair; never counted.
-ASYNC_COPY_CATEGORIES = frozenset({"operator", "Custom Operator"})
+ASYNC_COPY_CATEGORIES: frozenset[str] = frozenset(_CATEGORIES["async_copies"])
 
 #: Regular expressions, searched anywhere in a name, of every bulk segment name MXNet 1.9.1
 #: writes: ``ImperativeBulk`` (the engine's bulk: hybridized Gluon blocks, autograd backward,
@@ -43,7 +44,7 @@ BULK_PATTERNS: tuple[str, ...] = tuple(n["pattern"] for n in _BULK["names"])
 BULK_NOTE: str = _BULK["note"]
 
 #: Prefix of memory counter names: ``Memory: <device>`` (values in bytes).
-MEMORY_PREFIX = "Memory: "
+MEMORY_PREFIX: str = _CATEGORIES["memory_prefix"]
 
 _BULK_RE = re.compile("|".join(f"(?:{p})" for p in BULK_PATTERNS))
 

@@ -21,7 +21,8 @@ import orjson
 
 from .. import rules
 
-__all__ = ["PHASES", "PAIRS", "END_PHASES", "TOP_LEVEL", "note", "hashable", "async_id"]
+__all__ = ["PHASES", "PAIRS", "END_PHASES", "TOP_LEVEL", "THREAD_ROLES", "COUNTED_ONLY_ROLES",
+           "note", "hashable", "async_id"]
 
 _SPEC = rules.spec("trace.json")
 
@@ -31,6 +32,11 @@ PAIRS: dict[str, tuple[str, str]] = {
     for p in _SPEC["pairs"].values()}
 END_PHASES: dict[str, str] = {end: begin for begin, (end, _kind) in PAIRS.items()}
 TOP_LEVEL: dict[str, Any] = _SPEC["top_level_keys"]
+#: Roles of the phases that pair within a thread (slices, contexts).
+THREAD_ROLES: frozenset[str] = frozenset(
+    PHASES[ph] for begin, (end, kind) in PAIRS.items() if kind == "thread" for ph in (begin, end))
+#: Roles the statistics count but do not use (instants, flows, samples, ...).
+COUNTED_ONLY_ROLES: frozenset[str] = frozenset(_SPEC["counted_only_roles"])
 _NOTES: dict[str, str] = _SPEC["notes"]
 
 

@@ -125,11 +125,13 @@
 
 ;; ------------------------------------------------------------------ the reference loop
 
-(def ^:private sync-roles #{"slice_begin" "slice_end" "context_begin" "context_end"})
+(def ^:private sync-roles
+  "Roles of the phases that pair within a thread (slices, contexts), from trace.json's pairs."
+  (set (for [[begin [end kind]] phases/pairs :when (= kind "thread") ph [begin end]]
+         (phases/phases ph))))
 (def ^:private ignored-roles
-  "Roles the statistics count but do not use."
-  #{"instant" "mark" "async_instant" "legacy_async_step" "flow" "sample" "object" "clock_sync"
-    "memory_dump"})
+  "Roles the statistics count but do not use: trace.json's counted_only_roles."
+  (set (phases/spec "counted_only_roles")))
 
 ;; indices of the counts of a file state and of an accumulator
 (def ^:private unmatched-end 0)
