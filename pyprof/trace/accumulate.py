@@ -316,7 +316,7 @@ class Accumulator:
             for pos, p, t in zip(open_pos.tolist(), key[open_pos].tolist(), ts[open_pos].tolist()):
                 k = allkeys[p]
                 st.push(open_, opened, k, t)
-                if pos >= nc and cats:
+                if pos >= nc and cats and open_ is st.open_sync:  # ends may need it (sync only)
                     st.cat_of[k] = cats[int(catidx[pos])]
 
     def end_file(self, st: FileState) -> None:
