@@ -14,7 +14,7 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Mapping
 
-from . import rules
+from . import _output, rules
 from .errors import ConfigError
 
 __all__ = ["ConfigKey", "keys", "validate", "SPEC_PATH"]
@@ -52,7 +52,7 @@ class ConfigKey:
     choices: tuple[str, ...] = ()
     min_exclusive: float | None = None
     unit: str | None = None
-    file: bool = False  # a path whose directory must exist (MXNet silently writes nothing)
+    file: bool = False  # a path MXNet writes: checked by validate() (MXNet silently writes nothing)
 
     def to_c(self, value: Any) -> str:
         """The string MXNet's parameter parser accepts for ``value``; ConfigError otherwise."""
@@ -60,11 +60,6 @@ class ConfigKey:
         if text is None:
             raise rules.error("config.bad_value", value=value, key=self.name,
                               accepted=accepted(self))
-        if self.file:
-            parent = os.path.dirname(os.path.abspath(text))
-            if not os.path.isdir(parent):
-                raise rules.error("config.missing_directory", value=text, key=self.name,
-                                  directory=parent)
         return text
 
     def _convert(self, value: Any) -> str | None:
@@ -82,7 +77,11 @@ class ConfigKey:
             return None
         if self.type == "string":
             if isinstance(value, (str, os.PathLike)) and str(os.fspath(value)):
-                return str(os.fspath(value))
+                text = str(os.fspath(value))
+                problem = _output.text_problem(text)
+                if problem is not None:  # C takes UTF-8 text without NUL
+                    raise rules.error("config.bad_path", value=text, key=self.name, **problem)
+                return text
             return None
         if self.type == "float":
             try:
@@ -136,7 +135,8 @@ def validate(kwargs: Mapping[str, Any]) -> dict[str, str]:
     """Check ``kwargs`` against the spec and return the C strings, in the given order.
 
     Raises ConfigError for an unknown key (naming the nearest valid one) or a value the
-    key does not accept.
+    key does not accept; for a file key (filename) also config.missing_directory and
+    config.bad_path (a directory, an unwritable place, a full disk: see pyprof._output).
     """
     spec = keys()
     out: dict[str, str] = {}
@@ -144,6 +144,8 @@ def validate(kwargs: Mapping[str, Any]) -> dict[str, str]:
         if key not in spec:
             raise unknown_key_error(key)
         out[key] = spec[key].to_c(value)
+        if spec[key].file:  # only a path the caller gave: defaults are never probed
+            _output.check_config_path(key, out[key])
     return out
 
 

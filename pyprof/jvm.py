@@ -45,12 +45,46 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+_broken: list[JVMError] = []  # why the JVM that runs here cannot serve pyprof (state "broken")
+
+
 def _usable() -> None:
-    """Raise JVMError where the JVM cannot be used: a forked child, or after shutdown()."""
+    """Raise JVMError where the JVM cannot be used: a forked child, after shutdown(), or a JVM
+    without pyprof's classes (the same error on every call, never a KeyError)."""
     if _state == "forked":
         raise JVMError(_FORKED)
     if _state == "shut down":
         raise JVMError(_SHUT_DOWN)
+    if _state == "broken":
+        raise _broken[0]
+
+
+def _break(exc: JVMError) -> JVMError:
+    global _state
+    _state = "broken"
+    _broken[:] = [exc]
+    return exc
+
+
+def _check_classes(jpype: Any, entries: list[str]) -> None:
+    """Raise jvm.bad_classpath when the running JVM cannot load pyprof's classes and specs."""
+    from . import rules
+
+    missing = []
+    for name in ("clojure.java.api.Clojure", "pyprof.jvm.capi.Gate", "pyprof.jvm.Profiler"):
+        try:
+            jpype.JClass(name)
+        except Exception:  # noqa: BLE001 - JPype raises TypeError or a Java exception
+            missing.append(name)
+    if not missing:
+        loader = jpype.JClass("java.lang.ClassLoader").getSystemClassLoader()
+        if loader.getResource("api.json") is None:
+            missing.append("api.json (pyprof/spec)")
+    if missing:
+        env = os.environ.get("PYPROF_JVM_CLASSPATH")
+        raise _break(rules.error("jvm.bad_classpath", missing=", ".join(missing),
+                                 source="PYPROF_JVM_CLASSPATH" if env else "the cached classpath",
+                                 entries=os.pathsep.join(entries)))
 
 
 def jvm_dir() -> Path:
@@ -125,22 +159,28 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
     global _state
     import jpype
 
+    from . import rules
+
     with _lock:
         _usable()
-        if _state == "running" or jpype.isJVMStarted():
+        if _state == "running":
             raise JVMError("the JVM is already running in this process; use pyprof.jvm.call "
                            "or pyprof.jvm.require, which reuse it")
+        if jpype.isJVMStarted():  # another library started it, without pyprof's setup
+            raise _break(rules.error("jvm.started_elsewhere"))
         args = [f"-Dmxnet.library.path={_capi.library_path()}", "-Xss4m"]
         args += list(extra_jvm_args or ())
         saved = _bridge_signals.saved_handlers()
+        entries = classpath()
         try:
             # interrupt=False: the JVM does not shut down on Ctrl+C, so the program can still
             # stop the profiler and dump its trace.
-            jpype.startJVM(*args, classpath=classpath(), convertStrings=False, interrupt=False)
+            jpype.startJVM(*args, classpath=entries, convertStrings=False, interrupt=False)
         except (OSError, RuntimeError) as exc:
             raise JVMError(f"the JVM did not start: {exc}. fix: install OpenJDK 17 "
                            "(apt-get install openjdk-17-jdk-headless) or set JAVA_HOME") from exc
         _bridge_signals.install(saved)  # Ctrl+C stays Python's: docs/concurrency.md
+        _check_classes(jpype, entries)
         _state = "running"
         _capi.note_user("a JVM (pyprof.jvm)")
         _join_gates()

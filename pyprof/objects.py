@@ -56,6 +56,9 @@ def _encode_name(kind: str, name: Any) -> bytes:
     """``name`` as MXNet will copy it; the rules are pyprof/spec/api.json's ``names``."""
     if not isinstance(name, str) or not name:
         raise rules.error("object.bad_name", what=kind, name=name)
+    bad = rules.lone_surrogate(name)
+    if bad is not None:  # no UTF-8 encoding
+        raise rules.error("object.name_not_unicode", what=kind, index=bad[0], point=bad[1])
     raw = name.encode("utf-8")
     if len(raw) > _NAME_BYTES:
         raise rules.error("object.name_too_long", what=kind, shown=name[:_NAMES["shown_chars"]],

@@ -10,12 +10,13 @@ it was.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import warnings
 from typing import Any
 
-from . import _capi, config, rules
+from . import _capi, _output, config, rules
 from ._tracker import TRACKER
 from .errors import MXNetError
 
@@ -115,7 +116,11 @@ def set_config(**kwargs: Any) -> None:
     profile_memory, profile_api (bool), filename (str), continuous_dump (bool),
     dump_period (float, seconds, > 0), aggregate_stats (bool), profile_process
     ('worker' | 'server'). Keys left out return to their C defaults, as in MXNet.
-    Configuring deletes an existing file at ``filename``.
+    Configuring deletes an existing file at ``filename``, which is checked first (its directory
+    exists and takes a new file, it is no directory, its file system has
+    ``api.json output_paths.min_free_bytes`` free). A new ``filename`` while profiling runs
+    works as in MXNet, and loses nothing: the events so far end in the old file, finished as
+    a valid trace; later ones go to the new file.
 
     With ``profile_imperative``, ``profile_api`` or ``profile_memory`` off, MXNet 1.9.1 records
     none of that mode's events. With ``profile_symbolic`` off it still records bound symbols'
@@ -125,6 +130,8 @@ def set_config(**kwargs: Any) -> None:
         ConfigError: unknown key (with the nearest valid key) or bad value.
         StateError: after ``dump(finished=True)``: MXNet cannot start a second trace
             session in one process.
+        ConfigError: ``config.missing_directory``, ``config.bad_path``: a filename MXNet
+            could not write (MXNet itself would write no trace, silently).
         MXNetError: MXNet rejected the call.
     """
     _capi.ensure_not_forked()
@@ -136,17 +143,68 @@ def set_config(**kwargs: Any) -> None:
         _sync_from_peer()
         if _t.finished:
             raise rules.error("state.finished_config", trace=_trace_name())
-        if _t.running and "filename" in c_values and _t.config and \
-                c_values["filename"] != _t.config["filename"]:
-            raise rules.error("state.filename_while_running", new=c_values["filename"],
-                              old=_t.config["filename"])
-        _capi.set_process_profiler_config(c_values, _kvstore_handle)
+        if process == "worker" and _t.running and _t.config and \
+                c_values.get("filename", _t.config["filename"]) != _t.config["filename"]:
+            _switch_file(c_values)
+        else:
+            _capi.set_process_profiler_config(c_values, _kvstore_handle)
         if process == "worker":
             _t.config = config.effective(c_values)
             _t.repair_on_finish = _t.ever_ran
     effective = config.effective(c_values)
     if effective.get("profile_symbolic") == "false" and effective.get("profile_all") != "true":
         warnings.warn(SYMBOLIC_OFF_WARNING, stacklevel=2)
+
+
+def _switch_file(c_values: dict[str, str]) -> None:
+    """A new filename while profiling runs (under the tracker lock): as in MXNet, later events
+    go to the new file; unlike MXNet, the old file is finished as a valid trace.
+
+    The events so far are appended to the old file first (an intermediate dump), unless it can
+    no longer be written: then they stay queued and go to the new file. MXNet never writes the
+    old file again once configured away from it, so pyprof then finishes it: rewritten as a
+    valid trace (as a finished dump of a file MXNet wrote without its header is), with this
+    process's metadata events, which the new file gets too. With continuous_dump off, MXNet's
+    dump stopped output: running again restores it.
+    """
+    from ._session_windows import METADATA, read_range
+
+    old_cfg = dict(_t.config or {})
+    old = old_cfg["filename"]
+    dumped = _output.file_problem(old) is None
+    if dumped:
+        try:
+            _capi.call("MXDumpProcessProfile", 0, 0, _kvstore_handle)
+        except MXNetError as exc:
+            if "hasn't been run" not in exc.mxnet_message:
+                raise
+            dumped = False  # MXNet finished the old file already (continuous_dump off)
+    _capi.set_process_profiler_config(c_values, _kvstore_handle)
+    if old_cfg.get("continuous_dump") == "false":
+        _capi.call("MXSetProcessProfilerState", STATES["run"], 0, _kvstore_handle)
+        if _t.paused:
+            _capi.call("MXProcessProfilePause", 1, 0, _kvstore_handle)
+    if dumped and _output.size(old) is not None:
+        full = os.path.abspath(old)
+        read_range(full, 0, None, METADATA, out=full)  # METADATA: for the new file's finish
+
+
+_FOOTER = rules.API["output_paths"]["mxnet_footer"].encode()
+
+
+def _check_dumped(path: str, final: bool) -> None:
+    """After MXDumpProcessProfile: MXNet reports no failure to write, so look at the file."""
+    size = _output.size(path)
+    problem = None
+    if size is None:
+        problem = _output.file_problem(path) or rules.path_problem("gone")
+    elif final:
+        with open(path, "rb") as f:
+            f.seek(max(0, size - len(_FOOTER)))
+            if f.read() != _FOOTER:
+                problem = rules.path_problem("cut")
+    if problem is not None:
+        raise rules.error("dump.lost", path=path, **problem)
 
 
 def set_state(state: str = "stop", profile_process: str = "worker") -> None:
@@ -178,6 +236,11 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
     With ``finished=True`` (only the literal True, as in mxnet.profiler) the file is
     closed as valid JSON and the profiler stops for good in this process. Raises
     StateError before the profiler has ever run, MXNetError when MXNet rejects the call.
+
+    MXNet reports no failure to write the file, so pyprof checks the path first (StateError
+    ``dump.unwritable``: nothing was dumped, the events are kept; configure another filename
+    and dump again) and the file afterwards (StateError ``dump.lost``: MXNet wrote nothing, or
+    a finished file lacks its closing bytes).
     """
     _capi.ensure_not_forked()
     code = _process_code(profile_process)
@@ -187,6 +250,10 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
         _sync_from_peer()
         if code == 0 and _t.finished:
             raise rules.error("state.finished_dump", trace=_trace_name())
+        path = _trace_name() if code == 0 else None
+        problem = _output.file_problem(path) if path is not None else None
+        if problem is not None:  # nothing dumped: MXNet keeps its queued events
+            raise rules.error("dump.unwritable", path=path, **problem)
         try:
             _capi.call("MXDumpProcessProfile", fin, code, _kvstore_handle)
         except MXNetError as exc:
@@ -203,6 +270,8 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             _t.running = False
             _share(finished=True, running=False)
         final = fin or (_t.config or {}).get("continuous_dump") == "false"
+        if path is not None:
+            _check_dumped(path, final)
         if code == 0 and final and _t.repair_on_finish and _t.config:
             from ._session_windows import complete_headless_trace  # MXNet wrote no header
             complete_headless_trace(_t.config["filename"])

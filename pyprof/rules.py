@@ -26,7 +26,8 @@ from . import errors as _errors
 
 __all__ = ["SPEC_DIR", "spec", "API", "CATALOGUE", "error", "render", "STATES", "PROCESSES",
            "DUMPS_FORMATS", "DUMPS_SORT_KEYS", "MARKER_SCOPES", "DEFAULT_MARKER_SCOPE",
-           "NAME_MAX_BYTES", "COUNTER_MAX", "COUNTER_STEP_MIN", "COUNTER_STEP_MAX"]
+           "NAME_MAX_BYTES", "COUNTER_MAX", "COUNTER_STEP_MIN", "COUNTER_STEP_MAX",
+           "lone_surrogate", "path_problem"]
 
 SPEC_DIR = Path(__file__).resolve().parent / "spec"
 
@@ -51,6 +52,7 @@ NAME_MAX_BYTES: int = API["names"]["max_bytes"]
 COUNTER_MAX: int = API["counter"]["max"]
 COUNTER_STEP_MIN: int = API["counter"]["step_min"]
 COUNTER_STEP_MAX: int = API["counter"]["step_max"]
+_SURROGATE_MIN, _SURROGATE_MAX = API["names"]["surrogates"]
 
 _FIELD = re.compile(r"\{(api\.)?([a-z_]+)(!r)?\}")
 
@@ -76,3 +78,19 @@ def error(code: str, **fields: Any) -> _errors.PyprofError:
     exc = cls(f"{render(entry['message'], fields)} fix: {fix}")
     exc.code, exc.fix, exc.fields = code, fix, fields
     return exc
+
+
+def lone_surrogate(text: str) -> tuple[int, str] | None:
+    """The index and code point (``"U+DCFF"``) of the first lone surrogate in ``text``, which
+    has no UTF-8 encoding (api.json ``names.surrogates``), or None."""
+    for i, c in enumerate(text):
+        if _SURROGATE_MIN <= ord(c) <= _SURROGATE_MAX:
+            return i, f"U+{ord(c):04X}"
+    return None
+
+
+def path_problem(code: str, **fields: Any) -> dict[str, str]:
+    """The fields ``problem`` and ``path_fix`` of errors.json ``path_problems[code]``, rendered
+    for Python: what is wrong with a trace path, and its fix (for the path errors)."""
+    entry = CATALOGUE["path_problems"][code]
+    return {"problem": render(entry["problem"], fields), "path_fix": render(entry["fix"], fields)}
