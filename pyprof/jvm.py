@@ -418,7 +418,11 @@ def to_clojure(x: Any) -> Any:
     if isinstance(x, bool):
         return jpype.JClass("java.lang.Boolean").valueOf(x)
     if isinstance(x, int):
-        return jpype.JClass("java.lang.Long").valueOf(x)
+        if -(1 << 63) <= x < (1 << 63):
+            return jpype.JClass("java.lang.Long").valueOf(x)
+        # beyond a long (a counter value up to 2**64-1, or one the JVM then refuses): a BigInt
+        return jpype.JClass("clojure.lang.BigInt").fromBigInteger(
+            jpype.JClass("java.math.BigInteger")(str(x)))
     if isinstance(x, float):
         return jpype.JClass("java.lang.Double").valueOf(x)
     if isinstance(x, str):

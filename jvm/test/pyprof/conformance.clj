@@ -52,13 +52,12 @@
   ([m scope] (pyprof.jvm.Profiler/mark (:domain m) (:marker m) scope)))
 
 (defn set-value-java
-  "Counter.set_value through the Java facade: setValue(long), or setUnsignedValue for values
-  from 2^63 to 2^64-1 (a Java long holds them as their bits); a value beyond 64 bits cannot be
-  written in Java at all, so the step is skipped."
+  "Counter.set_value through the Java facade: setValue(long) for a value a long holds, else
+  setValue(BigInteger) (2^63 ... 2^64-1 set; 2^64 and beyond refused)."
   [^ProfileObject o value]
-  (cond (<= Long/MIN_VALUE value Long/MAX_VALUE) (.setValue o (long value))
-        (< value (.shiftLeft (biginteger 1) 64)) (.setUnsignedValue o (.longValue (biginteger value)))
-        :else ::skip))
+  (if (<= Long/MIN_VALUE value Long/MAX_VALUE)
+    (.setValue o (long value))
+    (.setValue o ^java.math.BigInteger (biginteger value))))
 
 (defn counter-java
   "Counter(domain, name, value) through the Java facade: Profiler.counter, then setValue."

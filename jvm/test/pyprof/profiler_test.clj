@@ -303,7 +303,7 @@
       (is (= 18446744073709551615N (profiler/counter-value c)))
       (is (= {:pyprof/code "counter.above_max" :name "big" :value 18446744073709551615N :delta "+1"}
              (fields (caught (profiler/increment c)))))
-      (is (= "Counter \"big\" would exceed 2**64-1 (18446744073709551615 +1). fix: (profiler/set-counter ...) to a smaller value first"
+      (is (= "Counter \"big\" would exceed 18446744073709551615 (2^64-1) (18446744073709551615 +1). fix: (profiler/set-counter ...) to a smaller value first"
              (ex-message (caught (profiler/increment c)))))
       (is (= {:pyprof/code "counter.step_range" :name "big" :value 18446744073709551615N
               :delta "-18446744073709551615"}
@@ -324,7 +324,7 @@
         true "counter.not_int"
         nil "counter.not_int")
       (is (= {:pyprof/code "counter.out_of_range" :name "big" :value -1} (fields (caught (profiler/set-counter c -1)))))
-      (is (= "Counter \"big\" cannot be set to -1: MXNet counters hold 0 ... 2**64-1. fix: keep the value in that range"
+      (is (= "Counter \"big\" cannot be set to -1: MXNet counters hold 0 ... 18446744073709551615 (2^64-1). fix: keep the value in that range"
              (ex-message (caught (profiler/set-counter c -1)))))
       (is (= {:pyprof/code "counter.not_int" :name "big" :what "delta" :value 0.5}
              (fields (caught (profiler/increment c 0.5)))))
@@ -337,7 +337,7 @@
         (is (= -1 (.value c)))
         (is (= 18446744073709551615N (profiler/counter-value c)))
         (is (= "counter.above_max" (.code ^PyprofException (caught (.decrement c Long/MIN_VALUE)))))
-        (is (= "Counter \"big\" would exceed 2**64-1 (18446744073709551615 +1). fix: setValue() to a smaller value first"
+        (is (= "Counter \"big\" would exceed 18446744073709551615 (2^64-1) (18446744073709551615 +1). fix: setValue() to a smaller value first"
                (ex-message (caught (.increment c 1)))))))
     (testing "a bad initial value: an error, and no handle left open"
       (is (= "counter.not_int" (:pyprof/code (ex-data (caught (profiler/counter d "c" 1.5))))))

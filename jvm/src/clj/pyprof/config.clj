@@ -10,6 +10,7 @@
   caller wrote it (`:profile-symbolc`)."
   (:require [clojure.java.io :as io]
             [clojure.string :as str]
+            [pyprof.output :as output]
             [pyprof.rules :as rules]
             [pyprof.util :as util]))
 
@@ -82,7 +83,10 @@
       "string" (let [s (cond (string? v) v
                              (instance? java.io.File v) (str v)
                              (instance? java.nio.file.Path v) (str v))]
-                 (when (seq s) s))
+                 (when (seq s)
+                   (when-let [problem (output/text-problem s)] ; C takes UTF-8 text without NUL
+                     (throw (rules/error "config.bad_path" (merge {:value s :key name} problem))))
+                   s))
       "float" (when-let [x (util/py-float v)]
                 (let [x (double x)]
                   (when (and (Double/isFinite x)
@@ -112,7 +116,7 @@
           p (str initial (str/join "/" parts))]
       (if (= p "") "." p))))
 
-(defn- parent-directory
+(defn parent-directory
   "`os.path.dirname(os.path.abspath(path))`: the directory pyprof.config checks for a file key."
   ^String [^String path]
   (let [cwd (System/getProperty "user.dir")
@@ -125,14 +129,17 @@
       head)))
 
 (defn- check-file!
-  "For a key marked `\"file\": true` in the spec: the parent directory of the absolute path must
-  exist, since MXNet silently writes no trace otherwise (as pyprof.config checks in Python)."
+  "For a key marked `\"file\": true` in the spec: MXNet must be able to write the path, since it
+  silently writes no trace otherwise (as pyprof._output.check_config_path in Python):
+  config.missing_directory, else config.bad_path (`pyprof.output/file-problem`)."
   [{:keys [file name]} k ^String c-val]
   (when file
     (let [parent (parent-directory c-val)]
       (when-not (.isDirectory (io/file parent))
         (throw (rules/error "config.missing_directory"
-                            {:value c-val :key name :directory parent :given k}))))))
+                            {:value c-val :key name :directory parent :given k})))
+      (when-let [problem (output/file-problem c-val parent)]
+        (throw (rules/error "config.bad_path" (merge {:value c-val :key name :given k} problem)))))))
 
 (defn validate
   "Checks `options` (keyword keys such as :profile-symbolic, or C's string keys) against the spec

@@ -24,6 +24,7 @@
             [pyprof.config :as config]
             [pyprof.native :as native :refer [mx]]
             [pyprof.objects]
+            [pyprof.output :as output]
             [pyprof.rules :as rules])
   (:import (com.sun.jna.ptr PointerByReference)
            (pyprof.jvm MXNetException)))
@@ -41,7 +42,10 @@
          :running false :ever-ran false :paused false
          :finished false    ; a finished dump happened: no new trace session in this process
          :session nil       ; name of the pyprof.session that owns the profiler, or nil
-         :internal nil}))   ; the thread making that session's own calls, while it makes them
+         :internal nil      ; the thread making that session's own calls, while it makes them
+         ;; configured after the profiler ran: MXNet may write this file without its header,
+         ;; so a final dump rewrites it (Python's repair_on_finish)
+         :repair-on-finish false}))
 
 (defn state
   "What this JVM has asked of the profiler: {:running :paused :finished :ever-ran :session}."
@@ -94,6 +98,53 @@
       (throw (rules/error "process.server_in_jvm" {:key "profile_process" :value p})))
     code))
 
+(defn- rewrite-trace!
+  "pyprof.session.raw/rewrite-trace! (resolved when first needed: that namespace requires this
+  one)."
+  [path]
+  ((requiring-resolve 'pyprof.session.raw/rewrite-trace!) path))
+
+(defn- send-config! [c-opts]
+  (let [ks (keys c-opts)]
+    (mx MXSetProcessProfilerConfig (count c-opts) (native/strings ks) (native/strings (map c-opts ks))
+        nil)))
+
+(defn- hasnt-run? [^MXNetException e]
+  (str/includes? (.mxnetMessage e) "hasn't been run"))
+
+(defn- switch-file!
+  "A new filename while profiling runs (under the lock), as pyprof.profiler._switch_file: the
+  events so far are appended to the old file (unless it can no longer be written: then they
+  stay queued and go to the new file), MXNet is configured, and the old file, which MXNet never
+  writes again, is rewritten as a valid trace. With continuous_dump off, MXNet's dump stopped
+  output: running again restores it."
+  [c-opts]
+  (let [{:keys [config paused]} @tracker
+        ^String old (config "filename")
+        dumped (and (nil? (output/file-problem old (config/parent-directory old)))
+                    (try (mx MXDumpProcessProfile 0 (int worker) nil)
+                         true
+                         (catch MXNetException e
+                           (if (hasnt-run? e) false (throw e)))))]
+    (send-config! c-opts)
+    (when (= rules/c-false (config "continuous_dump"))
+      (mx MXSetProcessProfilerState (int (rules/states "run")) (int worker) nil)
+      (when paused (mx MXProcessProfilePause 1 (int worker) nil)))
+    (when (and dumped (output/size old))
+      (rewrite-trace! old))))
+
+(defn- check-dumped!
+  "After MXDumpProcessProfile: MXNet reports no failure to write, so look at the file
+  (dump.lost), as pyprof.profiler._check_dumped."
+  [^String path final?]
+  (let [problem (cond (nil? (output/size path))
+                      (or (output/file-problem path (config/parent-directory path))
+                          (rules/path-problem "gone" {}))
+                      (and final? (not (output/ends-finished? path)))
+                      (rules/path-problem "cut" {}))]
+    (when problem
+      (throw (rules/error "dump.lost" (merge {:path path} problem))))))
+
 (defn profiler-set-config
   "Configures the profiler (C: MXSetProcessProfilerConfig). `options` is a map of keyword keys
   (:profile-symbolic, :filename, :aggregate-stats, :dump-period, ...) or C's string keys
@@ -101,10 +152,11 @@
   it leaves out to their C default, and deletes an existing file at :filename. :dump-period is in
   seconds. Returns the map of C strings sent.
 
-  Throws ex-info :invalid-config (key or value; a :filename whose directory does not exist),
-  :session-finished (after a finished dump), :invalid-state (changing the filename while
-  running, while a pyprof.session is open, or :profile-process :server: the JVM holds no
-  kvstore handle)."
+  Throws ex-info :invalid-config (key or value; a :filename MXNet could not write:
+  config.missing_directory, config.bad_path), :session-finished (after a finished dump),
+  :invalid-state (while a pyprof.session is open, or :profile-process :server: the JVM holds no
+  kvstore handle). A new :filename while profiling runs works as in MXNet and loses nothing: the
+  events so far end in the old file, rewritten as a valid trace; later ones go to the new file."
   [options]
   (let [c-opts (config/validate options)]
     (process-code (get c-opts "profile_process" "worker"))
@@ -112,16 +164,13 @@
       (check-owner "(profiler-set-config ...)")
       (let [{:keys [finished running config]} @tracker]
         (when finished (throw (rules/error "state.finished_config" {:trace (trace-name)})))
-        (when (and running (contains? c-opts "filename") config
-                   (not= (c-opts "filename") (config "filename")))
-          (throw (rules/error "state.filename_while_running" {:new (c-opts "filename")
-                                                              :old (config "filename")}))))
-      (let [ks (keys c-opts)
-            keys-ptr (native/strings ks)
-            vals-ptr (native/strings (map c-opts ks))]
-        (mx MXSetProcessProfilerConfig (count c-opts) keys-ptr vals-ptr nil)
-        (swap! tracker assoc :config (config/effective c-opts))
-        c-opts))))
+        (if (and running config
+                 (not= (get c-opts "filename" (config "filename")) (config "filename")))
+          (switch-file! c-opts)
+          (send-config! c-opts)))
+      (swap! tracker (fn [t] (assoc t :config (config/effective c-opts)
+                                    :repair-on-finish (:ever-ran t))))
+      c-opts)))
 
 (defn profiler-set-state
   "Starts (\"run\" or :run) or stops (\"stop\" or :stop, the default) recording
@@ -150,7 +199,10 @@
   also 1, or false/0) ends the session: the file is valid JSON afterwards, and no second session
   can be written in this process. Throws ex-info :invalid-state when the profiler never ran
   (MXNet: \"Profiler hasn't been run\"), and :session-finished after a finished dump (a second
-  one would corrupt the file) or when `dumps` already finished it (continuous_dump off).
+  one would corrupt the file) or when `dumps` already finished it (continuous_dump off); and,
+  since MXNet reports no failure to write, :invalid-state dump.unwritable when the file cannot be
+  written (checked first: nothing dumped, the events stay for another :filename) or dump.lost
+  when MXNet wrote no file or a finished one lacks its closing bytes.
   `profile-process` (as Python's dump) may only be :worker here."
   ([] (dump-profile true))
   ([finished] (dump-profile finished :worker))
@@ -163,11 +215,15 @@
        (check-owner "(dump-profile ...)")
        (when (:finished @tracker)
          (throw (rules/error "state.finished_dump" {:trace (trace-name)})))
+       (when-let [path (trace-name)]
+         (when-let [problem (output/file-problem path (config/parent-directory path))]
+           ;; nothing dumped: MXNet keeps its queued events for another filename
+           (throw (rules/error "dump.unwritable" (merge {:path path} problem)))))
        (try
          (mx MXDumpProcessProfile (if f 1 0) (int worker) nil)
          (catch MXNetException e
            ;; MXNet itself knows whether anything ran (Python, in a JPype-hosted JVM, may have).
-           (when-not (str/includes? (.mxnetMessage e) "hasn't been run")
+           (when-not (hasnt-run? e)
              (throw e))
            (let [mxnet {:fn (.function e) :mxnet-error (.mxnetMessage e)}]
              (when (:ever-ran @tracker) ; dumps finished the file (continuous_dump off)
@@ -175,7 +231,13 @@
                (throw (rules/error "state.trace_finished_by_dumps"
                                    (assoc mxnet :trace (trace-name)) e)))
              (throw (rules/error "state.dump_before_run" mxnet e)))))
-       (when f (swap! tracker assoc :finished true :running false)))
+       (when f (swap! tracker assoc :finished true :running false))
+       (let [{:keys [config repair-on-finish]} @tracker
+             final? (or f (= rules/c-false (get config "continuous_dump")))]
+         (when-let [path (trace-name)]
+           (check-dumped! path final?)
+           (when (and final? repair-on-finish)
+             (rewrite-trace! path)))))
      nil)))
 
 (def default-dumps-options

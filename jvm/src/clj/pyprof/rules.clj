@@ -73,6 +73,28 @@
   "Characters of a too-long name that its error shows."
   (long (get-in api ["names" "shown_chars"])))
 
+(def name-surrogates
+  "[min max]: the code points of lone surrogates, which have no UTF-8 encoding; refused in names
+  and paths (api.json names.surrogates)."
+  (mapv long (get-in api ["names" "surrogates"])))
+
+(defn lone-surrogate
+  "[index \"U+DCFF\"]: the code point index and code point of the first lone surrogate in `s`,
+  or nil (as pyprof.rules.lone_surrogate; indexes count code points, as Python counts a str)."
+  [^String s]
+  (let [[lo hi] name-surrogates
+        n (.length s)]
+    (loop [i 0, index 0]
+      (when (< i n)
+        (let [c (.codePointAt s (int i))]
+          (if (<= lo c hi)
+            [index (format "U+%04X" c)]
+            (recur (+ i (Character/charCount c)) (inc index))))))))
+
+(def output-paths
+  "api.json output_paths: \"min_free_bytes\", \"min_free_env\", \"mxnet_footer\"."
+  (api "output_paths"))
+
 (def counter-min "0" (bigint (get-in api ["counter" "min"])))
 (def counter-max "2^64-1: MXNet's counters are uint64." (bigint (get-in api ["counter" "max"])))
 (def counter-step-min "-2^63: MXNet adjusts a counter by an int64." (bigint (get-in api ["counter" "step_min"])))
@@ -135,3 +157,11 @@
   \"string\", \"float\", \"float_min\" or \"enum\"; `fields` fill its template."
   [form fields]
   (render (get-in catalogue ["accepted" form]) fields "clojure"))
+
+(defn path-problem
+  "The fields :problem and :path-fix (errors.json path_problems `code`, rendered for Clojure) of
+  a path error, as pyprof.rules.path_problem; `fields` fill the templates."
+  [code fields]
+  (let [entry (get-in catalogue ["path_problems" code])]
+    {:problem (render (entry "problem") fields "clojure")
+     :path_fix (render (entry "fix") fields "clojure")}))

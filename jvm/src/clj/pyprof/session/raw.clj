@@ -228,6 +228,19 @@
     (write-trace! out (concat metadata body))
     (+ (count metadata) (count body))))
 
+(defn rewrite-trace!
+  "Rewrites the MXNet trace at `path` (with or without MXNet's header and closing bytes: a file
+  MXNet was configured away from, or one written after the profiler had run) as a valid trace,
+  every metadata event seen so far first; its metadata events are remembered for later files.
+  Returns the number of events written. `pyprof.profiler` calls this (as Python's
+  complete_headless_trace)."
+  [^String path]
+  (let [events (parse-range (read-range path 0 Long/MAX_VALUE))
+        metadata (remember-metadata! events)
+        body (remove #(= "M" (get % "ph")) events)]
+    (write-trace! path (concat metadata body))
+    (+ (count metadata) (count body))))
+
 (defn partial-path ^String [path] (str path ".partial"))
 
 (defn write-partial!
@@ -251,6 +264,7 @@
                (= path (get (profiler/current-config) "filename")))
       (profiler/-as-owner "exit"
         (when running (profiler/profiler-set-state :stop))
+        (profiler/-update-tracker! assoc :repair-on-finish false) ; deleted next: no rewrite
         (profiler/dump-profile true))
       (swap! raw assoc :finished true)
       (when-not (System/getenv "PYPROF_KEEP_RAW")

@@ -3,6 +3,7 @@ package pyprof.jvm;
 import clojure.java.api.Clojure;
 import clojure.lang.BigInt;
 import clojure.lang.IDeref;
+import clojure.lang.IFn;
 import com.sun.jna.Pointer;
 import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
@@ -55,6 +56,7 @@ public final class ProfileObject extends NativeHandle {
     static final List<?> FORBIDDEN_CHARS;
     static final int FORBIDDEN_BELOW;
     static final int SHOWN_CHARS;
+    static final IFn LONE_SURROGATE;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.rules"));
@@ -62,6 +64,7 @@ public final class ProfileObject extends NativeHandle {
       FORBIDDEN_CHARS = (List<?>) rule("name-forbidden-chars");
       FORBIDDEN_BELOW = ((Number) rule("name-forbidden-below")).intValue();
       SHOWN_CHARS = ((Number) rule("name-shown-chars")).intValue();
+      LONE_SURROGATE = Clojure.var("pyprof.rules", "lone-surrogate");
     }
 
     private static Object rule(String name) {
@@ -107,6 +110,11 @@ public final class ProfileObject extends NativeHandle {
       throw PyprofException.catalogue("object.bad_name", "what", kind, "name", name);
     }
     String s = (String) name;
+    List<?> bad = (List<?>) Names.LONE_SURROGATE.invoke(s);
+    if (bad != null) { // no UTF-8 encoding: getBytes would silently write '?'
+      throw PyprofException.catalogue("object.name_not_unicode", "what", kind,
+          "index", bad.get(0), "point", bad.get(1));
+    }
     int bytes = s.getBytes(StandardCharsets.UTF_8).length;
     if (bytes > Names.MAX_BYTES) {
       int shown = s.offsetByCodePoints(0, Math.min(Names.SHOWN_CHARS, s.codePointCount(0, s.length())));
@@ -182,6 +190,46 @@ public final class ProfileObject extends NativeHandle {
       throw PyprofException.catalogue("counter.out_of_range", "name", name, "value", v);
     }
     setUnsignedValue(v);
+  }
+
+  /**
+   * Sets the counter to {@code v}, 0 ... 2^64-1 (18446744073709551615), the full range of MXNet's
+   * uint64 counters (C: MXProfileSetCounter); outside it counter.out_of_range, in the Python
+   * reference's words. A null is counter.not_int.
+   */
+  public void setValue(BigInteger v) {
+    requireKind("setValue()", true);
+    if (v == null) {
+      throw PyprofException.catalogue("counter.not_int", "name", name, "what", "value", "value", null);
+    }
+    if (v.signum() < 0 || v.bitLength() > 64) {
+      throw PyprofException.catalogue("counter.out_of_range", "name", name, "value", number(v));
+    }
+    setUnsignedValue(v.longValue());
+  }
+
+  /**
+   * Adds {@code delta}, any size (C: MXProfileAdjustCounter): a step beyond MXNet's int64 is
+   * counter.step_range (or counter.below_zero / counter.above_max when the result would leave
+   * 0 ... 2^64-1), as in the Python reference.
+   */
+  public void increment(BigInteger delta) {
+    if (delta == null) {
+      throw PyprofException.catalogue("counter.not_int", "name", name, "what", "delta", "value", null);
+    }
+    if (delta.bitLength() < 64) {
+      increment(delta.longValue());
+    } else {
+      refuseStep(delta);
+    }
+  }
+
+  /** Subtracts {@code delta}, any size (see {@link #increment(BigInteger)}). */
+  public void decrement(BigInteger delta) {
+    if (delta == null) {
+      throw PyprofException.catalogue("counter.not_int", "name", name, "what", "delta", "value", null);
+    }
+    increment(delta.negate());
   }
 
   /**

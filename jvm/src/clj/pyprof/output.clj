@@ -1,0 +1,93 @@
+(ns pyprof.output
+  "Checks of a trace file's path, before MXNet is told to write there and around each dump, as
+  the Python reference's `pyprof._output`. MXNet 1.9.1 opens its trace file at every dump and
+  never checks the result: a directory, a place it cannot create a file in, or a full disk give
+  no error and no trace. The rules are api.json `names` (text) and `output_paths` (free space);
+  the problems and fixes are errors.json `path_problems` (`pyprof.rules/path-problem`)."
+  (:require [clojure.java.io :as io]
+            [pyprof.rules :as rules])
+  (:import (java.io File)
+           (java.nio.file AccessDeniedException FileSystemException Files LinkOption
+                          NoSuchFileException)
+           (java.nio.file.attribute FileAttribute)))
+
+(set! *warn-on-reflection* true)
+
+(defn min-free-bytes
+  "Free bytes a trace's file system must have: api.json output_paths.min_free_bytes, or the
+  environment variable it names (PYPROF_MIN_FREE_BYTES, an integer >= 0; 0 turns it off)."
+  ^long []
+  (let [raw (some-> (System/getenv (rules/output-paths "min_free_env")) .trim)]
+    (if (and (seq raw) (re-matches #"[0-9]+" raw))
+      (Long/parseLong raw)
+      (long (rules/output-paths "min_free_bytes")))))
+
+(defn text-problem
+  "A NUL or a lone surrogate in a path (C would cut it / it has no UTF-8 encoding), or nil."
+  [^String text]
+  (let [nul (.indexOf text "\u0000")]
+    (if (>= nul 0)
+      (rules/path-problem "nul" {:index (.codePointCount text 0 nul)})
+      (when-let [[index point] (rules/lone-surrogate text)]
+        (rules/path-problem "not_unicode" {:index index :point point})))))
+
+(defn- reason
+  "An I/O failure as the C library words it (Python's strerror), where Java has a type for it."
+  [^Exception e]
+  (cond (instance? AccessDeniedException e) "Permission denied"
+        (instance? NoSuchFileException e) "No such file or directory"
+        (and (instance? FileSystemException e) (.getReason ^FileSystemException e))
+        (.getReason ^FileSystemException e)
+        :else (or (.getMessage e) (.getSimpleName (class e)))))
+
+(defn file-problem
+  "What keeps MXNet from writing a trace at `path` (whose absolute parent is `directory`), or
+  nil, as pyprof._output.file_problem: the text, the directory exists, `path` is no directory
+  nor device, pipe or socket, a file can be created in the directory (a hidden probe file,
+  created and deleted at once), and the file system has `min-free` bytes free (default
+  `min-free-bytes`)."
+  ([path directory] (file-problem path directory (min-free-bytes)))
+  ([^String path ^String directory min-free]
+   (or (text-problem path)
+       (let [dir (io/file directory)
+             f (io/file path)]
+         (cond
+           (not (.isDirectory dir)) (rules/path-problem "missing_directory" {:directory directory})
+           (.isDirectory f) (rules/path-problem "is_directory"
+                                                {:path path :example (str (io/file path "profile.json"))})
+           (and (.exists f) (not (Files/isRegularFile (.toPath f) (make-array LinkOption 0))))
+           (rules/path-problem "not_regular" {:path path})
+           :else
+           (or (try
+                 (Files/delete (Files/createTempFile (.toPath dir) ".pyprof-probe-" ""
+                                                     (make-array FileAttribute 0)))
+                 nil
+                 (catch java.io.IOException e
+                   (rules/path-problem "not_writable" {:directory directory :reason (reason e)})))
+               (let [free (.getUsableSpace dir)]
+                 (when (< free (long min-free))
+                   (rules/path-problem "low_space" {:directory directory :free free
+                                                    :min min-free})))))))))
+
+(defn size
+  "The size in bytes of the regular file at `path`, or nil."
+  [^String path]
+  (let [f (io/file path)]
+    (when (.isFile f) (.length f))))
+
+(def ^String footer
+  "The bytes MXNet appends when it finishes a trace (api.json output_paths.mxnet_footer)."
+  (rules/output-paths "mxnet_footer"))
+
+(defn ends-finished?
+  "True when the file at `path` ends with MXNet's closing bytes."
+  [^String path]
+  (let [f (io/file path)
+        want (.getBytes footer "UTF-8")
+        n (alength want)]
+    (and (.isFile f) (>= (.length f) n)
+         (with-open [r (java.io.RandomAccessFile. ^File f "r")]
+           (let [buf (byte-array n)]
+             (.seek r (- (.length r) n))
+             (.readFully r buf)
+             (java.util.Arrays/equals buf want))))))
