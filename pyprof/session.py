@@ -119,7 +119,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import _capi, config, profiler, rules
+from . import _capi, _output, config, profiler, rules
 from ._session_raw import RAW, ROTATE_BYTES, owner  # noqa: F401 - ROTATE_BYTES re-exported
 from ._session_recover import recover
 from ._session_schedule import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS, Action,
@@ -196,6 +196,10 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._schedule = schedule if schedule is not None else (lambda step: DEFAULT_ACTION)
         self._on_trace_ready = on_trace_ready
         self._path = os.path.abspath(os.fspath(path))
+        first = self._path.format(window=0, step=0, pid=os.getpid())
+        problem = _output.file_problem(first)  # windows are written there (MXNet is silent)
+        if problem is not None:
+            raise rules.error("session.bad_path", value=os.fspath(path), **problem)
         if schedule is not None and "{window}" not in self._path and saves_many(schedule):
             raise rules.error("session.path_needs_window", path=os.fspath(path))
         self.windows: list[Window] = []

@@ -1,0 +1,254 @@
+"""Trace paths: checked before profiling and around each dump, never a silent loss (issue 12).
+
+The C-level behaviour these guard against (observed with mxnet==1.9.1): MXNet opens its trace
+file with std::ofstream at each dump and ignores a failure, so a directory, /proc/x.json or a
+vanished directory give no error and no file. Sessions run in child processes (one trace
+session per process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from pyprof import _output, config, errors, rules, trace
+from tests.child import run_scenario
+
+
+def _code(exc_info) -> str:
+    return exc_info.value.code
+
+
+@pytest.mark.parametrize("name, value, problem", [
+    ("directory", "{tmp}", "is a directory"),
+    ("proc", "/proc/pyprof-x.json", "no file can be created in directory '/proc'"),
+    ("device", "/dev/null", "is not a regular file"),
+    ("nul", "{tmp}/a\0b.json", "NUL character at character"),
+    ("surrogate", "{tmp}/\udcff.json", "lone surrogate U+DCFF at character"),
+])
+def test_set_config_refuses_paths_mxnet_cannot_write(tmp_path, name, value, problem):
+    path = value.replace("{tmp}", str(tmp_path))
+    with pytest.raises(errors.ConfigError) as e:
+        config.validate({"filename": path})
+    assert _code(e) == "config.bad_path"
+    assert problem in str(e.value) and " fix: " in str(e.value)
+    assert os.listdir(tmp_path) == []  # the probe left nothing behind
+
+
+def test_a_missing_directory_keeps_its_own_error(tmp_path):
+    with pytest.raises(errors.ConfigError) as e:
+        config.validate({"filename": str(tmp_path / "no" / "t.json")})
+    assert _code(e) == "config.missing_directory"
+
+
+def test_low_free_space_is_refused_with_the_threshold_named(tmp_path, monkeypatch):
+    free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
+    problem = _output.file_problem(str(tmp_path / "t.json"), min_free=free + (1 << 40))
+    assert problem is not None and "bytes free, less than the" in problem["problem"]
+    assert _output.file_problem(str(tmp_path / "t.json"), min_free=0) is None
+    monkeypatch.setenv("PYPROF_MIN_FREE_BYTES", str(free + (1 << 40)))
+    with pytest.raises(errors.ConfigError) as e:
+        config.validate({"filename": str(tmp_path / "t.json")})
+    assert "free some space" in str(e.value)
+
+
+def test_defaults_are_never_probed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config.effective({})  # the default 'profile.json' is converted, not checked
+    assert os.listdir(tmp_path) == []
+
+
+def test_name_with_a_lone_surrogate_is_a_catalogue_error():
+    import pyprof
+    with pytest.raises(errors.ConfigError) as e:
+        pyprof.Domain("d\udcff")
+    assert _code(e) == "object.name_not_unicode"
+    assert "U+DCFF at character 1" in str(e.value)
+    assert rules.lone_surrogate("a\U0001F600b") is None  # a paired (astral) character is fine
+
+
+_DUMP_AFTER_RMDIR = """
+import shutil, pyprof
+from pyprof import profiler
+import mxnet as mx
+os.mkdir('gone')
+profiler.set_config(filename='gone/t.json', profile_imperative=True, profile_api=False,
+                    profile_memory=False, continuous_dump=CD)
+profiler.set_state('run')
+for _ in range(3):
+    (mx.nd.ones((4, 4)) * 7).wait_to_read()
+profiler.set_state('stop')
+shutil.rmtree('gone')
+attempt('dump', lambda: profiler.dump(True))
+profiler.set_config(filename='saved.json', profile_imperative=True, profile_api=False,
+                    profile_memory=False, continuous_dump=CD)
+profiler.dump(True)
+result = {'errors': errors, 'state': profiler.state()}
+"""
+
+
+@pytest.mark.parametrize("continuous", [True, False])
+def test_a_dump_into_a_removed_directory_is_an_error_and_the_events_survive(tmp_path,
+                                                                          continuous):
+    r = run_scenario(_DUMP_AFTER_RMDIR.replace("CD", str(continuous)), tmp_path)
+    kind, message = r["errors"]["dump"]
+    assert kind == "StateError" and "does not exist" in message
+    assert "the events MXNet holds are kept" in message and " fix: " in message
+    assert r["state"]["finished"] is True
+    saved = tmp_path / "saved.json"
+    assert trace.validate(saved).problems == []
+    ops = [e for e in json.loads(saved.read_text())["traceEvents"]
+           if e.get("name") == "_mul_scalar" and e.get("ph") == "B"]
+    assert len(ops) == 3  # recorded before the failed dump, written to the new file
+
+
+_SWITCH = """
+import time, pyprof
+from pyprof import profiler
+import mxnet as mx
+opts = dict(profile_imperative=True, profile_api=False, profile_memory=False,
+            continuous_dump=CD, dump_period=0.2)
+profiler.set_config(filename='a.json', **opts)
+profiler.set_state('run')
+for _ in range(2):
+    (mx.nd.ones((4, 4)) * 7).wait_to_read()
+time.sleep(SLEEP)  # with continuous dump: the timer has appended to a.json
+profiler.set_config(filename='b.json', **opts)
+for _ in range(3):
+    (mx.nd.ones((4, 4)) + 7).wait_to_read()
+profiler.set_config(filename='c.json', **opts)
+for _ in range(4):
+    (mx.nd.ones((4, 4)) - 7).wait_to_read()
+profiler.set_state('stop')
+profiler.dump(True)
+result = profiler.state()
+"""
+
+
+@pytest.mark.parametrize("continuous, sleep", [(True, 0), (True, 0.6), (False, 0)])
+def test_a_new_filename_while_running_finishes_the_old_file(tmp_path, continuous, sleep):
+    state = run_scenario(_SWITCH.replace("CD", str(continuous)).replace("SLEEP", str(sleep)),
+                         tmp_path)
+    assert state["finished"] is True
+    counts = {}
+    for name in "abc":
+        path = tmp_path / f"{name}.json"
+        assert trace.validate(path).problems == [], name
+        events = json.loads(path.read_text())["traceEvents"]
+        counts[name] = {op: sum(1 for e in events if e.get("name") == op and e.get("ph") == "B")
+                        for op in ("_mul_scalar", "_plus_scalar", "_minus_scalar")}
+        assert any(e.get("name") == "process_name" for e in events), name
+    assert counts == {"a": {"_mul_scalar": 2, "_plus_scalar": 0, "_minus_scalar": 0},
+                      "b": {"_mul_scalar": 0, "_plus_scalar": 3, "_minus_scalar": 0},
+                      "c": {"_mul_scalar": 0, "_plus_scalar": 0, "_minus_scalar": 4}}
+
+
+_SWITCH_AWAY_FROM_GONE = """
+import shutil, pyprof
+from pyprof import profiler
+import mxnet as mx
+os.mkdir('gone')
+profiler.set_config(filename='gone/a.json', profile_imperative=True, profile_api=False,
+                    profile_memory=False)
+profiler.set_state('run')
+for _ in range(2):
+    (mx.nd.ones((4, 4)) * 7).wait_to_read()
+shutil.rmtree('gone')
+profiler.set_config(filename='b.json', profile_imperative=True, profile_api=False,
+                    profile_memory=False)
+for _ in range(3):
+    (mx.nd.ones((4, 4)) + 7).wait_to_read()
+profiler.set_state('stop')
+profiler.dump(True)
+"""
+
+
+def test_switching_away_from_a_vanished_directory_keeps_the_queued_events(tmp_path):
+    run_scenario(_SWITCH_AWAY_FROM_GONE, tmp_path)
+    path = tmp_path / "b.json"
+    assert trace.validate(path).problems == []
+    events = json.loads(path.read_text())["traceEvents"]
+    assert sum(1 for e in events if e.get("name") == "_mul_scalar" and e.get("ph") == "B") == 2
+    assert sum(1 for e in events if e.get("name") == "_plus_scalar" and e.get("ph") == "B") == 3
+
+
+_CUT = """
+import pyprof
+from pyprof import profiler
+import mxnet as mx
+profiler.set_config(filename='small/t.json', profile_all=True, continuous_dump=False)
+with open('small/filler', 'wb') as f:   # leave about 2 KiB: MXNet's write is cut short
+    f.write(b'x' * (os.statvfs('small').f_bavail * os.statvfs('small').f_frsize - 2048))
+profiler.set_state('run')
+for _ in range(50):
+    (mx.nd.ones((4, 4)) * 7).wait_to_read()
+profiler.set_state('stop')
+attempt('dump', lambda: profiler.dump(True))
+result = errors
+"""
+
+
+def test_a_dump_cut_short_by_a_full_disk_is_an_error(tmp_path):
+    small = tmp_path / "small"
+    small.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)],
+                           capture_output=True, text=True)
+    if mount.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({mount.stderr.strip()})")
+    try:
+        errs = run_scenario(_CUT, tmp_path, env={"PYPROF_MIN_FREE_BYTES": "0"})
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
+    kind, message = errs["dump"]
+    assert kind == "StateError" and "closing bytes" in message and "pyprof repair" in message
+
+
+def test_the_threshold_is_documented():  # docs/configuration.md names the number
+    doc = (config.SPEC_PATH.parent.parent.parent / "docs" / "configuration.md").read_text()
+    assert str(rules.API["output_paths"]["min_free_bytes"]) in doc.replace(",", "")
+
+
+@pytest.mark.parametrize("path, problem", [
+    ("{tmp}", "is a directory"),
+    ("/proc/w_{window}.json", "no file can be created in directory '/proc'"),
+    ("{tmp}/no/w_{window}.json", "does not exist"),
+])
+def test_a_session_window_path_is_checked_when_the_session_is_made(tmp_path, path, problem):
+    import pyprof
+    with pytest.raises(errors.ConfigError) as e:
+        pyprof.profile(path=path.replace("{tmp}", str(tmp_path)))
+    assert _code(e) == "session.bad_path" and problem in str(e.value)
+
+
+_BRIDGE = """
+import pyprof
+from pyprof import jvm
+if OTHER:
+    import jpype
+    jpype.startJVM(convertStrings=False)
+out = []
+for call in (lambda: jvm.require('pyprof.profiler'), lambda: jvm.call('pyprof.profiler', 'state'),
+             lambda: jvm.require('pyprof.profiler')):
+    try:
+        call()
+        out.append(['ok'])
+    except Exception as e:
+        out.append([type(e).__name__, str(e)])
+result = out
+"""
+
+
+@pytest.mark.parametrize("other, env, words", [
+    (False, {"PYPROF_JVM_CLASSPATH": "/no/such/dir"}, "cannot load clojure.java.api.Clojure"),
+    (True, {}, "another library started the JVM"),
+])
+def test_a_jvm_pyprof_cannot_use_gives_the_same_clear_error_on_every_call(tmp_path, other, env,
+                                                                         words):
+    pytest.importorskip("jpype")
+    out = run_scenario(_BRIDGE.replace("OTHER", str(other)), tmp_path, env=env)
+    assert [o[0] for o in out] == ["JVMError"] * 3
+    assert all(words in o[1] and " fix: " in o[1] for o in out)
+    assert out[0][1] == out[1][1] == out[2][1]
