@@ -70,20 +70,14 @@ def _check_classes(jpype: Any, entries: list[str]) -> None:
     """Raise jvm.bad_classpath when the running JVM cannot load pyprof's classes and specs."""
     from . import rules
 
-    missing = []
-    for name in ("clojure.java.api.Clojure", "pyprof.jvm.capi.Gate", "pyprof.jvm.Profiler"):
-        try:
-            jpype.JClass(name)
-        except Exception:  # noqa: BLE001 - JPype raises TypeError or a Java exception
-            missing.append(name)
-    if not missing:
-        loader = jpype.JClass("java.lang.ClassLoader").getSystemClassLoader()
-        if loader.getResource("api.json") is None:
-            missing.append("api.json (pyprof/spec)")
+    loader = jpype.JClass("java.lang.ClassLoader").getSystemClassLoader()
+    missing = [n for n in ("clojure.java.api.Clojure", "pyprof.jvm.capi.Gate",
+                           "pyprof.jvm.Profiler") if loader.getResource(n.replace(".", "/")
+                                                                      + ".class") is None]
+    missing += [] if missing or loader.getResource("api.json") else ["api.json (pyprof/spec)"]
     if missing:
-        env = os.environ.get("PYPROF_JVM_CLASSPATH")
-        raise _break(rules.error("jvm.bad_classpath", missing=", ".join(missing),
-                                 source="PYPROF_JVM_CLASSPATH" if env else "the cached classpath",
+        source = "PYPROF_JVM_CLASSPATH" if os.environ.get("PYPROF_JVM_CLASSPATH") else "the cache"
+        raise _break(rules.error("jvm.bad_classpath", missing=", ".join(missing), source=source,
                                  entries=os.pathsep.join(entries)))
 
 

@@ -110,11 +110,11 @@
    ["filename" "t.json" "t.json"]
    ["filename" "" :bad-value]
    ["filename" " " " "]
-   ["filename" "a\u0000b" "a\u0000b"]
+   ["filename" "a\u0000b" :bad-path]
    ["filename" 1 :bad-value]
    ["filename" true :bad-value]
    ["filename" nil :bad-value]
-   ["filename" "/" "/"]
+   ["filename" "/" :bad-path]
    ["filename" "//x.json" "//x.json"]
    ["filename" "///x.json" "///x.json"]
    ["filename" "/tmp/../tmp/x.json" "/tmp/../tmp/x.json"]
@@ -122,7 +122,7 @@
    ["filename" "/nonexistent-pyprof/x.json" :missing-directory]
    ["filename" "nonexistent-pyprof/x.json" :missing-directory]
    ["filename" "nonexistent-pyprof/../x.json" "nonexistent-pyprof/../x.json"]
-   ["filename" "src/" "src/"]
+   ["filename" "src/" :bad-path]
    ["filename" "src//x.json" "src//x.json"]
    ["filename" "src/./x.json" "src/./x.json"]
    ["filename" "../../../../../../../../x.json" "../../../../../../../../x.json"]
@@ -146,7 +146,7 @@
                                     "out = []\n"
                                     "for key, value in json.load(sys.stdin):\n"
                                     "    try:\n"
-                                    "        out.append(config.keys()[key].to_c(value))\n"
+                                    "        out.append(config.validate({key: value})[key])\n"
                                     "    except Exception as e:\n"
                                     "        out.append(getattr(e, 'code', type(e).__name__))\n"
                                     "print(json.dumps(out))\n")
