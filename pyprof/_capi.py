@@ -23,7 +23,8 @@ from typing import Any
 
 from ._gate import GATE
 from ._importhook import AfterImport
-from .errors import LibraryNotFoundError, MXNetError, PyprofError, StateError
+from . import rules
+from .errors import MXNetError
 
 __all__ = ["lib", "library_path", "check", "Handle", "guard_mxnet"]
 
@@ -114,10 +115,7 @@ def load(path: str | None = None) -> ctypes.CDLL:
     with _lock:
         if _lib is not None:
             if path and os.path.realpath(path) != os.path.realpath(_path):
-                raise PyprofError(
-                    f"libmxnet is already loaded from {_path}; refusing to load a second copy "
-                    f"from {path} (two copies abort the process). "
-                    "fix: set MXNET_LIBRARY_PATH before the first pyprof call")
+                raise rules.error("library.second_copy", loaded=_path, path=path)
             return _lib
         tried: list[tuple[str, str]] = []
         for cand, source in _candidates(path):
@@ -135,7 +133,10 @@ def load(path: str | None = None) -> ctypes.CDLL:
             _check_version(lib, full)
             _lib, _path = lib, os.path.realpath(full)
             return lib
-        raise LibraryNotFoundError(tried)
+        err = rules.error("library.not_found", count=len(tried), tried="\n".join(
+            f"  - {cand}: {why}" for cand, why in tried) or "  (nothing)")
+        err.tried = tried
+        raise err
 
 
 def _declare(lib: ctypes.CDLL) -> None:
@@ -155,7 +156,7 @@ def _declare(lib: ctypes.CDLL) -> None:
 def _switch(fn: Any) -> Any:
     def switch(*args: Any) -> int:
         if _forked:
-            raise StateError(_forked)
+            raise rules.error("process.forked", **_forked)
         _users.add("MXNet's profiler")
         with GATE.exclusive():
             return fn(*args)
@@ -175,9 +176,8 @@ def _dump(fn: Any) -> Any:
 def _check_version(lib: ctypes.CDLL, path: str) -> None:
     v = c_int()
     if _fns["MXGetVersion"](byref(v)) != 0 or v.value // 100 != EXPECTED_VERSION // 100:
-        raise PyprofError(
-            f"{path} is MXNet version {v.value}, pyprof needs 1.9.x ({EXPECTED_VERSION}). "
-            "fix: pip install 'mxnet==1.9.1' or point MXNET_LIBRARY_PATH at a 1.9 build")
+        raise rules.error("library.wrong_version", path=path, version=v.value,
+                          expected=EXPECTED_VERSION)
 
 
 # ---------------------------------------------------------------------- fork
@@ -185,7 +185,7 @@ def _check_version(lib: ctypes.CDLL, path: str) -> None:
 # What used the profiler (or a JVM) in this process; a forked child of such a process must not
 # touch the profiler: its dump thread and the JVM's threads stayed in the parent.
 _users: set[str] = set()
-_forked: str | None = None  # in such a child: the error every profiler call raises
+_forked: dict[str, Any] | None = None  # in such a child: the fields of process.forked
 
 
 def note_user(what: str) -> None:
@@ -195,13 +195,13 @@ def note_user(what: str) -> None:
 
 def forked_error() -> str | None:
     """In a forked child of a process that used the profiler or a JVM: why it cannot be used."""
-    return _forked
+    return str(rules.error("process.forked", **_forked)) if _forked else None
 
 
 def ensure_not_forked() -> None:
     """Raise StateError in a forked child of a process that used the profiler or a JVM."""
     if _forked:
-        raise StateError(_forked)
+        raise rules.error("process.forked", **_forked)
 
 
 def _after_fork_in_child() -> None:
@@ -209,15 +209,10 @@ def _after_fork_in_child() -> None:
     _lock = threading.Lock()  # a parent thread may have held it at fork
     if not _users or _forked:
         return
-    _forked = (
-        f"this process is a fork of process {os.getppid()}, which used "
-        f"{' and '.join(sorted(_users))}; after fork the profiler's dump thread, its locks and "
-        "any JVM stay in the parent, so configuring, stopping, dumping or recording here would "
-        "abort or hang the process. fix: start the child with the 'spawn' start method "
-        "(multiprocessing.get_context('spawn')), or profile only in the parent")
+    _forked = {"parent": os.getppid(), "users": " and ".join(sorted(_users))}
 
     def refuse(*_args: Any) -> int:
-        raise StateError(_forked)
+        raise rules.error("process.forked", **_forked)
     for name in list(_fns):
         if name.startswith(("MXProfile", "MXProcessProfile", "MXSetProcessProfiler",
                             "MXDumpProcess", "MXAggregateProfile")):

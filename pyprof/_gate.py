@@ -153,7 +153,8 @@ class Gate:
     def release(self) -> None:
         """Undo one :meth:`acquire` (peers opened first, then this gate)."""
         if self._owner != threading.get_ident():
-            raise RuntimeError("Gate.release() by a thread that does not hold it")
+            raise RuntimeError("Gate.release() by a thread that does not hold it; fix: release the gate "
+                               "in the thread that acquired it")
         self._depth -= 1
         if self._depth == 0:
             try:

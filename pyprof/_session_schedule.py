@@ -42,11 +42,11 @@ def _load_transitions() -> dict[tuple[Action, Action], tuple[str, ...]]:
         unknown = [op for op in row["do"] if op not in OPERATIONS]
         if unknown or key in table:
             raise ValueError(f"{SPEC_PATH}: bad transition row {row}: "
-                             + (f"unknown operations {unknown}" if unknown else "repeated"))
+                             + (f"unknown operations {unknown}" if unknown else "repeated") + "; fix: correct that row of the spec")
         table[key] = tuple(row["do"])
     missing = [(a.value, b.value) for a in Action for b in Action if (a, b) not in table]
     if missing:
-        raise ValueError(f"{SPEC_PATH}: no transition row for {missing}")
+        raise ValueError(f"{SPEC_PATH}: no transition row for {missing}; fix: add those rows to the spec")
     return table
 
 
@@ -103,7 +103,7 @@ def schedule(**params: int) -> Callable[[int], Action]:
             if pos < n:
                 return last if pos == n - 1 else each
             pos -= n
-        raise AssertionError("unreachable: pos < cycle")
+        raise AssertionError("unreachable: pos < cycle; fix: report it as a pyprof bug with the schedule")
 
     action.__doc__ = "schedule(" + ", ".join(f"{k}={values[k]}" for k in known) + ")"
     return action

@@ -94,7 +94,8 @@ class ConfigKey:
             return c_float(number)
         if self.type == "enum":
             return value if isinstance(value, str) and value in self.choices else None
-        raise AssertionError(f"spec: unknown type {self.type!r} for {self.name}")
+        raise AssertionError(f"spec: unknown type {self.type!r} for {self.name}; fix: use a type "
+                             "the spec defines in pyprof/spec/profiler_config.json")
 
 
 @lru_cache(maxsize=1)

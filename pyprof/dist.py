@@ -34,8 +34,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from . import profiler
-from .errors import PyprofError, StateError
+from . import profiler, rules
 
 __all__ = ["role", "server_trace_path", "server_profiling", "launch_local", "Cluster",
            "ProcessResult", "merge"]
@@ -58,10 +57,7 @@ def server_trace_path(filename: str | os.PathLike[str], rank: int = 0) -> str:
 def _attach(kv: Any) -> None:
     kv_type = getattr(kv, "type", "")
     if not str(kv_type).startswith("dist"):
-        raise StateError(
-            f"server profiling needs a distributed kvstore, got {kv_type or type(kv).__name__!r}. "
-            "fix: kv = mx.kv.create('dist_sync') in a process launched with the DMLC_* "
-            "variables (pyprof.dist.launch_local, or MXNet's tools/launch.py)")
+        raise rules.error("dist.needs_kvstore", kv_type=kv_type or type(kv).__name__)
     profiler.set_kvstore_handle(kv.handle)
 
 
@@ -172,10 +168,8 @@ def launch_local(worker: Sequence[str], *, num_workers: int = 2, num_servers: in
                 _kill_all([p for _, _, p, _, _ in procs])
                 tails = "".join(f"\n--- {r} {i} (rc {p.returncode}) stderr:\n{_text(e)[-1500:]}"
                                 for r, i, p, _, e in procs)
-                raise PyprofError(
-                    f"local cluster did not finish within {timeout:g} s ({', '.join(running)} "
-                    "still running); every process was killed. fix: make each worker finish "
-                    f"(kv._barrier(), no infinite loop); port {port} was used{tails}")
+                raise rules.error("dist.cluster_timeout", timeout=f"{timeout:g}",
+                                  running=", ".join(running), port=port, tails=tails)
             time.sleep(0.05)
         return Cluster(port, [ProcessResult(r, i, p.returncode, _text(o), _text(e))
                               for r, i, p, o, e in procs])

@@ -70,13 +70,12 @@ def parse_mode(text: str) -> dict[str, bool]:
     """
     names = [n.strip().lower() for n in str(text).split(",") if n.strip()]
     if not names:
-        raise ConfigError(f"empty profiler mode {text!r}: expected a comma-separated list of "
-                          f"{', '.join(MODES)}")
+        raise rules.error("env.empty_mode", text=text, modes=", ".join(MODES))
     for name in names:
         if name not in MODES:
             near = difflib.get_close_matches(name, list(MODES), n=1, cutoff=0.0)
-            raise ConfigError(f"unknown profiler mode {name!r} in {text!r}: did you mean "
-                              f"{near[0]!r}? valid modes are {', '.join(MODES)}")
+            raise rules.error("env.unknown_mode", name=name, text=text, nearest=near[0],
+                              modes=", ".join(MODES))
     everything = "all" in names
     return {key: everything or mode in names for mode, key in MODES.items()}
 
@@ -88,7 +87,7 @@ def _flag(environ: Mapping[str, str], name: str) -> bool:
     try:
         return config.keys()["continuous_dump"].to_c(raw) == "true"  # the spec's bool rules
     except ConfigError:
-        raise ConfigError(f"invalid {name}={raw!r}: expected 1/0 or true/false") from None
+        raise rules.error("env.bad_flag", name=name, raw=raw) from None
 
 
 def config_from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:

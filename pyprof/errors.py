@@ -10,6 +10,10 @@ __all__ = [
     "StateError",
     "DeviceError",
     "JVMError",
+    "TraceError",
+    "TraceNotFoundError",
+    "TraceFormatError",
+    "AggregateFormatError",
 ]
 
 
@@ -25,9 +29,13 @@ class MXNetError(PyprofError):
         mxnet_message: the text of ``MXGetLastError()`` read right after the call.
     """
 
+    #: the fix when a call gives no hint: the catalogue's ``mxnet.call_failed`` (set by pyprof.rules)
+    default_fix: str | None = None
+
     def __init__(self, function: str, mxnet_message: str, hint: str | None = None):
         self.function = function
         self.mxnet_message = mxnet_message
+        hint = hint or self.default_fix
         self.hint = hint
         first = _first_line(mxnet_message)
         text = f"{function} failed: {first}"
@@ -37,17 +45,10 @@ class MXNetError(PyprofError):
 
 
 class LibraryNotFoundError(PyprofError):
-    """libmxnet.so could not be found or loaded. ``tried`` lists every path attempted."""
+    """libmxnet.so could not be found or loaded. ``tried`` lists every path attempted, as
+    ``(path, why)`` pairs (the catalogue error ``library.not_found`` renders them)."""
 
-    def __init__(self, tried: list[tuple[str, str]]):
-        self.tried = tried
-        lines = "\n".join(f"  - {path}: {why}" for path, why in tried) or "  (nothing)"
-        super().__init__(
-            "cannot load libmxnet.so; tried:\n"
-            f"{lines}\n"
-            "  fix: pip install 'mxnet==1.9.1' 'numpy<1.24' into this environment, "
-            "or set MXNET_LIBRARY_PATH to the absolute path of libmxnet.so"
-        )
+    tried: list[tuple[str, str]] = []
 
 
 class ConfigError(PyprofError, ValueError):
@@ -64,6 +65,22 @@ class DeviceError(PyprofError):
 
 class JVMError(PyprofError):
     """The JVM bridge could not start, or was used in a state where it cannot work."""
+
+
+class TraceError(PyprofError):
+    """Base class of every error raised by :mod:`pyprof.trace`."""
+
+
+class TraceNotFoundError(TraceError, FileNotFoundError):
+    """A trace file does not exist or cannot be opened."""
+
+
+class TraceFormatError(TraceError, ValueError):
+    """A file holds no recognisable Chrome/MXNet trace events."""
+
+
+class AggregateFormatError(TraceError, ValueError):
+    """MXNet's aggregate statistics (``profiler.dumps(format='json')``) cannot be read."""
 
 
 def _first_line(message: str) -> str:

@@ -52,7 +52,7 @@ def version(text: str) -> tuple[int, int]:
     """'11.7' -> (11, 7); '12' -> (12, 0). ValueError on anything else."""
     m = re.fullmatch(r"\s*(\d+)(?:\.(\d+))?\s*", str(text))
     if not m:
-        raise ValueError(f"not a CUDA version: {text!r}")
+        raise ValueError(f"not a CUDA version: {text!r}; fix: write it as 11.7 (or 12)")
     return int(m.group(1)), int(m.group(2) or 0)
 
 
@@ -111,17 +111,17 @@ def choose_wheel(driver_cuda: str, want: str | None = None) -> dict:
     if want:
         w = wheel(want)
         if w is None:
-            raise ValueError(f"no MXNet {MXNET_VERSION} build for CUDA {want!r}: choose one of "
+            raise ValueError(f"no MXNet {MXNET_VERSION} build for CUDA {want!r}; fix: choose one of "
                              f"{_names(WHEELS)}")
         if w not in runnable:
             raise ValueError(f"{w['name']} needs a driver for CUDA {w['cuda']} or newer, and this "
-                             f"driver supports CUDA {driver_cuda}: update the NVIDIA driver, or "
+                             f"driver supports CUDA {driver_cuda}; fix: update the NVIDIA driver, or "
                              f"choose one of {_names(runnable) or 'none'}")
         return w
     if not runnable:
         raise ValueError(f"the NVIDIA driver supports CUDA {driver_cuda}, older than every MXNet "
                          f"{MXNET_VERSION} CUDA build ({WHEELS[0]['cuda']} to "
-                         f"{WHEELS[-1]['cuda']}): update the NVIDIA driver")
+                         f"{WHEELS[-1]['cuda']}); fix: update the NVIDIA driver")
     return runnable[-1]
 
 

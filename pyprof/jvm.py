@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import _bridge_signals, _capi
+from . import _bridge_signals, _capi, rules
 from ._gate import GATE
 from .errors import JVMError
 
@@ -28,11 +28,6 @@ __all__ = ["start", "shutdown", "is_running", "call", "require", "classpath", "j
 _lock = threading.RLock()
 _state = "new"  # new -> running -> shut down; "forked" in a forked child of a running JVM
 _clj: dict[str, Any] = {}
-_FORKED = ("this process is a fork of a process that runs a JVM; the JVM's threads stayed in the "
-           "parent, so any call into it here would hang. fix: start the child with the 'spawn' "
-           "start method (multiprocessing.get_context('spawn')), which gives it its own JVM")
-_SHUT_DOWN = ("the JVM was shut down and cannot start again in this process (JPype starts one "
-              "JVM per process). fix: run the JVM work in a new process")
 
 
 def _after_fork_in_child() -> None:
@@ -52,9 +47,9 @@ def _usable() -> None:
     """Raise JVMError where the JVM cannot be used: a forked child, after shutdown(), or a JVM
     without pyprof's classes (the same error on every call, never a KeyError)."""
     if _state == "forked":
-        raise JVMError(_FORKED)
+        raise rules.error("jvm.forked")
     if _state == "shut down":
-        raise JVMError(_SHUT_DOWN)
+        raise rules.error("jvm.shut_down")
     if _state == "broken":
         raise _broken[0]
 
@@ -68,8 +63,6 @@ def _break(exc: JVMError) -> JVMError:
 
 def _check_classes(jpype: Any, entries: list[str]) -> None:
     """Raise jvm.bad_classpath when the running JVM cannot load pyprof's classes and specs."""
-    from . import rules
-
     loader = jpype.JClass("java.lang.ClassLoader").getSystemClassLoader()
     missing = [n for n in ("clojure.java.api.Clojure", "pyprof.jvm.capi.Gate",
                            "pyprof.jvm.Profiler") if loader.getResource(n.replace(".", "/")
@@ -125,10 +118,7 @@ def stale_reason(d: Path, cache: Path) -> str | None:
 def _build_classpath(d: Path, cache: Path, why: str) -> None:
     lein = shutil.which("lein")
     if lein is None or not (d / "project.clj").is_file():
-        raise JVMError(
-            f"no usable JVM classpath ({why}) and Leiningen or {d}/project.clj is not "
-            "available. fix: run scripts/setup.sh (installs leiningen and builds jvm/), or "
-            "set PYPROF_JVM_CLASSPATH")
+        raise rules.error("jvm.no_lein", why=why, project=f"{d}/project.clj")
     built = cache.stat().st_mtime if cache.is_file() else 0.0
     java = [d / "project.clj", *(d / "src" / "java").rglob("*.java")]
     foreign = "another checkout" in why
@@ -139,8 +129,7 @@ def _build_classpath(d: Path, cache: Path, why: str) -> None:
     proc = subprocess.run([lein, "do", "javac,", "classpath"], cwd=d, text=True,
                           capture_output=True)
     if proc.returncode != 0:
-        raise JVMError(f"`lein do javac, classpath` failed in {d} ({why}):\n"
-                       f"{proc.stderr[-2000:]}\nfix: correct the error above, then rerun")
+        raise rules.error("jvm.lein_failed", directory=d, why=why, stderr=proc.stderr[-2000:])
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(".tmp")
     tmp.write_text(proc.stdout.strip().splitlines()[-1])
@@ -153,13 +142,10 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
     global _state
     import jpype
 
-    from . import rules
-
     with _lock:
         _usable()
         if _state == "running":
-            raise JVMError("the JVM is already running in this process; use pyprof.jvm.call "
-                           "or pyprof.jvm.require, which reuse it")
+            raise rules.error("jvm.already_running")
         if jpype.isJVMStarted():  # another library started it, without pyprof's setup
             raise _break(rules.error("jvm.started_elsewhere"))
         args = [f"-Dmxnet.library.path={_capi.library_path()}", "-Xss4m"]
@@ -171,8 +157,7 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
             # stop the profiler and dump its trace.
             jpype.startJVM(*args, classpath=entries, convertStrings=False, interrupt=False)
         except (OSError, RuntimeError) as exc:
-            raise JVMError(f"the JVM did not start: {exc}. fix: install OpenJDK 17 "
-                           "(apt-get install openjdk-17-jdk-headless) or set JAVA_HOME") from exc
+            raise rules.error("jvm.did_not_start", reason=exc) from exc
         _bridge_signals.install(saved)  # Ctrl+C stays Python's: docs/concurrency.md
         _check_classes(jpype, entries)
         _state = "running"

@@ -24,7 +24,7 @@ from typing import Any
 
 from . import errors as _errors
 
-__all__ = ["SPEC_DIR", "spec", "API", "CATALOGUE", "error", "render", "STATES", "PROCESSES",
+__all__ = ["SPEC_DIR", "spec", "API", "CATALOGUE", "error", "render", "fix", "STATES", "PROCESSES",
            "DUMPS_FORMATS", "DUMPS_SORT_KEYS", "MARKER_SCOPES", "DEFAULT_MARKER_SCOPE",
            "NAME_MAX_BYTES", "COUNTER_MAX", "COUNTER_STEP_MIN", "COUNTER_STEP_MAX",
            "lone_surrogate", "path_problem"]
@@ -94,3 +94,12 @@ def path_problem(code: str, **fields: Any) -> dict[str, str]:
     for Python: what is wrong with a trace path, and its fix (for the path errors)."""
     entry = CATALOGUE["path_problems"][code]
     return {"problem": render(entry["problem"], fields), "path_fix": render(entry["fix"], fields)}
+
+
+def fix(code: str, **fields: Any) -> str:
+    """The fix of catalogue entry ``code`` with ``fields`` filled in, as Python spells it."""
+    return render(CATALOGUE["errors"][code]["fix"], fields)
+
+
+# MXNet's own failures (MXNetError, built from its message) end in the catalogue's general fix.
+_errors.MXNetError.default_fix = fix("mxnet.call_failed")

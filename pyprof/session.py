@@ -387,4 +387,5 @@ class _EndedWindow:
 
 _missing = set(OPERATIONS) - set(profile._OPERATIONS) - {"save"}
 if _missing:  # the schedule file names an operation this module does not implement
-    raise ImportError(f"pyprof/spec/schedule.json: unknown session operations {sorted(_missing)}")
+    raise ImportError(f"pyprof/spec/schedule.json: unknown session operations {sorted(_missing)}; "
+                      "fix: name only operations pyprof.session implements")

@@ -56,7 +56,7 @@ def test_bulk_execution_is_noted_with_its_share(tmp_path):
 
 def test_bad_options_are_usage_errors(tmp_path):
     proc = run_cli(["train-demo", "--active", "0"], tmp_path)
-    assert proc.returncode == 2 and "--active and --repeat must be > 0" in proc.stderr
+    assert proc.returncode == 2 and "--active must be > 0, got 0. fix: pass --active 1 or more" in proc.stderr
     proc = run_cli(["train-demo", "--repeat", "2", "--output", "t.json"], tmp_path)
     assert proc.returncode == 2 and "needs {window}" in proc.stderr
     assert "usage: pyprof train-demo" in proc.stderr

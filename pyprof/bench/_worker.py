@@ -35,7 +35,7 @@ for _name in BULK_VARIABLES:
 import numpy as np  # noqa: E402
 
 from .. import profiler  # noqa: E402
-from ..errors import PyprofError  # noqa: E402
+from .. import rules  # noqa: E402
 from ..objects import Domain, Task  # noqa: E402
 from .inputs import Tensor  # noqa: E402
 from .native import DOMAIN  # noqa: E402
@@ -96,7 +96,7 @@ class Case:
         module = {"nd": mx.nd, "np": mx.np, "npx": mx.npx}[self.namespace]
         self.fn = getattr(module, self.op, None)
         if self.fn is None:
-            raise PyprofError(f"mx.{self.namespace} has no operator {self.op!r}")
+            raise rules.error("bench.no_operator", namespace=self.namespace, op=self.op)
         make = mx.np.array if self.namespace in ("np", "npx") else mx.nd.array
         rng = np.random.default_rng(41)
         want_grad = job["run_backward"]

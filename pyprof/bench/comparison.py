@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from ..errors import PyprofError
+from .. import rules
 from ..trace.diff import DiffResult, compare_samples
 from . import registry
 from .inputs import Tensor, cases_for
@@ -77,8 +77,7 @@ def np_counterpart(op: str) -> tuple[str, str]:
     for namespace in ([ns] if ns else ["np", "npx"]):
         if hasattr(getattr(mx, namespace), name):
             return namespace, name
-    raise PyprofError(f"no numpy-interface counterpart of {op!r} in mx.np or mx.npx; "
-                      f"compare a name from `pyprof bench --list` that mx.np has (e.g. dot)")
+    raise rules.error("bench.no_np_counterpart", op=op)
 
 
 def namespace_cases(op: str, *, large_tensor: bool = False) -> list[Any]:
@@ -88,7 +87,7 @@ def namespace_cases(op: str, *, large_tensor: bool = False) -> list[Any]:
     from .runner import Case
     regs = registry.operators()
     if op not in regs:
-        raise PyprofError(f"{op!r} is not a registered MXNet operator")
+        raise rules.error("bench.not_an_operator", op=op)
     nd_inputs = cases_for(op, regs[op].arg_names, large_tensor=large_tensor)[0]
     ns, name = np_counterpart(op)
     params = [p for p in inspect.signature(getattr(getattr(mx, ns), name)).parameters.values()

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import re
 
-from .. import _capi
+from .. import _capi, rules
 
 __all__ = ["Operator", "CATEGORIES", "operators", "categorize", "by_category",
            "without_benchmark", "resolve"]
@@ -166,5 +166,5 @@ def resolve(op: str | object) -> str:
         return op
     name = getattr(op, "__name__", None)
     if not name:
-        raise TypeError(f"expected an operator name or an mx.nd function, got {op!r}")
+        raise rules.error("bench.op_type", op=op)
     return name

@@ -16,6 +16,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from .. import rules
+
 __all__ = ["Report", "environment", "load", "SCHEMA"]
 
 SCHEMA = "pyprof.bench/1"
@@ -101,7 +103,7 @@ class Report:
         """Write JSON or Markdown; ``fmt`` None picks it from the suffix (``.md`` -> Markdown)."""
         fmt = fmt or ("md" if os.fspath(path).endswith(".md") else "json")
         if fmt not in ("json", "md"):
-            raise ValueError(f"invalid output format {fmt!r}: expected json or md")
+            raise rules.error("bench.report_format", fmt=fmt)
         text = self.to_json() if fmt == "json" else self.to_markdown()
         with open(path, "w", encoding="utf-8") as f:
             f.write(text + "\n")
@@ -112,9 +114,8 @@ def load(path: str | os.PathLike[str]) -> Report:
     with open(path, encoding="utf-8") as f:
         doc = json.load(f)
     if doc.get("schema") != SCHEMA:
-        raise ValueError(f"{os.fspath(path)} is not a pyprof bench result file "
-                         f"(schema {doc.get('schema')!r}, expected {SCHEMA!r}); "
-                         "write one with `pyprof bench --output-format json`")
+        raise rules.error("bench.not_a_result", path=os.fspath(path), schema=doc.get("schema"),
+                          expected=SCHEMA)
     import calendar
     started = calendar.timegm(time.strptime(doc["started_utc"], "%Y-%m-%dT%H:%M:%SZ"))
     return Report(doc["results"], doc["settings"], doc["environment"], started,

@@ -22,8 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _capi, context
-from ..errors import PyprofError
+from .. import _capi, context, rules
 from . import native, registry
 from .native import DOMAIN
 from .inputs import Tensor, cases_for, describe
@@ -82,7 +81,7 @@ def parse_ctx(ctx: Any) -> tuple[str, int]:
     text = str(ctx).strip().lower().replace("(", ":").rstrip(")")
     kind, _, dev = text.partition(":")
     if kind not in ("cpu", "gpu") or (dev and not dev.isdigit()):
-        raise PyprofError(f"invalid context {ctx!r}: expected cpu, gpu or gpu(N)")
+        raise rules.error("bench.bad_context", ctx=ctx)
     return kind, int(dev or 0)
 
 
@@ -93,14 +92,13 @@ def plan(ops: Iterable[str] | None = None, categories: Iterable[str] | None = No
     wanted_cats = list(categories) if categories is not None else ([] if ops else list(by_cat))
     for c in wanted_cats:
         if c not in by_cat:
-            raise PyprofError(f"unknown category {c!r}: expected one of {', '.join(by_cat)}")
+            raise rules.error("bench.unknown_category", category=c, choices=list(by_cat))
     cat_of = {op: c for c, names in by_cat.items() for op in names}
     names: list[str] = [op for c in wanted_cats for op in by_cat[c]]
     regs = registry.operators()
     for op in ops or ():
         if op not in regs:
-            raise PyprofError(f"{op!r} is not a registered MXNet operator; "
-                              "`pyprof bench --list` shows the operators and their categories")
+            raise rules.error("bench.not_an_operator", op=op)
         if op not in names:
             names.append(op)
     out = []
@@ -185,9 +183,9 @@ def run_cases(cases: Sequence[Case], *, run_backward: bool = True, dtype: str = 
               on_result: Callable[[dict[str, Any]], None] | None = None) -> Report:
     """Run prepared :class:`Case` objects; see :func:`run_performance_test`."""
     if profiler not in ENGINES:
-        raise PyprofError(f"invalid profiler {profiler!r}: expected 'native' or 'python'")
+        raise rules.error("bench.engine", profiler=profiler)
     if runs < 1 or warmup < 0:
-        raise PyprofError(f"need runs >= 1 and warmup >= 0, got runs={runs} warmup={warmup}")
+        raise rules.error("bench.runs", runs=runs, warmup=warmup)
     kind, device_id = parse_ctx(ctx)
     context.check_context(kind, device_id)
     settings = {"profiler": profiler, "ctx": f"{kind}/{device_id}", "dtype": dtype,

@@ -22,7 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from .. import _capi, env, session
+from .. import _capi, env, rules, session
 from ..errors import ConfigError
 from . import _cli
 
@@ -70,18 +70,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def check_options(o: argparse.Namespace) -> None:
     """Raise ValueError naming the bad option and what it accepts."""
     if o.batch_size <= 0:
-        raise ValueError(f"--batch-size must be > 0, got {o.batch_size}")
+        raise rules.error("example.positive", option="--batch-size", value=o.batch_size)
     if o.active <= 0 or o.repeat <= 0:
-        raise ValueError(f"--active and --repeat must be > 0, got {o.active} and {o.repeat}")
+        bad = "--active" if o.active <= 0 else "--repeat"
+        raise rules.error("example.positive", option=bad, value=min(o.active, o.repeat))
     for name in ("skip_first", "wait", "warmup", "top"):
         if getattr(o, name) < 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(o, name)}")
+            raise rules.error("example.non_negative", option=f"--{name.replace('_', '-')}",
+                              value=getattr(o, name))
     if o.repeat > 1 and "{window}" not in o.output:
-        raise ValueError(f"--output {o.output!r} needs {{window}} with --repeat {o.repeat}")
+        raise rules.error("example.output_window", output=o.output, placeholder="{window}",
+                          repeat=o.repeat)
     try:
         env.parse_mode(o.mode)
     except ConfigError as exc:
-        raise ValueError(f"invalid --mode {o.mode!r}: {exc}") from None
+        reason = str(exc).removesuffix(f" fix: {exc.fix}").rstrip(".")
+        raise rules.error("example.mode", mode=o.mode, reason=reason, fix=exc.fix) from None
 
 
 def total_steps(o: argparse.Namespace) -> int:

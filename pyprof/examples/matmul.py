@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from .. import _capi, context, env, profiler
+from .. import _capi, context, env, profiler, rules
 from ..errors import ConfigError
 from . import _cli
 
@@ -60,17 +60,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def check_options(o: argparse.Namespace) -> None:
     """Raise ValueError naming the bad option and the accepted range."""
     if o.size <= 0:
-        raise ValueError(f"--size must be > 0, got {o.size}")
+        raise rules.error("example.positive", option="--size", value=o.size)
     if o.iters <= 0:
-        raise ValueError(f"--iters must be > 0, got {o.iters}")
+        raise rules.error("example.positive", option="--iters", value=o.iters)
     if not 0 <= o.begin < o.end:
-        raise ValueError(f"need 0 <= --begin < --end, got --begin {o.begin} --end {o.end}")
+        raise rules.error("example.begin_end", begin=o.begin, end=o.end)
     if o.begin >= o.iters:
-        raise ValueError(f"--begin {o.begin} is past the last iteration ({o.iters - 1})")
+        raise rules.error("example.begin_past", begin=o.begin, last=o.iters - 1, iters=o.iters)
     try:
         env.parse_mode(o.mode)
     except ConfigError as exc:
-        raise ValueError(f"invalid --mode {o.mode!r}: {exc}") from None
+        reason = str(exc).removesuffix(f" fix: {exc.fix}").rstrip(".")
+        raise rules.error("example.mode", mode=o.mode, reason=reason, fix=exc.fix) from None
 
 
 def profiler_config(mode: str, output: str) -> dict:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from . import compact, diff, format_diff, merge, plot, repair, summarize, validate
+from .. import rules
 from .errors import TraceError
 from .report import FORMATS, SORT_KEYS
 from .slices import SliceCounts
@@ -55,11 +56,9 @@ def _labels(values: list[str] | None, n: int) -> list[str] | None:
         return None
     labels = [part.strip() for v in values for part in v.split(",")]
     if any(not lab for lab in labels):
-        raise TraceError("empty --label; give one non-empty label per trace "
-                         "(--label a --label b, or --label a,b)")
+        raise rules.error("trace.empty_label")
     if len(labels) != n:
-        raise TraceError(f"{len(labels)} label(s) for {n} trace(s); give one label per trace "
-                         "(--label a --label b, or --label a,b)")
+        raise rules.error("trace.label_count", labels=len(labels), traces=n)
     return labels
 
 
@@ -115,16 +114,17 @@ def _percent(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}; fix: pass a number such as 5") from None
     if not (v >= 0 and v != float("inf")):
-        raise argparse.ArgumentTypeError(f"must be a percentage of at least 0, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a percentage of at least 0, got {text}; "
+                                         "fix: pass 0 or more, e.g. 5")
     return v
 
 
 def _positive(text: str) -> int:
     v = int(text)
     if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}; fix: pass 1 or more")
     return v
 
 

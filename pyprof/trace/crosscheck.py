@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .errors import AggregateFormatError
+from .. import rules
 from .naming import MEMORY_PREFIX
 from .records import OpStats, TraceStats
 
@@ -70,8 +70,7 @@ def load_aggregate(aggregate: str | os.PathLike[str] | Mapping[str, Any]) -> dic
             with open(text, "rb") as f:
                 raw = f.read()
         except OSError as exc:
-            raise AggregateFormatError(f"cannot read aggregate stats {text!r}: {exc.strerror}; pass "
-                                       "the text of profiler.dumps(format='json') or its file") from exc
+            raise rules.error("aggregate.unreadable", path=text, why=exc.strerror) from exc
     else:
         raw = text.encode()
     try:
@@ -82,11 +81,9 @@ def load_aggregate(aggregate: str | os.PathLike[str] | Mapping[str, Any]) -> dic
         try:
             data = orjson.loads(fixed)
         except orjson.JSONDecodeError as exc:
-            raise AggregateFormatError("aggregate stats are not JSON; produce them with "
-                                       "profiler.dumps(format='json')") from exc
+            raise rules.error("aggregate.not_json") from exc
     if not isinstance(data, dict) or "Time" not in data:
-        raise AggregateFormatError("aggregate stats lack a 'Time' section; produce them with "
-                                   "profiler.dumps(format='json') and aggregate_stats=True")
+        raise rules.error("aggregate.no_time")
     return data
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .errors import TraceError, TraceFormatError
+from .. import rules
 from .naming import bulk_share_note, bulk_shares
 from .stats import API_CATEGORY, TraceStats, stats
 
@@ -160,9 +160,9 @@ def compare_samples(base: Mapping[Hashable, Sequence[float] | np.ndarray],
     """
     _check_threshold(threshold_pct)
     if not 0.0 < confidence < 1.0:
-        raise TraceError(f"confidence must be in (0, 1), got {confidence}; use e.g. 0.95")
+        raise rules.error("diff.confidence", confidence=confidence)
     if n_boot < 10:
-        raise TraceError(f"n_boot must be at least 10, got {n_boot}; use e.g. 1000")
+        raise rules.error("diff.n_boot", n_boot=n_boot)
     rng = np.random.default_rng(seed)
     rows = []
     nan = float("nan")
@@ -195,8 +195,7 @@ def compare_samples(base: Mapping[Hashable, Sequence[float] | np.ndarray],
 
 def _check_threshold(threshold: float) -> None:
     if not (math.isfinite(threshold) and threshold >= 0):
-        raise TraceError(f"threshold must be a percentage of at least 0, got {threshold}; "
-                         "use e.g. 5")
+        raise rules.error("diff.threshold", threshold=threshold)
 
 
 def _samples(s: TraceStats, keep: Any) -> dict[Hashable, np.ndarray]:
@@ -257,10 +256,8 @@ def diff(base: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | Trace
         if not samples:
             only = (f" in category {', '.join(sorted(cats))}" if cats is not None
                     else "" if api else " other than C API calls")
-            raise TraceFormatError(
-                f"{what} trace {_describe(arg)}: no timed events{only}, nothing to compare (a "
-                "crashed run?); pass a trace of a run that profiled operators (profile_all=True)"
-                + ("" if cats is None else " or other categories"))
+            raise rules.error("diff.no_events", what=what, trace=_describe(arg), only=only,
+                              or_categories="" if cats is None else " or other categories")
         return samples
 
     a = side("base", base)
@@ -314,7 +311,7 @@ def format_diff(result: DiffResult, fmt: str = "table") -> str:
         w.writerows(table)
         return buf.getvalue()
     if fmt not in ("table", "markdown"):
-        raise TraceError(f"unknown format {fmt!r}; use table, markdown, csv or json")
+        raise rules.error("trace.format", fmt=fmt, choices=["table", "markdown", "csv", "json"])
     from tabulate import tabulate
     text = tabulate(table, headers=headers, tablefmt="github" if fmt == "markdown" else "simple",
                     floatfmt=".1f", missingval="-")

@@ -1,28 +1,14 @@
 """Exceptions raised by :mod:`pyprof.trace`.
 
-Every error carries a one-line message that ends with the fix, so the CLI can print
-``str(err)`` as is.  :class:`TraceError` is the base, itself a
-:class:`pyprof.errors.PyprofError`.
+Every error carries a message that ends with the fix (``"... fix: ..."``, from the catalogue
+``pyprof/spec/errors.json``), so the CLI can print ``str(err)`` as is. :class:`TraceError` is
+the base, itself a :class:`pyprof.errors.PyprofError`. The classes live in :mod:`pyprof.errors`
+(one exception tree, which :func:`pyprof.rules.error` builds from); this module names them for
+the trace tools.
 """
 
 from __future__ import annotations
 
-from ..errors import PyprofError
+from ..errors import AggregateFormatError, TraceError, TraceFormatError, TraceNotFoundError
 
 __all__ = ["TraceError", "TraceNotFoundError", "TraceFormatError", "AggregateFormatError"]
-
-
-class TraceError(PyprofError):
-    """Base class of every error raised by :mod:`pyprof.trace`."""
-
-
-class TraceNotFoundError(TraceError, FileNotFoundError):
-    """A trace file does not exist or cannot be opened."""
-
-
-class TraceFormatError(TraceError, ValueError):
-    """A file holds no recognisable Chrome/MXNet trace events."""
-
-
-class AggregateFormatError(TraceError, ValueError):
-    """MXNet's aggregate statistics (``profiler.dumps(format='json')``) cannot be read."""

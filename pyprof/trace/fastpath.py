@@ -411,7 +411,8 @@ def pair_stack(keys: np.ndarray, begin: np.ndarray) -> tuple[np.ndarray, np.ndar
     if ends.size and (ends[0] == 0 or not tb[ends - 1].all()
                       or (g[t[ends]] != g[t[ends - 1]]).any()
                       or (level[t[ends]] != level[t[ends - 1]]).any()):  # pragma: no cover
-        raise AssertionError("begin/end pairing invariant violated")
+        raise AssertionError("begin/end pairing invariant violated; fix: report it as a pyprof bug "
+                             "with the trace file (pyprof.trace's slow path reads it meanwhile)")
     end_pos = order[t[ends]]
     begin_pos = order[t[ends - 1]]
     by_end = np.argsort(end_pos, kind="stable")

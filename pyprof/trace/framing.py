@@ -25,7 +25,7 @@ import re
 import zlib
 from typing import IO
 
-from .errors import TraceNotFoundError
+from .. import rules
 from .jsonscan import ObjectScan, scan_object
 from .phases import TOP_LEVEL
 from .readreport import ReadReport
@@ -59,8 +59,8 @@ def open_binary(path: str | os.PathLike[str]) -> tuple[IO[bytes], IO[bytes]]:
     try:
         raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
     except OSError as exc:
-        raise TraceNotFoundError(f"cannot open trace {os.fspath(path)!r}: {exc.strerror}; "
-                                 "check the path") from exc
+        raise rules.error("trace.cannot_open", path=os.fspath(path), shown=repr(os.fspath(path)),
+                          why=exc.strerror) from exc
     magic = raw.read(2)
     raw.seek(0)
     if magic == _GZIP_MAGIC:

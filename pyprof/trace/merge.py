@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
-from .errors import TraceError
+from .. import rules
 from .ids import IdMap
 from .naming import ASYNC_COPY_CATEGORIES
 from .reader import ReadReport, TraceReader
@@ -98,14 +98,14 @@ def merge(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], 
     """
     srcs = [os.fspath(p) for p in paths]
     if not srcs:
-        raise TraceError("merge needs at least one trace; pass the input paths")
+        raise rules.error("merge.no_paths")
     labs = list(labels) if labels is not None else [os.path.basename(p) for p in srcs]
     if len(labs) != len(srcs):
-        raise TraceError(f"{len(labs)} labels for {len(srcs)} traces; give one label per trace")
+        raise rules.error("merge.label_count", labels=len(labs), traces=len(srcs))
     if len(set(labs)) != len(labs):
-        raise TraceError("merge labels must be unique; pass distinct labels (e.g. 'worker 0', 'worker 1')")
+        raise rules.error("merge.labels_unique", labels=labs)
     if not (align in ("absolute", "start") or isinstance(align, Mapping)):
-        raise TraceError(f"unknown align {align!r}; use 'absolute', 'start' or a {{label: offset_us}} mapping")
+        raise rules.error("merge.align", align=align)
 
     plans, tops = [], []
     for src in srcs:

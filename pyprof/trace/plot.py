@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import TraceError
+from .. import rules
 from .reader import TraceReader
 from .stats import API_CATEGORY, ASYNC_COPY_CATEGORIES, TraceStats, stats
 
@@ -59,12 +59,10 @@ def _check_output(out: str, supported: dict[str, str]) -> None:
     """Fail early, before reading the trace, on an output matplotlib cannot write."""
     ext = os.path.splitext(out)[1][1:].lower()
     if ext and ext not in supported:
-        raise TraceError(f"cannot write {out!r}: image format {ext!r} is not supported; choose an "
-                         "output path ending in .png (or .svg, .pdf, .jpg)")
+        raise rules.error("plot.image_format", path=out, ext=ext)
     directory = os.path.dirname(os.path.abspath(out))
     if not os.path.isdir(directory):
-        raise TraceError(f"cannot write {out!r}: directory {directory!r} does not exist; choose a "
-                         "writable output path")
+        raise rules.error("plot.no_directory", path=out, directory=directory)
 
 
 def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: int = 15,
@@ -98,7 +96,7 @@ def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: 
         TraceNotFoundError / TraceFormatError: the trace cannot be read, is empty or is not a trace.
     """
     if top < 1:
-        raise TraceError(f"top must be at least 1, got {top}")
+        raise rules.error("plot.top", top=top)
     import matplotlib
     matplotlib.use("Agg", force=False)
     from matplotlib.backend_bases import FigureCanvasBase
@@ -113,8 +111,7 @@ def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: 
         if o.category == category:
             totals[o.name] = totals.get(o.name, 0) + o.total_us
     if not totals:
-        raise TraceError(f"no '{category}' events in {os.fspath(path)}; check the profiler recorded "
-                         "operators (profile_all=True or profile_imperative=True)")
+        raise rules.error("plot.no_events", category=category, path=os.fspath(path))
     ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:top]
     names = [n for n, _ in ranked]
     lanes = _intervals(os.fspath(path), set(names), progress)
@@ -151,6 +148,5 @@ def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: 
     try:
         fig.savefig(out, dpi=100)
     except OSError as exc:
-        raise TraceError(f"cannot write {out!r}: {exc.strerror or exc}; choose a writable output "
-                         "path") from exc
+        raise rules.error("trace.cannot_write", path=out, why=exc.strerror or exc) from exc
     return out

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from .bodyparser import BodyParser, escape_piece
-from .errors import TraceFormatError
+from .. import rules
 from .framing import is_gzip, last_separator, open_binary, skip_head, strip_tail
 from .readreport import ReadReport
 
@@ -257,19 +257,10 @@ class TraceReader:
         if self._parser.saw_event:
             return
         if not self.report.bytes_read and self._gzip_cut:
-            raise TraceFormatError(
-                f"{self.path}: gzip stream cut short before any trace event could be decoded "
-                "(the writer crashed or the copy is incomplete); re-run the profiling or copy "
-                "the file again")
+            raise rules.error("trace.gzip_cut", path=self.path)
         if not self.report.bytes_read:
-            raise TraceFormatError(
-                f"{self.path}: empty file, no trace events (the profiled run wrote nothing: "
-                "crashed or never called profiler.dump()?); re-run the profiling or pass the "
-                "right file")
-        raise TraceFormatError(
-            f"{self.path}: no trace events found (not an MXNet/Chrome trace, or the profiler "
-            'recorded nothing; events are JSON objects with a "ph" field); pass the file named '
-            "by profiler.set_config(filename=...) of a run that profiled something")
+            raise rules.error("trace.empty", path=self.path)
+        raise rules.error("trace.no_events", path=self.path)
 
     # -- internals -------------------------------------------------------------------------
     def _progress_bar(self, raw: IO[bytes]):

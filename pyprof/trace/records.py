@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from .errors import TraceError
+from .. import rules
 from .naming import BULK_NOTE, is_bulk_name
 from .phases import PHASES, note
 from .readreport import ReadReport
@@ -293,6 +293,6 @@ class TraceStats:
         try:
             import pandas as pd
         except ImportError as exc:
-            raise TraceError("to_dataframe() needs pandas; install it: pip install pandas") from exc
+            raise rules.error("trace.needs_pandas") from exc
         return pd.DataFrame(self.records(), columns=list(_OP_COLUMNS))
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from .errors import TraceError
+from .. import rules
 from .naming import BULK_NOTE, bulk_share_note, bulk_shares
 from .stats import API_CATEGORY, OpStats, TraceStats, stats
 
@@ -120,9 +120,9 @@ def summarize(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] |
         unreadable traces (TraceFormatError also for an empty file or JSON that is not a trace).
     """
     if sort not in SORT_KEYS:
-        raise TraceError(f"unknown sort key {sort!r}; use one of {', '.join(SORT_KEYS)}")
+        raise rules.error("trace.sort_key", sort=sort, choices=list(SORT_KEYS))
     if fmt not in FORMATS:
-        raise TraceError(f"unknown format {fmt!r}; use one of {', '.join(FORMATS)}")
+        raise rules.error("trace.format", fmt=fmt, choices=list(FORMATS))
     result = paths if isinstance(paths, TraceStats) else stats(
         paths, progress=progress, exclude_categories=() if include_api else (API_CATEGORY,))
     groups = _groups(result, sort, top)

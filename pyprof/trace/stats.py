@@ -48,6 +48,7 @@ from . import parallel
 from .accumulate import Accumulator
 from .filestate import FileState
 from .crosscheck import CrossCheck, Mismatch, cross_check, load_aggregate
+from .. import rules
 from .errors import TraceError
 from .fastpath import FastChunk, event_pattern, parse_body
 from .naming import API_CATEGORY, ASYNC_COPY_CATEGORIES, BULK_NOTE, is_bulk_name
@@ -199,6 +200,6 @@ def _as_paths(trace_or_paths: Any) -> list[str]:
         return [os.fspath(trace_or_paths)]
     paths = [os.fspath(p) for p in trace_or_paths]
     if not paths:
-        raise TraceError("no trace files given; pass at least one path")
+        raise rules.error("trace.no_paths")
     return paths
 

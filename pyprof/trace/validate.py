@@ -141,7 +141,7 @@ def _check_json(path: str, counts: dict[str, int], details: dict[str, str]) -> N
 
 
 def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise ValueError(f"{name} is not JSON; fix: write it as null or a number")
 
 
 class _Checker:

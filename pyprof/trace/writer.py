@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import orjson
 
-from .errors import TraceError
+from .. import rules
 from .phases import TOP_LEVEL
 
 __all__ = ["TraceWriter", "KEPT_TOP_LEVEL", "kept_top_level"]
@@ -62,8 +62,7 @@ class TraceWriter:
         try:
             fd, self._tmp = tempfile.mkstemp(prefix=".pyprof-", suffix=".tmp", dir=directory)
         except OSError as exc:
-            raise TraceError(f"cannot write {self.path!r}: {exc.strerror}; choose a writable "
-                             "output path") from exc
+            raise rules.error("trace.cannot_write", path=self.path, why=exc.strerror) from exc
         raw = os.fdopen(fd, "wb", buffering=1 << 20)
         self._f = _gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6, mtime=0) if self.gzip else raw
         self._raw = raw

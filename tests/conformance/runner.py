@@ -136,6 +136,14 @@ def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
     if call == "dumps_order":  # the names of one category's rows, as the table sorts them
         text = profiler.dumps(sort_by=args["sort_by"], ascending=args["ascending"])
         return table_order(text, args["category"])
+    if call == "write_file":  # a file the step names, with this text (a bad trace)
+        with open(os.path.join(workdir, args["path"]), "w", encoding="utf-8") as f:
+            f.write(args["text"])
+        return None
+    if call == "truncate_file":  # keep the first fraction of a file's bytes (a cut trace)
+        full = os.path.join(workdir, args["path"])
+        os.truncate(full, int(os.path.getsize(full) * args["keep"]))
+        return None
     if call == "trace":
         with open(os.path.join(workdir, args["path"]), encoding="utf-8") as f:
             events = json.load(f)["traceEvents"]

@@ -183,7 +183,7 @@ def test_plot_bad_outputs(fx, tmp_path, capsys):
     assert "format 'txt' is not supported" in line and ".png" in line
     assert main(["plot", small, "-o", "/missing/dir/p.png"]) == 1
     line, _ = _err_line(capsys, "plot")
-    assert "'/missing/dir' does not exist; choose a writable output path" in line
+    assert "'/missing/dir' does not exist. fix: create it, or choose a writable output path" in line
     (tmp_path / "d.png").mkdir()  # exists, but cannot be opened for writing
     assert main(["plot", small, "-o", str(tmp_path / "d.png")]) == 1
     line, _ = _err_line(capsys, "plot")

@@ -116,6 +116,8 @@
       (let [fields (zipmap (concat (template-fields message) (template-fields fix)) (repeat "v"))
             e (rules/error code fields)]
         (is (= (keyword kind) (:pyprof/error (ex-data e))))
+        (is (str/ends-with? (ex-message e) (str ". fix: " (:fix (ex-data e)))) "its fix comes last")
+        (is (str/ends-with? (ex-message (.inJava e)) (str ". fix: " (:java-fix (ex-data e)))))
         ;; API names may hold braces of their own (path "trace_{window}.json"): not placeholders
         (let [unfilled #(re-find placeholder (reduce (fn [m n] (str/replace m n ""))
                                                      % (mapcat vals (vals (rules/catalogue "api")))))]

@@ -107,7 +107,7 @@
   (testing "errors carry Python's messages"
     (let [e (try (stats/stats "../tests/fixtures/traces/nope.json") (catch clojure.lang.ExceptionInfo e e))]
       (is (= :trace-not-found (:pyprof/error (ex-data e))))
-      (is (= "cannot open trace '../tests/fixtures/traces/nope.json': No such file or directory; check the path"
+      (is (= "cannot open trace '../tests/fixtures/traces/nope.json': No such file or directory. fix: check the path"
              (ex-message e))))
     (is (thrown-with-msg? clojure.lang.ExceptionInfo #"no trace files given" (stats/stats [])))))
 
@@ -195,8 +195,8 @@
       (testing "only the header: nothing decodable"
         (is (= {"error" {"type" "TraceFormatError"
                          "message" (str "{path}: gzip stream cut short before any trace event could "
-                                        "be decoded (the writer crashed or the copy is incomplete); "
-                                        "re-run the profiling or copy the file again")}}
+                                        "be decoded (the writer crashed or the copy is incomplete). "
+                                        "fix: re-run the profiling or copy the file again")}}
                (parity/jvm-result [(str (cut 10))] {}))))
       (when (parity/python)
         (doseq [n [2 10 12 40 (quot (alength gz) 2) (- (alength gz) 9) (- (alength gz) 1)]

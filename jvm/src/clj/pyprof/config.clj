@@ -93,7 +93,8 @@
                              (or (nil? min_exclusive) (> x (double min_exclusive))))
                     (util/c-float x))))
       "enum" (when (and (string? v) (some #{v} choices)) v)
-      (throw (ex-info (str "profiler_config.json: unknown type " (pr-str type) " for " name)
+      (throw (ex-info (str "profiler_config.json: unknown type " (pr-str type) " for " name
+                           ". fix: use a type the spec defines")
                       {:pyprof/error :invalid-spec})))))
 
 ;; ------------------------------------------------------------------ paths as Python's posixpath

@@ -23,7 +23,7 @@
   [s]
   (if-let [[_ a b] (re-matches #"\s*(\d+)(?:\.(\d+))?\s*" (str s))]
     [(parse-long a) (if b (parse-long b) 0)]
-    (throw (IllegalArgumentException. (str "not a CUDA version: " (pr-str s))))))
+    (throw (IllegalArgumentException. (str "not a CUDA version: " (pr-str s) ". fix: write it as 11.7 (or 12)")))))
 
 (def toolkit-for
   "The oldest CUDA toolkit that compiles for a compute capability newer than any wheel's

@@ -37,20 +37,21 @@
         int? #(and (integer? %) (>= % 0))]
     (doseq [[k v] {:size size :iters iters :begin begin :end end :device-id device-id}]
       (when-not (int? v)
-        (throw (usage-error (str (name k) " must be a non-negative integer, got " (pr-str v)) {k v}))))
+        (throw (usage-error (str (name k) " must be a non-negative integer, got " (pr-str v)
+                                  ". fix: pass 0 or more") {k v}))))
     (cond
-      (zero? size) (throw (usage-error "size must be > 0" {:size size}))
-      (zero? iters) (throw (usage-error "iters must be > 0" {:iters iters}))
-      (not (< begin end)) (throw (usage-error (str "begin (" begin ") must be < end (" end ")")
+      (zero? size) (throw (usage-error "size must be > 0. fix: pass a size of 1 or more" {:size size}))
+      (zero? iters) (throw (usage-error "iters must be > 0. fix: pass 1 or more iterations" {:iters iters}))
+      (not (< begin end)) (throw (usage-error (str "begin (" begin ") must be < end (" end "). fix: pass a begin below end")
                                               {:begin begin :end end}))
       (not (< begin iters)) (throw (usage-error (str "begin (" begin ") must be < iters (" iters
-                                                     "), or nothing is profiled")
+                                                     "), or nothing is profiled. fix: pass a begin below iters")
                                                 {:begin begin :iters iters}))
       (not (modes mode)) (throw (usage-error (str "mode must be one of " (str/join ", " (sort modes))
-                                                  ", got " (pr-str mode)) {:mode mode}))
-      (not (#{"cpu" "gpu"} ctx)) (throw (usage-error (str "ctx must be cpu or gpu, got " (pr-str ctx))
+                                                  ", got " (pr-str mode) ". fix: pass one of those") {:mode mode}))
+      (not (#{"cpu" "gpu"} ctx)) (throw (usage-error (str "ctx must be cpu or gpu, got " (pr-str ctx) ". fix: pass cpu or gpu")
                                                      {:ctx ctx}))
-      (str/blank? (str output)) (throw (usage-error "output must be a file path" {:output output})))
+      (str/blank? (str output)) (throw (usage-error "output must be a file path. fix: pass the trace file to write, e.g. matmul.json" {:output output})))
     (assoc o :output (str output))))
 
 (defn profiler-config

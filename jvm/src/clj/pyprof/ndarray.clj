@@ -13,7 +13,8 @@
 
 (defn- shape-param ^String [shape]
   (when-not (and (sequential? shape) (seq shape) (every? #(and (integer? %) (pos? %)) shape))
-    (throw (ex-info (str "shape must be a non-empty vector of positive integers, got " (pr-str shape))
+    (throw (ex-info (str "shape must be a non-empty vector of positive integers, got " (pr-str shape)
+                         ". fix: pass e.g. [2 3]")
                     {:pyprof/error :invalid-option :shape shape})))
   (str "(" (clojure.string/join "," shape) ")"))
 
@@ -69,7 +70,8 @@
   ^floats [^NDArray nd]
   (let [dtype (native/int-out #(mx MXNDArrayGetDType (.pointer nd) ^IntByReference %))]
     (when-not (= float32 dtype)
-      (throw (ex-info (str "->float-array needs a float32 array, got MXNet dtype code " dtype)
+      (throw (ex-info (str "->float-array needs a float32 array, got MXNet dtype code " dtype
+                           ". fix: create the array as float32 (the default)")
                       {:pyprof/error :invalid-option :dtype dtype})))
     (let [n (size nd)]
       (if (zero? n)

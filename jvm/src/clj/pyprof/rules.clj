@@ -22,7 +22,7 @@
   JVM layer. Throws ex-info (:pyprof/error :missing-spec) when the file is not on the classpath."
   [name & opts]
   (let [url (or (io/resource name)
-                (throw (ex-info (str name " is not on the classpath; add ../pyprof/spec to"
+                (throw (ex-info (str name " is not on the classpath. fix: add ../pyprof/spec to"
                                      " :resource-paths (or the classpath of the hosting JVM)")
                                 {:pyprof/error :missing-spec :resource name})))]
     (with-open [r (io/reader url)]
@@ -127,12 +127,12 @@
                   (if api?
                     (or (get-in catalogue ["api" field language])
                         (throw (IllegalArgumentException.
-                                (str "no API name " field " for " language " in errors.json"))))
+                                (str "no API name " field " for " language " in errors.json. fix: add it to its \"api\" table"))))
                     (let [k (keyword field)
                           v (if (contains? fields k)
                               (get fields k)
                               (throw (IllegalArgumentException.
-                                      (str "template " (pr-str template) " needs field " k))))]
+                                      (str "template " (pr-str template) " needs field " k ". fix: pass it to rules/error"))))]
                       (cond literal? (literal v)
                             (sequential? v) (str/join ", " (map literal v))
                             :else (str v))))))))
@@ -145,7 +145,7 @@
   ([code fields cause]
    (let [{:strs [kind message fix]} (or (get-in catalogue ["errors" code])
                                         (throw (IllegalArgumentException.
-                                                (str "no error " code " in errors.json"))))
+                                                (str "no error " code " in errors.json. fix: add it to the catalogue"))))
          clj-fix (render fix fields "clojure")]
      (PyprofException. (str (render message fields "clojure") " fix: " clj-fix)
                        (merge fields {:pyprof/error (keyword kind) :pyprof/code code

@@ -202,7 +202,8 @@
 
 (let [missing (remove (set (conj (keys owner-operations) :save)) (keys sched/operation-names))]
   (when (seq missing) ; schedule.json names an operation this namespace does not perform
-    (throw (ex-info (str "schedule.json: unknown session operations " (vec missing))
+    (throw (ex-info (str "schedule.json: unknown session operations " (vec missing)
+                         ". fix: name only operations pyprof.session performs")
                     {:pyprof/error :invalid-spec :operations (vec missing)}))))
 
 (defn- transition!

@@ -37,7 +37,8 @@
   (:require [pyprof.trace.accumulate :as accumulate]
             [pyprof.trace.naming :as naming]
             [pyprof.trace.pycompat :as pycompat]
-            [pyprof.trace.reader :as reader])
+            [pyprof.trace.reader :as reader]
+            [pyprof.rules :as rules])
   (:import (java.util ArrayList List)))
 
 (set! *warn-on-reflection* true)
@@ -110,8 +111,7 @@
   ([paths {:keys [categories exclude-categories chunk-bytes]}]
    (let [sources (if (path-like? paths) [paths] paths)
          _ (when (empty? sources)
-             (throw (ex-info "no trace files given; pass at least one path"
-                             {:pyprof/error :invalid-option})))
+             (throw (rules/error "trace.no_paths")))
          excluded (not-empty (set exclude-categories))
          acc (accumulate/new-acc (some-> categories set) excluded)
          reports (ArrayList.)]

@@ -56,7 +56,8 @@
     (when (or (seq missing) (seq extra))
       (throw (ex-info (str "bind: symbol arguments are " names
                            (when (seq missing) (str "; missing " (vec missing)))
-                           (when (seq extra) (str "; unknown " (vec extra))))
+                           (when (seq extra) (str "; unknown " (vec extra)))
+                           ". fix: bind exactly the symbol's arguments, by name")
                       {:pyprof/error :invalid-option :arguments names
                        :missing (vec missing) :unknown (vec extra)})))
     (let [n (count names)

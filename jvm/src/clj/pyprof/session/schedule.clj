@@ -38,13 +38,15 @@
                         (let [k [(kw from) (kw to)] ops (mapv kw do)]
                           (when-not (and (actions (first k)) (actions (second k)) (not (t k))
                                          (every? operation-names ops))
-                            (throw (ex-info (str spec-resource ": bad transition row " (pr-str row))
+                            (throw (ex-info (str spec-resource ": bad transition row " (pr-str row)
+                                                 ". fix: correct that row of the spec")
                                             {:pyprof/error :invalid-spec :row row})))
                           (assoc t k ops)))
                       {} (spec "transitions"))
         missing (for [a (sort actions) b (sort actions) :when (not (table [a b]))] [a b])]
     (when (seq missing)
-      (throw (ex-info (str spec-resource ": no transition row for " (vec missing))
+      (throw (ex-info (str spec-resource ": no transition row for " (vec missing)
+                           ". fix: add those rows to the spec")
                       {:pyprof/error :invalid-spec :missing (vec missing)})))
     table))
 

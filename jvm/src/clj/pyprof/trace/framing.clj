@@ -18,7 +18,8 @@
             [pyprof.trace.jsonscan :refer [scan-object]]
             [pyprof.trace.phases :refer [kept-keys not-other-keys top-level]]
             [pyprof.trace.pycompat :refer [py-repr]]
-            [pyprof.trace.read-report :refer [add! flag!]])
+            [pyprof.trace.read-report :refer [add! flag!]]
+            [pyprof.rules :as rules])
   (:import (java.io BufferedInputStream File FileInputStream InputStream)
            (java.nio.charset StandardCharsets)
            (java.util.regex Pattern)
@@ -89,8 +90,7 @@
                   (.isDirectory f) "Is a directory"
                   (not (.canRead f)) "Permission denied")]
     (when why
-      (throw (ex-info (str "cannot open trace " (py-repr path) ": " why "; check the path")
-                      {:pyprof/error :trace-not-found :path path})))
+      (throw (rules/error "trace.cannot_open" {:path path :shown (py-repr path) :why why})))
     (let [in (BufferedInputStream. (FileInputStream. f) 65536)]
       (.mark in 2)
       (let [b0 (.read in) b1 (.read in)]

@@ -68,7 +68,7 @@
     JsonToken/VALUE_TRUE true
     JsonToken/VALUE_FALSE false
     JsonToken/VALUE_NULL nil
-    (throw (ex-info (str "unexpected JSON token " t) {}))))
+    (throw (ex-info (str "unexpected JSON token " t ". fix: pass valid JSON") {}))))
 
 (defn- object-has-ph?
   "Consumes the object whose START_OBJECT was just read, building nothing; true when it has a
@@ -90,7 +90,7 @@
   [^JsonParser p ^JsonToken t]
   (cond (identical? t JsonToken/START_OBJECT) (object-has-ph? p)
         (identical? t JsonToken/START_ARRAY) (do (.skipChildren p) false)
-        (nil? t) (throw (ex-info "end of text" {}))
+        (nil? t) (throw (ex-info "end of text before the JSON value ended. fix: pass the whole JSON text" {}))
         :else false))
 
 (defn array-status

@@ -57,7 +57,7 @@
   "The note `kind` of trace.json (\"unmatched_begin\", \"unknown_phase\", ...) with the fields
   of `fields` (keyword -> value, e.g. {:n 3}) filled in, as Python's `str.format`."
   ^String [kind fields]
-  (let [^String text (or (notes kind) (throw (ex-info (str "no note " kind " in trace.json") {})))]
+  (let [^String text (or (notes kind) (throw (ex-info (str "no note " kind " in trace.json. fix: add it to pyprof/spec/trace.json") {})))]
     (-> text
         (str/replace #"\{\{|\}\}|\{([A-Za-z_][A-Za-z_0-9]*)\}"
                      (fn [[m k]]

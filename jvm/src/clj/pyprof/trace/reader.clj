@@ -38,7 +38,8 @@
   (:require [pyprof.trace.body :as body :refer [headroom]]
             [pyprof.trace.bytes :refer [blank?]]
             [pyprof.trace.framing :as framing]
-            [pyprof.trace.read-report :as report :refer [add!]])
+            [pyprof.trace.read-report :as report :refer [add!]]
+            [pyprof.rules :as rules])
   (:import (java.util ArrayList Arrays)))
 
 (set! *warn-on-reflection* true)
@@ -49,19 +50,10 @@
   (bit-shift-left 16 20))
 
 (defn- no-events-error [path ^long bytes-read gzip-cut]
-  (ex-info (cond
-             (and (zero? bytes-read) gzip-cut)
-             (str path ": gzip stream cut short before any trace event could be decoded (the "
-                  "writer crashed or the copy is incomplete); re-run the profiling or copy the "
-                  "file again")
-             (zero? bytes-read)
-             (str path ": empty file, no trace events (the profiled run wrote nothing: crashed or "
-                  "never called profiler.dump()?); re-run the profiling or pass the right file")
-             :else
-             (str path ": no trace events found (not an MXNet/Chrome trace, or the profiler recorded "
-                  "nothing; events are JSON objects with a \"ph\" field); pass the file named by "
-                  "profiler.set_config(filename=...) of a run that profiled something"))
-           {:pyprof/error :trace-format :path path}))
+  (rules/error (cond (and (zero? bytes-read) gzip-cut) "trace.gzip_cut"
+                      (zero? bytes-read) "trace.empty"
+                      :else "trace.no_events")
+               {:path path}))
 
 (defn- ensure-capacity
   "`b`, or a larger array holding its bytes [0, keep), with room for `n` bytes."
@@ -95,7 +87,7 @@
    (let [path (str path)
          _ (when-not (and (integer? chunk-bytes) (pos? chunk-bytes) (< chunk-bytes (bit-shift-left 1 30)))
              (throw (ex-info (str "chunk-bytes must be a positive integer below 2^30, got "
-                                  (pr-str chunk-bytes))
+                                  (pr-str chunk-bytes) ". fix: pass 1 to 2^30-1, or leave it out")
                              {:pyprof/error :invalid-option})))
          chunk (long chunk-bytes)
          rep (report/new-report path)

@@ -21,7 +21,8 @@ public class MXNetException extends PyprofException {
   private final String mxnetMessage;
 
   public MXNetException(String function, String mxnetMessage) {
-    this(function, mxnetMessage, function + " failed: " + firstLine(mxnetMessage));
+    this(function, mxnetMessage, function + " failed: " + firstLine(mxnetMessage) + " fix: "
+        + PyprofException.fix("mxnet.call_failed"));
   }
 
   public MXNetException(String function, String mxnetMessage, String message) {

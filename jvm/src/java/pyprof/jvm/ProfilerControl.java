@@ -93,7 +93,8 @@ public final class ProfilerControl implements ProfilerControlMBean {
       }
       return name;
     } catch (JMException e) {
-      throw new PyprofException("invalid-state", "cannot register " + OBJECT_NAME + ": " + e);
+      throw new PyprofException("invalid-state", "cannot register " + OBJECT_NAME + ": " + e
+          + ". fix: unregister the MBean of that name first");
     }
   }
 
@@ -114,7 +115,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
   @Override
   public synchronized String start(String options, long maxDurationSeconds) {
     if (active) {
-      throw new IllegalStateException("a pyprof JMX session is already running; stop it first");
+      throw new IllegalStateException("a pyprof JMX session is already running. fix: call stop() first");
     }
     try {
       Map<String, Object> opts = parseOptions(options);
@@ -123,7 +124,8 @@ public final class ProfilerControl implements ProfilerControlMBean {
       long stepMs = stepSeconds == null ? 0
           : (long) (Double.parseDouble(String.valueOf(stepSeconds)) * 1000);
       if (stepSeconds != null && stepMs <= 0) {
-        throw new IllegalArgumentException("step_seconds must be > 0, got " + stepSeconds);
+        throw new IllegalArgumentException("step_seconds must be > 0, got " + stepSeconds
+            + ". fix: pass a step of more than 0 seconds");
       }
       Map<String, Object> sched = new HashMap<>();
       if (opts.get("schedule") instanceof Map) {
@@ -160,7 +162,8 @@ public final class ProfilerControl implements ProfilerControlMBean {
     } catch (PyprofException e) {
       throw forJmx(e);
     } catch (NumberFormatException e) {
-      throw new IllegalArgumentException("options: not a number: " + e.getMessage());
+      throw new IllegalArgumentException("options: not a number: " + e.getMessage()
+          + ". fix: write numbers as digits, e.g. step_seconds=1");
     }
   }
 
@@ -199,7 +202,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
   @Override
   public synchronized void step() {
     if (!active) {
-      throw new IllegalStateException("no pyprof JMX session is running; start one first");
+      throw new IllegalStateException("no pyprof JMX session is running. fix: call start(...) first");
     }
     try {
       session.step();
@@ -236,7 +239,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
   @Override
   public synchronized String dump(String path) {
     if (session == null) {
-      throw new IllegalStateException("no pyprof JMX session was started; start one first");
+      throw new IllegalStateException("no pyprof JMX session was started. fix: call start(...) first");
     }
     try {
       stopLocked();
@@ -249,7 +252,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
   @Override
   public synchronized String stats() {
     if (session == null) {
-      throw new IllegalStateException("no pyprof JMX session was started; start one first");
+      throw new IllegalStateException("no pyprof JMX session was started. fix: call start(...) first");
     }
     try {
       return json(session.stats());
@@ -297,7 +300,8 @@ public final class ProfilerControl implements ProfilerControlMBean {
     if (s.startsWith("{")) {
       Object parsed = Vars.READ_JSON.invoke(s);
       if (!(parsed instanceof Map)) {
-        throw new IllegalArgumentException("options must be a JSON object, got " + s);
+        throw new IllegalArgumentException("options must be a JSON object, got " + s
+            + ". fix: pass key=value pairs or a JSON object such as {\"step_seconds\": 1}");
       }
       for (Map.Entry<?, ?> e : ((Map<?, ?>) parsed).entrySet()) {
         out.put(String.valueOf(e.getKey()), e.getValue());
@@ -312,7 +316,8 @@ public final class ProfilerControl implements ProfilerControlMBean {
       int eq = p.indexOf('=');
       if (eq <= 0) {
         throw new IllegalArgumentException(
-            "options: expected key=value pairs separated by commas, or a JSON object; got " + p);
+            "options: expected key=value pairs separated by commas, or a JSON object; got " + p
+                + ". fix: write each option as key=value, separated by commas");
       }
       out.put(p.substring(0, eq).strip(), p.substring(eq + 1).strip());
     }

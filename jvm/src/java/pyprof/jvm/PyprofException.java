@@ -50,11 +50,25 @@ public class PyprofException extends ExceptionInfo {
   /** {@code pyprof.rules/error}, resolved on first use (loading it reads the spec files). */
   private static final class Rules {
     static final IFn ERROR;
+    static final IFn RENDER;
+    static final clojure.lang.IDeref CATALOGUE;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.rules"));
       ERROR = Clojure.var("pyprof.rules", "error");
+      RENDER = Clojure.var("pyprof.rules", "render");
+      CATALOGUE = (clojure.lang.IDeref) Clojure.var("pyprof.rules", "catalogue");
     }
+  }
+
+  /**
+   * The fix of catalogue error {@code code} (a fix without fields, e.g. {@code "mxnet.call_failed"}),
+   * as Java calls spell it.
+   */
+  static String fix(String code) {
+    Object template = Clojure.var("clojure.core", "get-in").invoke(Rules.CATALOGUE.deref(),
+        clojure.lang.PersistentVector.create("errors", code, "fix"));
+    return String.valueOf(Rules.RENDER.invoke(template, PersistentArrayMap.EMPTY, "java"));
   }
 
   /**

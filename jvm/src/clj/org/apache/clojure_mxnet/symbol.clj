@@ -20,7 +20,8 @@
   [sym ctx bindings]
   (let [one (fn [v] (if (sequential? v)
                       (if (= 1 (count v)) (first v)
-                          (throw (ex-info (str "bind: expected one NDArray per argument, got " (count v))
+                          (throw (ex-info (str "bind: expected one NDArray per argument, got " (count v)
+                                               ". fix: bind each argument to a single NDArray")
                                           {:pyprof/error :invalid-option})))
                       v))
         args (if (map? bindings)

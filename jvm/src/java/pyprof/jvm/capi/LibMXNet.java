@@ -108,8 +108,8 @@ public final class LibMXNet {
       String text =
           path + " is MXNet " + versionString(v.getValue()) + "; pyprof needs MXNet "
               + versionString(EXPECTED_VERSION)
-              + " (fix: pip install 'mxnet==1.9.1' 'numpy<1.24', or point "
-              + LibraryLoader.ENV + " at a 1.9.1 libmxnet.so)";
+              + ". fix: pip install 'mxnet==1.9.1' 'numpy<1.24', or point "
+              + LibraryLoader.ENV + " at a 1.9.1 libmxnet.so";
       fatal = new MXNetException("MXGetVersion", text, text);
       throw fatal;
     }

@@ -1,0 +1,91 @@
+import json
+C = []
+def case(name, steps, why=""):
+    C.append({"name": name, "steps": steps})
+def err(call, args, code, **kw):
+    s = {"call": call, "expect": {"error": code}}
+    if args: s["args"] = args
+    s.update(kw); return s
+NJ = {"not_in": ["java"], "why": "Java's types rule this input out"}
+cfg = lambda **a: {"call": "set_config", "args": a}
+run = {"call": "set_state", "args": {"state": "run"}}
+stop = {"call": "set_state", "args": {"state": "stop"}}
+work = {"call": "workload", "args": {"times": 2}}
+dump = {"call": "dump"}
+base = cfg(filename="{dir}/t.json", profile_imperative=True, continuous_dump=False)
+trace = {"call": "trace", "args": {"path": "t.json", "cats": ["operator"], "names": ["_random_uniform"]},
+         "expect": {"events": [{"event": {"name": "_random_uniform", "cat": "operator", "ph": ph}, "count": 2}
+                                for ph in ("B", "E", "b", "e")]}}
+# wrong keys / values / types
+case("config unknown key", [err("set_config", {"profile_symbolc": True}, "config.unknown_key")])
+case("config bool as text", [err("set_config", {"profile_api": "yes"}, "config.bad_value")])
+case("config bool as 2", [err("set_config", {"profile_api": 2}, "config.bad_value")])
+case("config dump_period 0", [err("set_config", {"dump_period": 0}, "config.bad_value")])
+case("config dump_period negative", [err("set_config", {"dump_period": -1.5}, "config.bad_value")])
+case("config dump_period text", [err("set_config", {"dump_period": "soon"}, "config.bad_value")])
+case("config empty filename", [err("set_config", {"filename": ""}, "config.bad_value")])
+case("config bad profile_process", [err("set_config", {"profile_process": "both"}, "config.bad_value")])
+case("config missing directory", [err("set_config", {"filename": "{dir}/missing/t.json"}, "config.missing_directory")])
+case("config server without kvstore", [err("set_config", {"profile_process": "server"}, {"python": "process.server_needs_kvstore", "jvm": "process.server_in_jvm"})])
+case("legacy mode unknown", [err("profiler_set_config", {"mode": "everything"}, "config.legacy_mode")])
+case("state unknown", [err("set_state", {"state": "go"}, "state.invalid")])
+case("state bad process", [err("set_state", {"state": "run", "profile_process": "both"}, "process.invalid", not_in=["java"], why="no profile_process in Java")])
+case("dumps bad format", [err("dumps", {"format": "xml"}, "dumps.format")])
+case("dumps bad sort_by", [err("dumps", {"sort_by": "median"}, "dumps.sort_by")])
+case("dumps ascending text", [err("dumps", {"ascending": "yes"}, "dumps.ascending", **NJ)])
+case("dumps before profiling", [err("dumps", None, "dumps.empty")])
+# bad states and orders
+case("dump before run", [err("dump", None, "state.dump_before_run")])
+case("stop before run then dump", [base, stop, err("dump", None, "state.dump_before_run")])
+case("run twice keeps recording", [base, run, run, work, stop, dump, trace])
+case("filename while running, data kept", [base, run, work, err("set_config", {"filename": "{dir}/other.json"}, "state.filename_while_running"), stop, dump, trace])
+case("set_config other key while running", [base, run, cfg(profile_api=True), work, stop, dump, trace])
+C[-1]["known_bug"] = ("set_config(profile_api=True) while running sends MXNet a config without the filename, "
+                      "so the trace silently goes to ./profile.json instead of t.json (issue 12 item 6)")
+case("pause when stopped", [base, {"call": "pause"}, {"call": "resume"}, run, work, stop, dump, trace])
+case("second finished dump", [base, run, work, stop, dump, err("dump", None, "state.finished_dump"), trace])
+case("run after finished dump", [base, run, work, stop, dump, err("set_state", {"state": "run"}, "state.finished_run"), trace])
+case("set_config after finished dump", [base, run, work, stop, dump, err("set_config", {"filename": "{dir}/again.json"}, "state.finished_config"), trace])
+case("dump while running keeps data", [base, run, work, dump, err("set_state", {"state": "run"}, "state.finished_run")])
+# bad objects
+D = {"call": "Domain", "args": {"name": "d"}, "as": "d"}
+case("domain empty name", [err("Domain", {"name": ""}, "object.bad_name")])
+case("domain quote in name", [err("Domain", {"name": "bad\"name"}, "object.name_bad_char")])
+case("domain backslash in name", [err("Domain", {"name": "bad\\name"}, "object.name_bad_char")])
+case("domain control char in name", [err("Domain", {"name": "bad\nname"}, "object.name_bad_char")])
+case("task name too long", [D, err("Task", {"domain": "$d", "name": "x" * 200}, "object.name_too_long")])
+case("task without domain", [err("Task", {"domain": "train", "name": "t"}, "object.needs_domain", **NJ)])
+case("task stop without start", [D, {"call": "Task", "args": {"domain": "$d", "name": "t"}, "as": "t"}, err("Task.stop", None, "object.not_started", target="$t")])
+case("task started twice", [D, {"call": "Task", "args": {"domain": "$d", "name": "t"}, "as": "t"}, {"call": "Task.start", "target": "$t"}, err("Task.start", None, "object.already_started", target="$t")])
+case("task used after close", [D, {"call": "Task", "args": {"domain": "$d", "name": "t"}, "as": "t"}, {"call": "Task.close", "target": "$t"}, err("Task.start", None, "object.closed", target="$t")])
+case("event stop without start", [{"call": "Event", "args": {"name": "e"}, "as": "e"}, err("Event.stop", None, "object.not_started", target="$e")])
+case("marker bad scope", [D, {"call": "Marker", "args": {"domain": "$d", "name": "m"}, "as": "m"}, err("Marker.mark", {"scope": "galaxy"}, "marker.scope", target="$m")])
+C_ = {"call": "Counter", "args": {"domain": "$d", "name": "c"}, "as": "c"}
+case("counter negative", [D, C_, err("Counter.set_value", {"value": -1}, "counter.out_of_range", target="$c")])
+case("counter 2^64", [D, C_, err("Counter.set_value", {"value": 18446744073709551616}, "counter.out_of_range", target="$c")])
+case("counter below zero", [D, C_, err("Counter.decrement", {"delta": 7}, "counter.below_zero", target="$c")])
+case("counter step as text", [D, C_, err("Counter.increment", {"delta": "1"}, "counter.not_int", target="$c", **NJ)])
+# sessions
+S = {"call": "schedule", "args": {"wait": 0, "warmup": 0, "active": 1, "repeat": 2}, "as": "sched", "not_in": ["java"], "why": "no schedule object in Java"}
+case("schedule active 0", [err("schedule", {"active": 0}, "schedule.bad_value", not_in=["java"], why="no schedule object in Java")])
+case("schedule wait negative", [err("schedule", {"wait": -1}, "schedule.bad_value", not_in=["java"], why="no schedule object in Java")])
+case("session reserved filename", [S, err("profile", {"schedule": "$sched", "path": "{dir}/w_{window}.json", "filename": "x.json"}, "session.reserved_option", not_in=["java"], why="no schedule object in Java")])
+case("session path without window", [S, err("profile", {"schedule": "$sched", "path": "{dir}/w.json"}, "session.path_needs_window", not_in=["java"], why="no schedule object in Java")])
+P = {"call": "profile", "args": {"path": "{dir}/w_{window}.json"}, "as": "s"}
+case("step before start", [P, err("profile.step", None, "session.not_open", target="$s")])
+case("stats before a window", [P, err("profile.stats", None, "session.no_window", target="$s")])
+case("session started twice", [P, {"call": "profile.start", "target": "$s"}, err("profile.start", None, "session.already_started", target="$s"), {"call": "profile.stop", "target": "$s"}])
+case("set_state inside a session", [P, {"call": "profile.start", "target": "$s"}, err("set_state", {"state": "stop"}, "state.session_owns"), {"call": "profile.stop", "target": "$s"}])
+case("nested sessions", [P, {"call": "profile.start", "target": "$s"}, {"call": "profile", "args": {"path": "{dir}/v_{window}.json"}, "as": "s2"}, err("profile.start", None, "session.nested", target="$s2"), {"call": "profile.stop", "target": "$s"}])
+case("recover with nothing to recover", [err("recover", {"path": "{dir}/never.json"}, "session.nothing_to_recover")])
+# trace tools on bad files
+case("stats of a missing file", [err("stats", {"trace_or_paths": "{dir}/nope.json"}, "trace.cannot_open")])
+case("stats of an empty file", [{"call": "write_file", "args": {"path": "e.json", "text": ""}}, err("stats", {"trace_or_paths": "{dir}/e.json"}, "trace.empty")])
+case("stats of a foreign file", [{"call": "write_file", "args": {"path": "f.json", "text": "{\"hello\": [1, 2, 3]}"}}, err("stats", {"trace_or_paths": "{dir}/f.json"}, "trace.no_events")])
+case("stats of a directory", [err("stats", {"trace_or_paths": "{dir}"}, "trace.cannot_open")])
+case("stats of no files", [err("stats", {"trace_or_paths": []}, "trace.no_paths", **NJ)])
+case("stats of a truncated trace", [base, run, work, stop, dump, {"call": "truncate_file", "args": {"path": "t.json", "keep": 0.6}}, {"call": "stats", "args": {"trace_or_paths": "{dir}/t.json"}, "expect": {"ok": {"operators": {}}}}])
+doc = {"about": "The misuse matrix (issue 12): each case runs in its own child process, in Python (tests/test_misuse.py) and through Clojure and Java (jvm/test/pyprof/misuse_test.clj). Every case ends in a catalogue error whose message ends in a fix, or in the documented result; data already collected is still written (a 'trace' step reads it back).",
+       "cases": C}
+open(__import__("os").path.join(__import__("os").path.dirname(__file__), "cases.json"), "w").write(json.dumps(doc, indent=1) + "\n")
+print(len(C))
