@@ -60,7 +60,9 @@ class TraceWriter:
     def __enter__(self) -> TraceWriter:
         directory = os.path.dirname(os.path.abspath(self.path))
         try:
-            fd, self._tmp = tempfile.mkstemp(prefix=".pyprof-", suffix=".tmp", dir=directory)
+            # named with the pid: a dead process's file is recognised and deleted
+            fd, self._tmp = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-", suffix=".tmp",
+                                             dir=directory)
         except OSError as exc:
             raise TraceError(f"cannot write {self.path!r}: {exc.strerror}; choose a writable "
                              "output path") from exc
