@@ -148,17 +148,18 @@ def clean_dir_of(directory: str, pid: int | None = None) -> list[str]:
 
 
 def _recover_window(path: str, pid: int) -> None:
-    """Rebuild the window a dead process was recording (its note names it), beside its path."""
+    """Rebuild the windows a dead process had not saved (its note names them) at their paths."""
     try:
         with open(os.path.join(path, str(SPEC["window_note"])), "rb") as f:
-            window = json.load(f)["path"]
+            windows = [str(w) for w in json.load(f)["windows"]]
     except (OSError, ValueError, KeyError, TypeError):
         return  # no window was recording
     from ._session_recover import recover  # the trace package loads late
-    try:
-        if os.path.exists(window + ".partial"):
-            recover(window, remove_raw=False)
-    except Exception as exc:  # noqa: BLE001 - cleaning up must not stop a new session
-        print(f"pyprof: could not recover {window!r} of dead process {pid}: {exc}",
-              file=sys.stderr)
-    clean_dir_of(os.path.dirname(window), pid)
+    for window in windows:
+        try:
+            if os.path.exists(window + ".partial"):
+                recover(window, remove_raw=False)
+        except Exception as exc:  # noqa: BLE001 - cleaning up must not stop a new session
+            print(f"pyprof: could not recover {window!r} of dead process {pid}: {exc}",
+                  file=sys.stderr)
+        clean_dir_of(os.path.dirname(window), pid)

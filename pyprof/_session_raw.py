@@ -125,18 +125,14 @@ class RawTrace:
         self.scanned = 0
 
     # -- the window recording now (its path, for recovery after this process died) ----------
-    def note_window(self, window: str) -> None:
-        """Name the window recording now in the private directory (see :mod:`_raw_dir`)."""
+    def note_windows(self, windows: list[str]) -> None:
+        """Name the windows not saved yet (recording, or ended and not cut) in the private
+        directory, for recovery after this process died (see :mod:`pyprof._raw_dir`)."""
         assert self.directory is not None
         note = os.path.join(self.directory, str(_raw_dir.SPEC["window_note"]))
         with open(note + ".tmp", "w", encoding="utf-8") as f:
-            json.dump({"path": window}, f)
+            json.dump({"windows": windows}, f)
         os.replace(note + ".tmp", note)
-
-    def clear_window(self) -> None:
-        if self.directory is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(os.path.join(self.directory, str(_raw_dir.SPEC["window_note"])))
 
     def release(self) -> None:
         """When the last session closed (stopped, every window cut): delete the private

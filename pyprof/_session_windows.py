@@ -154,13 +154,21 @@ def _copy_range(path: str, start: int, end: int | None, dst: IO[bytes]) -> None:
                 left -= len(chunk)
 
 
-def write_partial(path: str, raw: str, start: int, index: int, start_us: int) -> None:
+def write_partial(path: str, raw: str, start: int, index: int, start_us: int,
+                  end: int | None = None) -> None:
     """Record where a window starts (``<path>.partial``), so that ``recover`` works after a
-    crash. The JVM layer writes the same format."""
+    crash; ``end`` once it ended (not cut yet). The JVM layer writes the same format."""
     info = {"raw": raw, "start": start, "window": index, "pid": os.getpid(),
             "start_us": start_us, "metadata": list(METADATA.values())}
-    with open(path + PARTIAL, "wb") as f:
+    if end is not None:
+        info["end"] = end
+    # atomically: a process killed while writing must not leave a cut .partial (the temporary
+    # file is named with the pid, so that the next start deletes it)
+    fd, tmp = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-", suffix=".tmp",
+                               dir=os.path.dirname(path) or ".")
+    with os.fdopen(fd, "wb") as f:
         f.write(orjson.dumps(info))
+    os.replace(tmp, path + PARTIAL)
 
 
 def complete_headless_trace(path: str | os.PathLike[str]) -> int:

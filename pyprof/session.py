@@ -319,9 +319,12 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             if self._ended is not None:  # a table that stops twice before saving
                 self._save()
             last_step = self.step_num - (0 if self._final else 1)
-            self._ended = _EndedWindow(self._window, RAW.size(), self._stopped_us or now_us(),
-                                       max(self._window.first_step, last_step))
+            w = self._window
+            self._ended = _EndedWindow(w, RAW.size(), self._stopped_us or now_us(),
+                                       max(w.first_step, last_step))
             self._window = None
+            assert RAW.path is not None  # recovery reads the window's range only
+            write_partial(w.path, RAW.path, w.start, w.index, w.start_us, end=self._ended.end)
 
     def _save(self) -> None:
         """Write the window that ended at the last ``stop``: its raw bytes, as a valid trace."""
@@ -332,8 +335,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         events = RAW.cut(w.start, ended.end, w.path)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(w.path + PARTIAL)
-        if self._window is None:
-            RAW.clear_window()
+        self._note_windows()
         window = Window(w.index, w.path, w.first_step, ended.last_step, events,
                         start_us=w.start_us, end_us=ended.end_us)
         self.windows.append(window)
@@ -345,7 +347,11 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         w = self._window
         assert w is not None and RAW.path is not None
         write_partial(w.path, RAW.path, w.start, w.index, w.start_us)
-        RAW.note_window(w.path)
+        self._note_windows()
+
+    def _note_windows(self) -> None:
+        RAW.note_windows([w.path for w in (self._ended and self._ended.window, self._window)
+                          if w is not None])
 
     def _open(self) -> None:
         """Open a window at the raw trace's current end (the profiler stopped, drained)."""
