@@ -284,6 +284,11 @@
   [s]
   (select-keys @(::state s) [:state :step :action :windows]))
 
+(defn recording-bytes
+  "Raw-trace bytes the open window of `s` has recorded so far (0 when none is open)."
+  [s]
+  (if-let [w (:window @(::state s))] (max 0 (- (raw/size) (long (:start w)))) 0))
+
 (defn session-stats
   "Exact statistics (`pyprof.stats/stats`) of all saved windows together."
   ([s] (session-stats s {}))
