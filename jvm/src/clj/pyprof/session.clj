@@ -140,9 +140,16 @@
 
 (declare save-op!)
 
+(defn- note-windows!
+  "Names the windows not saved yet in the raw trace's directory (recovery after a crash)."
+  [s]
+  (let [{:keys [window ended]} @(::state s)]
+    (raw/note-windows! (keep :path [(:window ended) window]))))
+
 (defn- write-partial! [s]
   (let [{:keys [path start index start-us]} (:window @(::state s))]
-    (raw/write-partial! path start index start-us)))
+    (raw/write-partial! path start index start-us)
+    (note-windows! s)))
 
 (defn- stop-op!
   "Stops recording; the open window ends here (cut by the next :save)."
@@ -153,10 +160,13 @@
       (swap! st assoc :stopped-us (raw/quiesce!)))
     (when-let [w (:window @st)]
       (when (:ended @st) (save-op! s)) ; a table that stops twice before saving
-      (let [{:keys [step final stopped-us]} @st]
+      (let [{:keys [step final stopped-us]} @st
+            end (raw/size)]
         (swap! st assoc :window nil
-               :ended {:window w :end (raw/size) :end-us (or stopped-us (raw/now-us))
-                       :last-step (max (:first-step w) (- step (if final 0 1)))})))))
+               :ended {:window w :end end :end-us (or stopped-us (raw/now-us))
+                       :last-step (max (:first-step w) (- step (if final 0 1)))})
+        ;; recovery reads the window's range only
+        (raw/write-partial! (:path w) (:start w) (:index w) (:start-us w) end)))))
 
 (defn- open-op!
   "Opens a window at the raw trace's current end (the profiler stopped, drained)."
@@ -191,6 +201,7 @@
       (let [{:keys [index start first-step path start-us]} window
             n (raw/cut! start end path)
             _ (raw/delete-partial! path)
+            _ (note-windows! s)
             w {:index index :path path :first-step first-step :last-step last-step :events n
                :start-us start-us :end-us end-us}]
         (swap! st #(-> % (update :windows conj w) (update :saved-now conj w)))
@@ -269,8 +280,14 @@
           (finally
             (swap! st assoc :state :closed)
             (swap! open-sessions disj s)
-            (profiler/-update-tracker!
-             (fn [t] (if (= (:session t) (::name s)) (assoc t :session nil) t))))))
+            (let [t (profiler/-update-tracker!
+                     (fn [t] (if (= (:session t) (::name s)) (assoc t :session nil) t)))]
+              (when-not (:session t) ; the last session closed: delete the raw trace
+                (try (raw/release!)
+                     (catch Exception e
+                       (binding [*out* *err*]
+                         (println "pyprof: could not delete the raw trace" (raw/raw-trace-path)
+                                  (.getMessage e))))))))))
       (:windows @st))))
 
 (defn windows

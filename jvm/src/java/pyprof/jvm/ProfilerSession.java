@@ -88,9 +88,10 @@ public final class ProfilerSession implements AutoCloseable {
     this.root = root;
     Map<String, Object> opts = new HashMap<>(options);
     Object path = opts.get("path");
-    opts.put("path", root.resolve("path",
-        path == null ? "pyprof_trace_{window}.json" : String.valueOf(path)).toString());
     try {
+      Vars.PROFILE.invoke(toClojure(opts)); // the options' errors in the caller's words first
+      opts.put("path", root.resolve("path",
+          path == null ? "pyprof_trace_{window}.json" : String.valueOf(path)).toString());
       session = Vars.PROFILE.invoke(toClojure(opts));
     } catch (Throwable t) {
       throw PyprofException.wrap(t);
