@@ -11,9 +11,11 @@
     after the next window started recording: only the boundary separates them.
   - One raw trace per process. MXNet can finish only one trace file per process, so pyprof never
     finishes one while the process lives: it configures MXNet once with continuous_dump on and a
-    file it owns (`.pyprof-raw-<pid>.json` beside the first window, or in $PYPROF_RAW_DIR), and
-    only ever dumps with finished = false, which appends. The raw file only grows (until it is
-    started afresh between windows, past 256 MiB). See `pyprof.session.raw`.
+    file it owns (in a private directory `pyprof-raw-<pid>-<start>-<random>` of $PYPROF_RAW_DIR
+    or java.io.tmpdir, `pyprof.session.rawdir`), and only ever dumps with finished = false, which
+    appends. Between windows it is deleted once past 64 MiB ($PYPROF_RAW_ROTATE_BYTES): MXNet's
+    next dump starts a new one. The directory is deleted when no session is open; leftovers of
+    dead processes are recovered and deleted at the next start. See `pyprof.session.raw`.
   - Windows are byte ranges of the raw file. Every boundary is made at a quiescent point:
     MXNDArrayWaitAll, state stop, dump(false); the file size then is an exact boundary. A window
     is [size at its start, size at its end), read tolerantly (header only in the first range,
