@@ -303,8 +303,9 @@
   [s]
   (select-keys @(::state s) [:state :step :action :windows]))
 
-(defn recording-bytes
-  "Raw-trace bytes the open window of `s` has recorded so far (0 when none is open)."
+(defn ^:no-doc recording-bytes
+  "Internal (pyprof.jvm.ProfilerSession's limits): raw-trace bytes the open window of `s` has
+  recorded so far (0 when none is open)."
   [s]
   (if-let [w (:window @(::state s))] (max 0 (- (raw/size) (long (:start w)))) 0))
 
