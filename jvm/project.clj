@@ -21,4 +21,7 @@
   :jvm-opts ~(cond-> ["-XX:-OmitStackTraceInFastThrow"]
                (System/getProperty "mxnet.library.path")
                (conj (str "-Dmxnet.library.path=" (System/getProperty "mxnet.library.path"))))
-  :profiles {:uberjar {:aot [pyprof.matmul] :target-path "target/uberjar"}})
+  ;; Tests write their sessions' files in temporary directories: the Java session's output root
+  ;; (pyprof.jvm.OutputRoot) is the temp directory there, passed on to child JVMs.
+  :profiles {:uberjar {:aot [pyprof.matmul] :target-path "target/uberjar"}
+             :test {:jvm-opts [~(str "-Dpyprof.outputRoot=" (System/getProperty "java.io.tmpdir"))]}})

@@ -9,19 +9,41 @@ window traces (through :mod:`pyprof._session_windows`). Package-internal.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 from collections.abc import Iterator
 
-from . import _capi, config, profiler, rules
+from . import _capi, _raw_dir, config, profiler, rules
 from ._session_windows import METADATA, now_us, read_range
 from ._tracker import TRACKER
 
-__all__ = ["ROTATE_BYTES", "RawTrace", "RAW", "owner"]
+__all__ = ["ROTATE_BYTES", "RawTrace", "RAW", "owner", "rotate_bytes"]
 
 #: Size above which the raw trace is started afresh between windows (see
-#: :meth:`RawTrace.rotation_due`).
-ROTATE_BYTES = 256 << 20
+#: :meth:`RawTrace.rotation_due`); ``$PYPROF_RAW_ROTATE_BYTES`` overrides it. None: api.json's.
+ROTATE_BYTES: int | None = None
+
+
+def rotate_bytes() -> int:
+    """:data:`ROTATE_BYTES`, else ``$PYPROF_RAW_ROTATE_BYTES``, else api.json ``raw_trace``.
+
+    Raises:
+        ConfigError: the variable is not a positive integer.
+    """
+    if ROTATE_BYTES is not None:
+        return ROTATE_BYTES
+    env = str(_raw_dir.SPEC["rotate_env"])
+    text = os.environ.get(env)
+    if not text:
+        return int(_raw_dir.SPEC["rotate_bytes"])
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise rules.error("raw.bad_rotate_bytes", variable=env, value=text)
+    return value
 
 
 @contextlib.contextmanager
@@ -44,9 +66,25 @@ class RawTrace:
     """
 
     def __init__(self) -> None:
-        self.path: str | None = None
+        self.path: str | None = None  # <private dir>/raw.json
         self.scanned = 0  # bytes of the raw file whose metadata events are in METADATA
         self.finished = False
+
+    @property
+    def directory(self) -> str | None:
+        """The raw trace's private directory (deleted while no session is open)."""
+        return None if self.path is None else os.path.dirname(self.path)
+
+    def _ensure_directory(self, window_dir: str) -> None:
+        """Make the private directory: the first time (after deleting dead processes'
+        leftovers), or again after :meth:`release` deleted it."""
+        if self.path is None:
+            _raw_dir.clean_leftovers(window_dir)
+        elif os.path.isdir(self.directory or "") or _raw_dir.recreate(self.directory or ""):
+            return
+        # first use, or someone else made our old name: a new directory (MXNet reconfigures)
+        self.path = os.path.join(_raw_dir.make_dir(), str(_raw_dir.SPEC["file"]))
+        self.scanned = 0
 
     def configure(self, options: dict[str, str], directory: str) -> None:
         """Make MXNet record with ``options`` into the raw file (reconfiguring only if needed).
@@ -57,9 +95,9 @@ class RawTrace:
             raise rules.error("session.profiler_finished")
         if t.running:
             raise rules.error("session.profiler_running")
-        if self.path is None:
-            raw_dir = os.environ.get("PYPROF_RAW_DIR") or directory
-            self.path = os.path.join(os.path.abspath(raw_dir), f".pyprof-raw-{os.getpid()}.json")
+        rotate_bytes()  # a bad $PYPROF_RAW_ROTATE_BYTES fails here, before anything runs
+        self._ensure_directory(directory)
+        assert self.path is not None
         wanted = dict(options, filename=self.path, continuous_dump="true")
         if profiler.current_config() != config.effective(wanted):
             self.reconfigure(wanted)
@@ -71,18 +109,39 @@ class RawTrace:
         self.scanned = 0  # offsets restart at 0 in the new file
 
     def rotation_due(self) -> bool:
-        """True once the raw file exceeds :data:`ROTATE_BYTES`, unless ``aggregate_stats`` is
-        on: reconfiguring also resets MXNet's aggregate statistics (``profiler.dumps()``)."""
-        cfg = profiler.current_config()
-        return bool(cfg) and cfg.get("aggregate_stats") != "true" and self.size() >= ROTATE_BYTES
+        """True once the raw file holds :func:`rotate_bytes` bytes or more."""
+        return self.size() >= rotate_bytes()
 
     def rotate(self) -> None:
-        """Between windows (stopped, every window cut): start the raw file afresh.
+        """Between windows (stopped, drained, every window cut): start the raw file afresh.
 
-        Reconfiguring with the same options makes MXNet delete the file and append to a new
-        one."""
-        cfg = profiler.current_config() or {}
-        self.reconfigure({k: v for k, v in cfg.items() if k != "profile_process"})
+        MXNet opens the file by name in append mode at every dump, so deleting it makes the
+        next dump start a new one (offsets restart at 0); the configuration, and with it
+        MXNet's aggregate statistics, stay as they are."""
+        assert self.path is not None
+        self.harvest(self.size())  # keep the metadata events of the bytes deleted
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self.scanned = 0
+
+    # -- the window recording now (its path, for recovery after this process died) ----------
+    def note_windows(self, windows: list[str]) -> None:
+        """Name the windows not saved yet (recording, or ended and not cut) in the private
+        directory, for recovery after this process died (see :mod:`pyprof._raw_dir`)."""
+        assert self.directory is not None
+        note = os.path.join(self.directory, str(_raw_dir.SPEC["window_note"]))
+        with open(note + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"windows": windows}, f)
+        os.replace(note + ".tmp", note)
+
+    def release(self) -> None:
+        """When the last session closed (stopped, every window cut): delete the private
+        directory. The next session makes it again; MXNet's next dump then starts a new file."""
+        if self.path is None or TRACKER.running or os.environ.get(str(_raw_dir.SPEC["keep_env"])):
+            return
+        self.harvest(self.size())
+        _raw_dir.remove_dir(os.path.dirname(self.path))
+        self.scanned = 0
 
     # -- boundaries (called as the session's owner) -----------------------------------------
     @staticmethod
@@ -133,37 +192,44 @@ class RawTrace:
         assert self.path is not None
         if skip is not None and self.scanned < skip[1] <= end:
             if self.scanned < skip[0]:
-                read_range(self.path, self.scanned, skip[0], METADATA, out=None)
+                read_range(self.path, self.scanned, skip[0], METADATA, out=None,
+                           scratch=self.directory)
             self.scanned = skip[1]
         if end > self.scanned:
-            read_range(self.path, self.scanned, end, METADATA, out=None)
+            read_range(self.path, self.scanned, end, METADATA, out=None, scratch=self.directory)
             self.scanned = end
 
     def cut(self, start: int, end: int, out: str) -> int:
         """Write raw bytes ``[start, end)`` as a valid trace at ``out``; return events written."""
         assert self.path is not None
         self.harvest(start)
-        count = read_range(self.path, start, end, METADATA, out=out)
+        count = read_range(self.path, start, end, METADATA, out=out, scratch=self.directory)
         self.scanned = max(self.scanned, end)
         return count
 
     def finish(self) -> None:
-        """At exit: finish the raw file (MXNet's destructor then writes nothing) and delete it."""
+        """At exit: finish the raw file (MXNet's destructor then writes nothing) and delete it
+        with its directory."""
         t = TRACKER
         if self.path is None or self.finished or t.finished:
             return
         cfg = profiler.current_config()
         if not cfg or cfg.get("filename") != self.path:
-            return  # someone reconfigured to their own file: MXNet's destructor finishes it
+            self.finished = True  # someone reconfigured to their own file: MXNet's destructor
+            if not os.environ.get(str(_raw_dir.SPEC["keep_env"])):  # finishes that one
+                _raw_dir.remove_dir(os.path.dirname(self.path))
+            return
+        if not os.path.isdir(os.path.dirname(self.path)) and not _raw_dir.recreate(
+                os.path.dirname(self.path)):
+            return  # someone else made our old name: write nothing there
         with owner("exit"):
             if t.running:
                 profiler.set_state("stop")
             t.repair_on_finish = False  # the raw file is deleted next: no need to complete it
             profiler.dump(True)
         self.finished = True
-        if not os.environ.get("PYPROF_KEEP_RAW"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.path)
+        if not os.environ.get(str(_raw_dir.SPEC["keep_env"])):
+            _raw_dir.remove_dir(os.path.dirname(self.path))
 
 
 #: This process's raw trace.

@@ -7,6 +7,7 @@ Package-internal: :func:`recover` is public as ``pyprof.recover``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 
@@ -20,7 +21,8 @@ def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
     """Rebuild the trace of a window whose process died while recording it.
 
     ``path`` is the window's trace path (``<path>.partial`` must exist beside it). What MXNet
-    had appended to the raw trace before the crash (every ``dump_period`` seconds) is written to
+    had appended to the raw trace before the crash (every ``dump_period`` seconds), from the
+    window's start to its end (or to the end of the raw trace while it recorded), is written to
     ``path`` as a valid trace; a last event cut mid-way is dropped. The ``.partial`` file, and
     with ``remove_raw`` the raw trace, are deleted afterwards.
 
@@ -36,8 +38,17 @@ def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
     if not os.path.exists(info["raw"]):
         raise rules.error("session.raw_trace_gone", raw=info["raw"], path=out)
     metadata = {metadata_key(ev): ev for ev in info["metadata"]}
-    events = read_range(info["raw"], int(info["start"]), None, metadata, out=out)
+    end = info.get("end")  # a window that ended but was not cut yet
+    events = read_range(info["raw"], int(info["start"]), None if end is None else int(end),
+                        metadata, out=out)
     os.unlink(out + PARTIAL)
     if remove_raw and info.get("pid") != os.getpid():
         os.unlink(info["raw"])
+        directory = os.path.dirname(info["raw"])  # the dead process's private directory
+        if os.path.basename(directory).startswith(rules.API["raw_trace"]["dir_prefix"]):
+            for name in os.listdir(directory):
+                if name == rules.API["raw_trace"]["window_note"]:
+                    os.unlink(os.path.join(directory, name))
+            with contextlib.suppress(OSError):  # other windows of it may still be recovered
+                os.rmdir(directory)
     return Window(int(info["window"]), out, -1, -1, events, start_us=info.get("start_us"))

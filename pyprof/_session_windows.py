@@ -79,7 +79,7 @@ def metadata_key(event: dict[str, Any]) -> bytes:
 
 
 def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],
-               out: str | None) -> int:
+               out: str | None, scratch: str | None = None) -> int:
     """Read the events in bytes ``[start, end)`` of ``raw`` (``end`` None: to the end).
 
     New metadata events are added to ``metadata``. With ``out``, a valid trace is written there:
@@ -88,12 +88,14 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
     are kept as they are, but a slice that partially overlaps another of its thread moves to a
     new thread (as an ``X`` event), slices with a negative duration and unmatched begins and ends
     are left out, and ids JavaScript cannot hold (MXNet's 64-bit pids, tids and async ids) are
-    renumbered to small integers no other id of the window uses. The range is read twice.
+    renumbered to small integers no other id of the window uses. The range is read twice, from
+    a copy in ``scratch`` (default: beside ``out``, else ``raw``), named
+    ``.pyprof-<pid>-segment-*.json`` so that a dead process's copy is recognised and deleted.
     """
     from .trace import TraceReader
 
-    fd, segment = tempfile.mkstemp(prefix=".pyprof-segment-", suffix=".json",
-                                   dir=os.path.dirname(out or raw) or ".")
+    fd, segment = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-segment-", suffix=".json",
+                                   dir=scratch or os.path.dirname(out or raw) or ".")
     try:
         with os.fdopen(fd, "wb") as dst:
             _copy_range(raw, start, end, dst)
@@ -152,13 +154,21 @@ def _copy_range(path: str, start: int, end: int | None, dst: IO[bytes]) -> None:
                 left -= len(chunk)
 
 
-def write_partial(path: str, raw: str, start: int, index: int, start_us: int) -> None:
+def write_partial(path: str, raw: str, start: int, index: int, start_us: int,
+                  end: int | None = None) -> None:
     """Record where a window starts (``<path>.partial``), so that ``recover`` works after a
-    crash. The JVM layer writes the same format."""
+    crash; ``end`` once it ended (not cut yet). The JVM layer writes the same format."""
     info = {"raw": raw, "start": start, "window": index, "pid": os.getpid(),
             "start_us": start_us, "metadata": list(METADATA.values())}
-    with open(path + PARTIAL, "wb") as f:
+    if end is not None:
+        info["end"] = end
+    # atomically: a process killed while writing must not leave a cut .partial (the temporary
+    # file is named with the pid, so that the next start deletes it)
+    fd, tmp = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-", suffix=".tmp",
+                               dir=os.path.dirname(path) or ".")
+    with os.fdopen(fd, "wb") as f:
         f.write(orjson.dumps(info))
+    os.replace(tmp, path + PARTIAL)
 
 
 def complete_headless_trace(path: str | os.PathLike[str]) -> int:

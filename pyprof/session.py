@@ -29,9 +29,11 @@ the boundary itself (a few milliseconds) separates them, not the time to write a
 exactly one trace file: after ``dump(finished=True)`` it never writes a valid file again, and a
 second session in one process yields a file with a bare leading comma or no header. pyprof
 therefore never finishes a trace while the process lives. It configures MXNet once with
-``continuous_dump=True`` and a file it owns (``.pyprof-raw-<pid>.json`` beside the first window,
-or in ``$PYPROF_RAW_DIR``), and only ever calls ``dump(finished=False)``, which *appends* the
-events collected so far. The raw file only grows; it is never a trace a user sees.
+``continuous_dump=True`` and a file it owns, and only ever calls ``dump(finished=False)``, which
+*appends* the events collected so far. It is never a trace a user sees. It lives in a private
+directory (mode 0700) ``pyprof-raw-<pid>-<start>-<random>`` in ``$PYPROF_RAW_DIR`` or the
+system temp directory (the rule is ``api.json`` ``raw_trace``, shared with the JVM layer;
+:mod:`pyprof._raw_dir`).
 
 **Windows are byte ranges of the raw file.** Every window boundary is made at a quiescent point:
 ``MXNDArrayWaitAll`` (every operator pushed so far finishes while the profiler still records
@@ -75,10 +77,14 @@ has no timed steps: ``step()`` is the caller's. The JVM's timed sessions, JMX ``
 schedule each step one period after the previous one began, skipping missed ticks.)
 
 **Disk.** The raw file holds what was recorded (warm-ups and windows) since it was last started
-afresh: between windows, once it exceeds ``ROTATE_BYTES`` (256 MiB, in
-:mod:`pyprof._session_raw`), pyprof reconfigures MXNet with the same options, which deletes it
-(a window that ended but is not cut yet is cut first; not with ``aggregate_stats`` on: that
-would reset MXNet's statistics). At exit it is deleted (kept with ``PYPROF_KEEP_RAW=1``).
+afresh. MXNet opens it by name in append mode at every dump, so deleting it at a quiescent
+boundary starts a new one without reconfiguring (MXNet's aggregate statistics stay). Between
+windows, once it holds ``rotate_bytes`` (64 MiB, ``$PYPROF_RAW_ROTATE_BYTES``) or more, pyprof
+deletes it (a window that ended but is not cut yet is cut first). The bound while a session
+runs is therefore ``rotate_bytes`` plus what one cycle records (its warm-up and window, and
+the next window's first step when windows are back to back): a single window is never cut
+short. When the session closes, the directory is deleted (the next session makes it again);
+at exit too (kept with ``PYPROF_KEEP_RAW=1``).
 
 **Configuration.** The recording options (``profile_symbolic``, ``profile_imperative``,
 ``profile_api``, ``profile_memory``, ``profile_all``, ``aggregate_stats``, ``dump_period``) are
@@ -93,9 +99,13 @@ header (carried metadata fills that gap). ``filename``, ``continuous_dump`` and
 
 **Exit and crashes.** At interpreter exit an open session is closed (its window written), and
 the raw file is finished and deleted. While a window records, a small ``<window>.partial`` file
-beside it names the raw file, the window's start offset and start time; MXNet appends the raw
-file every ``dump_period`` seconds. If the process dies, :func:`recover` turns what was flushed
-into a valid window trace.
+beside it names the raw file, the window's start offset and start time, and a note in the raw
+trace's directory names the window; MXNet appends the raw file every ``dump_period`` seconds.
+If the process dies, the first session started afterwards (in any process, either language)
+finds the directory of the dead process (its pid no longer runs, or runs with another start
+time), writes what was flushed as the window's trace (:func:`recover`), and deletes the
+directory and the temporary files the dead process left beside its window. :func:`recover`
+does the same by hand.
 
 **Plain sessions afterwards.** ``pyprof.profiler.set_config(filename=...)`` after a session (or
 after any run) gets a file that MXNet writes without its header; the finished
@@ -271,6 +281,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             with TRACKER.lock:
                 if TRACKER.session == self._name:
                     TRACKER.session = None
+                    _report_at_exit(RAW.release, f"could not delete the raw trace {RAW.path}")
 
     def stats(self, **options: Any):
         """Exact statistics of all saved windows together (:func:`pyprof.trace.stats`)."""
@@ -312,9 +323,12 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             if self._ended is not None:  # a table that stops twice before saving
                 self._save()
             last_step = self.step_num - (0 if self._final else 1)
-            self._ended = _EndedWindow(self._window, RAW.size(), self._stopped_us or now_us(),
-                                       max(self._window.first_step, last_step))
+            w = self._window
+            self._ended = _EndedWindow(w, RAW.size(), self._stopped_us or now_us(),
+                                       max(w.first_step, last_step))
             self._window = None
+            assert RAW.path is not None  # recovery reads the window's range only
+            write_partial(w.path, RAW.path, w.start, w.index, w.start_us, end=self._ended.end)
 
     def _save(self) -> None:
         """Write the window that ended at the last ``stop``: its raw bytes, as a valid trace."""
@@ -325,6 +339,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         events = RAW.cut(w.start, ended.end, w.path)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(w.path + PARTIAL)
+        self._note_windows()
         window = Window(w.index, w.path, w.first_step, ended.last_step, events,
                         start_us=w.start_us, end_us=ended.end_us)
         self.windows.append(window)
@@ -336,6 +351,11 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         w = self._window
         assert w is not None and RAW.path is not None
         write_partial(w.path, RAW.path, w.start, w.index, w.start_us)
+        self._note_windows()
+
+    def _note_windows(self) -> None:
+        RAW.note_windows([w.path for w in (self._ended and self._ended.window, self._window)
+                          if w is not None])
 
     def _open(self) -> None:
         """Open a window at the raw trace's current end (the profiler stopped, drained)."""

@@ -56,8 +56,9 @@ for _ in range(7):
 mx.nd.waitall()
 time.sleep(0.5)                   # MXNet's dump timer appends the window's events
 os.kill(os.getpid(), signal.SIGKILL)
-""", tmp_path, expect_rc=None)
+""", tmp_path, expect_rc=None, env={"PYPROF_RAW_DIR": str(tmp_path / "rawbase")})
     assert proc.returncode == -signal.SIGKILL
+    assert len(list((tmp_path / "rawbase").iterdir())) == 1  # the dead process's directory
     assert len(operator_pairs(load_trace(tmp_path / "win_0.json"), ("dot",))) == 1 + 2
     assert not (tmp_path / "win_1.json").exists()
     assert (tmp_path / "win_1.json.partial").exists()
@@ -68,7 +69,7 @@ os.kill(os.getpid(), signal.SIGKILL)
     assert window.end_us is None  # the process died: no end
     assert len(operator_pairs(events, ("dot",))) == 3 + 7
     assert "cpu/0" in {e["args"]["name"] for e in events if e.get("name") == "process_name"}
-    assert not list(tmp_path.glob(".pyprof-raw-*")) and not list(tmp_path.glob("*.partial"))
+    assert not list((tmp_path / "rawbase").iterdir()) and not list(tmp_path.glob("*.partial"))
     with pytest.raises(pyprof.StateError) as e:
         pyprof.recover(tmp_path / "win_1.json")
     out = str(tmp_path / "win_1.json")
@@ -87,7 +88,8 @@ def test_recover_needs_the_raw_trace(tmp_path):
     assert (e.value.code, str(e.value)) == (
         "session.raw_trace_gone",
         f"the raw trace {str(raw)!r} of {str(out)!r} is gone; nothing to recover. "
-        "fix: keep .pyprof-raw-*.json files until you have recovered")
+        "fix: look for the window file itself: the first session started after the crash "
+        "recovers it before it deletes the raw trace of the dead process")
 
 
 @pytest.mark.parametrize("continuous", [True, False])

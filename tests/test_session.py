@@ -1,6 +1,7 @@
 """pyprof.profile: schedules, many windows in one process, ownership, errors."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -93,19 +94,24 @@ with pyprof.profile(schedule=sched, path="w_{window}.json", on_trace_ready=ready
         for _ in range(step + 1):   # step k runs k+1 dots
             mx.nd.dot(a, a)
         prof.step()
+    raw_during = os.path.exists(pyprof.session.raw_trace_path())
+    raw_mode = os.stat(os.path.dirname(pyprof.session.raw_trace_path())).st_mode & 0o777
 result = {
     "ready": [[w.index, os.path.basename(w.path), w.first_step, w.last_step] for w in ready],
     "stats_dot": [w.stats().find("dot")[0].count for w in ready],
     "notes": [w.stats().notes for w in ready],
     "all_dot": prof.stats().find("dot")[0].count,
     "raw": pyprof.session.raw_trace_path(),
-    "raw_exists": os.path.exists(pyprof.session.raw_trace_path()),
+    "pid": os.getpid(),
+    "raw_during": raw_during,
+    "raw_mode": raw_mode,
+    "raw_dir_after": os.path.exists(os.path.dirname(pyprof.session.raw_trace_path())),
 }
 """
 
 
 def test_three_windows_in_one_process(tmp_path):
-    r = run_scenario(THREE_WINDOWS, tmp_path)
+    r = run_scenario(THREE_WINDOWS, tmp_path, env={"PYPROF_RAW_DIR": str(tmp_path / "rawbase")})
     # windows: steps 3-4, 7-8, 11-12 (skip 1, then wait 1, warmup 1, active 2)
     assert r["ready"] == [[0, "w_0.json", 3, 4], [1, "w_1.json", 7, 8], [2, "w_2.json", 11, 12]]
     expected = [4 + 5, 8 + 9, 12 + 13]
@@ -119,8 +125,13 @@ def test_three_windows_in_one_process(tmp_path):
     assert r["stats_dot"] == expected
     assert r["all_dot"] == sum(expected)
     assert r["notes"] == [[], [], []]
-    assert r["raw_exists"]  # while the process lives ...
-    assert not (tmp_path / r["raw"].rsplit("/", 1)[-1]).exists()  # ... removed at exit
+    # the raw trace lives in a private directory of $PYPROF_RAW_DIR while the session is open
+    raw = Path(r["raw"])
+    assert raw.parent.parent == tmp_path / "rawbase" and raw.name == "raw.json"
+    assert raw.parent.name.startswith(f"pyprof-raw-{r['pid']}-")
+    assert r["raw_during"] and r["raw_mode"] == 0o700
+    assert not r["raw_dir_after"]  # ... and is deleted as soon as no session is open
+    assert not list((tmp_path / "rawbase").iterdir())
     assert not list(tmp_path.glob("*.partial")) and not list(tmp_path.glob(".pyprof-*"))
 
 
@@ -248,24 +259,33 @@ profiler.dump()
 
 @pytest.mark.parametrize("wait, dots", [(1, (2, 4, 6)),    # steps 1, 3, 5 run 2, 4, 6 dots
                                         (0, (1, 2, 3))])   # back to back: steps 0, 1, 2
-def test_raw_trace_is_started_afresh_between_windows_when_large(tmp_path, wait, dots):
-    rotations = run_scenario("""
-import mxnet as mx, pyprof
-from pyprof import _session_raw as raw
-raw.ROTATE_BYTES = 1                # rotate before every window but the first
-rotations = []
-reconfigure = raw.RAW.reconfigure
-raw.RAW.reconfigure = lambda wanted: (rotations.append(1), reconfigure(wanted))
+@pytest.mark.parametrize("aggregate", [False, True])
+def test_raw_trace_is_started_afresh_between_windows_when_large(tmp_path, wait, dots, aggregate):
+    r = run_scenario("""
+import os, mxnet as mx, pyprof
+from pyprof import _session_raw as raw, profiler
+os.environ["PYPROF_RAW_ROTATE_BYTES"] = "1"   # rotate before every window but the first
+rotations, sizes, configs = [], [], []
+rotate, reconfigure = raw.RAW.rotate, raw.RAW.reconfigure
+raw.RAW.rotate = lambda: (rotations.append(raw.RAW.size()), rotate())
+raw.RAW.reconfigure = lambda wanted: (configs.append(1), reconfigure(wanted))
 a = mx.nd.ones((8, 8))
 with pyprof.profile(schedule=pyprof.schedule(wait=WAIT, active=1, repeat=3),
-                    path="r_{window}.json") as prof:
+                    path="r_{window}.json", aggregate_stats=AGG) as prof:
     for step in range(6):
         for _ in range(step + 1):
             mx.nd.dot(a, a)
         prof.step()
-result = len(rotations)
-""".replace("WAIT", str(wait)), tmp_path)
-    assert rotations == 1 + 2  # the first configuration, then before windows 1 and 2
+        sizes.append(raw.RAW.size())
+result = {"rotations": rotations, "configs": len(configs), "sizes": sizes,
+          "dumps_dot": [int(line.split()[1]) for line in profiler.dumps().splitlines()
+                        if line.split()[:1] == ["dot"]] if AGG else None}
+""".replace("WAIT", str(wait)).replace("AGG", str(aggregate)), tmp_path)
+    # before windows 1 and 2, the raw file (of at least one window) is deleted, not reconfigured
+    assert len(r["rotations"]) == 2 and min(r["rotations"]) > 0
+    assert r["configs"] == 1  # the first configuration only: MXNet's statistics stay
+    if aggregate:
+        assert r["dumps_dot"] == [sum(dots)]  # MXNet's statistics survive the rotations
     for i, n in enumerate(dots):
         events = load_trace(tmp_path / f"r_{i}.json")
         assert len(operator_pairs(events, ("dot",))) == n

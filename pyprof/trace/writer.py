@@ -60,7 +60,9 @@ class TraceWriter:
     def __enter__(self) -> TraceWriter:
         directory = os.path.dirname(os.path.abspath(self.path))
         try:
-            fd, self._tmp = tempfile.mkstemp(prefix=".pyprof-", suffix=".tmp", dir=directory)
+            # named with the pid: a dead process's file is recognised and deleted
+            fd, self._tmp = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-", suffix=".tmp",
+                                             dir=directory)
         except OSError as exc:
             raise rules.error("trace.cannot_write", path=self.path, why=exc.strerror) from exc
         raw = os.fdopen(fd, "wb", buffering=1 << 20)

@@ -27,7 +27,8 @@
 
 (defn- start-service [dir stop-file]
   (let [java (str (io/file (System/getProperty "java.home") "bin" "java"))
-        args (cond-> [java "-cp" (System/getProperty "java.class.path")]
+        args (cond-> [java "-cp" (System/getProperty "java.class.path")
+                      (str "-Dpyprof.outputRoot=" dir)]
                (System/getProperty "mxnet.library.path")
                (conj (str "-Dmxnet.library.path=" (System/getProperty "mxnet.library.path")))
                true (into ["clojure.main" "-e" (str "(require 'pyprof.jmx-test)"
@@ -78,6 +79,38 @@
             (let [status (json/read-str (.getAttribute mbs on "Status"))]
               (is (= "stopped after its maximum duration" (status "note")))
               (is (<= 2 (count (status "windows"))))))
+          (testing "files only under the output root: outside paths are refused with the fix"
+            (let [root (str (.toRealPath (.toPath (io/file dir)) (make-array java.nio.file.LinkOption 0)))
+                  err (fn [op params sig]
+                        (try (invoke op params sig) nil
+                             (catch javax.management.RuntimeMBeanException e (.getTargetException e))
+                             (catch Exception e e)))]
+              (is (= root (.getAttribute mbs on "OutputRoot")))
+              (doseq [bad ["/etc/x.json" "../../etc/x.json" "sub/../../x.json"]]
+                (let [e (err "start" [(json/write-str {"path" bad}) 5] ["java.lang.String" "long"])]
+                  (is (instance? IllegalArgumentException e) (str bad ": " e))
+                  (is (= (str "path \"" bad "\" is outside the output root \"" root "\": the service"
+                              " writes only there. fix: pass a path relative to the root (such as"
+                              " \"traces/run1.json\"), or start the JVM with"
+                              " -Dpyprof.outputRoot=<directory> to allow another directory")
+                         (.getMessage ^Exception e)))))
+              (is (= false (.getAttribute mbs on "Active")) "a refused start starts nothing")
+              (let [e (err "start" [(json/write-str {"path" "nodir/x.json"}) 5] ["java.lang.String" "long"])]
+                (is (re-find #"directory \".*/nodir\" does not exist under the output root .* fix: create it first"
+                             (str (.getMessage ^Exception e)))))
+              (.mkdir (io/file dir "sub"))
+              (invoke "start" [(json/write-str {"profile_imperative" true "path" "sub/rel_{window}.json"}) 30]
+                      ["java.lang.String" "long"])
+              (Thread/sleep 300)
+              (let [[w] (json/read-str (invoke "stop" [] []))]
+                (is (= (str root "/sub/rel_0.json") (w "path")))
+                (is (seq (get (json/read-str (slurp (w "path"))) "traceEvents"))))
+              (doseq [bad ["/etc/x.json" "../../etc/x.json"]]
+                (let [e (err "dump" [bad] ["java.lang.String"])]
+                  (is (re-find #"^dump path \".*\" is outside the output root" (str (.getMessage ^Exception e))))))
+              (is (not (.exists (io/file "/etc/x.json"))))
+              (invoke "dump" ["sub/all.json"] ["java.lang.String"])
+              (is (.isFile (io/file dir "sub" "all.json")))))
           (testing "errors reach a JMX client as JDK exceptions with pyprof's message"
             (let [e (try (invoke "start" ["{\"profile_symbolc\": true}" 5] ["java.lang.String" "long"]) nil
                          (catch Exception e e))]
@@ -114,7 +147,8 @@
 (deftest timed-windows-never-burst-and-record-their-span
   (let [dir (str (temp-dir))
         {:keys [exit out err]} (java-child ["-e" (str "(require 'pyprof.jmx-test)"
-                                                       "(pyprof.jmx-test/child-timed-windows \"" dir "\")")])
+                                                       "(pyprof.jmx-test/child-timed-windows \"" dir "\")")]
+                                          :jvm-args [(str "-Dpyprof.outputRoot=" dir)])
         [t0 t1 ws] (read-string (last (str/split-lines out)))
         spans (mapv (juxt #(% "start-us") #(% "end-us")) ws)
         full (butlast spans)] ; the last window ends whenever stop() comes

@@ -12,15 +12,17 @@
   Options: :jvm-args (e.g. [\"-Dmxnet.library.path=...\"]), :env (a map merged into the
   environment; a nil value removes a variable), :timeout-s (default 300), :dir (working
   directory), :classpath (default this JVM's), :inherit-library (default true: pass on this JVM's
-  -Dmxnet.library.path)."
+  -Dmxnet.library.path). This JVM's -Dpyprof.outputRoot is passed on (a later one in
+  :jvm-args wins)."
   [args & {:keys [jvm-args env timeout-s dir classpath inherit-library]
            :or {timeout-s 300 inherit-library true}}]
   (let [java (str (io/file (System/getProperty "java.home") "bin" "java"))
         inherited (when-let [p (and inherit-library (System/getProperty "mxnet.library.path"))]
                     (when-not (some #(str/starts-with? % "-Dmxnet.library.path=") jvm-args)
                       [(str "-Dmxnet.library.path=" p)]))
+        root (when-let [r (System/getProperty "pyprof.outputRoot")] [(str "-Dpyprof.outputRoot=" r)])
         cmd (concat [java "-cp" (or classpath (System/getProperty "java.class.path"))]
-                    inherited jvm-args ["clojure.main"] args)
+                    inherited root jvm-args ["clojure.main"] args)
         pb (ProcessBuilder. ^java.util.List (vec cmd))
         penv (.environment pb)
         out (java.io.File/createTempFile "child" ".out")

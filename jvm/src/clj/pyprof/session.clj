@@ -11,9 +11,11 @@
     after the next window started recording: only the boundary separates them.
   - One raw trace per process. MXNet can finish only one trace file per process, so pyprof never
     finishes one while the process lives: it configures MXNet once with continuous_dump on and a
-    file it owns (`.pyprof-raw-<pid>.json` beside the first window, or in $PYPROF_RAW_DIR), and
-    only ever dumps with finished = false, which appends. The raw file only grows (until it is
-    started afresh between windows, past 256 MiB). See `pyprof.session.raw`.
+    file it owns (in a private directory `pyprof-raw-<pid>-<start>-<random>` of $PYPROF_RAW_DIR
+    or java.io.tmpdir, `pyprof.session.rawdir`), and only ever dumps with finished = false, which
+    appends. Between windows it is deleted once past 64 MiB ($PYPROF_RAW_ROTATE_BYTES): MXNet's
+    next dump starts a new one. The directory is deleted when no session is open; leftovers of
+    dead processes are recovered and deleted at the next start. See `pyprof.session.raw`.
   - Windows are byte ranges of the raw file. Every boundary is made at a quiescent point:
     MXNDArrayWaitAll, state stop, dump(false); the file size then is an exact boundary. A window
     is [size at its start, size at its end), read tolerantly (header only in the first range,
@@ -140,9 +142,16 @@
 
 (declare save-op!)
 
+(defn- note-windows!
+  "Names the windows not saved yet in the raw trace's directory (recovery after a crash)."
+  [s]
+  (let [{:keys [window ended]} @(::state s)]
+    (raw/note-windows! (keep :path [(:window ended) window]))))
+
 (defn- write-partial! [s]
   (let [{:keys [path start index start-us]} (:window @(::state s))]
-    (raw/write-partial! path start index start-us)))
+    (raw/write-partial! path start index start-us)
+    (note-windows! s)))
 
 (defn- stop-op!
   "Stops recording; the open window ends here (cut by the next :save)."
@@ -153,10 +162,13 @@
       (swap! st assoc :stopped-us (raw/quiesce!)))
     (when-let [w (:window @st)]
       (when (:ended @st) (save-op! s)) ; a table that stops twice before saving
-      (let [{:keys [step final stopped-us]} @st]
+      (let [{:keys [step final stopped-us]} @st
+            end (raw/size)]
         (swap! st assoc :window nil
-               :ended {:window w :end (raw/size) :end-us (or stopped-us (raw/now-us))
-                       :last-step (max (:first-step w) (- step (if final 0 1)))})))))
+               :ended {:window w :end end :end-us (or stopped-us (raw/now-us))
+                       :last-step (max (:first-step w) (- step (if final 0 1)))})
+        ;; recovery reads the window's range only
+        (raw/write-partial! (:path w) (:start w) (:index w) (:start-us w) end)))))
 
 (defn- open-op!
   "Opens a window at the raw trace's current end (the profiler stopped, drained)."
@@ -191,6 +203,7 @@
       (let [{:keys [index start first-step path start-us]} window
             n (raw/cut! start end path)
             _ (raw/delete-partial! path)
+            _ (note-windows! s)
             w {:index index :path path :first-step first-step :last-step last-step :events n
                :start-us start-us :end-us end-us}]
         (swap! st #(-> % (update :windows conj w) (update :saved-now conj w)))
@@ -270,8 +283,14 @@
           (finally
             (swap! st assoc :state :closed)
             (swap! open-sessions disj s)
-            (profiler/-update-tracker!
-             (fn [t] (if (= (:session t) (::name s)) (assoc t :session nil) t))))))
+            (let [t (profiler/-update-tracker!
+                     (fn [t] (if (= (:session t) (::name s)) (assoc t :session nil) t)))]
+              (when-not (:session t) ; the last session closed: delete the raw trace
+                (try (raw/release!)
+                     (catch Exception e
+                       (binding [*out* *err*]
+                         (println "pyprof: could not delete the raw trace" (raw/raw-trace-path)
+                                  (.getMessage e))))))))))
       (:windows @st))))
 
 (defn windows
@@ -284,6 +303,12 @@
   "{:state (:new :open :closed) :step n :action a :windows [...]}."
   [s]
   (select-keys @(::state s) [:state :step :action :windows]))
+
+(defn ^:no-doc recording-bytes
+  "Internal (pyprof.jvm.ProfilerSession's limits): raw-trace bytes the open window of `s` has
+  recorded so far (0 when none is open)."
+  [s]
+  (if-let [w (:window @(::state s))] (max 0 (- (raw/size) (long (:start w)))) 0))
 
 (defn session-stats
   "Exact statistics (`pyprof.stats/stats`) of all saved windows together."

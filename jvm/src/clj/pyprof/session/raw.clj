@@ -12,7 +12,8 @@
             [pyprof.config :as config]
             [pyprof.native :refer [mx]]
             [pyprof.profiler :as profiler]
-            [pyprof.rules :as rules])
+            [pyprof.rules :as rules]
+            [pyprof.session.rawdir :as rawdir])
   (:import (java.io RandomAccessFile)
            (java.nio.charset StandardCharsets)
            (java.nio.file Files Paths StandardCopyOption)
@@ -22,9 +23,20 @@
 (set! *warn-on-reflection* true)
 
 (def rotate-bytes
-  "Size above which the raw trace is started afresh between windows (as Python's
-  ROTATE_BYTES, 256 MiB). An atom, for tests."
-  (atom (bit-shift-left 256 20)))
+  "Size above which the raw trace is started afresh between windows, when not nil (for tests);
+  else $PYPROF_RAW_ROTATE_BYTES, else api.json raw_trace rotate_bytes (as Python's)."
+  (atom nil))
+
+(defn- rotate-limit
+  "The rotation size in force; throws :invalid-config for a bad $PYPROF_RAW_ROTATE_BYTES."
+  ^long []
+  (or @rotate-bytes
+      (let [env (rawdir/spec "rotate_env")
+            text (not-empty (System/getenv env))
+            v (when text (try (Long/parseLong (str/trim text)) (catch NumberFormatException _ 0)))]
+        (cond (nil? text) (long (rawdir/spec "rotate_bytes"))
+              (pos? v) v
+              :else (throw (rules/error "raw.bad_rotate_bytes" {:variable env :value text}))))))
 
 (defonce ^:private raw (atom {:path nil, :metadata [], :metadata-keys #{}, :finished false,
                               :scanned 0})) ; bytes before this offset were read for metadata
@@ -39,7 +51,13 @@
   []
   (:metadata @raw))
 
-(defn pid [] (.pid (java.lang.ProcessHandle/current)))
+(defn pid [] (rawdir/pid))
+
+(defn raw-dir
+  "The raw trace's private directory (nil before the first session; deleted while no session
+  is open)."
+  []
+  (some-> (:path @raw) io/file .getParent))
 
 (defn now-us
   "Now, in microseconds since the epoch (MXNet's `ts` clock)."
@@ -132,6 +150,8 @@
   (profiler/profiler-set-config (assoc options "filename" (:path @raw) "continuous_dump" true))
   (swap! raw assoc :scanned 0 :options options)) ; offsets restart at 0 in the new file
 
+(declare recover-window!)
+
 (defn configure!
   "Makes MXNet record with the recording `options` (as given to a session; `c-opts` are the
   same, validated to C strings) into the raw file, reconfiguring only when needed. Called as the
@@ -142,26 +162,52 @@
       (throw (rules/error "session.profiler_finished")))
     (when running
       (throw (rules/error "session.profiler_running"))))
+  (rotate-limit) ; a bad $PYPROF_RAW_ROTATE_BYTES fails here, before anything runs
   (when-not (:path @raw)
-    (let [dir (or (not-empty (System/getenv "PYPROF_RAW_DIR")) directory)]
-      (swap! raw assoc :path (str (.toAbsolutePath (Paths/get (str dir) (into-array String [(str ".pyprof-raw-" (pid) ".json")])))))))
+    (rawdir/clean-leftovers! directory recover-window!))
+  (when-not (and (:path @raw) (or (.isDirectory (io/file ^String (raw-dir)))
+                                  (rawdir/recreate! (raw-dir))))
+    ;; first use, or someone else made our old name: a new directory (MXNet reconfigures)
+    (swap! raw assoc :scanned 0
+           :path (str (io/file (rawdir/make-dir!) ^String (rawdir/spec "file")))))
   (let [wanted (assoc c-opts "filename" (:path @raw) "continuous_dump" "true")]
     (if (not= (profiler/current-config) (config/effective wanted))
       (reconfigure! options)
       (swap! raw assoc :options options))))
 
 (defn rotation-due?
-  "True once the raw file exceeds `rotate-bytes`, unless aggregate_stats is on (reconfiguring
-  also resets MXNet's aggregate statistics)."
+  "True once the raw file holds the rotation size (`rotate-limit`) or more."
   []
-  (let [cfg (profiler/current-config)]
-    (boolean (and cfg (not= "true" (get cfg "aggregate_stats")) (>= (size) @rotate-bytes)))))
+  (>= (size) (rotate-limit)))
 
 (defn rotate!
-  "Between windows (as the owner; stopped, every window cut): starts the raw file afresh.
-  Reconfiguring with the same options makes MXNet delete the file and append to a new one."
+  "Between windows (stopped, drained, every window cut): starts the raw file afresh. MXNet
+  opens it by name in append mode at every dump, so deleting it makes the next dump start a new
+  one (offsets restart at 0); the configuration, and MXNet's aggregate statistics, stay."
   []
-  (reconfigure! (:options @raw)))
+  (harvest! (size)) ; keep the metadata events of the bytes deleted
+  (.delete (io/file ^String (:path @raw)))
+  (swap! raw assoc :scanned 0))
+
+(defn note-windows!
+  "Names the windows not saved yet (recording, or ended and not cut) in the private directory,
+  for recovery after this process died (see `pyprof.session.rawdir`)."
+  [paths]
+  (let [note (io/file (raw-dir) ^String (rawdir/spec "window_note"))
+        tmp (io/file (str note ".tmp"))]
+    (spit tmp (json/write-str {"windows" (vec paths)}))
+    (Files/move (.toPath tmp) (.toPath note) (into-array [StandardCopyOption/REPLACE_EXISTING
+                                                          StandardCopyOption/ATOMIC_MOVE]))))
+
+(defn release!
+  "When the last session closed (stopped, every window cut): deletes the private directory.
+  The next session makes it again; MXNet's next dump then starts a new file."
+  []
+  (when (and (:path @raw) (not (:running (profiler/state)))
+             (not (System/getenv (rawdir/spec "keep_env"))))
+    (harvest! (size))
+    (rawdir/remove-dir! (raw-dir))
+    (swap! raw assoc :scanned 0)))
 
 ;; ------------------------------------------------------------------ boundaries (as the owner)
 
@@ -200,7 +246,8 @@
   (let [target (.toAbsolutePath (Paths/get path (make-array String 0)))
         dir (or (.getParent target) (Paths/get "." (make-array String 0)))
         _ (Files/createDirectories dir (make-array FileAttribute 0))
-        tmp (Files/createTempFile dir ".pyprof-" ".tmp" (make-array FileAttribute 0))]
+        ;; named with the pid: a dead process's file is recognised and deleted
+        tmp (Files/createTempFile dir (str ".pyprof-" (pid) "-") ".tmp" (make-array FileAttribute 0))]
     (try
       (with-open [w (io/writer (.toFile tmp))]
         (.write w "{\"traceEvents\":[\n")
@@ -244,11 +291,34 @@
 (defn partial-path ^String [path] (str path ".partial"))
 
 (defn write-partial!
-  "Records where a window starts, in the format Python's `pyprof.recover` reads."
-  [path start index start-us]
-  (spit (partial-path path)
-        (json/write-str {"raw" (:path @raw) "start" start "window" index "pid" (pid)
-                         "start_us" start-us "metadata" (metadata)})))
+  "Records where a window starts (and `end`, once it ended, not cut yet), in the format
+  Python's `pyprof.recover` reads; atomically (temporary file named with the pid, renamed)."
+  ([path start index start-us] (write-partial! path start index start-us nil))
+  ([path start index start-us end]
+   (let [target (.toAbsolutePath (Paths/get (partial-path path) (make-array String 0)))
+         tmp (Files/createTempFile (.getParent target) (str ".pyprof-" (pid) "-") ".tmp"
+                                   (make-array FileAttribute 0))]
+     (spit (.toFile tmp)
+           (json/write-str (cond-> {"raw" (:path @raw) "start" start "window" index "pid" (pid)
+                                    "start_us" start-us "metadata" (metadata)}
+                             end (assoc "end" end))))
+     (Files/move tmp target (into-array [StandardCopyOption/REPLACE_EXISTING
+                                         StandardCopyOption/ATOMIC_MOVE])))))
+
+(defn recover-window!
+  "Rebuilds the window at `path` from its .partial and the raw trace it names (a dead
+  process's): events from its start to its end (or to the raw trace's end), metadata first.
+  Deletes the .partial; returns the number of events written."
+  [path]
+  (let [info (json/read-str (slurp (partial-path path)))
+        raw-path (info "raw")
+        start (long (info "start"))
+        end (long (or (info "end") (.length (io/file ^String raw-path))))
+        events (parse-range (read-range raw-path start end))
+        meta (distinct (concat (info "metadata") (filter #(= "M" (get % "ph")) events)))]
+    (write-trace! path (concat meta (remove #(= "M" (get % "ph")) events)))
+    (.delete (io/file (partial-path path)))
+    (+ (count meta) (count (remove #(= "M" (get % "ph")) events)))))
 
 (defn delete-partial! [path]
   (Files/deleteIfExists (Paths/get (partial-path path) (make-array String 0))))
@@ -261,11 +331,17 @@
   (let [{:keys [path]} @raw
         {:keys [finished running]} (profiler/state)]
     (when (and path (not finished) (not (:finished @raw))
-               (= path (get (profiler/current-config) "filename")))
+               (= path (get (profiler/current-config) "filename"))
+               (or (.isDirectory (io/file ^String (raw-dir))) (rawdir/recreate! (raw-dir))))
       (profiler/-as-owner "exit"
         (when running (profiler/profiler-set-state :stop))
         (profiler/-update-tracker! assoc :repair-on-finish false) ; deleted next: no rewrite
         (profiler/dump-profile true))
       (swap! raw assoc :finished true)
-      (when-not (System/getenv "PYPROF_KEEP_RAW")
-        (.delete (io/file ^String path))))))
+      (when-not (System/getenv (rawdir/spec "keep_env"))
+        (rawdir/remove-dir! (raw-dir))))
+    (when (and path (not (:finished @raw)) (not= path (get (profiler/current-config) "filename")))
+      ;; someone reconfigured to their own file: MXNet never writes ours again
+      (swap! raw assoc :finished true)
+      (when-not (System/getenv (rawdir/spec "keep_env"))
+        (rawdir/remove-dir! (raw-dir))))))

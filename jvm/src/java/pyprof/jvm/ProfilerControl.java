@@ -34,7 +34,16 @@ import javax.management.ObjectName;
  * after the previous timed step began: a late step makes a longer window, never a burst of
  * catch-up steps; every window records its real time span ({@code start-us}, {@code end-us},
  * microseconds since the epoch, in {@link #stop()}'s and {@link #getStatus()}'s windows).
- * One session at a time. Errors reach the JMX client as
+ * One session at a time.
+ *
+ * <p>Files are written only under the output root ({@link OutputRoot}: {@code
+ * -Dpyprof.outputRoot}, default {@code <java.io.tmpdir>/pyprof}): a relative {@code path} or
+ * dump path resolves there; an absolute path outside it or a {@code ..} that leaves it is
+ * refused. A session stops by itself (keeping its windows, with a note in {@link #getStatus()})
+ * once it saved {@code -Dpyprof.maxWindows} windows (default 1000) or its open window recorded
+ * more than {@code -Dpyprof.maxWindowBytes} of raw trace (default 256 MiB; checked every second,
+ * so a window may pass it by what one second records); {@code dump} refuses to write more than
+ * {@code -Dpyprof.maxDumpBytes} (default 1 GiB). Errors reach the JMX client as
  * {@link IllegalArgumentException} or {@link IllegalStateException} with pyprof's message (JMX
  * clients cannot load pyprof's own exception classes).
  */
@@ -69,6 +78,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
   private String lastError; // guarded by this: why the session ended early, if it did
   private ScheduledFuture<?> expiry; // guarded by this
   private ScheduledFuture<?> stepper; // guarded by this
+  private ScheduledFuture<?> limits; // guarded by this
 
   private ProfilerControl() {}
 
@@ -140,8 +150,8 @@ public final class ProfilerControl implements ProfilerControlMBean {
       if (!sched.isEmpty()) {
         opts.put("schedule", sched);
       }
-      opts.putIfAbsent("path", System.getProperty("java.io.tmpdir") + "/pyprof-jmx-"
-          + ProcessHandle.current().pid() + "-{window}.json");
+      opts.putIfAbsent("path", "pyprof-jmx-" + ProcessHandle.current().pid()
+          + "-{window}.json"); // under the output root, as every path here
       long max = maxDurationSeconds > 0 ? maxDurationSeconds : DEFAULT_MAX_S;
       max = Math.min(max, LIMIT_MAX_S);
       Thread.currentThread().setContextClassLoader(ProfilerControl.class.getClassLoader());
@@ -152,6 +162,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
       lastError = null;
       deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(max);
       expiry = timer.schedule(() -> expire(s), max, TimeUnit.SECONDS);
+      limits = timer.scheduleWithFixedDelay(() -> checkLimits(s), 1, 1, TimeUnit.SECONDS);
       if (stepMs > 0) {
         long periodNanos = TimeUnit.MILLISECONDS.toNanos(stepMs);
         stepper = timer.schedule(() -> timedStep(s, periodNanos), periodNanos,
@@ -164,6 +175,19 @@ public final class ProfilerControl implements ProfilerControlMBean {
     } catch (NumberFormatException e) {
       throw new IllegalArgumentException("options: not a number: " + e.getMessage()
           + ". fix: write numbers as digits, e.g. step_seconds=1");
+    }
+  }
+
+  /** Every second: stop a session whose open window passed -Dpyprof.maxWindowBytes. */
+  private synchronized void checkLimits(ProfilerSession s) {
+    if (session != s || !active) {
+      return;
+    }
+    try {
+      s.checkLimits();
+    } catch (RuntimeException e) {
+      lastError = "stopped: " + e.getMessage();
+      stopLocked();
     }
   }
 
@@ -231,8 +255,12 @@ public final class ProfilerControl implements ProfilerControlMBean {
     if (stepper != null) {
       stepper.cancel(false);
     }
+    if (limits != null) {
+      limits.cancel(false);
+    }
     expiry = null;
     stepper = null;
+    limits = null;
     return session.stop();
   }
 
@@ -286,6 +314,11 @@ public final class ProfilerControl implements ProfilerControlMBean {
   @Override
   public long getDefaultMaxDurationSeconds() {
     return DEFAULT_MAX_S;
+  }
+
+  @Override
+  public String getOutputRoot() {
+    return OutputRoot.fromProperty().toString();
   }
 
   // ------------------------------------------------------------------ helpers

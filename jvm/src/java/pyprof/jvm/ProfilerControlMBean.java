@@ -9,7 +9,8 @@ public interface ProfilerControlMBean {
   /**
    * Starts a session. {@code options} is a JSON object (or {@code key=value} pairs separated by
    * commas): recording keys ({@code profile_imperative}, {@code aggregate_stats}, ...),
-   * {@code path} (window files, default {@code <tmpdir>/pyprof-jmx-<pid>-{window}.json}),
+   * {@code path} (window files, relative to the output root, default
+   * {@code pyprof-jmx-<pid>-{window}.json}; a path outside the root is refused),
    * {@code schedule} ({@code {"wait":1,"active":2,"repeat":3}}) and {@code step_seconds} (when
    * set, a step ends every so many seconds; else the service calls {@link #step()}).
    * {@code maxDurationSeconds} ends a forgotten session (0 or less: the default). Returns the
@@ -23,7 +24,10 @@ public interface ProfilerControlMBean {
   /** Stops the session (saving an open window); returns its windows as JSON. Idempotent. */
   String stop();
 
-  /** Stops the session if open and writes all its windows as one trace at {@code path}. */
+  /**
+   * Stops the session if open and writes all its windows as one trace at {@code path}
+   * (relative to the output root; a path outside it is refused).
+   */
   String dump(String path);
 
   /** Exact statistics of the last session's windows, as JSON (times in us, memory in bytes). */
@@ -37,4 +41,7 @@ public interface ProfilerControlMBean {
 
   /** The limit applied when start is given none, in seconds. */
   long getDefaultMaxDurationSeconds();
+
+  /** The directory every file is written under ({@code -Dpyprof.outputRoot}). */
+  String getOutputRoot();
 }

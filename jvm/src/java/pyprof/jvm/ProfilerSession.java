@@ -45,6 +45,7 @@ public final class ProfilerSession implements AutoCloseable {
     static final IFn STATE;
     static final IFn STATS;
     static final IFn WRITE_WINDOWS;
+    static final IFn RECORDING_BYTES;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.session"));
@@ -56,23 +57,50 @@ public final class ProfilerSession implements AutoCloseable {
       STATE = Clojure.var("pyprof.session", "session-state");
       STATS = Clojure.var("pyprof.session", "session-stats");
       WRITE_WINDOWS = Clojure.var("pyprof.session", "write-windows!");
+      RECORDING_BYTES = Clojure.var("pyprof.session", "recording-bytes");
     }
   }
 
   private final Object session;
+  private final OutputRoot root;
 
   /** Loads the Clojure namespaces now (they load on first use otherwise). */
   public static void init() {
     Vars.PROFILE.getClass();
   }
 
-  /** A session (not started yet); throws {@link PyprofException} for invalid options. */
+  /**
+   * A session (not started yet) writing under the output root of {@code -Dpyprof.outputRoot}
+   * (default {@code <java.io.tmpdir>/pyprof}, see {@link OutputRoot}); throws
+   * {@link PyprofException} for invalid options, and for a {@code "path"} outside the root or in
+   * a directory that does not exist ({@code root.outside}, {@code root.missing_directory}).
+   */
   public ProfilerSession(Map<String, ?> options) {
+    this(options, OutputRoot.fromProperty());
+  }
+
+  /** A session writing only under {@code outputRoot} (created owner-only when missing). */
+  public ProfilerSession(Map<String, ?> options, String outputRoot) {
+    this(options, new OutputRoot(outputRoot));
+  }
+
+  private ProfilerSession(Map<String, ?> options, OutputRoot root) {
+    this.root = root;
+    Map<String, Object> opts = new HashMap<>(options);
+    Object path = opts.get("path");
     try {
-      session = Vars.PROFILE.invoke(toClojure(options));
+      Vars.PROFILE.invoke(toClojure(opts)); // the options' errors in the caller's words first
+      opts.put("path", root.resolve("path",
+          path == null ? "pyprof_trace_{window}.json" : String.valueOf(path)).toString());
+      session = Vars.PROFILE.invoke(toClojure(opts));
     } catch (Throwable t) {
       throw PyprofException.wrap(t);
     }
+  }
+
+  /** The directory this session writes under. */
+  public String outputRoot() {
+    return root.toString();
   }
 
   /**
@@ -117,9 +145,42 @@ public final class ProfilerSession implements AutoCloseable {
     return this;
   }
 
-  /** Marks the end of one step; saves a window when its last active step ends. */
+  /**
+   * Marks the end of one step; saves a window when its last active step ends. Once the
+   * session saved {@code -Dpyprof.maxWindows} windows, or the open window recorded more than
+   * {@code -Dpyprof.maxWindowBytes} of raw trace, it stops (saving an open window: so at most one
+   * window more) and throws {@code root.too_many_windows} or {@code root.window_too_large}.
+   */
   public void step() {
     call(Vars.STEP);
+    checkLimits();
+  }
+
+  /** Raw-trace bytes the open window has recorded so far (0 when none is open). */
+  public long recordingBytes() {
+    return ((Number) call(Vars.RECORDING_BYTES)).longValue();
+  }
+
+  /**
+   * Stops the session (keeping its windows) and throws when it passed a limit (see
+   * {@link #step()}); does nothing otherwise. Called by {@link #step()} and by
+   * {@link ProfilerControl}'s timer.
+   */
+  public void checkLimits() {
+    long bytes = recordingBytes();
+    long maxBytes = OutputRoot.maxWindowBytes();
+    int windows = ((List<?>) state().get(Keyword.intern("windows"))).size();
+    if (bytes > maxBytes) {
+      stop();
+      throw PyprofException.catalogue("root.window_too_large", "index", windows, "bytes", bytes,
+          "limit", maxBytes);
+    }
+    long maxWindows = OutputRoot.maxWindows();
+    if (windows >= maxWindows) {
+      windows = stop().size();
+      throw PyprofException.catalogue("root.too_many_windows", "windows", windows,
+          "limit", maxWindows);
+    }
   }
 
   /**
@@ -142,12 +203,27 @@ public final class ProfilerSession implements AutoCloseable {
     return out;
   }
 
-  /** Stops (when open) and writes all windows as one valid trace at {@code path}. */
+  /**
+   * Stops (when open) and writes all windows as one valid trace at {@code path} (relative:
+   * under the output root; refused outside it, as the session's {@code "path"}). Refused with
+   * {@code root.dump_too_large} when the windows' files hold more than
+   * {@code -Dpyprof.maxDumpBytes} bytes.
+   */
   public String dump(String path) {
+    String out = root.resolve("dump path", path).toString();
     List<String> paths = dump();
     if (paths.isEmpty()) {
       throw PyprofException.catalogue("session.no_window");
     }
+    long bytes = 0;
+    for (String p : paths) {
+      bytes += new java.io.File(p).length();
+    }
+    long max = OutputRoot.maxDumpBytes();
+    if (bytes > max) {
+      throw PyprofException.catalogue("root.dump_too_large", "bytes", bytes, "limit", max);
+    }
+    path = out;
     try {
       return (String) Vars.WRITE_WINDOWS.invoke(paths, path);
     } catch (Throwable t) {

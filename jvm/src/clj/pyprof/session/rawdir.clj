@@ -1,0 +1,126 @@
+(ns pyprof.session.rawdir
+  "The private directory of this process's raw trace, and the leftovers of dead processes: the
+  JVM side of Python's `pyprof._raw_dir`, by the same rule (api.json `raw_trace`):
+  `<base>/pyprof-raw-<pid>-<start>-<random>`, base = $PYPROF_RAW_DIR or java.io.tmpdir, <start>
+  = field 22 of /proc/<pid>/stat (0 without /proc). A directory whose pid no longer runs, or
+  runs with another start time (a reused pid), is a leftover: its unsaved windows are recovered
+  at their paths, then it is deleted, with the `.pyprof-<pid>-*` temporary files the process left
+  beside its windows and older versions' `.pyprof-raw-<pid>.json`."
+  (:require [clojure.data.json :as json]
+            [clojure.java.io :as io]
+            [clojure.string :as str]
+            [pyprof.rules :as rules])
+  (:import (java.io File)
+           (java.nio.file Files LinkOption Path Paths)
+           (java.nio.file.attribute FileAttribute PosixFilePermissions)))
+
+(set! *warn-on-reflection* true)
+
+(def spec "api.json raw_trace." (rules/api "raw_trace"))
+
+(defn- path ^Path [^String s & more] (Paths/get s (into-array String more)))
+
+(defn pid ^long [] (.pid (java.lang.ProcessHandle/current)))
+
+(defn base-dir
+  "Where raw-trace directories are made: $PYPROF_RAW_DIR, else java.io.tmpdir."
+  ^String []
+  (str (.toAbsolutePath (path (or (not-empty (System/getenv (spec "dir_env")))
+                                  (System/getProperty "java.io.tmpdir"))))))
+
+(defn start-ticks
+  "Field 22 of /proc/<pid>/stat (start time, clock ticks since boot); 0 if unknown, -1 for a
+  zombie (it has ended)."
+  ^long [^long p]
+  (try
+    (let [s (slurp (str "/proc/" p "/stat"))
+          fields (str/split (str/trim (subs s (+ 2 (str/last-index-of s ")")))) #"\s+")]
+      (if (= "Z" (first fields)) -1 (Long/parseLong (nth fields 19))))
+    (catch Exception _ 0)))
+
+(defn alive?
+  "True while the process that recorded (pid, ticks) may still run."
+  [^long p ^long ticks]
+  (or (= p (pid))
+      (and (.isPresent (java.lang.ProcessHandle/of p))
+           (let [now (start-ticks p)]
+             (and (not= now -1) (or (zero? ticks) (zero? now) (= now ticks)))))))
+
+(defn make-dir!
+  "A new private directory (rwx------) for this process's raw trace; returns its path."
+  ^String []
+  (let [base (path (base-dir))]
+    (Files/createDirectories base (make-array FileAttribute 0))
+    (str (Files/createTempDirectory
+          base (str (spec "dir_prefix") (pid) "-" (start-ticks (pid)) "-")
+          (into-array FileAttribute [(PosixFilePermissions/asFileAttribute
+                                      (PosixFilePermissions/fromString "rwx------"))])))))
+
+(defn recreate!
+  "Makes `dir` again (deleted between sessions); false if someone else made it."
+  [^String dir]
+  (try
+    (Files/createDirectory (path dir) (into-array FileAttribute
+                                                  [(PosixFilePermissions/asFileAttribute
+                                                    (PosixFilePermissions/fromString "rwx------"))]))
+    true
+    (catch java.nio.file.FileAlreadyExistsException _ false)))
+
+(defn remove-dir!
+  "Deletes `dir` and its files. MXNet's dump timer may make the raw file again (it opens it in
+  append mode every dump_period), so removal is retried."
+  [^String dir]
+  (let [d (io/file dir)]
+    (loop [n 50]
+      (doseq [^File f (.listFiles d)] (.delete f))
+      (when (and (.exists d) (not (.delete d)) (pos? n))
+        (recur (dec n))))))
+
+(defn- own? [^File f]
+  (let [p (.toPath f)]
+    (and (not (Files/isSymbolicLink p))
+         (try (= (.getName (Files/getOwner p (into-array LinkOption [LinkOption/NOFOLLOW_LINKS])))
+                 (System/getProperty "user.name"))
+              (catch Exception _ false)))))
+
+(def ^:private dir-re (re-pattern (str "\\Q" (spec "dir_prefix") "\\E(\\d+)-(\\d+)-[A-Za-z0-9_]+")))
+(def ^:private legacy-re (re-pattern (str "\\Q" (spec "legacy_file_prefix") "\\E(\\d+)\\.json")))
+(def ^:private temp-re (re-pattern (str "\\Q" (spec "temp_prefix") "\\E(\\d+)-.*\\.(tmp|json)")))
+
+(defn clean-dir-of!
+  "Deletes the `.pyprof-<pid>-*` temporary files and older versions' `.pyprof-raw-<pid>.json`
+  in `dir` whose process no longer exists (only `only-pid`'s when given); returns them."
+  ([dir] (clean-dir-of! dir nil))
+  ([dir only-pid]
+   (vec (for [^File f (.listFiles (io/file dir))
+              :let [[_ p] (or (re-matches temp-re (.getName f)) (re-matches legacy-re (.getName f)))]
+              :when p
+              :let [p (Long/parseLong p)]
+              :when (and (if only-pid (= p only-pid) (not (alive? p 0))) (own? f) (.delete f))]
+          (str f)))))
+
+(defn clean-leftovers!
+  "Deletes the raw-trace directories of processes that no longer exist, after `recover!`
+  (called with a window path whose .partial exists) rebuilt each unsaved window they name, and
+  the temporary files such processes left in `window-dir`. Returns the paths removed; never
+  throws (a failure is one line on stderr)."
+  [window-dir recover!]
+  (let [base (base-dir)
+        dirs (for [^File d (.listFiles (io/file base))
+                   :let [[_ p t] (re-matches dir-re (.getName d))]
+                   :when (and p (.isDirectory d) (own? d)
+                              (not (alive? (Long/parseLong p) (Long/parseLong t))))]
+               [d (Long/parseLong p)])]
+    (into (vec (for [[^File d p] dirs]
+                 (do (doseq [w (try (get (json/read-str (slurp (io/file d (spec "window_note"))))
+                                         "windows")
+                                    (catch Exception _ []))]
+                       (try (when (.exists (io/file (str w ".partial"))) (recover! w))
+                            (catch Exception e
+                              (binding [*out* *err*]
+                                (println (str "pyprof: could not recover " (pr-str w)
+                                              " of dead process " p ": " (.getMessage e))))))
+                       (clean-dir-of! (str (.getParent (io/file (str w)))) p))
+                     (remove-dir! (str d))
+                     (str d))))
+          (mapcat clean-dir-of! (distinct (remove nil? [base window-dir]))))))

@@ -1,0 +1,163 @@
+package pyprof.jvm;
+
+import java.io.IOException;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.InvalidPathException;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.attribute.PosixFilePermissions;
+
+/**
+ * The one directory the service-facing surface writes under: {@link ProfilerControl} (the JMX
+ * MBean) and {@link ProfilerSession}. Windows, dumps and their temporary files go there, and
+ * nowhere else. (The Clojure session {@code pyprof.session} and Python's {@code pyprof.profile}
+ * are libraries: their callers choose their own paths.)
+ *
+ * <p>The root is the constructor's argument, else {@code -Dpyprof.outputRoot}, else a
+ * {@code pyprof} folder in {@code java.io.tmpdir}; a missing root is created, owner-only
+ * ({@code rwx------}). A relative path resolves under the root. An absolute path outside it, a
+ * {@code ..} that leaves it, or a symbolic link on the way that leads out of it (checked on the
+ * real path of the nearest existing parent) is refused ({@code root.outside}); a directory that
+ * does not exist under the root is refused too ({@code root.missing_directory}): nothing creates
+ * directories on a caller's behalf.
+ *
+ * <p>Limits, each a system property (positive integer) with its default: {@code
+ * pyprof.maxWindows} (1000 windows per session), {@code pyprof.maxWindowBytes} (256 MiB of raw
+ * trace per window), {@code pyprof.maxDumpBytes} (1 GiB per {@code dump(path)}).
+ */
+public final class OutputRoot {
+  /** System property naming the root directory. */
+  public static final String PROPERTY = "pyprof.outputRoot";
+
+  private final Path root;
+
+  /** The root {@code directory} (created owner-only when missing). */
+  public OutputRoot(String directory) {
+    Path dir;
+    try {
+      dir = Paths.get(directory).toAbsolutePath().normalize();
+    } catch (InvalidPathException e) {
+      throw PyprofException.catalogue("root.unusable", "root", directory, "reason",
+          "not a path (" + e.getReason() + ")");
+    }
+    if (!Files.exists(dir, LinkOption.NOFOLLOW_LINKS)) {
+      try {
+        Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(
+            PosixFilePermissions.fromString("rwx------")));
+      } catch (FileAlreadyExistsException e) {
+        // made concurrently: checked below
+      } catch (UnsupportedOperationException e) {
+        try {
+          Files.createDirectories(dir);
+        } catch (IOException e2) {
+          throw PyprofException.catalogue("root.unusable", "root", directory, "reason",
+              String.valueOf(e2.getMessage()));
+        }
+      } catch (IOException e) {
+        throw PyprofException.catalogue("root.unusable", "root", directory, "reason",
+            "cannot create it (" + e + ")");
+      }
+    }
+    if (!Files.isDirectory(dir)) {
+      throw PyprofException.catalogue("root.unusable", "root", directory, "reason",
+          "it is not a directory");
+    }
+    try {
+      root = dir.toRealPath();
+    } catch (IOException e) {
+      throw PyprofException.catalogue("root.unusable", "root", directory, "reason", e.toString());
+    }
+  }
+
+  /** The root named by {@code -Dpyprof.outputRoot}, else {@code <java.io.tmpdir>/pyprof}. */
+  public static OutputRoot fromProperty() {
+    String dir = System.getProperty(PROPERTY);
+    return new OutputRoot(dir != null && !dir.isBlank() ? dir
+        : Paths.get(System.getProperty("java.io.tmpdir"), "pyprof").toString());
+  }
+
+  /** The root directory (its real path). */
+  public Path path() {
+    return root;
+  }
+
+  /**
+   * The file {@code path} names (relative: under the root), checked to be under the root, in a
+   * directory that exists; {@code what} names it in errors ("path", "dump path"). Placeholders
+   * such as {@code {window}} may appear in the file name.
+   */
+  public Path resolve(String what, String path) {
+    Path p;
+    try {
+      p = root.resolve(Paths.get(path)).normalize();
+    } catch (InvalidPathException e) {
+      throw PyprofException.catalogue("root.outside", "what", what, "path", path, "root",
+          root.toString());
+    }
+    if (!p.startsWith(root) || p.equals(root) || p.getFileName() == null) {
+      throw PyprofException.catalogue("root.outside", "what", what, "path", path, "root",
+          root.toString());
+    }
+    Path parent = p.getParent();
+    Path existing = parent;
+    while (existing != null && !Files.exists(existing)) {
+      existing = existing.getParent();
+    }
+    Path real;
+    try {
+      real = existing == null ? null : existing.toRealPath();
+    } catch (IOException e) {
+      real = null;
+    }
+    if (real == null || !real.startsWith(root)) { // a link on the way leads out of the root
+      throw PyprofException.catalogue("root.outside", "what", what, "path", path, "root",
+          root.toString());
+    }
+    if (!existing.equals(parent) || !Files.isDirectory(real)) {
+      throw PyprofException.catalogue("root.missing_directory", "what", what, "path", path,
+          "directory", String.valueOf(parent), "root", root.toString());
+    }
+    return real.resolve(p.getFileName());
+  }
+
+  /** {@code -D<property>} as a positive long, else {@code dflt}. */
+  static long limit(String property, long dflt) {
+    String v = System.getProperty(property);
+    if (v == null || v.isBlank()) {
+      return dflt;
+    }
+    try {
+      long n = Long.parseLong(v.strip());
+      if (n > 0) {
+        return n;
+      }
+    } catch (NumberFormatException e) {
+      // reported below
+    }
+    throw PyprofException.catalogue("root.bad_limit", "property", property, "value", v,
+        "default", dflt);
+  }
+
+  /** Windows a service session may save ({@code -Dpyprof.maxWindows}, default 1000). */
+  public static long maxWindows() {
+    return limit("pyprof.maxWindows", 1000);
+  }
+
+  /** Raw-trace bytes one window may record ({@code -Dpyprof.maxWindowBytes}, 256 MiB). */
+  public static long maxWindowBytes() {
+    return limit("pyprof.maxWindowBytes", 256L << 20);
+  }
+
+  /** Bytes of window files one {@code dump(path)} may write ({@code -Dpyprof.maxDumpBytes},
+   * 1 GiB). */
+  public static long maxDumpBytes() {
+    return limit("pyprof.maxDumpBytes", 1L << 30);
+  }
+
+  @Override
+  public String toString() {
+    return root.toString();
+  }
+}

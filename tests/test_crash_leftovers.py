@@ -1,0 +1,145 @@
+"""kill -9 during sessions and continuous dumps: no leftovers, every flushed event recovered.
+
+Each victim is a child process profiling in a loop. The test freezes it (SIGSTOP) at a moment
+it does not choose, copies what is on disk then (the flushed events), and kills it (SIGKILL).
+A new process then starts a session: the dead process's raw-trace directory must be gone, its
+open window written with every operator pair that was flushed, and nothing else left behind.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from child import ROOT, load_trace, operator_pairs, run_cli, run_scenario
+
+from pyprof.trace import validate
+
+#: A complete "dot" end event as MXNet writes it (multi-line JSON, fields in this order).
+_DOT_END = re.compile(rb'\{\s*"name": "dot",\s*"cat": "operator",\s*"ph": "E",[^{}]*\}')
+
+SESSION_VICTIM = """
+import time, mxnet as mx, pyprof
+a = mx.nd.ones((32, 32))
+deadline = time.time() + 60
+with pyprof.profile(schedule=pyprof.schedule(wait=WAIT, active=3), path="win_{window}.json",
+                    dump_period=0.02) as prof:
+    while time.time() < deadline:
+        for _ in range(4):
+            mx.nd.dot(a, a)
+        time.sleep(0.04)
+        prof.step()
+"""
+
+PLAIN_VICTIM = """
+import time, mxnet as mx
+from pyprof import profiler
+profiler.set_config(filename="plain.json", profile_imperative=True, continuous_dump=True,
+                    dump_period=0.02)
+profiler.set_state("run")
+a = mx.nd.ones((32, 32))
+deadline = time.time() + 60
+while time.time() < deadline:
+    mx.nd.dot(a, a)
+    time.sleep(0.002)
+"""
+
+
+def _start(code: str, workdir: Path, env: dict[str, str]) -> subprocess.Popen:
+    child_env = dict(os.environ, **env)
+    child_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), child_env.get("PYTHONPATH", "")])
+    return subprocess.Popen([sys.executable, "-c", code], cwd=workdir, env=child_env,
+                            stderr=subprocess.PIPE)
+
+
+def _wait_for(cond, proc: subprocess.Popen, what: str, limit: float = 30) -> None:
+    deadline = time.monotonic() + limit
+    while not cond():
+        assert proc.poll() is None, f"the victim ended early: {proc.stderr.read().decode()}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def _freeze_copy_kill(proc: subprocess.Popen, copy) -> object:
+    """SIGSTOP, take what is on disk (``copy()``), SIGKILL; returns what ``copy`` returned."""
+    os.kill(proc.pid, signal.SIGSTOP)
+    try:
+        return copy()
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        proc.stderr.close()
+
+
+def _kill_in_session(work: Path, rawbase: Path, wait: int, delay: float) -> tuple[str, int]:
+    """Kill a session victim while its second window records; return (window path, dot pairs
+    of that window on disk at the kill)."""
+    proc = _start(SESSION_VICTIM.replace("WAIT", str(wait)), work,
+                  {"PYPROF_RAW_DIR": str(rawbase)})
+    _wait_for(lambda: (work / "win_1.json.partial").exists(), proc, "window 1")
+    time.sleep(delay)
+
+    def copy():
+        partials = sorted(work.glob("win_*.json.partial"))
+        info = [json.loads(p.read_bytes()) for p in partials]
+        raw = Path(info[-1]["raw"]).read_bytes() if info else b""
+        return [(str(p)[:-len(".partial")], raw[i["start"]:i.get("end")])
+                for p, i in zip(partials, info)]
+
+    flushed = _freeze_copy_kill(proc, copy)
+    assert proc.returncode == -signal.SIGKILL
+    assert len(list(rawbase.iterdir())) == 1, "the dead process's directory is left for now"
+    return [(path, len(_DOT_END.findall(data))) for path, data in flushed]
+
+
+def test_killed_sessions_leave_nothing_and_every_flushed_event_is_recovered(tmp_path):
+    rawbase, work = tmp_path / "rawbase", tmp_path / "work"
+    rawbase.mkdir()
+    work.mkdir()
+    expected = []
+    # a wait step between windows, and windows back to back (two unsaved windows at times)
+    for wait, delay in ((1, 0.06), (0, 0.3)):
+        killed = _kill_in_session(work, rawbase, wait, delay)
+        assert killed, "a window was recording at the kill"
+        expected += killed
+        # the next start: recovers the dead process's windows, deletes its directory
+        r = run_scenario("""
+import os, pyprof
+with pyprof.profile(path="next.json"):
+    pass
+result = sorted(os.listdir(os.environ["PYPROF_RAW_DIR"]))
+""", work, env={"PYPROF_RAW_DIR": str(rawbase)})
+        assert r == [], "no raw-trace directory is left"
+        assert not list(work.glob("*.partial")) and not list(work.glob(".pyprof-*"))
+        for path, dots in expected:
+            events = load_trace(path)  # recovered (or saved before the kill): valid
+            assert validate(path).ok
+            assert len(operator_pairs(events, ("dot",))) == dots, path
+        for old in work.glob("win_*.json"):
+            old.rename(old.with_name(f"{wait}_{old.name}"))
+        expected = [(str(Path(p).with_name(f"{wait}_{Path(p).name}")), n) for p, n in expected]
+    assert sum(n for _, n in expected) > 0, "some events were flushed before the kills"
+    left = [n for n in os.listdir(work)
+            if not re.match(r"(next|result-.*|\d_win_\d+)\.json\Z", n)]
+    assert left == [], "nothing else is left behind"
+
+
+def test_killed_continuous_dump_is_recovered_by_repair(tmp_path):
+    proc = _start(PLAIN_VICTIM, tmp_path, {})
+    plain = tmp_path / "plain.json"
+    _wait_for(lambda: plain.exists() and len(_DOT_END.findall(plain.read_bytes())) > 20, proc,
+              "the trace")
+    snapshot = _freeze_copy_kill(proc, plain.read_bytes)
+    flushed = len(_DOT_END.findall(snapshot))
+    assert flushed > 10
+    r = run_cli(["repair", str(plain)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    events = load_trace(plain)
+    # repair writes B/E pairs as X events; a begin whose end was not flushed is left out
+    dots = [e for e in events if e.get("name") == "dot" and e["ph"] == "X"]
+    assert len(dots) == flushed and validate(plain).ok
+    assert sorted(os.listdir(tmp_path)) == ["plain.json"], "no temporary file is left behind"
