@@ -35,7 +35,8 @@ from typing import IO
 from .. import rules
 from .parse import MARKERS
 
-__all__ = ["Splitter", "dnnl_environment", "run", "InProcessCapture", "start_in_process"]
+__all__ = ["Splitter", "dnnl_environment", "run", "InProcessCapture", "start_in_process",
+           "SessionCapture"]
 
 _SYNC = b"\x00pyprof-dnnl-sync-"
 
@@ -247,6 +248,13 @@ def _probe() -> None:
     mx.nd.Convolution(one, one, no_bias=True, kernel=(1, 1), num_filter=1).wait_to_read()
 
 
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def start_in_process(log: str, *, level: int = 1) -> InProcessCapture:
     """Turn oneDNN's verbose output on in this process and capture it into ``log``.
 
@@ -265,10 +273,12 @@ def start_in_process(log: str, *, level: int = 1) -> InProcessCapture:
         _probe()
     except Exception as exc:  # noqa: BLE001 - any failure means no oneDNN line can be had
         capture.stop()
+        _remove(log)
         raise rules.error("dnnl.too_late", why=f"a probe convolution failed ({exc})") from None
     capture.sync()
     if not capture.splitter.verbose_lines:
         capture.stop()
+        _remove(log)
         raise rules.error(
             "dnnl.too_late",
             why="libmxnet is loaded and a probe convolution printed no verbose line, so oneDNN "
@@ -281,3 +291,38 @@ def start_in_process(log: str, *, level: int = 1) -> InProcessCapture:
                       "DNNL_VERBOSE_TIMESTAMP=1 before the first operator, or use pyprof run "
                       "--dnnl", stacklevel=3)
     return capture
+
+
+class SessionCapture:
+    """``pyprof.profile(dnnl=...)``: capture for the session's life, merge into each window.
+
+    Args:
+        log: ``True`` (the log is ``pyprof_dnnl_<pid>.log`` beside the windows) or a path.
+        window_path: the session's window path template (its directory is used).
+
+    Raises:
+        StateError: too late (:func:`start_in_process`).
+    """
+
+    def __init__(self, log: bool | str | os.PathLike[str], window_path: str) -> None:
+        self.log = (os.path.join(os.path.dirname(window_path), f"pyprof_dnnl_{os.getpid()}.log")
+                    if log is True else os.path.abspath(os.fspath(log)))
+        self.capture = start_in_process(self.log)
+        self.results: list[object] = []
+
+    def merge_window(self, window: object) -> None:
+        """Put the primitives that started during ``window`` into its trace file (in place)."""
+        from .merge import merge
+
+        self.capture.sync()
+        if not self.capture.splitter.stamped:
+            return
+        path = getattr(window, "path")
+        try:
+            self.results.append(merge(self.log, path, path, progress=False, time_range=(
+                getattr(window, "start_us"), getattr(window, "end_us"))))
+        except Exception as exc:  # noqa: BLE001 - the window is saved; say why it has no primitives
+            warnings.warn(f"pyprof: oneDNN primitives not merged into {path}: {exc}", stacklevel=2)
+
+    def stop(self) -> None:
+        self.capture.stop()

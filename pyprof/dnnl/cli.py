@@ -17,7 +17,7 @@ from ..trace.errors import TraceError
 from . import capture, merge
 from .stats import FORMATS, GROUPINGS, format_stats, stats
 
-__all__ = ["register", "format_coverage"]
+__all__ = ["register", "format_coverage", "matmul_dnnl"]
 
 
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -35,7 +35,7 @@ def format_coverage(res: merge.DnnlMergeResult) -> str:
     from tabulate import tabulate
 
     rows = [[c.name, c.slices, c.with_primitives, c.primitives, c.total_us / 1e3,
-             c.covered_us / 1e3, c.share] for c in res.coverage]
+             c.covered_us / 1e3, c.share] for c in res.coverage if c.primitives]
     head = (f"wrote {res.out}: {res.placed} of {res.primitives} primitives inside operators"
             f"{f', {res.outside} outside any operator' if res.outside else ''}"
             f"{f', {res.clamped} moved by at most {merge.TOLERANCE_US:g} us (clock resolution)' if res.clamped else ''}"
@@ -123,3 +123,43 @@ def register(subparsers: Any) -> None:
                    help="DNNL_VERBOSE: 1 executions, 2 creations too (default 1)")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     p.set_defaults(func=_guard(_run), command="run", parser=p)
+
+
+def matmul_dnnl(o: argparse.Namespace) -> int:
+    """``pyprof matmul --dnnl``: the example in a child process with oneDNN's verbose output
+    on, then the primitives that ran inside the dot (or that none did). Exit status: the
+    child's, or 1 when its trace cannot be merged."""
+    child = [sys.executable, "-m", "pyprof", "matmul", "--size", str(o.size), "--iters",
+             str(o.iters), "--begin", str(o.begin), "--end", str(o.end), "--mode", o.mode,
+             "--output", o.output, "--ctx", o.ctx, "--device-id", str(o.device_id),
+             "--binding", o.binding]
+    log = os.path.splitext(o.output)[0] + ".dnnl.log"
+    code, splitter = capture.run(child, log)
+    if code != 0:
+        return code
+    if not splitter.verbose_lines:
+        print(f"\noneDNN:       this build's dot does not go through oneDNN: with DNNL_VERBOSE=1 "
+              f"the whole run printed no oneDNN line (no primitive ran; {log} is empty)")
+        return 0
+    merged = os.path.splitext(o.output)[0] + ".dnnl.json"
+    try:
+        res = merge.merge(log, o.output, merged, progress=False)
+    except (PyprofError, TraceError) as exc:
+        print(f"pyprof matmul: error: {exc}", file=sys.stderr)
+        return 1
+    dots = [c for c in res.coverage if c.name.strip("[]") == "dot"]
+    print("")
+    print(f"oneDNN log:   {log}; merged trace: {merged}")
+    if not dots:
+        print("oneDNN:       no dot operator in the trace")
+    for c in dots:
+        if not c.primitives:
+            print(f"oneDNN:       this build's dot does not go through oneDNN: no oneDNN "
+                  f"primitive ran inside its {c.slices} slice(s) ({c.total_us / 1e3:.3f} ms); "
+                  f"{res.primitives} primitive(s) ran elsewhere in the run")
+            continue
+        print(f"oneDNN:       {c.primitives} primitive(s) inside {c.name!r}, "
+              f"{c.share:.1f}% of its {c.total_us / 1e3:.3f} ms")
+        for kind, us in sorted(c.by_primitive.items(), key=lambda kv: -kv[1]):
+            print(f"  {kind:<20} {us / 1e3:10.3f} ms")
+    return 0

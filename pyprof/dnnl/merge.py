@@ -45,6 +45,7 @@ class OperatorCoverage:
         slices: its slices in the trace; ``with_primitives``: how many hold a primitive.
         total_us: their total duration; ``covered_us``: the primitives' total inside them.
         primitives: primitives placed in them.
+        by_primitive: ``{primitive kind: microseconds}`` inside them.
     """
 
     name: str
@@ -53,6 +54,7 @@ class OperatorCoverage:
     total_us: float
     covered_us: float
     primitives: int
+    by_primitive: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def share(self) -> float:
@@ -118,17 +120,19 @@ def read_primitives(log: str | os.PathLike[str]) -> tuple[list[Primitive], ScanR
 
 
 class _Op:
-    __slots__ = ("ts", "end", "pid", "tid", "name", "covered", "count")
+    __slots__ = ("ts", "end", "pid", "tid", "name", "covered", "count", "kinds")
 
     def __init__(self, ts: float, end: float, pid: Any, tid: Any, name: str) -> None:
         self.ts, self.end, self.pid, self.tid, self.name = ts, end, pid, tid, name
         self.covered = 0.0
         self.count = 0
+        self.kinds: dict[str, float] = {}
 
 
 def merge(log: str | os.PathLike[str], trace: str | os.PathLike[str],
           out: str | os.PathLike[str], *, gzip: bool | None = None,
-          progress: bool | None = None) -> DnnlMergeResult:
+          progress: bool | None = None,
+          time_range: tuple[float, float] | None = None) -> DnnlMergeResult:
     """Write ``trace`` with the timestamped primitives of ``log`` as ``X`` events.
 
     The trace is rewritten as :func:`pyprof.trace.compact` would (``B``/``E`` pairs as ``X``,
@@ -145,6 +149,7 @@ def merge(log: str | os.PathLike[str], trace: str | os.PathLike[str],
         trace: MXNet trace of the same process and time (plain or gzip, damage repaired).
         out: output path (gzip when it ends in ``.gz``); written atomically.
         gzip, progress: as in :func:`pyprof.trace.merge`.
+        time_range: ``(start_us, end_us)``: only primitives starting in it (a session window).
 
     Returns:
         :class:`DnnlMergeResult` (with per-operator coverage).
@@ -155,6 +160,8 @@ def merge(log: str | os.PathLike[str], trace: str | os.PathLike[str],
             output cannot be written.
     """
     prims, counts = read_primitives(log)
+    if time_range is not None:
+        prims = [q for q in prims if time_range[0] <= q.ts_us <= time_range[1]]
     first = TraceReader(trace, progress=progress)
     plan = plan_slices(first)
     ids = IdMap(renumber_all=True)
@@ -244,6 +251,7 @@ def _primitive_events(prims: list[Primitive], ops: list[_Op], ids: IdMap,
             args["operator"] = op.name
             op.covered += end - ts
             op.count += 1
+            op.kinds[sig.primitive] = op.kinds.get(sig.primitive, 0.0) + (end - ts)
         if clamped:
             args["_clamped"] = True
         yield {"ph": "X", "name": sig.primitive, "cat": CATEGORY, "pid": key[0], "tid": tid,
@@ -251,15 +259,17 @@ def _primitive_events(prims: list[Primitive], ops: list[_Op], ids: IdMap,
 
 
 def _coverage(ops: list[_Op]) -> list[OperatorCoverage]:
-    by: dict[str, list[float]] = {}
+    by: dict[str, list[Any]] = {}
     for op in ops:
-        acc = by.setdefault(op.name, [0, 0, 0.0, 0.0, 0])
+        acc = by.setdefault(op.name, [0, 0, 0.0, 0.0, 0, {}])
         acc[0] += 1
         acc[1] += op.count > 0
         acc[2] += op.end - op.ts
         acc[3] += op.covered
         acc[4] += op.count
-    rows = [OperatorCoverage(name, int(a[0]), int(a[1]), a[2], a[3], int(a[4]))
-            for name, a in by.items() if a[4]]
+        for kind, us in op.kinds.items():
+            acc[5][kind] = acc[5].get(kind, 0.0) + us
+    rows = [OperatorCoverage(name, int(a[0]), int(a[1]), a[2], a[3], int(a[4]), a[5])
+            for name, a in by.items()]
     rows.sort(key=lambda r: (-r.covered_us, r.name))
     return rows
