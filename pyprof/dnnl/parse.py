@@ -21,9 +21,9 @@ an engine when it is ``cpu`` or ``gpu``, then primitive, implementation, propaga
 memory descriptors; from the end, time and problem; what lies between is ``attrs,aux`` (or
 ``aux`` alone in the older layouts).
 
-The hot loop (:func:`scan`) does no per-line regex and no per-line float conversion: it groups
+The hot loop (:meth:`Scanner.scan`) does no per-line regex and no per-line float conversion: it groups
 lines by their *signature* (the line without marker, timestamp and time) and keeps the time
-fields as bytes; :func:`reduce_groups` converts each group's times at once with numpy.
+fields as bytes; :meth:`Scanner.result` converts each group's times at once with numpy.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ class GroupStats:
 
 @dataclasses.dataclass
 class ScanResult:
-    """What :func:`scan` and :func:`reduce_groups` found in part of a log.
+    """What a :class:`Scanner` found in (part of) a log.
 
     Attributes:
         groups: ``{signature bytes: GroupStats}`` of the exec and create lines.

@@ -234,7 +234,7 @@ def stats(path: str | os.PathLike[str], *, by: str = "primitive",
     exec_lines = create_lines = 0
     for key, g in scanned.groups.items():
         sig = split_signature(key)
-        assert sig is not None  # reduce_groups kept readable signatures only
+        assert sig is not None  # Scanner.result kept readable signatures only
         row_key = (sig.primitive, _detail(sig, by))
         if sig.is_exec:
             target = execs
