@@ -21,9 +21,8 @@ an engine when it is ``cpu`` or ``gpu``, then primitive, implementation, propaga
 memory descriptors; from the end, time and problem; what lies between is ``attrs,aux`` (or
 ``aux`` alone in the older layouts).
 
-The hot loop (:meth:`Scanner.scan`) does no per-line regex and no per-line float conversion: it groups
-lines by their *signature* (the line without marker, timestamp and time) and keeps the time
-fields as bytes; :meth:`Scanner.result` converts each group's times at once with numpy.
+Statistics group lines by their *signature* (the line without marker, timestamp and time):
+:class:`pyprof.dnnl.scan.Scanner` does it for whole blocks at once, with numpy.
 """
 
 from __future__ import annotations
@@ -31,10 +30,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Iterator
 
-import numpy as np
 
 __all__ = ["MARKERS", "Signature", "Primitive", "GroupStats", "ScanResult", "split_signature",
-           "Scanner", "iter_primitives", "is_verbose_line"]
+           "iter_primitives", "is_verbose_line"]
 
 #: Markers of the verbose lines of oneDNN (and its earlier names), with the trailing comma.
 MARKERS: tuple[bytes, ...] = (b"dnnl_verbose,", b"mkldnn_verbose,", b"onednn_verbose,")
@@ -105,7 +103,7 @@ class GroupStats:
 
 @dataclasses.dataclass
 class ScanResult:
-    """What a :class:`Scanner` found in (part of) a log.
+    """What a :class:`~pyprof.dnnl.scan.Scanner` found in (part of) a log.
 
     Attributes:
         groups: ``{signature bytes: GroupStats}`` of the exec and create lines.
@@ -155,107 +153,6 @@ def split_signature(sig: bytes | str) -> Signature | None:
     attrs = middle[0] if len(middle) >= 2 else ""
     aux = ",".join(middle[1:]) if len(middle) >= 2 else middle[0]
     return Signature(op, engine, rest[0], rest[1], rest[2], rest[3], attrs, aux, rest[-1])
-
-
-class Scanner:
-    """Groups the verbose lines of a log, block by block (:meth:`scan`), then converts each
-    group's times at once (:meth:`result`).
-
-    The hot loop does, per line, one ``rpartition`` and one dict lookup keyed by the line up to
-    its last comma (the same bytes for every execution of one primitive, once a timestamp is cut
-    off); each distinct key is classified once (:meth:`_classify`): a signature's group, an info
-    line, or a foreign line.
-    """
-
-    _FOREIGN_KEYS = 100_000  # distinct foreign lines remembered (more are classified each time)
-
-    def __init__(self) -> None:
-        self.groups: dict[bytes, list[bytes]] = {}   # signature -> time fields
-        self.info: dict[bytes, list[bytes]] = {}     # info line up to its last comma -> rest
-        self.foreign: list[bytes] = []               # one entry per foreign line
-        self.blank: list[bytes] = []                 # lines without a comma (blank or foreign)
-        self._plain: dict[bytes, list[bytes]] = {}   # raw key -> the list its times go to
-        self._stamped: dict[bytes, list[bytes]] = {}
-        self._foreign_keys = 0
-        self.stamped = 0
-
-    def scan(self, data: bytes) -> None:
-        """Add the whole lines of ``data``."""
-        plain, stamped = self._plain.get, self._stamped.get
-        classify = self._classify
-        n_stamped = 0
-        for line in data.split(b"\n"):
-            if line[13:14].isdigit() and line.startswith(b"dnnl_verbose,"):
-                line = line[line.find(b",", 13) + 1:]  # cut marker and timestamp
-                n_stamped += 1
-                head, _, t = line.rpartition(b",")
-                lst = stamped(head)
-                if lst is None:
-                    lst = classify(head, self._stamped, marker=False)
-            else:
-                head, _, t = line.rpartition(b",")
-                lst = plain(head)
-                if lst is None:
-                    lst = classify(head, self._plain, marker=True)
-            lst.append(t)
-        self.stamped += n_stamped
-
-    def _classify(self, head: bytes, cache: dict[bytes, list[bytes]], *, marker: bool) -> list[bytes]:
-        body = head
-        if marker:
-            if not head:
-                cache[head] = self.blank
-                return self.blank
-            if not head.startswith(MARKERS):
-                if self._foreign_keys >= self._FOREIGN_KEYS:
-                    return self.foreign
-                self._foreign_keys += 1
-                cache[head] = self.foreign
-                return self.foreign
-            body = head[head.index(b",") + 1:]
-            if body[:1].isdigit():  # another marker with a timestamp: classified every time
-                self.stamped += 1
-                body = body[body.find(b",") + 1:] if b"," in body else b""
-                return self.groups.setdefault(body, [])
-        if body == b"info" or body.startswith(b"info,"):
-            lst = self.info.setdefault(body, [])
-        else:
-            lst = self.groups.setdefault(body, [])
-        cache[head] = lst
-        return lst
-
-    def result(self) -> ScanResult:
-        """Convert the groups' times (numpy, per group) into a :class:`ScanResult`; lines whose
-        layout or time cannot be read count as ``malformed``."""
-        out = ScanResult(timestamped=self.stamped)
-        out.other = len(self.foreign) + sum(1 for t in self.blank if t.strip())
-        for head, rests in self.info.items():
-            for rest in rests:
-                text = (head + b"," + rest).decode("utf-8", "replace").strip()
-                if text not in out.info:
-                    out.info.append(text)
-        for key, values in self.groups.items():
-            if not key or split_signature(key) is None:
-                out.malformed += len(values)
-                continue
-            arr = _floats(values, out)
-            if arr.size:
-                out.groups[key] = GroupStats(int(arr.size), float(arr.sum()), float(arr.min()),
-                                             float(arr.max()))
-        return out
-
-
-def _floats(values: list[bytes], out: ScanResult) -> np.ndarray:
-    try:
-        return np.array(values, dtype="S").astype(np.float64)
-    except ValueError:
-        ok = []
-        for v in values:
-            try:
-                ok.append(float(v))
-            except ValueError:
-                out.malformed += 1
-        return np.array(ok, dtype=np.float64)
 
 
 def iter_primitives(lines: Iterable[bytes], counts: ScanResult | None = None) -> Iterator[Primitive]:

@@ -1,7 +1,7 @@
 """Statistics of a oneDNN verbose log: per primitive kind (implementation, problem shape).
 
 :func:`stats` reads the log in large binary blocks (whole lines), groups lines by signature
-(:func:`~pyprof.dnnl.parse.scan`) and converts each group's times with numpy. Logs of
+(:class:`~pyprof.dnnl.scan.Scanner`, numpy passes over whole blocks). Logs of
 :data:`MIN_PARALLEL_BYTES` or more are split at line boundaries into byte ranges read by forked
 worker processes (as :mod:`pyprof.trace.parallel` does for traces); each returns count, sum, min
 and max per signature, which add up exactly the same way in any order up to floating-point
@@ -23,7 +23,8 @@ from tabulate import tabulate
 
 from .. import rules
 from ..trace import parallel
-from .parse import GroupStats, ScanResult, Scanner, Signature, split_signature
+from .parse import GroupStats, ScanResult, Signature, split_signature
+from .scan import Scanner
 
 __all__ = ["GROUPINGS", "FORMATS", "Row", "LogInfo", "DnnlStats", "stats", "format_stats",
            "read_log", "MIN_PARALLEL_BYTES"]
@@ -33,7 +34,7 @@ GROUPINGS = ("primitive", "impl", "shape")
 FORMATS = ("table", "json", "csv", "markdown")
 #: Logs smaller than this are read in this process.
 MIN_PARALLEL_BYTES = 64 << 20
-_BLOCK = 16 << 20
+_BLOCK = 4 << 20  # small enough for the passes over a block to stay in cache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,25 +106,31 @@ class DnnlStats:
 
 
 def _read_range(path: str, start: int, end: int) -> ScanResult:
-    """Scan the whole lines of ``path`` in ``[start, end)`` (both at line starts or file ends)."""
+    """Scan the whole lines of ``path`` in ``[start, end)`` (both at line starts or file ends),
+    :data:`_BLOCK` bytes at a time into one buffer, each block cut after its last newline."""
     scanner = Scanner()
-    with open(path, "rb", buffering=0) as f:
-        f.seek(start)
-        left = end - start
-        carry = b""
-        while left > 0:
-            block = f.read(min(_BLOCK, left))
-            if not block:
+    buf = bytearray(_BLOCK + 1)  # + 1: room for the newline a last line may lack
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        pos = start
+        while pos < end:
+            view = memoryview(buf)[:min(len(buf) - 1, end - pos)]
+            got = os.preadv(fd, [view], pos)
+            if got == 0:
                 break
-            left -= len(block)
-            cut = block.rfind(b"\n")
-            if cut < 0:
-                carry += block
+            cut = buf.rfind(b"\n", 0, got) + 1
+            if pos + got >= end:  # the range's last block: every line, newline or not
+                if buf[got - 1] != b"\n"[0]:
+                    buf[got] = b"\n"[0]
+                    got += 1
+                cut = got
+            elif cut == 0:  # a line longer than the buffer: grow it
+                buf = bytearray(2 * len(buf))
                 continue
-            scanner.scan(carry + block[:cut])
-            carry = block[cut + 1:]
-        if carry:
-            scanner.scan(carry)
+            scanner.scan(memoryview(buf)[:cut])
+            pos += cut
+    finally:
+        os.close(fd)
     return scanner.result()
 
 
@@ -234,7 +241,7 @@ def stats(path: str | os.PathLike[str], *, by: str = "primitive",
     exec_lines = create_lines = 0
     for key, g in scanned.groups.items():
         sig = split_signature(key)
-        assert sig is not None  # Scanner.result kept readable signatures only
+        assert sig is not None  # the Scanner keeps readable signatures only
         row_key = (sig.primitive, _detail(sig, by))
         if sig.is_exec:
             target = execs

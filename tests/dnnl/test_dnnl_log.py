@@ -3,6 +3,7 @@ without timestamps), totals against an independent sum of the last field, errors
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 import sys
@@ -37,6 +38,25 @@ def test_totals_equal_an_independent_sum(log, workers):
     assert s.exec_total_ms == pytest.approx(sum(t for (op, _), (_, t) in ref.items() if op == "exec"))
     assert s.other_lines == dnnl_reference.other_lines(text)
     assert sum(r.share for r in s.rows) == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("block", [16, 97, 4096])
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
+def test_blocks_of_any_size_give_the_same_result(log, block, monkeypatch, tmp_path):
+    # blocks shorter than a line (the reader's buffer grows), cuts anywhere, no final newline
+    cut = tmp_path / log.name
+    cut.write_bytes(log.read_bytes().rstrip(b"\n"))
+    whole = dnnl.stats(cut, by="shape", workers=1)
+    monkeypatch.setattr(importlib.import_module("pyprof.dnnl.stats"), "_BLOCK", block)
+    small = dnnl.stats(cut, by="shape", workers=1)
+    assert [(r.primitive, r.detail, r.exec_count, r.exec_min_ms, r.exec_max_ms, r.create_count)
+            for r in small.rows] == [(r.primitive, r.detail, r.exec_count, r.exec_min_ms,
+                                      r.exec_max_ms, r.create_count) for r in whole.rows]
+    assert [r.exec_total_ms for r in small.rows] == pytest.approx([r.exec_total_ms for r in whole.rows])
+    assert (small.other_lines, small.malformed_lines, small.timestamped, small.info.lines) == (
+        whole.other_lines, whole.malformed_lines, whole.timestamped, whole.info.lines)
+    ref = dnnl_reference.sums(log.read_text())
+    assert small.exec_lines == sum(n for (op, _), (n, _) in ref.items() if op == "exec")
 
 
 def test_fields_of_each_layout():
