@@ -35,9 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_config)
 
     from .bench import cli as bench_cli
+    from .dnnl import cli as dnnl_cli
     from .trace import cli as trace_cli
     trace_cli.register(sub)
     bench_cli.register(sub)
+    dnnl_cli.register(sub)
     return parser
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "TraceNotFoundError",
     "TraceFormatError",
     "AggregateFormatError",
+    "LogFormatError",
 ]
 
 
@@ -92,3 +93,8 @@ def _first_line(message: str) -> str:
             break
     text = " ".join(ln.strip() for ln in lines)
     return text.removeprefix("MXNetError: ") or "(MXNet gave no message)"
+
+
+class LogFormatError(PyprofError, ValueError):
+    """A log pyprof was asked to read is missing, empty or not of the expected kind (e.g. a
+    oneDNN verbose log, :mod:`pyprof.dnnl`)."""

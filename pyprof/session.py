@@ -177,6 +177,10 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         path: trace file of each window; ``{window}`` (0, 1, ...), ``{step}`` (first step) and
             ``{pid}`` are filled in. Must contain ``{window}`` when the schedule has more than
             one window. Relative paths are resolved now, against the current directory.
+        dnnl: ``True`` or a log path: record oneDNN's primitives (``DNNL_VERBOSE``, split out
+            of standard output into the log, ``pyprof_dnnl_<pid>.log`` beside the windows by
+            default) and merge them into each window (:mod:`pyprof.dnnl.capture`). Raises
+            StateError at ``start()`` when oneDNN already read its settings in this process.
         **options: recording options, as in ``pyprof.profiler.set_config``: profile_symbolic,
             profile_imperative, profile_api, profile_memory, profile_all, aggregate_stats,
             dump_period (seconds between appends to the raw trace: what survives a crash).
@@ -193,7 +197,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
     def __init__(self, *, schedule: Callable[[int], Action] | None = None,
                  on_trace_ready: Callable[[Window], Any] | None = None,
                  path: str | os.PathLike[str] = "pyprof_trace_{window}.json",
-                 **options: Any) -> None:
+                 dnnl: bool | str | os.PathLike[str] = False, **options: Any) -> None:
         for key in options:
             if key in _RESERVED:
                 raise rules.error("session.reserved_option", option=key, why=_RESERVED[key])
@@ -224,6 +228,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._final = False
         self._saved_now: list[Window] = []
         self._name = f"<pyprof.profile {id(self):#x}>"
+        self._dnnl_log, self._dnnl = dnnl, None
 
     # -- public API --------------------------------------------------------------------------
     def __enter__(self) -> profile:
@@ -242,8 +247,11 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         first action, another session open, MXNet) leaves the profiler as it was."""
         if self._state != "new":
             raise rules.error("session.already_started", session=self._name)
+        if self._dnnl_log and self._dnnl is None:
+            from .dnnl.capture import SessionCapture
+            self._dnnl = SessionCapture(self._dnnl_log, self._path)  # StateError when too late
         t = TRACKER
-        with t.lock:
+        with t.lock, self._dnnl_undone_on_error():
             if t.session is not None:
                 raise rules.error("session.nested", session=t.session)
             with owner(self._name):
@@ -262,6 +270,16 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                 self.stop()
             raise
 
+    @contextlib.contextmanager
+    def _dnnl_undone_on_error(self):
+        try:
+            yield
+        except BaseException:
+            if self._dnnl is not None:
+                self._dnnl.stop()
+                self._dnnl = None
+            raise
+
     def step(self) -> None:
         """Mark the end of one step; saves a window when its last active step ends."""
         if self._state != "open":
@@ -277,6 +295,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             self._transition(self._action, FINAL_ACTION, final=True)
         finally:
             self._state = "closed"
+            if self._dnnl is not None:
+                self._dnnl.stop()
             _open_sessions.discard(self)
             with TRACKER.lock:
                 if TRACKER.session == self._name:
@@ -342,6 +362,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._note_windows()
         window = Window(w.index, w.path, w.first_step, ended.last_step, events,
                         start_us=w.start_us, end_us=ended.end_us)
+        if self._dnnl is not None:
+            self._dnnl.merge_window(window)
         self.windows.append(window)
         self._saved_now.append(window)
         if self._window is not None:  # the window recording now: its .partial gets the

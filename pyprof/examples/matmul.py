@@ -55,6 +55,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device-id", type=int, default=0, help="device id (default 0)")
     p.add_argument("--binding", choices=("python", "jvm"), default="python",
                    help="python: this process's pyprof; jvm: the JVM layer through JPype")
+    p.add_argument("--dnnl", action="store_true",
+                   help="run in a child process with oneDNN's verbose output on and show the "
+                        "oneDNN primitives inside the dot (or that it does not use oneDNN)")
 
 
 def check_options(o: argparse.Namespace) -> None:
@@ -195,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def execute(o: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if o.dnnl:
+        check_options(o)
+        from ..dnnl.cli import matmul_dnnl
+        return matmul_dnnl(o)
     return _cli.execute(o, parser, check_options=check_options, report=report,
                         run=lambda o: run_jvm(o) if o.binding == "jvm" else run(o))
 
