@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 from dataclasses import dataclass, field
 
 from .. import _capi, env, rules, session
@@ -181,3 +182,12 @@ def execute(o: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``train-demo`` command to ``pyprof``'s subparsers (pyprof/cli.py)."""
+    p = subparsers.add_parser("train-demo", help="train the tutorial's Gluon CNN on synthetic data and "
+                                  "print each profiled window's per-operator table",
+                              description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    p.set_defaults(func=lambda a, parser=p: execute(a, parser))

@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 from dataclasses import dataclass
 
 from .. import _capi, context, env, profiler, rules
@@ -208,3 +209,11 @@ def execute(o: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``matmul`` command to ``pyprof``'s subparsers (pyprof/cli.py)."""
+    p = subparsers.add_parser("matmul", help="profile the NxN dot example (Python or JVM binding)",
+                              description=__doc__.split("\n\n")[0])
+    add_arguments(p)
+    p.set_defaults(func=lambda a, parser=p: execute(a, parser))

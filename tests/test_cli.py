@@ -1,0 +1,51 @@
+"""The ``pyprof`` command line: lazy command groups (pyprof/cli.py GROUPS)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import subprocess
+import sys
+
+import pytest
+
+from pyprof import cli
+
+
+def _commands(parser: argparse.ArgumentParser) -> set[str]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return set(sub.choices)
+
+
+@pytest.mark.parametrize("group", sorted(cli.GROUPS))
+def test_each_group_registers_exactly_its_commands(group):
+    parser = argparse.ArgumentParser()
+    importlib.import_module(group).register(parser.add_subparsers())
+    assert _commands(parser) == set(cli.GROUPS[group])
+
+
+def test_full_parser_has_every_command_once():
+    names = [n for group in cli.GROUPS.values() for n in group]
+    assert len(names) == len(set(names))
+    assert _commands(cli.build_parser()) == set(names) | {"config"}
+
+
+def test_a_command_builds_only_its_group():
+    assert _commands(cli.build_parser("dnnl")) == {"dnnl", "run"}
+    assert _commands(cli.build_parser("validate")) == set(cli.GROUPS["pyprof.trace.cli"])
+    assert _commands(cli.build_parser("config")) == set().union(*cli.GROUPS.values()) | {"config"}
+    # an unknown word gets every choice, so argparse names them in its error
+    assert "summarize" in _commands(cli.build_parser("sumarize"))
+
+
+def test_dnnl_command_does_not_import_the_trace_or_bench_tools(tmp_path):
+    code = ("import sys; from pyprof import cli; cli.build_parser('dnnl'); "
+            "print(sorted(m for m in sys.modules if m.startswith(('pyprof.bench', 'pyprof.trace.cli'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_unknown_command_is_a_usage_error_listing_the_choices():
+    out = subprocess.run([sys.executable, "-m", "pyprof", "sumarize"], capture_output=True, text=True)
+    assert out.returncode == 2
+    assert "invalid choice: 'sumarize'" in out.stderr and "summarize" in out.stderr
