@@ -155,8 +155,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
         stepper = timer.schedule(() -> timedStep(s, periodNanos), periodNanos,
             TimeUnit.NANOSECONDS);
       }
-      return String.valueOf(s.state().get(clojure.lang.Keyword.intern("state"))) + " "
-          + Long.toString(max) + "s";
+      return "session " + s.state().get("state") + ", stops by itself after " + max + " s";
     } catch (PyprofException e) {
       throw forJmx(e);
     } catch (NumberFormatException e) {
@@ -220,7 +219,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
     }
   }
 
-  private List<Map<Object, Object>> stopLocked() {
+  private List<Map<String, Object>> stopLocked() {
     active = false;
     if (expiry != null) {
       expiry.cancel(false);
@@ -265,7 +264,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
 
   @Override
   public synchronized String getStatus() {
-    Map<Object, Object> out = new LinkedHashMap<>();
+    Map<String, Object> out = new LinkedHashMap<>();
     if (session == null) {
       out.put("state", "none");
     } else {
