@@ -68,6 +68,11 @@ public final class Profiler {
     }
   }
 
+  /** Loads the Clojure namespaces behind this class now (see {@link ProfilerControl#register}). */
+  static void preload() {
+    Vars.STATE.getClass();
+  }
+
   /**
    * Configures the profiler (C: {@code MXSetProcessProfilerConfig}). Keys are the C names
    * ({@code "profile_symbolic"}, {@code "filename"}, ...; {@code profiler_config.json} lists them);

@@ -62,6 +62,11 @@ public class PyprofException extends ExceptionInfo {
     }
   }
 
+  /** Loads the error catalogue now (see {@link ProfilerControl#register}). */
+  static void preload() {
+    Rules.MESSAGE.getClass();
+  }
+
   /**
    * The catalogue error {@code code} (errors.json, e.g. {@code "object.closed"}) with its fields
    * given as name, value pairs ({@code "what", "Task", "name", "step"}), its message naming Java
