@@ -70,6 +70,15 @@
   [path]
   (pyprof.jvm.Profiler/stats (into-array String [(str path)])))
 
+(defn find-ops-java
+  "TraceStats.find as Java callers write it: the \"operators\" of Profiler.stats's map whose
+  \"name\" (and \"category\", when given) match."
+  ([^java.util.Map stats name] (find-ops-java stats name nil))
+  ([^java.util.Map stats name category]
+   (vec (filter #(and (= name (.get ^java.util.Map % "name"))
+                      (or (nil? category) (= category (.get ^java.util.Map % "category"))))
+                (.get stats "operators")))))
+
 (defn percentile
   "numpy.percentile(a, q) as pyprof.stats/percentile computes it (a sorted long array)."
   [a q]
