@@ -15,7 +15,11 @@
   ;; ../pyprof/spec puts the one spec of profiler keys on the classpath as profiler_config.json.
   :resource-paths ["resources" "../pyprof/spec"]
   :test-paths ["test"]
-  :main pyprof.matmul
+  ;; No AOT for the library jar (`lein jar`, `lein install`): it holds pyprof's Java classes, its
+  ;; Clojure sources and the spec files, never compiled copies of its dependencies (AOT of the
+  ;; :main namespace would compile clojure.data.json and tools.cli into it). Only the uberjar,
+  ;; which bundles every dependency anyway, compiles pyprof.matmul for `java -jar`.
+  :main ^:skip-aot pyprof.matmul
   ;; A -Dmxnet.library.path given to Leiningen's JVM (JVM_OPTS / LEIN_JVM_OPTS) reaches the
   ;; project JVM too; MXNET_LIBRARY_PATH is inherited from the environment as is.
   :jvm-opts ~(cond-> ["-XX:-OmitStackTraceInFastThrow"]

@@ -69,6 +69,15 @@
   [path]
   (pyprof.jvm.Profiler/stats (into-array String [(str path)])))
 
+(defn find-ops-java
+  "TraceStats.find as Java callers write it: the \"operators\" of Profiler.stats's map whose
+  \"name\" (and \"category\", when given) match."
+  ([^java.util.Map stats name] (find-ops-java stats name nil))
+  ([^java.util.Map stats name category]
+   (vec (filter #(and (= name (.get ^java.util.Map % "name"))
+                      (or (nil? category) (= category (.get ^java.util.Map % "category"))))
+                (.get stats "operators")))))
+
 (defn percentile
   "numpy.percentile(a, q) as pyprof.stats/percentile computes it (a sorted long array)."
   [a q]
@@ -131,15 +140,15 @@
    (let [^pyprof.jvm.ProfilerSession s (.start ^pyprof.jvm.ProfilerSession (profile-java options))]
      (try (dotimes [_ steps] (workload* times) (.step s))
           (finally (.close s)))
-     (get (.state s) :windows))))
+     (get (.state s) "windows"))))
 
 (defn windows-java
   "The saved windows: ProfilerSession.dump() (stops, returns their paths), then state()."
   [^pyprof.jvm.ProfilerSession s]
   (.dump s)
-  (get (.state s) :windows))
+  (get (.state s) "windows"))
 
-(defn current-action-java [^pyprof.jvm.ProfilerSession s] (get (.state s) :action))
+(defn current-action-java [^pyprof.jvm.ProfilerSession s] (get (.state s) "action"))
 
 (defn write-windows-java
   "ProfilerSession.dump(path) writes a session's windows as one trace; here the windows named."
@@ -166,6 +175,20 @@
 
 (defn- op-record? [v] (and (map? v) (contains? v :total-us) (contains? v :count)))
 
+(defn- from-java
+  "A map the Java facade returned (java.util.Map, Python's snake_case string keys) with the keys
+  the Clojure API uses (kebab-case keywords), so both compare alike; other keys (operator
+  names, \"Time\", ...) stay strings."
+  [x]
+  (cond (and (instance? java.util.Map x) (not (map? x)))
+        (into {} (map (fn [[k v]] [(if (and (string? k) (re-matches #"[a-z][a-z0-9_]*" k))
+                                     (keyword (str/replace k "_" "-"))
+                                     k)
+                                   (from-java v)]))
+              x)
+        (and (instance? java.util.List x) (not (sequential? x))) (mapv from-java x)
+        :else x))
+
 (defn- as-json [v]
   (cond (and (map? v) (contains? v :pyprof.session/name)) {"object" "session"}
         (stats-result? v) {"operators" (reduce (fn [m op] (update m (:name op) (fnil + 0) (:count op)))
@@ -180,7 +203,7 @@
         (keyword? v) (str/replace (name v) "-" "_")   ; the spec's names: :record-and-save
         (map? v) (into {} (map (fn [[k x]] [(if (keyword? k) (str/replace (name k) "-" "_") (str k))
                                             (as-json x)])) v)
-        (instance? java.util.Map v) (as-json (into {} v))
+        (instance? java.util.Map v) (as-json (from-java v))
         (or (sequential? v) (instance? java.util.List v)) (mapv as-json v)
         (instance? clojure.lang.BigInt v) (biginteger v)
         (or (nil? v) (string? v) (number? v) (boolean? v)) v

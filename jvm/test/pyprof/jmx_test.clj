@@ -70,7 +70,7 @@
             (let [st (json/read-str (invoke "stats" [] []))
                   ru (first (filter #(= "_random_uniform" (% "name")) (st "operators")))]
               (is (< 5 (ru "count")))
-              (is (every? #(contains? ru %) ["total-us" "p50-us" "p99-us"]))))
+              (is (every? #(contains? ru %) ["total_us" "p50_us" "p99_us"]))))
           (testing "a schedule driven by step_seconds; a forgotten session ends by itself"
             (invoke "start" [(str "profile_imperative=true,step_seconds=0.3,wait=1,active=1,path=" dir "/timed_{window}.json") 2]
                     ["java.lang.String" "long"])
@@ -150,7 +150,7 @@
                                                        "(pyprof.jmx-test/child-timed-windows \"" dir "\")")]
                                           :jvm-args [(str "-Dpyprof.outputRoot=" dir)])
         [t0 t1 ws] (read-string (last (str/split-lines out)))
-        spans (mapv (juxt #(% "start-us") #(% "end-us")) ws)
+        spans (mapv (juxt #(% "start_us") #(% "end_us")) ws)
         full (butlast spans)] ; the last window ends whenever stop() comes
     (is (= 0 exit) err)
     (is (<= 4 (count ws) 9) (str "about 2.3 s of 0.2 s steps, one of them 1.1 s long: " (count ws)))

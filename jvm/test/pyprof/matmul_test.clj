@@ -20,6 +20,18 @@
     {:ctx "tpu"} #"ctx must be cpu or gpu"
     {:size 2.5} #"size must be a non-negative integer"))
 
+(deftest usage-names-the-launch-command
+  (are [sun-java-command launch] (= launch (matmul/launch-command sun-java-command))
+    "target/uberjar/pyprof-jvm-0.1.0-SNAPSHOT-standalone.jar --help"
+    "java -jar target/uberjar/pyprof-jvm-0.1.0-SNAPSHOT-standalone.jar"
+    "pyprof.jar -h" "java -jar pyprof.jar"
+    "/opt/my tools/pyprof.jar --help" "java -jar /opt/my tools/pyprof.jar"
+    "pyprof.matmul --help" "java -cp <classpath> pyprof.matmul"
+    "clojure.main -m pyprof.matmul -h" "java -cp <classpath> clojure.main -m pyprof.matmul"
+    "clojure.main -i /tmp/form-init123.clj" "lein run --"
+    nil "lein run --")
+  (is (str/starts-with? (matmul/usage "  -h, --help") "usage: lein run -- [options]\n")))
+
 (deftest config-per-mode
   (is (= {:filename "t.json" :aggregate-stats true :profile-all false :profile-symbolic true
           :profile-imperative false :profile-api false :profile-memory false}

@@ -67,16 +67,16 @@
         (is (= {:pyprof/error :invalid-state :pyprof/code "process.server_in_jvm"
                 :key "profile_process" :value "server"}
                (select-keys (ex-data e) [:pyprof/error :pyprof/code :key :value])))
-        (is (= (str "profile_process='server' needs a distributed kvstore: the JVM holds no kvstore"
+        (is (= (str "profile_process \"server\" needs a distributed kvstore: the JVM holds no kvstore"
                     " handle and profiles only its own (worker) process. fix: profile the servers"
                     " from the Python worker process with pyprof.dist.server_profiling(kv,"
-                    " filename=...) in that Python worker; leave profile_process out (or 'worker')"
+                    " filename=...) in that Python worker; leave profile_process out (or \"worker\")"
                     " here")
                (ex-message e)))))
     (is (= before (profiler/current-config)) "nothing reached MXNet")
     (let [e (caught (Profiler/setConfig {"profile_process" "server"}))]
       (is (= "invalid-state" (.kind ^PyprofException e)))
-      (is (re-find #"leave profile_process out \(or 'worker'\) here$" (ex-message e))))
+      (is (re-find #"leave profile_process out \(or \"worker\"\) here$" (ex-message e))))
     (testing "the worker process is still accepted by validation"
       (is (= {"profile_process" "worker"} (pyprof.config/validate {:profile-process :worker}))))))
 

@@ -232,13 +232,36 @@
   (flush)
   (System/exit code))
 
+(defn launch-command
+  "How this program was started, for its usage text, from `sun-java-command` (the JVM's
+  `sun.java.command` property: the main class or jar, then the arguments): `java -jar <jar>` for
+  a jar's Main-Class (the uberjar), `java -cp <classpath> pyprof.matmul` for the class,
+  `java -cp <classpath> clojure.main -m pyprof.matmul`, else `lein run --` (Leiningen starts
+  clojure.main with an init file)."
+  ([] (launch-command (System/getProperty "sun.java.command")))
+  ([sun-java-command]
+   (let [cmd (str/trim (str sun-java-command))
+         ;; A jar path may hold spaces; a class name never holds a slash.
+         jar (or (re-find #"^\S+\.jar(?=\s|$)" cmd)
+                 (when-not (re-find #"^[\w$.]+(\s|$)" cmd) (re-find #"^.*?\.jar(?=\s|$)" cmd)))]
+     (cond jar (str "java -jar " jar)
+           (re-find #"^pyprof\.matmul(\s|$)" cmd) "java -cp <classpath> pyprof.matmul"
+           (re-find #"^clojure\.main\s+(-m|--main)\s+pyprof\.matmul(\s|$)" cmd)
+           "java -cp <classpath> clojure.main -m pyprof.matmul"
+           :else "lein run --"))))
+
+(defn usage
+  "The usage text of -main: the launch command (`launch-command`), then the options."
+  [summary]
+  (str "usage: " (launch-command) " [options]\n" summary))
+
 (defn -main
   "Command line: prints the trace path, the aggregate statistics table, the dot operator's name
   and calls, and GFLOP/s from the profiler beside wall-clock GFLOP/s. Exit 0 ok, 1 error, 2 usage."
   [& args]
   (let [{:keys [options errors summary]} (cli/parse-opts args cli-options)]
     (cond
-      (:help options) (exit 0 (str "usage: lein run -- [options]\n" summary))
+      (:help options) (exit 0 (usage summary))
       errors (exit 2 (str "error: " (str/join "; " errors) " (see --help)"))
       :else
       (let [opts (try (check-options (dissoc options :help))

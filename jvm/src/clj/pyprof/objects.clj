@@ -9,7 +9,9 @@
   object.bad_name, object.name_too_long, object.name_bad_char, object.needs_domain, object.closed,
   object.already_started, object.not_started, counter.not_int, counter.out_of_range,
   counter.below_zero, counter.above_max, counter.step_range, marker.scope; and the JVM's own
-  object.wrong_kind (a counter call on a task, or the reverse)."
+  object.wrong_kind (a counter call on a task, or the reverse) and object.not_an_object (a call
+  given something other than a task, frame, event or counter). Every error is a
+  `pyprof.jvm.PyprofException`, an ex-info with `:pyprof/code` in its ex-data."
   (:require [pyprof.native :as native :refer [mx]]
             [pyprof.rules :as rules])
   (:import (com.sun.jna.ptr PointerByReference)
@@ -88,18 +90,29 @@
             (catch Throwable t (.close c) (throw t))))
      c)))
 
+(def ^:private durations "Task, Frame or Event")
+
+(defn- check-object
+  "`o` when it is a ProfileObject (a task, frame, event or counter); else object.not_an_object
+  for `call`, which needs a `needs`."
+  ^ProfileObject [o call needs]
+  (when-not (instance? ProfileObject o)
+    (throw (rules/error "object.not_an_object" {:call call :needs needs :value o})))
+  o)
+
 (defn start
   "Starts a task, frame or event (C: MXProfileDurationStart); throws :invalid-state when it is
-  already started."
-  [^ProfileObject duration]
-  (in-clojure (.start duration))
+  already started (object.already_started) or closed (object.closed), :invalid-option for a
+  counter (object.wrong_kind) or anything else (object.not_an_object)."
+  [duration]
+  (in-clojure (.start (check-object duration "start" durations)))
   nil)
 
 (defn stop
   "Stops a task, frame or event and records it (C: MXProfileDurationStop); throws :invalid-state
-  when it was not started."
-  [^ProfileObject duration]
-  (in-clojure (.stop duration))
+  when it was not started (object.not_started); other errors as `start`."
+  [duration]
+  (in-clojure (.stop (check-object duration "stop" durations)))
   nil)
 
 (defmacro with-duration
@@ -141,8 +154,9 @@
 (defn set-counter
   "Sets a counter to `value`, 0 ... 2^64-1 (C: MXProfileSetCounter); throws counter.out_of_range
   outside it."
-  [^ProfileObject counter value]
-  (let [v (counter-arg counter "value" value)]
+  [counter value]
+  (let [counter (check-object counter "set-counter" "Counter")
+        v (counter-arg counter "value" value)]
     (when-not (<= rules/counter-min v rules/counter-max)
       (throw (rules/error "counter.out_of_range" {:name (.name counter) :value v})))
     (in-clojure (.setUnsignedValue counter (.longValue (biginteger v))))
@@ -160,19 +174,21 @@
   :invalid-state, leaving it unchanged, when it would leave 0 ... 2^64-1 (counter.below_zero,
   counter.above_max) or the step does not fit MXNet's int64 (counter.step_range)."
   ([counter] (increment counter 1))
-  ([^ProfileObject counter delta]
-   (adjust! counter (counter-arg counter "delta" delta))))
+  ([counter delta]
+   (let [counter (check-object counter "increment" "Counter")]
+     (adjust! counter (counter-arg counter "delta" delta)))))
 
 (defn decrement
   "Subtracts `delta` (default 1) from a counter."
   ([counter] (decrement counter 1))
-  ([^ProfileObject counter delta]
-   (adjust! counter (-' (counter-arg counter "delta" delta)))))
+  ([counter delta]
+   (let [counter (check-object counter "decrement" "Counter")]
+     (adjust! counter (-' (counter-arg counter "delta" delta))))))
 
 (defn counter-value
   "The counter's value as pyprof last set it, 0 ... 2^64-1 (a BigInt from 2^63)."
-  [^ProfileObject counter]
-  (let [v (in-clojure (.value counter))]
+  [counter]
+  (let [v (in-clojure (.value (check-object counter "counter-value" "Counter")))]
     (if (neg? v) (bigint (Long/toUnsignedString v)) v)))
 
 (def marker-scopes

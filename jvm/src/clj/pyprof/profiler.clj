@@ -312,18 +312,39 @@
      (swap! tracker assoc :paused false))
    nil))
 
+(def ^:private profiling-option-keys #{:config :dump})
+
+(defn ^:no-doc -profiling-options
+  "Internal (`with-profiling`): `opts` checked at run time, nil for none; a non-map, or a map with
+  other keys than :config and :dump (a profiler config given directly, say), is
+  profiling.options_not_map."
+  [opts]
+  (when (some? opts)
+    (when-not (and (map? opts) (every? profiling-option-keys (keys opts)))
+      (throw (rules/error "profiling.options_not_map" {:value opts})))
+    opts))
+
 (defmacro with-profiling
   "Runs `body` with the profiler in the run state and always stops it afterwards, without hiding
-  the body's exception. An optional leading options map (a literal):
+  the body's exception. An optional leading options map, evaluated at run time: a map literal,
+  or a symbol (a local or a var holding the map) followed by the body; nil is no options:
     :config  a profiler config, applied first with `profiler-set-config`
     :dump    true: (dump-profile true) after stopping, so the trace is valid JSON on exit
-  Without :config, configure first with `profiler-set-config`.
+  Without :config, configure first with `profiler-set-config`. Options that are not such a map
+  (a profiler config given directly, a vector, ...) throw :invalid-option
+  (profiling.options_not_map) before the profiler starts. Any other map expression: bind it
+  first, `(let [opts (merge base {:dump true})] (with-profiling opts (work)))`.
 
     (with-profiling {:config {:filename \"t.json\" :aggregate-stats true} :dump true}
-      (work))"
+      (work))
+    (def opts {:config {:filename \"t.json\"} :dump true})
+    (with-profiling opts (work))"
   [& body]
-  (let [[opts body] (if (map? (first body)) [(first body) (rest body)] [nil body])]
-    `(let [{config# :config dump# :dump} ~opts]
+  (let [[opts body] (if (or (map? (first body))
+                            (and (symbol? (first body)) (next body)))
+                      [(first body) (rest body)]
+                      [nil body])]
+    `(let [{config# :config dump# :dump} (-profiling-options ~opts)]
        (when config# (profiler-set-config config#))
        (profiler-set-state :run)
        (try ~@body

@@ -108,18 +108,73 @@
 (def c-true "The C string of true." (config-values "c_true"))
 (def c-false "The C string of false." (config-values "c_false"))
 
-(defn- literal
-  "A value as the Clojure reader writes it; a keyword or symbol as the string of its name (the
-  value C receives)."
+(defn- java-string
+  "`s` as a Java string literal: quoted, with Java's escapes (control characters, surrogates and
+  other invisible characters as \\uXXXX)."
+  [^String s]
+  (let [sb (StringBuilder. "\"")]
+    (doseq [c s]
+      (case c
+        \" (.append sb "\\\"")
+        \\ (.append sb "\\\\")
+        \newline (.append sb "\\n")
+        \tab (.append sb "\\t")
+        \return (.append sb "\\r")
+        \backspace (.append sb "\\b")
+        \formfeed (.append sb "\\f")
+        (if (or (< (int c) 0x20) (<= 0x7f (int c) 0x9f) (Character/isSurrogate c))
+          (.append sb (format "\\u%04x" (int c)))
+          (.append sb c))))
+    (str (.append sb "\""))))
+
+(defn- java-literal
+  "A value as Java source writes it: strings in double quotes, null, true/false, numbers as
+  digits (no Clojure N or M suffix), a keyword or symbol as the string of its name (the value C
+  receives), sequences as List.of(...), maps as Map.of(...), other objects as their toString."
   [v]
-  (pr-str (if (or (keyword? v) (symbol? v)) (name v) v)))
+  (cond (nil? v) "null"
+        (or (keyword? v) (symbol? v)) (java-string (name v))
+        (string? v) (java-string v)
+        (char? v) (let [q (java-string (str v))] (str "'" (subs q 1 (dec (count q))) "'"))
+        (instance? clojure.lang.Ratio v) (str (double v))
+        (instance? Double v) (let [d (double v)]
+                               (cond (Double/isNaN d) "Double.NaN"
+                                     (Double/isInfinite d) (if (pos? d) "Double.POSITIVE_INFINITY"
+                                                               "Double.NEGATIVE_INFINITY")
+                                     :else (str d)))
+        (instance? Float v) (str v "f")
+        (instance? BigDecimal v) (.toPlainString ^BigDecimal v)
+        (integer? v) (str (biginteger v))
+        (map? v) (str "Map.of(" (str/join ", " (mapcat (fn [[k x]] [(java-literal k) (java-literal x)]) v))
+                      ")")
+        (set? v) (str "Set.of(" (str/join ", " (map java-literal v)) ")")
+        (or (sequential? v) (instance? java.util.List v))
+        (str "List.of(" (str/join ", " (map java-literal v)) ")")
+        (instance? java.util.Map v) (java-literal (into {} v))
+        :else (str v)))
+
+(defn- literal
+  "A value as a literal of `language`: Clojure as the reader writes it (`pr-str`), Java as
+  `java-literal`; in both a keyword or symbol is the string of its name (the value C
+  receives)."
+  [v language]
+  (if (= "java" language)
+    (java-literal v)
+    (pr-str (if (or (keyword? v) (symbol? v)) (name v) v))))
+
+(defn- text
+  "A value as text in `language`: a keyword as its name in Java (no Clojure syntax), as itself
+  in Clojure."
+  [v language]
+  (if (and (= "java" language) (or (keyword? v) (symbol? v))) (name v) (str v)))
 
 (defn render
   "Fills a catalogue template: `{f}` as text, `{f!r}` as a literal, `{api.x}` as the API name in
   `language` (\"clojure\" or \"java\"); in `{f}` a sequential value becomes its items as
   literals, comma-joined (the `{choices}` of an error), in `{f!r}` it stays one literal (a
-  vector given as a config value shows as the vector). A field the template names must be in
-  `fields` (nil is a value)."
+  vector given as a config value shows as the vector). Literals are the language's (Java:
+  strings in double quotes, null, List.of(...); see `java-literal`). A field the template names
+  must be in `fields` (nil is a value)."
   ([template fields] (render template fields "clojure"))
   ([template fields language]
    (str/replace template #"\{(api\.)?([a-z_]+)(!r)?\}"
@@ -133,9 +188,19 @@
                               (get fields k)
                               (throw (IllegalArgumentException.
                                       (str "template " (pr-str template) " needs field " k ". fix: pass it to rules/error"))))]
-                      (cond literal? (literal v)
-                            (sequential? v) (str/join ", " (map literal v))
-                            :else (str v))))))))
+                      (cond literal? (literal v language)
+                            (sequential? v) (str/join ", " (map #(literal % language) v))
+                            :else (text v language))))))))
+
+(defn message
+  "The message of catalogue entry `code` with `fields`, as `language` (\"clojure\" or
+  \"java\") writes values and API names: \"<message> fix: <fix>\". The Java facade shows errors
+  in Java this way (`pyprof.jvm.PyprofException/inJava`)."
+  [code fields language]
+  (let [{:strs [message fix]} (or (get-in catalogue ["errors" code])
+                                  (throw (IllegalArgumentException.
+                                          (str "no error " code " in errors.json. fix: add it to pyprof/spec/errors.json"))))]
+    (str (render message fields language) " fix: " (render fix fields language))))
 
 (defn error
   "The PyprofException for catalogue entry `code` (a string such as \"config.unknown_key\")

@@ -68,55 +68,95 @@ public final class Profiler {
     }
   }
 
-  /**
-   * Configures the profiler ({@code MXSetProcessProfilerConfig}). Keys are the C names
-   * ({@code "profile_symbolic"}, {@code "filename"}, ...); values Boolean, Number or String. Keys left
-   * out return to their C default. Returns the strings sent to C.
-   */
-  @SuppressWarnings("unchecked")
-  public static Map<String, String> setConfig(Map<String, ?> config) {
-    // null reaches the Clojure side as nil: config.not_a_map, as any other non-map.
-    return (Map<String, String>) call(() -> Vars.SET_CONFIG.invoke(
-        config == null ? null : PersistentHashMap.create(config)));
+  /** Loads the Clojure namespaces behind this class now (see {@link ProfilerControl#register}). */
+  static void preload() {
+    Vars.STATE.getClass();
   }
 
-  /** {@code "run"} or {@code "stop"} ({@code MXSetProcessProfilerState}). */
+  /**
+   * Configures the profiler (C: {@code MXSetProcessProfilerConfig}). Keys are the C names
+   * ({@code "profile_symbolic"}, {@code "filename"}, ...; {@code profiler_config.json} lists them);
+   * values Boolean, Number or String. Keys left out return to their C default.
+   *
+   * @return the strings sent to C, C key to C string ({@code "profile_symbolic" -> "True"}), an
+   *     unmodifiable map sorted by key
+   * @throws PyprofException {@code invalid-config} for an unknown key or a bad value (config.*,
+   *     process.*), {@code invalid-state} while a session owns the profiler or after the finished
+   *     trace (state.*)
+   * @throws MXNetException when the C call fails
+   */
+  public static Map<String, String> setConfig(Map<String, ?> config) {
+    // null reaches the Clojure side as nil: config.not_a_map, as any other non-map.
+    return strings(call(() -> Vars.SET_CONFIG.invoke(
+        config == null ? null : PersistentHashMap.create(config))));
+  }
+
+  /**
+   * Starts or stops recording (C: {@code MXSetProcessProfilerState}).
+   *
+   * @param state {@code "run"} or {@code "stop"}
+   * @throws PyprofException {@code invalid-state} for another state (state.invalid), after the
+   *     finished trace (state.finished_run) or while a session owns the profiler
+   * @throws MXNetException when the C call fails
+   */
   public static void setState(String state) {
     call(() -> Vars.SET_STATE.invoke(state));
   }
 
-  /** Writes the trace file ({@code MXDumpProcessProfile}); {@code finished} ends the session. */
+  /**
+   * Writes the trace file (C: {@code MXDumpProcessProfile}).
+   *
+   * @param finished true ends the trace session: the file is complete, valid JSON, and MXNet
+   *     cannot record a second session in this process; false writes an intermediate dump
+   * @throws PyprofException {@code invalid-state} before the profiler ran (state.dump_before_run)
+   *     or after a finished dump (state.finished_dump)
+   * @throws MXNetException when the C call fails
+   */
   public static void dump(boolean finished) {
     call(() -> Vars.DUMP.invoke(finished));
   }
 
-  /** Aggregate statistics as a table sorted by total time, descending (needs aggregate_stats). */
+  /**
+   * MXNet's aggregate statistics as a text table sorted by total time, descending (C:
+   * {@code MXAggregateProfileStatsPrintEx}); times in ms, memory in kB, 4 significant digits.
+   *
+   * @throws PyprofException {@code invalid-state} when aggregate_stats is off
+   *     (dumps.no_aggregate_stats) or MXNet has none (dumps.failed, dumps.empty)
+   */
   public static String dumps() {
     return (String) call(() -> Vars.DUMPS.invoke());
   }
 
   /**
-   * Aggregate statistics ({@code MXAggregateProfileStatsPrintEx}).
+   * MXNet's aggregate statistics (C: {@code MXAggregateProfileStatsPrintEx}); times in ms, memory
+   * in kB, 4 significant digits (exact statistics: {@link #stats}).
    *
    * @param reset clear the statistics after reading them
-   * @param format {@code "table"} (returns a String) or {@code "json"} (returns a Clojure map)
+   * @param format {@code "table"} (returns the text table, a String) or {@code "json"} (returns a
+   *     {@code Map<String, Object>}: {@code "Time"} category to operator name to {@code "Count"},
+   *     {@code "Total"}, {@code "Min"}, {@code "Max"}, {@code "Avg"}; {@code "Memory"};
+   *     {@code "Unit"} {@code {"Time": "ms", "Memory": "kB"}})
    * @param sortBy {@code "total"}, {@code "avg"}, {@code "min"}, {@code "max"} or {@code "count"}
    * @param ascending sort order
+   * @throws PyprofException {@code invalid-option} for a bad format or sort key (dumps.format,
+   *     dumps.sort_by), {@code invalid-state} as {@link #dumps()}
    */
   public static Object dumps(boolean reset, String format, String sortBy, boolean ascending) {
     // The names as given (a null too): pyprof.profiler/dumps checks them against api.json.
-    return call(() -> Vars.DUMPS.invoke(
+    return JavaData.of(call(() -> Vars.DUMPS.invoke(
         PersistentArrayMap.createAsIfByAssoc(new Object[] {
           Keyword.intern("reset"), reset,
           Keyword.intern("format"), format,
           Keyword.intern("sort-by"), sortBy,
-          Keyword.intern("ascending"), ascending})));
+          Keyword.intern("ascending"), ascending}))));
   }
 
   /**
-   * What this process has asked of the profiler (MXNet has no getters): {@code running},
-   * {@code paused}, {@code finished} (a finished dump happened: no new trace session in this
-   * process) and {@code ever_ran}, as {@code pyprof.profiler.state()} in Python.
+   * What this process has asked of the profiler (MXNet has no getters), as
+   * {@code pyprof.profiler.state()} in Python; no C call.
+   *
+   * @return an unmodifiable map of {@code "running"}, {@code "paused"}, {@code "finished"} (a
+   *     finished dump happened: no new trace session in this process) and {@code "ever_ran"}
    */
   public static Map<String, Boolean> state() {
     Map<?, ?> s = (Map<?, ?>) call(() -> Vars.STATE.invoke());
@@ -124,66 +164,123 @@ public final class Profiler {
     for (String k : new String[] {"running", "paused", "finished", "ever_ran"}) {
       out.put(k, Boolean.TRUE.equals(s.get(Keyword.intern(k.replace('_', '-')))));
     }
-    return out;
+    return java.util.Collections.unmodifiableMap(out);
   }
 
   /**
-   * The configuration in force (C key to C string, keys left out at their C default) after the
-   * last {@link #setConfig}, or null before any.
+   * The configuration in force after the last {@link #setConfig}; no C call (MXNet has no
+   * getter).
+   *
+   * @return C key to C string, keys left out at their C default, an unmodifiable map sorted by
+   *     key; null before any {@link #setConfig}
    */
-  @SuppressWarnings("unchecked")
   public static Map<String, String> currentConfig() {
     Object c = call(() -> Vars.CURRENT_CONFIG.invoke());
-    return c == null ? null : java.util.Collections.unmodifiableMap(new java.util.TreeMap<>((Map<String, String>) c));
+    return c == null ? null : strings(c);
   }
 
-  /** Pauses recording ({@code MXProcessProfilePause(1)}); state stays "run". */
+  /**
+   * Pauses recording (C: {@code MXProcessProfilePause(1)}); the state stays "run".
+   *
+   * @throws MXNetException when the C call fails
+   */
   public static void pause() {
     call(() -> Vars.PAUSE.invoke());
   }
 
-  /** Resumes recording after {@link #pause()}. */
+  /**
+   * Resumes recording after {@link #pause()} (C: {@code MXProcessProfilePause(0)}).
+   *
+   * @throws MXNetException when the C call fails
+   */
   public static void resume() {
     call(() -> Vars.RESUME.invoke());
   }
 
-  /** The domain {@code name} (one per name; never destroyed). */
+  /**
+   * The domain {@code name} (C: {@code MXProfileCreateDomain}): one per name in this JVM, never
+   * destroyed; the category of its tasks, frames, counters and markers in the trace.
+   *
+   * @throws PyprofException {@code invalid-option} for a bad name (object.bad_name,
+   *     object.name_too_long: more UTF-8 bytes than
+   *     {@link ProfileObject#nameMaxBytes()}, object.name_bad_char)
+   */
   public static ProfileDomain domain(String name) {
     return (ProfileDomain) call(() -> Vars.DOMAIN.invoke(name));
   }
 
-  /** A new task in {@code domain}; close it to destroy the handle. */
+  /**
+   * A new task {@code name} in {@code domain} (C: {@code MXProfileCreateTask}), recorded as an
+   * async b/e pair between {@link ProfileObject#start()} and {@link ProfileObject#stop()}; close
+   * it to destroy the handle.
+   *
+   * @throws PyprofException {@code invalid-option} for a null domain (object.needs_domain) or a
+   *     bad name (as {@link #domain})
+   */
   public static ProfileObject task(ProfileDomain domain, String name) {
     return (ProfileObject) call(() -> Vars.TASK.invoke(domain, name));
   }
 
-  /** A new frame in {@code domain}. */
+  /**
+   * A new frame {@code name} in {@code domain} (C: {@code MXProfileCreateFrame}), recorded as a
+   * ( ) pair; errors as {@link #task}.
+   */
   public static ProfileObject frame(ProfileDomain domain, String name) {
     return (ProfileObject) call(() -> Vars.FRAME.invoke(domain, name));
   }
 
-  /** A new event (no domain). */
+  /**
+   * A new event {@code name} without a domain (C: {@code MXProfileCreateEvent}), recorded as a
+   * B/E pair of category "event"; errors as {@link #domain}.
+   */
   public static ProfileObject event(String name) {
     return (ProfileObject) call(() -> Vars.EVENT.invoke(name));
   }
 
-  /** A new counter in {@code domain}, at 0. */
+  /**
+   * A new counter {@code name} in {@code domain}, at 0 (C: {@code MXProfileCreateCounter}); an
+   * unsigned 64-bit value recorded as C events ({@link ProfileObject#setValue},
+   * {@link ProfileObject#increment}); errors as {@link #task}.
+   */
   public static ProfileObject counter(ProfileDomain domain, String name) {
     return (ProfileObject) call(() -> Vars.COUNTER.invoke(domain, name));
   }
 
   /**
-   * Records the instant marker {@code name} with {@code scope} (api.json's marker_scopes: global,
-   * process, thread, task, marker).
+   * Records the instant marker {@code name} in {@code domain} now (C: {@code MXProfileSetMarker}).
+   *
+   * @param scope api.json's marker_scopes: {@code "global"}, {@code "process"},
+   *     {@code "thread"}, {@code "task"} or {@code "marker"}
+   * @throws PyprofException {@code invalid-option} for another scope (marker.scope), a null
+   *     domain or a bad name (as {@link #task})
    */
   public static void mark(ProfileDomain domain, String name, String scope) {
     call(() -> Vars.MARK.invoke(domain, name, scope));
   }
 
-  /** Exact statistics of the trace file(s) at {@code paths} (see {@code pyprof.stats}). */
-  @SuppressWarnings("unchecked")
-  public static Map<Object, Object> stats(String... paths) {
-    return (Map<Object, Object>) call(() -> Vars.STATS.invoke(java.util.Arrays.asList(paths)));
+  /**
+   * Exact statistics of the trace file(s) at {@code paths}, read as a stream (pure JVM, no C
+   * call; the same numbers as Python's {@code pyprof.stats}).
+   *
+   * @return an unmodifiable {@code Map<String, Object>}: {@code "operators"} (a list of maps of
+   *     {@code "category"}, {@code "name"}, {@code "device"}, {@code "count"}, and times in
+   *     microseconds {@code "total_us"}, {@code "min_us"}, {@code "max_us"} (Long, or Double when
+   *     a duration is not whole), {@code "mean_us"}, {@code "p50_us"}, {@code "p90_us"},
+   *     {@code "p99_us"} (Double), {@code "bulk"}), {@code "memory"} (per device, in bytes),
+   *     {@code "counters"}, {@code "notes"} (Strings) and {@code "units"}
+   * @throws PyprofException for a missing or unreadable file
+   */
+  public static Map<String, Object> stats(String... paths) {
+    return JavaData.map((Map<?, ?>) call(() -> Vars.STATS.invoke(java.util.Arrays.asList(paths))));
+  }
+
+  /** A map of C strings as an unmodifiable {@code Map<String, String>} sorted by key. */
+  private static Map<String, String> strings(Object m) {
+    java.util.TreeMap<String, String> out = new java.util.TreeMap<>();
+    for (Map.Entry<?, ?> e : ((Map<?, ?>) m).entrySet()) {
+      out.put(String.valueOf(e.getKey()), String.valueOf(e.getValue()));
+    }
+    return java.util.Collections.unmodifiableMap(out);
   }
 
   private static Object call(java.util.function.Supplier<Object> f) {

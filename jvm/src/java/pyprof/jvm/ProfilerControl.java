@@ -87,10 +87,15 @@ public final class ProfilerControl implements ProfilerControlMBean {
     return INSTANCE;
   }
 
-  /** Registers the MBean on the platform MBean server (idempotent); returns its name. */
+  /**
+   * Registers the MBean on the platform MBean server (idempotent); returns its name. Loads what
+   * the first {@link #start} needs first ({@link #preload()}), so that the first request of a
+   * JMX client does not wait for it.
+   *
+   * @throws PyprofException {@code invalid-state} when the MBean server refuses the MBean
+   */
   public static ObjectName register() {
-    ProfilerSession.init(); // load Clojure namespaces here, not on a JMX/RMI thread
-    Vars.WRITE_JSON.getClass();
+    preload();
     try {
       ObjectName name = new ObjectName(OBJECT_NAME);
       MBeanServer server = ManagementFactory.getPlatformMBeanServer();
@@ -105,6 +110,34 @@ public final class ProfilerControl implements ProfilerControlMBean {
     } catch (JMException e) {
       throw new PyprofException("invalid-state", "cannot register " + OBJECT_NAME + ": " + e
           + ". fix: unregister the MBean of that name first");
+    }
+  }
+
+  /**
+   * Loads, once, what a session's first start needs, here rather than on a JMX thread at the
+   * first request: the Clojure namespaces of sessions, of the profiler and of the statistics
+   * (compiled from their sources: seconds), the JSON reader, the error catalogue, and libmxnet
+   * (C: dlopen, {@code MXGetVersion}). A library that cannot be loaded is not an error here:
+   * {@link #start} reports it. Measured in docs/performance.md (bench/bench_jmx_start.py).
+   */
+  static void preload() {
+    Preloaded.DONE.getClass();
+  }
+
+  private static final class Preloaded {
+    static final Boolean DONE;
+
+    static {
+      ProfilerSession.init();
+      Profiler.preload();
+      PyprofException.preload();
+      Vars.WRITE_JSON.getClass();
+      try {
+        pyprof.jvm.capi.LibMXNet.load();
+      } catch (RuntimeException | LinkageError e) {
+        // start() reports it, with the fix, when a session needs the library
+      }
+      DONE = Boolean.TRUE;
     }
   }
 
@@ -168,8 +201,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
         stepper = timer.schedule(() -> timedStep(s, periodNanos), periodNanos,
             TimeUnit.NANOSECONDS);
       }
-      return String.valueOf(s.state().get(clojure.lang.Keyword.intern("state"))) + " "
-          + Long.toString(max) + "s";
+      return "session " + s.state().get("state") + ", stops by itself after " + max + " s";
     } catch (PyprofException e) {
       throw forJmx(e);
     } catch (NumberFormatException e) {
@@ -247,7 +279,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
     }
   }
 
-  private List<Map<Object, Object>> stopLocked() {
+  private List<Map<String, Object>> stopLocked() {
     active = false;
     if (expiry != null) {
       expiry.cancel(false);
@@ -296,7 +328,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
 
   @Override
   public synchronized String getStatus() {
-    Map<Object, Object> out = new LinkedHashMap<>();
+    Map<String, Object> out = new LinkedHashMap<>();
     if (session == null) {
       out.put("state", "none");
     } else {

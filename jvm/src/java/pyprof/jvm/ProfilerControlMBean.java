@@ -13,15 +13,21 @@ public interface ProfilerControlMBean {
    * {@code pyprof-jmx-<pid>-{window}.json}; a path outside the root is refused),
    * {@code schedule} ({@code {"wait":1,"active":2,"repeat":3}}) and {@code step_seconds} (when
    * set, a step ends every so many seconds; else the service calls {@link #step()}).
-   * {@code maxDurationSeconds} ends a forgotten session (0 or less: the default). Returns the
-   * session's name.
+   * {@code maxDurationSeconds} ends a forgotten session (0 or less: the default). Returns a
+   * line such as {@code session open, stops by itself after 600 s}. Errors: an
+   * {@link IllegalArgumentException} for a bad option, an {@link IllegalStateException} when a
+   * session is running or the profiler is busy, both with pyprof's message ending in a fix.
    */
   String start(String options, long maxDurationSeconds);
 
   /** Marks the end of one step of the running session. */
   void step();
 
-  /** Stops the session (saving an open window); returns its windows as JSON. Idempotent. */
+  /**
+   * Stops the session (saving an open window); returns its windows as a JSON array of objects
+   * {@code index}, {@code path}, {@code first_step}, {@code last_step}, {@code events},
+   * {@code start_us}, {@code end_us} (microseconds since the epoch). Idempotent.
+   */
   String stop();
 
   /**
@@ -30,13 +36,21 @@ public interface ProfilerControlMBean {
    */
   String dump(String path);
 
-  /** Exact statistics of the last session's windows, as JSON (times in us, memory in bytes). */
+  /**
+   * Exact statistics of the last session's windows, as a JSON object ({@code operators} with
+   * {@code count}, {@code total_us}, {@code p50_us}, ...: times in microseconds; {@code memory}
+   * in bytes; {@code counters}; {@code notes}), the keys of {@link ProfilerSession#stats()}.
+   */
   String stats();
 
   /** True while a session started here is open. */
   boolean isActive();
 
-  /** The last session's state as JSON: state, step, action, windows, remaining seconds. */
+  /**
+   * The last session's state as a JSON object: {@code state} ({@code none} before any session,
+   * {@code new}, {@code open}, {@code closed}), {@code step}, {@code action}, {@code windows},
+   * {@code active}, {@code remaining_seconds} and a {@code note} when it ended by itself.
+   */
   String getStatus();
 
   /** The limit applied when start is given none, in seconds. */

@@ -64,16 +64,24 @@ public final class ProfilerSession implements AutoCloseable {
   private final Object session;
   private final OutputRoot root;
 
-  /** Loads the Clojure namespaces now (they load on first use otherwise). */
+  /**
+   * Loads the Clojure namespaces behind this class now (they load on first use otherwise, which
+   * compiles them: seconds). No C call.
+   */
   public static void init() {
     Vars.PROFILE.getClass();
   }
 
   /**
    * A session (not started yet) writing under the output root of {@code -Dpyprof.outputRoot}
-   * (default {@code <java.io.tmpdir>/pyprof}, see {@link OutputRoot}); throws
-   * {@link PyprofException} for invalid options, and for a {@code "path"} outside the root or in
-   * a directory that does not exist ({@code root.outside}, {@code root.missing_directory}).
+   * (default {@code <java.io.tmpdir>/pyprof}, see {@link OutputRoot}); no C call.
+   *
+   * @param options see the class comment: {@code "path"}, {@code "schedule"} (a map) and
+   *     recording keys as {@link Profiler#setConfig} takes them
+   * @throws PyprofException {@code invalid-option} or {@code invalid-config} for a bad option
+   *     (session.reserved_option, session.schedule_not_map, schedule.*, session.path_needs_window,
+   *     config.*), and for a {@code "path"} outside the root or in a directory that does not
+   *     exist (root.outside, root.missing_directory)
    */
   public ProfilerSession(Map<String, ?> options) {
     this(options, OutputRoot.fromProperty());
@@ -139,17 +147,32 @@ public final class ProfilerSession implements AutoCloseable {
     return PersistentHashMap.create(out);
   }
 
-  /** Takes ownership of the profiler and begins step 0. */
+  /**
+   * Takes ownership of the profiler and begins step 0 (C: {@code MXSetProcessProfilerConfig},
+   * {@code MXSetProcessProfilerState}). A failed start leaves the profiler as it was.
+   *
+   * @return this session
+   * @throws PyprofException {@code invalid-state} when it was started before
+   *     (session.already_started), another session is open (session.nested), the profiler is
+   *     recording outside a session (session.profiler_running) or wrote its finished trace
+   *     (session.profiler_finished)
+   * @throws MXNetException when a C call fails
+   */
   public ProfilerSession start() {
     call(Vars.START);
     return this;
   }
 
   /**
-   * Marks the end of one step; saves a window when its last active step ends. Once the
-   * session saved {@code -Dpyprof.maxWindows} windows, or the open window recorded more than
-   * {@code -Dpyprof.maxWindowBytes} of raw trace, it stops (saving an open window: so at most one
-   * window more) and throws {@code root.too_many_windows} or {@code root.window_too_large}.
+   * Marks the end of one step; saves a window (cut from the raw trace at a quiescent point, C:
+   * {@code MXNDArrayWaitAll}, {@code MXDumpProcessProfile(0)}) when its last active step ends.
+   * Once the session saved {@code -Dpyprof.maxWindows} windows, or the open window recorded more
+   * than {@code -Dpyprof.maxWindowBytes} of raw trace, it stops (saving an open window: so at
+   * most one window more).
+   *
+   * @throws PyprofException {@code invalid-state} when the session is not open (session.not_open);
+   *     root.too_many_windows or root.window_too_large at the caps
+   * @throws MXNetException when a C call fails
    */
   public void step() {
     call(Vars.STEP);
@@ -184,30 +207,44 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   /**
-   * Stops recording, saves an open window, gives the profiler back; returns every saved window
-   * ({@code index}, {@code path}, {@code first-step}, {@code last-step}, {@code events}, and
-   * its real time span {@code start-us}, {@code end-us}: microseconds since the epoch, the clock
-   * of the trace's {@code ts}). Idempotent.
+   * Stops recording, saves an open window and gives the profiler back (C:
+   * {@code MXSetProcessProfilerState}, {@code MXDumpProcessProfile(0)}). Idempotent.
+   *
+   * @return every saved window, an unmodifiable list of unmodifiable maps: {@code "index"}
+   *     (Long, from 0), {@code "path"} (String), {@code "first_step"}, {@code "last_step"},
+   *     {@code "events"} (Long) and the window's real time span {@code "start_us"},
+   *     {@code "end_us"} (Long: microseconds since the epoch, the clock of the trace's
+   *     {@code ts})
+   * @throws MXNetException when a C call fails
    */
-  @SuppressWarnings("unchecked")
-  public List<Map<Object, Object>> stop() {
-    return new ArrayList<>((List<Map<Object, Object>>) call(Vars.STOP));
+  public List<Map<String, Object>> stop() {
+    return JavaData.maps(call(Vars.STOP));
   }
 
-  /** Stops (when open) and returns the paths of the saved window traces. Idempotent. */
+  /**
+   * Stops (when open) and returns the paths of the saved window traces. Idempotent.
+   *
+   * @return an unmodifiable list of absolute paths, in window order (empty when no window was
+   *     saved)
+   */
   public List<String> dump() {
     List<String> out = new ArrayList<>();
-    for (Map<Object, Object> w : stop()) {
-      out.add((String) w.get(Keyword.intern("path")));
+    for (Map<String, Object> w : stop()) {
+      out.add((String) w.get("path"));
     }
-    return out;
+    return java.util.Collections.unmodifiableList(out);
   }
 
   /**
    * Stops (when open) and writes all windows as one valid trace at {@code path} (relative:
-   * under the output root; refused outside it, as the session's {@code "path"}). Refused with
-   * {@code root.dump_too_large} when the windows' files hold more than
-   * {@code -Dpyprof.maxDumpBytes} bytes.
+   * under the output root; refused outside it, as the session's {@code "path"}): metadata once,
+   * then every window's events in order (pure JVM file I/O, no C call).
+   *
+   * @return {@code path}
+   * @throws PyprofException {@code invalid-state} when no window was saved (session.no_window),
+   *     or for a file that cannot be written; root.outside, root.missing_directory; and
+   *     root.dump_too_large when the windows' files hold more than {@code -Dpyprof.maxDumpBytes}
+   *     bytes
    */
   public String dump(String path) {
     String out = root.resolve("dump path", path).toString();
@@ -225,26 +262,36 @@ public final class ProfilerSession implements AutoCloseable {
     }
     path = out;
     try {
-      return (String) Vars.WRITE_WINDOWS.invoke(paths, path);
+      return String.valueOf(Vars.WRITE_WINDOWS.invoke(paths, path));
     } catch (Throwable t) {
       throw PyprofException.wrap(t);
     }
   }
 
   /**
-   * Exact statistics of the saved windows (see {@code pyprof.stats}): a map with
-   * {@code :operators} (count, total-us, min-us, max-us, mean-us, p50-us, p90-us, p99-us per
-   * category, name and device), {@code :memory} (bytes) and {@code :counters}.
+   * Exact statistics of the saved windows together, read from their files (no C call); the
+   * shape of {@link Profiler#stats}: an unmodifiable {@code Map<String, Object>} with
+   * {@code "operators"} (count, and {@code total_us}, {@code min_us}, {@code max_us},
+   * {@code mean_us}, {@code p50_us}, {@code p90_us}, {@code p99_us} in microseconds, per
+   * category, name and device), {@code "memory"} (bytes) and {@code "counters"}.
+   *
+   * @throws PyprofException {@code invalid-state} when no window was saved (session.no_window)
    */
-  @SuppressWarnings("unchecked")
-  public Map<Object, Object> stats() {
-    return (Map<Object, Object>) call(Vars.STATS);
+  public Map<String, Object> stats() {
+    return JavaData.map((Map<?, ?>) call(Vars.STATS));
   }
 
-  /** {@code :state} (:new, :open, :closed), {@code :step}, {@code :action}, {@code :windows}. */
-  @SuppressWarnings("unchecked")
-  public Map<Object, Object> state() {
-    return (Map<Object, Object>) call(Vars.STATE);
+  /**
+   * The session's state; no C call.
+   *
+   * @return an unmodifiable map: {@code "state"} ({@code "new"}, {@code "open"} or
+   *     {@code "closed"}), {@code "step"} (Long: the current step), {@code "action"} (the
+   *     schedule's action for it: {@code "none"}, {@code "warmup"}, {@code "record"} or
+   *     {@code "record_and_save"}, as schedule.json spells them) and {@code "windows"} (the saved windows, as {@link #stop()} returns
+   *     them)
+   */
+  public Map<String, Object> state() {
+    return JavaData.map((Map<?, ?>) call(Vars.STATE));
   }
 
   /** Same as {@link #stop()}. */

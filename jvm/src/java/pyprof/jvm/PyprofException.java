@@ -47,18 +47,28 @@ public class PyprofException extends ExceptionInfo {
     return new PyprofException("invalid-option", message);
   }
 
-  /** {@code pyprof.rules/error}, resolved on first use (loading it reads the spec files). */
+  /**
+   * {@code pyprof.rules/error} and {@code message}, resolved on first use (loading them reads the
+   * spec files).
+   */
   private static final class Rules {
     static final IFn ERROR;
     static final IFn RENDER;
     static final clojure.lang.IDeref CATALOGUE;
+    static final IFn MESSAGE;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.rules"));
       ERROR = Clojure.var("pyprof.rules", "error");
       RENDER = Clojure.var("pyprof.rules", "render");
       CATALOGUE = (clojure.lang.IDeref) Clojure.var("pyprof.rules", "catalogue");
+      MESSAGE = Clojure.var("pyprof.rules", "message");
     }
+  }
+
+  /** Loads the error catalogue now (see {@link ProfilerControl#register}). */
+  static void preload() {
+    Rules.MESSAGE.getClass();
   }
 
   /**
@@ -88,17 +98,34 @@ public class PyprofException extends ExceptionInfo {
   }
 
   /**
-   * {@code message} with its Clojure-phrased fix ({@code :fix} in {@code data}, e.g.
-   * {@code (dump-profile false)}) replaced by the Java-phrased one ({@code :java-fix}, e.g.
-   * {@code Profiler.dump(false)}); unchanged when either is missing.
+   * {@code message} as Java callers read it: a catalogue error ({@code :pyprof/code} in
+   * {@code data}) rendered again in Java (values as Java literals, API names as Java calls,
+   * {@code pyprof.rules/message}); another error with its Clojure-phrased fix ({@code :fix}, e.g.
+   * {@code (dump-profile false)}) replaced by the Java-phrased one ({@code :java-fix}); unchanged
+   * when neither applies.
    */
   static String javaMessage(String message, IPersistentMap data) {
-    return swapFix(message, data.valAt(FIX), data.valAt(JAVA_FIX));
+    String rendered = rendered(data, "java");
+    return rendered != null ? rendered : swapFix(message, data.valAt(FIX), data.valAt(JAVA_FIX));
   }
 
-  /** {@code message} with its Java-phrased fix replaced by the Clojure-phrased one. */
+  /** {@code message} as Clojure callers read it (the reverse of {@link #javaMessage}). */
   static String clojureMessage(String message, IPersistentMap data) {
-    return swapFix(message, data.valAt(JAVA_FIX), data.valAt(FIX));
+    String rendered = rendered(data, "clojure");
+    return rendered != null ? rendered : swapFix(message, data.valAt(JAVA_FIX), data.valAt(FIX));
+  }
+
+  /** The catalogue message of {@code data}'s code in {@code language}, or null for none. */
+  private static String rendered(IPersistentMap data, String language) {
+    Object code = data.valAt(CODE);
+    if (!(code instanceof String)) {
+      return null;
+    }
+    try {
+      return (String) Rules.MESSAGE.invoke(code, data, language);
+    } catch (IllegalArgumentException notInCatalogue) {
+      return null; // a code of another version of the catalogue, or fields missing
+    }
   }
 
   private static String swapFix(String message, Object from, Object to) {

@@ -1,0 +1,55 @@
+"""The JVM layer's artifacts: the library jar (`lein jar` / `lein install`) holds pyprof's own
+classes, sources and spec files and no compiled copy of a dependency; the uberjar's usage text
+names the command that started it."""
+
+import shutil
+import subprocess
+import zipfile
+
+import pytest
+
+from child import ROOT
+
+JVM = ROOT / "jvm"
+
+pytestmark = pytest.mark.skipif(shutil.which("lein") is None, reason="Leiningen not installed")
+
+
+def _lein(*args, timeout=600):
+    proc = subprocess.run(["lein", *args], cwd=JVM, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    return proc
+
+
+def test_library_jar_holds_only_pyprof_classes_sources_and_spec():
+    # A target of its own: the build leaves jvm/target/classes (the dev classpath) alone.
+    target = JVM / "target" / "jarcheck"
+    _lein("update-in", ":", "assoc", ":target-path", '"target/jarcheck"', "--", "jar")
+    jars = sorted(target.glob("pyprof-jvm-*.jar"))
+    assert len(jars) == 1, jars
+    with zipfile.ZipFile(jars[0]) as z:
+        names = z.namelist()
+        pom = z.read("META-INF/maven/pyprof/pyprof-jvm/pom.properties").decode()
+    classes = [n for n in names if n.endswith(".class")]
+    assert not [n for n in names if n.startswith(("clojure/data/json", "clojure/tools/cli"))]
+    assert not [n for n in classes if not n.startswith("pyprof/jvm/")], "classes outside pyprof.jvm"
+    assert not [n for n in classes if "__init" in n], "AOT-compiled Clojure namespaces"
+    assert "pyprof/jvm/Profiler.class" in names and "pyprof/jvm/capi/LibMXNet.class" in names
+    assert "pyprof/profiler.clj" in names and "pyprof/session.clj" in names
+    assert "api.json" in names and "errors.json" in names
+    assert "groupId=pyprof" in pom and "artifactId=pyprof-jvm" in pom
+
+
+def test_uberjar_usage_names_java_jar_and_lein_run_names_lein():
+    _lein("uberjar")
+    jars = sorted((JVM / "target" / "uberjar").glob("pyprof-jvm-*-standalone.jar"))
+    assert len(jars) == 1, jars
+    rel = jars[0].relative_to(JVM)
+    proc = subprocess.run(["java", "-jar", str(rel), "--help"], cwd=JVM, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first = proc.stdout.splitlines()[0]
+    assert first == f"usage: java -jar {rel} [options]"
+    assert "--size N" in proc.stdout
+    lein = _lein("run", "--", "--help")
+    assert lein.stdout.splitlines()[0] == "usage: lein run -- [options]"
