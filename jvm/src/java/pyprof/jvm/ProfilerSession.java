@@ -192,7 +192,7 @@ public final class ProfilerSession implements AutoCloseable {
   public void checkLimits() {
     long bytes = recordingBytes();
     long maxBytes = OutputRoot.maxWindowBytes();
-    int windows = ((List<?>) state().get(Keyword.intern("windows"))).size();
+    int windows = ((List<?>) state().get("windows")).size();
     if (bytes > maxBytes) {
       stop();
       throw PyprofException.catalogue("root.window_too_large", "index", windows, "bytes", bytes,
