@@ -8,6 +8,9 @@ guarantee"):
 * :func:`is_safe_id`: whether a value may be written as it is.
 * :func:`id_values`: the ``pid``, ``tid``, ``id``, ``bind_id`` and ``id2`` values of an event.
 * :class:`IdMap`: the renumbering one writer applies, with the mapping kept.
+
+The limit and the fields of each kind are ``ids`` in ``pyprof/spec/trace.json``, which the JVM's
+``pyprof.trace.ids`` reads too.
 """
 
 from __future__ import annotations
@@ -15,16 +18,23 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .. import rules
 from .phases import hashable
 
 __all__ = ["ID_LIMIT", "KINDS", "is_safe_id", "id_values", "id_key", "IdMap"]
 
-#: Ids must be strings or integers ``v`` with ``-ID_LIMIT < v < ID_LIMIT``.
-ID_LIMIT = 2 ** 53
+_SPEC = rules.spec("trace.json")["ids"]
+
+#: Ids must be strings or integers ``v`` with ``-ID_LIMIT < v < ID_LIMIT`` (2**53).
+ID_LIMIT: int = 2 ** _SPEC["limit_bits"]
 
 #: The kinds of ids renumbered apart: processes, threads, and async/flow ids (``id``,
 #: ``bind_id`` and ``id2`` share one numbering, so that equal values stay equal).
-KINDS = ("pid", "tid", "id")
+KINDS: tuple[str, ...] = tuple(_SPEC["kinds"])
+#: ``(kind, field)`` for every id field, in the order :func:`id_values` yields them.
+_FIELDS: tuple[tuple[str, str], ...] = tuple(
+    (kind, field) for kind, fields in _SPEC["kinds"].items() for field in fields)
+_ID2_SCOPES: tuple[str, ...] = tuple(_SPEC["id2_scopes"])
 
 
 def is_safe_id(value: Any) -> bool:
@@ -44,20 +54,16 @@ def id_key(value: Any) -> Any:
 def id_values(ev: Mapping[str, Any]) -> Iterator[tuple[str, str, Any]]:
     """``(kind, field, value)`` for each id of ``ev``: ``pid``, ``tid``, ``id``, ``bind_id``, and
     ``id2`` (field ``"id2.local"`` / ``"id2.global"``, or ``"id2"`` when it is not an object)."""
-    for field in ("pid", "tid"):
-        if field in ev:
-            yield field, field, ev[field]
-    for field in ("id", "bind_id"):
-        if field in ev:
-            yield "id", field, ev[field]
-    if "id2" in ev:
-        id2 = ev["id2"]
-        if isinstance(id2, dict):
-            for scope in ("local", "global"):
-                if scope in id2:
-                    yield "id", f"id2.{scope}", id2[scope]
+    for kind, field in _FIELDS:
+        if field not in ev:
+            continue
+        value = ev[field]
+        if field == "id2" and isinstance(value, dict):
+            for scope in _ID2_SCOPES:
+                if scope in value:
+                    yield kind, f"id2.{scope}", value[scope]
         else:
-            yield "id", "id2", id2
+            yield kind, field, value
 
 
 class IdMap:

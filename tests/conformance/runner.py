@@ -9,6 +9,8 @@ records, which :func:`differences` compares with a scenario's expectations:
 * a call that returns: ``{"ok": <result as JSON>}`` (objects as ``{"object": kind, "name": n}``);
 * a call that raises a pyprof error: ``{"error": <catalogue code>, "kind": <kind>}``;
 * ``trace``: the trace's events, normalised (see ``normalise_events``), with counts;
+* ``validate``: ``pyprof validate``'s problem lines for a written trace (the JVM runner asks
+  Python's validator too);
 * statistics: calls per operator name; operator records as category, name and count;
 * a step for other languages only (``"languages": [...]``, or ``"not_in": [...]`` with a
   ``"why"``, e.g. an input Java's types rule out): ``{"skipped": true}``.
@@ -144,6 +146,10 @@ def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
         full = os.path.join(workdir, args["path"])
         os.truncate(full, int(os.path.getsize(full) * args["keep"]))
         return None
+    if call == "validate":  # pyprof validate's problem lines for a written file ([]: valid)
+        from pyprof import trace
+
+        return trace.validate(os.path.join(workdir, args["path"]), progress=False).problems
     if call == "trace":
         with open(os.path.join(workdir, args["path"]), encoding="utf-8") as f:
             events = json.load(f)["traceEvents"]

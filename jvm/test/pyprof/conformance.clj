@@ -8,6 +8,7 @@
   `differences` compares outcomes with the scenario's expectations."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
+            [clojure.java.shell :as sh]
             [clojure.string :as str]
             [pyprof.ndarray :as nd]
             [pyprof.profiler :as profiler]
@@ -230,6 +231,23 @@
     (->> (drop start lines) (take-while (complement str/blank?))
          (mapv #(first (str/split (str/trim %) #"\s+"))))))
 
+(defn- validate-problems
+  "The problem lines of Python's `pyprof.trace.validate` for the file at `path` (the validator is
+  the reference's only: the JVM writes traces, Python checks them); nil without the checkout's
+  .venv."
+  [path]
+  (let [root (.getParentFile (.getParentFile ^java.io.File suite-dir))
+        python (io/file root ".venv" "bin" "python")]
+    (when (.canExecute python)
+      (let [{:keys [exit out err]}
+            (sh/sh (str python) "-c" (str "import json, sys\n"
+                                          "from pyprof import trace\n"
+                                          "print(json.dumps(trace.validate(sys.argv[1], progress=False).problems))\n")
+                   (str path) :dir (str root)
+                   :env (assoc (into {} (System/getenv)) "PYTHONPATH" (str root)))]
+        (when-not (zero? exit) (throw (ex-info (str "pyprof validate failed: " err) {:path path})))
+        (json/read-str out)))))
+
 (defn- workload [{:strs [times shape] :or {times 1 shape [4 4]}}]
   (dotimes [_ times]
     (let [a (nd/random-uniform -1 1 shape)]
@@ -278,6 +296,9 @@
       "trace" {"ok" (normalise-events (get (load-json (io/file workdir (args "path"))) "traceEvents")
                                       (args "cats") (args "names")
                                       (get args "keep" ["name" "cat" "ph"]))}
+      "validate" (if-let [problems (validate-problems (io/file workdir (args "path")))]
+                   {"ok" problems}
+                   {"skipped" true})
       "dumps_json" {"ok" (as-json (profiler/dumps (assoc (kebab-map args) :format :json)))}
       "dumps_has" {"ok" (str/includes? (profiler/dumps) (args "text"))}
       "dumps_order" {"ok" (table-order (profiler/dumps {:sort-by (args "sort_by")

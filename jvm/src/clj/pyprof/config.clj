@@ -117,13 +117,19 @@
           p (str initial (str/join "/" parts))]
       (if (= p "") "." p))))
 
+(defn abspath
+  "`os.path.abspath(path)`: against the working directory (user.dir), normalised as posixpath
+  does; any text (a NUL included: it is checked afterwards, as in Python)."
+  ^String [^String path]
+  (let [cwd (System/getProperty "user.dir")]
+    (normpath (cond (str/starts-with? path "/") path
+                    (str/ends-with? cwd "/") (str cwd path)
+                    :else (str cwd "/" path)))))
+
 (defn parent-directory
   "`os.path.dirname(os.path.abspath(path))`: the directory pyprof.config checks for a file key."
   ^String [^String path]
-  (let [cwd (System/getProperty "user.dir")
-        abs (normpath (cond (str/starts-with? path "/") path
-                            (str/ends-with? cwd "/") (str cwd path)
-                            :else (str cwd "/" path)))
+  (let [abs (abspath path)
         head (subs abs 0 (inc (.lastIndexOf abs "/")))]
     (if (and (seq head) (not (re-matches #"/+" head)))
       (str/replace head #"/+$" "")

@@ -39,6 +39,7 @@
   All functions are thread safe: one session's calls are serialised on the session."
   (:require [clojure.string :as str]
             [pyprof.config :as config]
+            [pyprof.output :as output]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
             [pyprof.session.raw :as raw]
@@ -91,6 +92,8 @@
       (str/replace "{step}" (str step))
       (str/replace "{pid}" (str (raw/pid)))))
 
+(declare make-session)
+
 (defn profile
   "A new session (not started). Options (all optional):
     :schedule        (schedule {...}) or any fn step -> action; default: one window from
@@ -102,35 +105,57 @@
                      :events :start-us :end-us}, after its file is written
     recording keys as in `profiler-set-config`: :profile-symbolic :profile-imperative
     :profile-api :profile-memory :profile-all :aggregate-stats :dump-period.
-  Use `with-session`, or `start!`, `step!` after each step, and `stop!`."
+  Use `with-session`, or `start!`, `step!` after each step, and `stop!`. Throws ex-info
+  (errors.json): session.reserved_option, config errors of the recording keys,
+  session.not_callable, session.bad_path (the first window's file cannot be written: its
+  directory is missing, it is a directory, nothing can be created there, too little space),
+  session.path_needs_window."
   ([] (profile {}))
-  ([opts]
-   (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
-         rec (dissoc opts :schedule :on-trace-ready :path)
-         _ (doseq [k (keys rec)]
-             (let [c (util/key->c k)]
-               (when-let [why (reserved c)]
-                 (throw (rules/error "session.reserved_option" {:option c :why why})))))
-         c-opts (config/validate rec)
-         ;; nil is no schedule (no callback); false, a map, ... are not functions
-         _ (when (and (some? schedule) (not (callable? schedule)))
-             (throw (rules/error "session.not_callable" {:option "schedule" :value schedule})))
-         _ (when (and (some? on-trace-ready) (not (callable? on-trace-ready)))
-             (throw (rules/error "session.not_callable" {:option "on_trace_ready"
-                                                         :value on-trace-ready})))
-         path (str (.toAbsolutePath (Paths/get (str path) (make-array String 0))))]
-     (when (and schedule (not (str/includes? path "{window}")) (sched/saves-many? schedule))
-       (throw (rules/error "session.path_needs_window" {:path (str (:path opts))})))
-     {::name (str "<pyprof.session " (swap! counter inc) ">")
-      ::recording rec
-      ::options c-opts
-      ::schedule (or schedule (constantly sched/default-action))
-      ::on-trace-ready on-trace-ready
-      ::path path
-      ::state (atom {:state :new, :step 0, :action sched/initial-action, :running false,
-                     :window nil      ; recording: {:index :start :first-step :path :start-us}
-                     :ended nil       ; stopped, not cut: {:window :end :end-us :last-step}
-                     :opened 0, :stopped-us nil, :final false, :saved-now [], :windows []})})))
+  ([opts] (make-session opts true)))
+
+(defn ^:no-doc check-options
+  "Throws what `profile` throws for `opts`, except session.bad_path: the Java session checks
+  its caller's options first, in the caller's words, then the path resolved under its output
+  root (pyprof.jvm.ProfilerSession). Returns nil."
+  [opts]
+  (make-session opts false)
+  nil)
+
+(defn- make-session
+  "`profile`, with the window path's file check when `check-file?`."
+  [opts check-file?]
+  (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
+        rec (dissoc opts :schedule :on-trace-ready :path)
+        _ (doseq [k (keys rec)]
+            (let [c (util/key->c k)]
+              (when-let [why (reserved c)]
+                (throw (rules/error "session.reserved_option" {:option c :why why})))))
+        c-opts (config/validate rec)
+        ;; nil is no schedule (no callback); false, a map, ... are not functions
+        _ (when (and (some? schedule) (not (callable? schedule)))
+            (throw (rules/error "session.not_callable" {:option "schedule" :value schedule})))
+        _ (when (and (some? on-trace-ready) (not (callable? on-trace-ready)))
+            (throw (rules/error "session.not_callable" {:option "on_trace_ready"
+                                                        :value on-trace-ready})))
+        ;; windows are written there, and MXNet is silent when it cannot write: checked now,
+        ;; as pyprof.session.Session does (before Paths/get, which refuses a NUL untold)
+        first-path (fill-path (config/abspath (str path)) 0 0)
+        _ (when-let [problem (and check-file?
+                                  (output/file-problem first-path (config/parent-directory first-path)))]
+            (throw (rules/error "session.bad_path" (merge {:value (str path)} problem))))
+        path (str (.toAbsolutePath (Paths/get (str path) (make-array String 0))))]
+    (when (and schedule (not (str/includes? path "{window}")) (sched/saves-many? schedule))
+      (throw (rules/error "session.path_needs_window" {:path (str (:path opts))})))
+    {::name (str "<pyprof.session " (swap! counter inc) ">")
+     ::recording rec
+     ::options c-opts
+     ::schedule (or schedule (constantly sched/default-action))
+     ::on-trace-ready on-trace-ready
+     ::path path
+     ::state (atom {:state :new, :step 0, :action sched/initial-action, :running false,
+                    :window nil      ; recording: {:index :start :first-step :path :start-us}
+                    :ended nil       ; stopped, not cut: {:window :end :end-us :last-step}
+                    :opened 0, :stopped-us nil, :final false, :saved-now [], :windows []})}))
 
 (defn- action-for [s step]
   (sched/check-action ((::schedule s) step) step))

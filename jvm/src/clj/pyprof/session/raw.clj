@@ -13,7 +13,8 @@
             [pyprof.native :refer [mx]]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
-            [pyprof.session.rawdir :as rawdir])
+            [pyprof.session.rawdir :as rawdir]
+            [pyprof.trace.ids :as ids])
   (:import (java.io RandomAccessFile)
            (java.nio.charset StandardCharsets)
            (java.nio.file Files Paths StandardCopyOption)
@@ -241,9 +242,12 @@
 ;; ------------------------------------------------------------------ windows
 
 (defn write-trace!
-  "Writes `events` as a valid trace at `path`, atomically (temporary file, then rename)."
+  "Writes `events` as a valid trace at `path`, atomically (temporary file, then rename). Ids
+  JavaScript cannot hold (MXNet's 64-bit pids, tids and async ids) are renumbered as every
+  trace pyprof writes (`pyprof.trace.ids/renumber`, trace.json `ids`)."
   [^String path events]
-  (let [target (.toAbsolutePath (Paths/get path (make-array String 0)))
+  (let [events (ids/renumber events)
+        target (.toAbsolutePath (Paths/get path (make-array String 0)))
         dir (or (.getParent target) (Paths/get "." (make-array String 0)))
         _ (Files/createDirectories dir (make-array FileAttribute 0))
         ;; named with the pid: a dead process's file is recognised and deleted
@@ -263,17 +267,30 @@
                                           StandardCopyOption/ATOMIC_MOVE]))
       (finally (Files/deleteIfExists tmp)))))
 
+(defn- with-metadata
+  "The events of a window as Python's read_range orders them: the `known` metadata events
+  first, then `events` in order, each metadata event once (so that both languages number the
+  renumbered ids alike)."
+  [known events]
+  (let [seen (volatile! (set known))]
+    (concat known
+            (remove (fn [e]
+                      (when (= "M" (get e "ph"))
+                        (or (contains? @seen e) (do (vswap! seen conj e) false))))
+                    events))))
+
 (defn cut!
   "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first; returns the
   number of events written."
   [start end out]
   (harvest! start)
-  (let [events (parse-range (read-range (:path @raw) start end))
+  (let [known (metadata)
+        events (parse-range (read-range (:path @raw) start end))
         _ (swap! raw update :scanned max end)
-        metadata (remember-metadata! events)
-        body (remove #(= "M" (get % "ph")) events)]
-    (write-trace! out (concat metadata body))
-    (+ (count metadata) (count body))))
+        _ (remember-metadata! events)
+        out-events (vec (with-metadata known events))]
+    (write-trace! out out-events)
+    (count out-events)))
 
 (defn rewrite-trace!
   "Rewrites the MXNet trace at `path` (with or without MXNet's header and closing bytes: a file
@@ -282,11 +299,12 @@
   Returns the number of events written. `pyprof.profiler` calls this (as Python's
   complete_headless_trace)."
   [^String path]
-  (let [events (parse-range (read-range path 0 Long/MAX_VALUE))
-        metadata (remember-metadata! events)
-        body (remove #(= "M" (get % "ph")) events)]
-    (write-trace! path (concat metadata body))
-    (+ (count metadata) (count body))))
+  (let [known (metadata)
+        events (parse-range (read-range path 0 Long/MAX_VALUE))
+        _ (remember-metadata! events)
+        out-events (vec (with-metadata known events))]
+    (write-trace! path out-events)
+    (count out-events)))
 
 (defn partial-path ^String [path] (str path ".partial"))
 
@@ -315,10 +333,10 @@
         start (long (info "start"))
         end (long (or (info "end") (.length (io/file ^String raw-path))))
         events (parse-range (read-range raw-path start end))
-        meta (distinct (concat (info "metadata") (filter #(= "M" (get % "ph")) events)))]
-    (write-trace! path (concat meta (remove #(= "M" (get % "ph")) events)))
+        out-events (vec (with-metadata (distinct (info "metadata")) events))]
+    (write-trace! path out-events)
     (.delete (io/file (partial-path path)))
-    (+ (count meta) (count (remove #(= "M" (get % "ph")) events)))))
+    (count out-events)))
 
 (defn delete-partial! [path]
   (Files/deleteIfExists (Paths/get (partial-path path) (make-array String 0))))

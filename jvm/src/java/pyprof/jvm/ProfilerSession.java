@@ -38,6 +38,7 @@ import java.util.Map;
 public final class ProfilerSession implements AutoCloseable {
   private static final class Vars {
     static final IFn PROFILE;
+    static final IFn CHECK_OPTIONS;
     static final IFn SCHEDULE;
     static final IFn START;
     static final IFn STEP;
@@ -50,6 +51,7 @@ public final class ProfilerSession implements AutoCloseable {
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.session"));
       PROFILE = Clojure.var("pyprof.session", "profile");
+      CHECK_OPTIONS = Clojure.var("pyprof.session", "check-options");
       SCHEDULE = Clojure.var("pyprof.session", "schedule");
       START = Clojure.var("pyprof.session", "start!");
       STEP = Clojure.var("pyprof.session", "step!");
@@ -81,7 +83,8 @@ public final class ProfilerSession implements AutoCloseable {
    * @throws PyprofException {@code invalid-option} or {@code invalid-config} for a bad option
    *     (session.reserved_option, session.schedule_not_map, schedule.*, session.path_needs_window,
    *     config.*), and for a {@code "path"} outside the root or in a directory that does not
-   *     exist (root.outside, root.missing_directory)
+   *     exist (root.outside, root.missing_directory), or where no file can be written
+   *     (session.bad_path, as Python's profile checks)
    */
   public ProfilerSession(Map<String, ?> options) {
     this(options, OutputRoot.fromProperty());
@@ -97,7 +100,8 @@ public final class ProfilerSession implements AutoCloseable {
     Map<String, Object> opts = new HashMap<>(options);
     Object path = opts.get("path");
     try {
-      Vars.PROFILE.invoke(toClojure(opts)); // the options' errors in the caller's words first
+      // the options' errors in the caller's words first; the path's file is checked once resolved
+      Vars.CHECK_OPTIONS.invoke(toClojure(opts));
       opts.put("path", root.resolve("path",
           path == null ? "pyprof_trace_{window}.json" : String.valueOf(path)).toString());
       session = Vars.PROFILE.invoke(toClojure(opts));
