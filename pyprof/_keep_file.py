@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable
 
 from . import rules
 
-__all__ = ["SPEC", "part_path", "keep", "join"]
+__all__ = ["SPEC", "part_path", "keep", "retry_while_timer_exits", "join"]
 
 SPEC: dict[str, str] = rules.API["keep_filename"]
 
@@ -60,6 +61,23 @@ def keep(path: str, index: int, stop_timer: Callable[[str], None]) -> str | None
         with contextlib.suppress(FileNotFoundError):
             os.unlink(scratch)
     return part
+
+
+def retry_while_timer_exits(config: Callable[[], None], wait_s: float) -> None:
+    """Call ``config`` (a config call to MXNet), retried for up to ``wait_s`` seconds while it
+    fails with "auto_remove_ == false": a dump timer stopped by :func:`keep`'s fallback exits at
+    its next wake-up (up to dump_period later), and until then MXNet starts no new one."""
+    from .errors import MXNetError
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            config()
+            return
+        except MXNetError as exc:
+            if "auto_remove_" not in exc.mxnet_message or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def join(parts: list[str], path: str) -> int:

@@ -14,7 +14,6 @@ import atexit
 import os
 import sys
 import threading
-import time
 import warnings
 from typing import Any
 
@@ -235,17 +234,9 @@ def _configure_same_file(c_values: dict[str, str]) -> None:
         _t.kept_parts.append(part)
     atexit.unregister(_finish_at_exit)  # (re)register last: it runs before mxnet's atexit
     atexit.register(_finish_at_exit)
-    deadline = time.monotonic() + (stopped[0] + 2.0 if stopped else 0.0)
-    while True:
-        try:
-            _capi.set_process_profiler_config(c_values, _kvstore_handle)
-            return
-        except MXNetError as exc:
-            # the stopped timer thread exits at its next wake-up (up to dump_period); until
-            # then MXNet refuses to start a new one ("auto_remove_ == false")
-            if "auto_remove_" not in exc.mxnet_message or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
+    _keep_file.retry_while_timer_exits(
+        lambda: _capi.set_process_profiler_config(c_values, _kvstore_handle),
+        stopped[0] + 2.0 if stopped else 0.0)
 
 
 def _finish_at_exit() -> None:
