@@ -144,6 +144,8 @@ def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
         full = os.path.join(workdir, args["path"])
         os.truncate(full, int(os.path.getsize(full) * args["keep"]))
         return None
+    if call == "files":  # the names in the working directory (the child's cwd), sorted
+        return sorted(os.listdir(workdir))
     if call == "trace":
         with open(os.path.join(workdir, args["path"]), encoding="utf-8") as f:
             events = json.load(f)["traceEvents"]

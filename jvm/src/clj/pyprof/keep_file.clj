@@ -8,7 +8,8 @@
   (pyprof.session.raw/join-traces!). Internal: pyprof.profiler calls it under its lock."
   (:require [clojure.string :as str]
             [pyprof.rules :as rules])
-  (:import (java.nio.file FileSystemException Files NoSuchFileException Path Paths
+  (:import (pyprof.jvm MXNetException)
+           (java.nio.file FileSystemException Files NoSuchFileException Path Paths
                           StandardCopyOption)))
 
 (set! *warn-on-reflection* true)
@@ -55,3 +56,19 @@
                (str part)
                (catch NoSuchFileException _ nil))
           (finally (Files/deleteIfExists scratch)))))))
+
+(defn retry-while-timer-exits!
+  "Calls `config!` (a config call to MXNet), retried for up to `wait-s` seconds while it fails
+  with \"auto_remove_ == false\": a dump timer stopped by `keep!`'s fallback exits at its next
+  wake-up (up to dump_period later), and until then MXNet starts no new one."
+  [config! wait-s]
+  (let [deadline (+ (System/nanoTime) (long (* 1e9 (double wait-s))))]
+    (loop []
+      (when-not (try (config!) true
+                     (catch MXNetException e
+                       (if (and (str/includes? (str (.mxnetMessage e)) "auto_remove_")
+                                (< (System/nanoTime) deadline))
+                         false
+                         (throw e))))
+        (Thread/sleep 10)
+        (recur)))))

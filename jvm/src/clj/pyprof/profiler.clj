@@ -176,16 +176,8 @@
                                        (reset! stopped (Double/parseDouble
                                                         (get config "dump_period" "1")))))]
       (swap! tracker update :kept-parts conj part))
-    (let [deadline (+ (System/nanoTime) (long (* 1e9 (if @stopped (+ @stopped 2.0) 0.0))))]
-      (loop []
-        (when-not (try (send-config! c-opts) true
-                       (catch MXNetException e
-                         (if (and (str/includes? (.mxnetMessage e) "auto_remove_")
-                                  (< (System/nanoTime) deadline))
-                           false
-                           (throw e))))
-          (Thread/sleep 10)
-          (recur))))))
+    (keep-file/retry-while-timer-exits! #(send-config! c-opts)
+                                        (if @stopped (+ @stopped 2.0) 0.0))))
 
 (defn- check-dumped!
   "After MXDumpProcessProfile: MXNet reports no failure to write, so look at the file
@@ -203,8 +195,11 @@
   "Configures the profiler (C: MXSetProcessProfilerConfig). `options` is a map of keyword keys
   (:profile-symbolic, :filename, :aggregate-stats, :dump-period, ...) or C's string keys
   (\"profile_symbolic\"), checked against profiler_config.json first. Every call resets the keys
-  it leaves out to their C default, and deletes an existing file at :filename. :dump-period is in
-  seconds. Returns the map of C strings sent.
+  it leaves out to their C default, except :filename once the profiler has run (until the
+  finished dump): it is kept (api.json keep_filename; on purpose unlike MXNet, which would send
+  the rest of the trace to ./profile.json), and the events already dumped there are kept in a
+  hidden part that the finished dump joins back (docs/configuration.md). It deletes an existing
+  file at a new :filename. :dump-period is in seconds. Returns the map of C strings sent.
 
   Throws ex-info :invalid-config (key or value; a :filename MXNet could not write:
   config.missing_directory, config.bad_path), :session-finished (after a finished dump),
