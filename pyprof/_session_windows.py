@@ -23,7 +23,7 @@ from typing import IO, Any
 import orjson
 
 __all__ = ["Window", "METADATA", "PARTIAL", "metadata_key", "read_range", "write_partial",
-           "complete_headless_trace", "now_us"]
+           "complete_headless_trace", "join_traces", "now_us"]
 
 #: Suffix of the file beside an open window that names its raw trace (for recovery).
 PARTIAL = ".partial"
@@ -92,26 +92,52 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
     a copy in ``scratch`` (default: beside ``out``, else ``raw``), named
     ``.pyprof-<pid>-segment-*.json`` so that a dead process's copy is recognised and deleted.
     """
-    from .trace import TraceReader
-
     fd, segment = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-segment-", suffix=".json",
                                    dir=scratch or os.path.dirname(out or raw) or ".")
     try:
         with os.fdopen(fd, "wb") as dst:
             _copy_range(raw, start, end, dst)
-        has_events = os.path.getsize(segment) > 0
-        if out is None:
-            if has_events:
-                for ev in TraceReader(segment, progress=False, phases={"M"}):
-                    metadata.setdefault(metadata_key(ev), ev)
-            return 0
-        known = dict(metadata)
+        return _write_events([segment] if os.path.getsize(segment) > 0 else [], metadata, out)
+    finally:
+        os.unlink(segment)
 
-        def events(record: bool) -> Iterator[dict[str, Any]]:
-            """The window's events: known metadata first, then the range's, each once."""
-            written = set(known)
-            yield from known.values()
-            for ev in TraceReader(segment, progress=False) if has_events else ():
+
+def join_traces(sources: list[str], out: str, metadata: dict[bytes, dict[str, Any]]) -> int:
+    """Write the events of ``sources`` (MXNet traces, finished or not, with or without their
+    header; none being written any more), in order, as one valid trace at ``out`` (which may be
+    one of them), as :func:`read_range` writes a window: known metadata first. New metadata
+    events are added to ``metadata``. Returns the events written. A source that does not exist
+    or holds no event adds nothing."""
+    present = [s for s in sources if os.path.exists(s) and os.path.getsize(s) > 0]
+    return _write_events(present, metadata, out)
+
+
+def _write_events(paths: list[str], metadata: dict[bytes, dict[str, Any]],
+                  out: str | None) -> int:
+    """The body of :func:`read_range` and :func:`join_traces`: read ``paths`` (twice when
+    writing), in order, and write their events as one valid trace at ``out``."""
+    from .trace import TraceReader
+    from .errors import TraceFormatError
+
+    def read(path: str, phases: set[str] | None = None) -> Iterator[dict[str, Any]]:
+        try:
+            yield from TraceReader(path, progress=False, phases=phases)
+        except TraceFormatError:
+            return  # a header, or separators, without any event
+
+    if out is None:
+        for path in paths:
+            for ev in read(path, {"M"}):
+                metadata.setdefault(metadata_key(ev), ev)
+        return 0
+    known = dict(metadata)
+
+    def events(record: bool) -> Iterator[dict[str, Any]]:
+        """The window's events: known metadata first, then the paths', each once."""
+        written = set(known)
+        yield from known.values()
+        for path in paths:
+            for ev in read(path):
                 if ev.get("ph") == "M":
                     key = metadata_key(ev)
                     if key in written:
@@ -121,20 +147,18 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
                         metadata[key] = ev
                 yield ev
 
-        # The trace package's writer and slice planning (package-internal, not in
-        # pyprof.trace.__all__), imported late, as pyprof.trace is.
-        from .trace.ids import IdMap
-        from .trace.slices import Rewriter, plan_slices
-        from .trace.writer import TraceWriter
+    # The trace package's writer and slice planning (package-internal, not in
+    # pyprof.trace.__all__), imported late, as pyprof.trace is.
+    from .trace.ids import IdMap
+    from .trace.slices import Rewriter, plan_slices
+    from .trace.writer import TraceWriter
 
-        ids = IdMap(renumber_all=False)
-        rewriter = Rewriter(plan_slices(events(record=True), ids), ids, keep_pairs=True)
-        with TraceWriter(out, gzip=False) as w:
-            for ev in rewriter.rewrite(events(record=False)):
-                w.write(ev)
-        return w.count
-    finally:
-        os.unlink(segment)
+    ids = IdMap(renumber_all=False)
+    rewriter = Rewriter(plan_slices(events(record=True), ids), ids, keep_pairs=True)
+    with TraceWriter(out, gzip=False) as w:
+        for ev in rewriter.rewrite(events(record=False)):
+            w.write(ev)
+    return w.count
 
 
 def _copy_range(path: str, start: int, end: int | None, dst: IO[bytes]) -> None:

@@ -10,13 +10,14 @@ it was.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sys
 import threading
 import warnings
 from typing import Any
 
-from . import _capi, _output, config, rules
+from . import _capi, _keep_file, _output, config, rules
 from ._tracker import TRACKER
 from .errors import MXNetError
 
@@ -115,7 +116,15 @@ def set_config(**kwargs: Any) -> None:
     Keys (see ``pyprof.config.keys()``): profile_all, profile_symbolic, profile_imperative,
     profile_memory, profile_api (bool), filename (str), continuous_dump (bool),
     dump_period (float, seconds, > 0), aggregate_stats (bool), profile_process
-    ('worker' | 'server'). Keys left out return to their C defaults, as in MXNet.
+    ('worker' | 'server'). Keys left out return to their C defaults, as in MXNet, except
+    ``filename`` once the profiler has run (until the finished dump): it is kept (api.json
+    ``keep_filename``). This deviates from MXNet on purpose: MXNet would send the rest of the
+    trace to ./profile.json and leave the configured file unfinished. Since MXNet's config
+    deletes the file it names, the events already dumped there are kept first in a hidden
+    part beside it (``.pyprof-<pid>-kept-<n>-<name>.json``: a hard link; without hard links,
+    continuous dumps are stopped by a config to a scratch file and the file is renamed), and
+    the finished dump, or pyprof's exit handler when the program makes none, joins the parts
+    and the file into one valid trace and deletes the parts.
     Configuring deletes an existing file at ``filename``, which is checked first (its directory
     exists and takes a new file, it is no directory, its file system has
     ``api.json output_paths.min_free_bytes`` free). A new ``filename`` while profiling runs
@@ -143,9 +152,15 @@ def set_config(**kwargs: Any) -> None:
         _sync_from_peer()
         if _t.finished:
             raise rules.error("state.finished_config", trace=_trace_name())
+        current = (_t.config or config.effective({}))["filename"]
+        keeps = process == "worker" and _t.ever_ran  # api.json keep_filename
+        if keeps and "filename" not in c_values:
+            c_values = {**c_values, "filename": current}
         if process == "worker" and _t.running and _t.config and \
-                c_values.get("filename", _t.config["filename"]) != _t.config["filename"]:
+                c_values.get("filename", current) != current:
             _switch_file(c_values)
+        elif keeps and c_values["filename"] == current:
+            _configure_same_file(c_values)
         else:
             _capi.set_process_profiler_config(c_values, _kvstore_handle)
         if process == "worker":
@@ -184,9 +199,61 @@ def _switch_file(c_values: dict[str, str]) -> None:
         _capi.call("MXSetProcessProfilerState", STATES["run"], 0, _kvstore_handle)
         if _t.paused:
             _capi.call("MXProcessProfilePause", 1, 0, _kvstore_handle)
-    if dumped and _output.size(old) is not None:
+    if _t.kept_parts:  # parts of the old file kept by earlier configs: joined with it
+        _keep_file.join(_t.kept_parts, old)
+        _t.kept_parts = []
+    elif dumped and _output.size(old) is not None:
         full = os.path.abspath(old)
         read_range(full, 0, None, METADATA, out=full)  # METADATA: for the new file's finish
+
+
+def _configure_same_file(c_values: dict[str, str]) -> None:
+    """A config naming the file the profiler has been writing (kept or given again; under the
+    tracker lock). MXNet's config unlinks it, so its events are kept in a part first
+    (``pyprof._keep_file``), joined with the file by the finished dump, or at exit."""
+    path = c_values["filename"]
+    if (_t.config or {}).get("continuous_dump") != "false" and not os.path.exists(path) \
+            and _output.file_problem(path) is None:
+        # nothing dumped yet: dump now, so that no timer write lands between link and config
+        try:
+            _capi.call("MXDumpProcessProfile", 0, 0, _kvstore_handle)
+        except MXNetError as exc:
+            if "hasn't been run" not in exc.mxnet_message:
+                raise
+
+    stopped = []
+
+    def stop_timer(scratch: str) -> None:  # no hard links: stop continuous dumps first
+        _capi.set_process_profiler_config(
+            {**(_t.config or {}), "filename": scratch, "continuous_dump": "false"},
+            _kvstore_handle)
+        stopped.append(float((_t.config or {}).get("dump_period", 1.0)))
+
+    part = _keep_file.keep(path, len(_t.kept_parts), stop_timer)
+    if part is not None:
+        _t.kept_parts.append(part)
+    atexit.unregister(_finish_at_exit)  # (re)register last: it runs before mxnet's atexit
+    atexit.register(_finish_at_exit)
+    _keep_file.retry_while_timer_exits(
+        lambda: _capi.set_process_profiler_config(c_values, _kvstore_handle),
+        stopped[0] + 2.0 if stopped else 0.0)
+
+
+def _finish_at_exit() -> None:
+    """At exit, after a config kept the file and with no finished dump: stop, dump finished
+    (which joins the parts and the file, or rewrites a file MXNet wrote without its header),
+    before MXNet's own exit would finish the file without them."""
+    if _capi.forked_error():
+        return  # a forked child: the trace is the parent's
+    with _t.lock:
+        if _t.finished or _t.session is not None or not _t.ever_ran:
+            return
+    try:
+        if _t.running:
+            set_state("stop")
+        dump(True)
+    except Exception as exc:  # noqa: BLE001 - at exit: one line on stderr, never a traceback
+        print(f"pyprof: could not finish {_trace_name()}: {exc}", file=sys.stderr)
 
 
 _FOOTER = rules.API["output_paths"]["mxnet_footer"].encode()
@@ -261,6 +328,8 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             if "hasn't been run" in exc.mxnet_message:
                 if _t.ever_ran:  # dumps() finished the file (continuous_dump off)
                     _t.finished = True
+                    if _t.kept_parts and _t.config:
+                        _finish_file(_t.config["filename"])
                     raise rules.error("state.trace_finished_by_dumps",
                                       trace=_trace_name()) from exc
                 raise rules.error("state.dump_before_run") from exc
@@ -272,9 +341,19 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
         final = fin or (_t.config or {}).get("continuous_dump") == "false"
         if path is not None:
             _check_dumped(path, final)
-        if code == 0 and final and _t.repair_on_finish and _t.config:
-            from ._session_windows import complete_headless_trace  # MXNet wrote no header
-            complete_headless_trace(_t.config["filename"])
+        if code == 0 and final and _t.config:
+            _finish_file(_t.config["filename"])
+
+
+def _finish_file(path: str) -> None:
+    """After a dump that finished ``path``: join the parts kept of it, or, when it was
+    configured after the profiler ran (MXNet wrote no header), rewrite it as a valid trace."""
+    if _t.kept_parts:
+        _keep_file.join(_t.kept_parts, path)
+        _t.kept_parts = []
+    elif _t.repair_on_finish:
+        from ._session_windows import complete_headless_trace
+        complete_headless_trace(path)
 
 
 def dumps(reset: bool = False, format: str = "table", sort_by: str = "total",

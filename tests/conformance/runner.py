@@ -150,6 +150,8 @@ def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
         from pyprof import trace
 
         return trace.validate(os.path.join(workdir, args["path"]), progress=False).problems
+    if call == "files":  # the names in the working directory (the child's cwd), sorted
+        return sorted(os.listdir(workdir))
     if call == "trace":
         with open(os.path.join(workdir, args["path"]), encoding="utf-8") as f:
             events = json.load(f)["traceEvents"]

@@ -13,9 +13,11 @@ stop = {"call": "set_state", "args": {"state": "stop"}}
 work = {"call": "workload", "args": {"times": 2}}
 dump = {"call": "dump"}
 base = cfg(filename="{dir}/t.json", profile_imperative=True, continuous_dump=False)
-trace = {"call": "trace", "args": {"path": "t.json", "cats": ["operator"], "names": ["_random_uniform"]},
-         "expect": {"events": [{"event": {"name": "_random_uniform", "cat": "operator", "ph": ph}, "count": 2}
-                                for ph in ("B", "E", "b", "e")]}}
+def trace_of(path, n):
+    return {"call": "trace", "args": {"path": path, "cats": ["operator"], "names": ["_random_uniform"]},
+            "expect": {"events": [{"event": {"name": "_random_uniform", "cat": "operator", "ph": ph}, "count": n}
+                                  for ph in ("B", "E", "b", "e")]}}
+trace = trace_of("t.json", 2)
 # wrong keys / values / types
 case("config unknown key", [err("set_config", {"profile_symbolc": True}, "config.unknown_key")])
 case("config bool as text", [err("set_config", {"profile_api": "yes"}, "config.bad_value")])
@@ -38,10 +40,8 @@ case("dumps before profiling", [err("dumps", None, "dumps.empty")])
 case("dump before run", [err("dump", None, "state.dump_before_run")])
 case("stop before run then dump", [base, stop, err("dump", None, "state.dump_before_run")])
 case("run twice keeps recording", [base, run, run, work, stop, dump, trace])
-case("filename while running, data kept", [base, run, work, err("set_config", {"filename": "{dir}/other.json"}, "state.filename_while_running"), stop, dump, trace])
-case("set_config other key while running", [base, run, cfg(profile_api=True), work, stop, dump, trace])
-C[-1]["known_bug"] = ("set_config(profile_api=True) while running sends MXNet a config without the filename, "
-                      "so the trace silently goes to ./profile.json instead of t.json (issue 12 item 6)")
+case("filename while running, data kept", [base, run, work, cfg(filename="{dir}/other.json", profile_imperative=True, continuous_dump=False), work, stop, dump, trace, trace_of("other.json", 2)])
+case("set_config other key while running", [base, run, work, cfg(profile_api=True), work, stop, dump, trace_of("t.json", 4)])
 case("pause when stopped", [base, {"call": "pause"}, {"call": "resume"}, run, work, stop, dump, trace])
 case("second finished dump", [base, run, work, stop, dump, err("dump", None, "state.finished_dump"), trace])
 case("run after finished dump", [base, run, work, stop, dump, err("set_state", {"state": "run"}, "state.finished_run"), trace])

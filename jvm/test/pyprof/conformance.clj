@@ -293,6 +293,8 @@
     (case (if skip? ::not-here call)
       ::not-here {"skipped" true}
       "workload" {"ok" (workload args)}
+      ;; the names in the working directory (the child's), sorted
+      "files" {"ok" (vec (sort (.list (io/file workdir))))}
       "trace" {"ok" (normalise-events (get (load-json (io/file workdir (args "path"))) "traceEvents")
                                       (args "cats") (args "names")
                                       (get args "keep" ["name" "cat" "ph"]))}

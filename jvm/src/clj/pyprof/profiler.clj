@@ -22,6 +22,7 @@
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
             [pyprof.config :as config]
+            [pyprof.keep-file :as keep-file]
             [pyprof.native :as native :refer [mx]]
             [pyprof.objects]
             [pyprof.output :as output]
@@ -45,7 +46,10 @@
          :internal nil      ; the thread making that session's own calls, while it makes them
          ;; configured after the profiler ran: MXNet may write this file without its header,
          ;; so a final dump rewrites it (Python's repair_on_finish)
-         :repair-on-finish false}))
+         :repair-on-finish false
+         ;; parts of the trace file kept before a config named it again (pyprof.keep-file),
+         ;; in order: the finished dump joins them with the file
+         :kept-parts []}))
 
 (defn state
   "What this JVM has asked of the profiler: {:running :paused :finished :ever-ran :session}."
@@ -104,6 +108,20 @@
   [path]
   ((requiring-resolve 'pyprof.session.raw/rewrite-trace!) path))
 
+(defn- join-traces!
+  "pyprof.session.raw/join-traces! (resolved when first needed, as rewrite-trace!)."
+  [parts path]
+  ((requiring-resolve 'pyprof.session.raw/join-traces!) parts path))
+
+(defn- finish-file!
+  "After a dump that finished `path`: joins the parts kept of it, or, when it was configured
+  after the profiler ran (MXNet wrote no header), rewrites it (Python's _finish_file)."
+  [path]
+  (let [{:keys [kept-parts repair-on-finish]} @tracker]
+    (cond (seq kept-parts) (do (join-traces! kept-parts path)
+                               (swap! tracker assoc :kept-parts []))
+          repair-on-finish (rewrite-trace! path))))
+
 (defn- send-config! [c-opts]
   (let [ks (keys c-opts)]
     (mx MXSetProcessProfilerConfig (count c-opts) (native/strings ks) (native/strings (map c-opts ks))
@@ -130,8 +148,36 @@
     (when (= rules/c-false (config "continuous_dump"))
       (mx MXSetProcessProfilerState (int (rules/states "run")) (int worker) nil)
       (when paused (mx MXProcessProfilePause 1 (int worker) nil)))
-    (when (and dumped (output/size old))
-      (rewrite-trace! old))))
+    (cond (seq (:kept-parts @tracker)) ; parts kept by earlier configs: joined with it
+          (do (join-traces! (:kept-parts @tracker) old)
+              (swap! tracker assoc :kept-parts []))
+          (and dumped (output/size old)) (rewrite-trace! old))))
+
+(defn- configure-same-file!
+  "A config naming the file the profiler has been writing (kept or given again; under the
+  lock), as Python's _configure_same_file: MXNet's config unlinks it, so its events are kept in
+  a part first (pyprof.keep-file), joined with the file by the finished dump (the shutdown hook
+  makes it when the program does not). Without hard links, the config is retried until MXNet's
+  stopped dump timer has exited (up to dump_period + 2 s)."
+  [c-opts]
+  (let [^String path (c-opts "filename")
+        config (:config @tracker)
+        stopped (atom nil)]
+    (when (and (not= rules/c-false (get config "continuous_dump"))
+               (not (.exists (java.io.File. path)))
+               (nil? (output/file-problem path (config/parent-directory path))))
+      ;; nothing dumped yet: dump now, so that no timer write lands between link and config
+      (try (mx MXDumpProcessProfile 0 (int worker) nil)
+           (catch MXNetException e (when-not (hasnt-run? e) (throw e)))))
+    (when-let [part (keep-file/keep! path (count (:kept-parts @tracker))
+                                     (fn [scratch]
+                                       (send-config! (assoc config "filename" scratch
+                                                            "continuous_dump" rules/c-false))
+                                       (reset! stopped (Double/parseDouble
+                                                        (get config "dump_period" "1")))))]
+      (swap! tracker update :kept-parts conj part))
+    (keep-file/retry-while-timer-exits! #(send-config! c-opts)
+                                        (if @stopped (+ @stopped 2.0) 0.0))))
 
 (defn- check-dumped!
   "After MXDumpProcessProfile: MXNet reports no failure to write, so look at the file
@@ -149,8 +195,11 @@
   "Configures the profiler (C: MXSetProcessProfilerConfig). `options` is a map of keyword keys
   (:profile-symbolic, :filename, :aggregate-stats, :dump-period, ...) or C's string keys
   (\"profile_symbolic\"), checked against profiler_config.json first. Every call resets the keys
-  it leaves out to their C default, and deletes an existing file at :filename. :dump-period is in
-  seconds. Returns the map of C strings sent.
+  it leaves out to their C default, except :filename once the profiler has run (until the
+  finished dump): it is kept (api.json keep_filename; on purpose unlike MXNet, which would send
+  the rest of the trace to ./profile.json), and the events already dumped there are kept in a
+  hidden part that the finished dump joins back (docs/configuration.md). It deletes an existing
+  file at a new :filename. :dump-period is in seconds. Returns the map of C strings sent.
 
   Throws ex-info :invalid-config (key or value; a :filename MXNet could not write:
   config.missing_directory, config.bad_path), :session-finished (after a finished dump),
@@ -162,15 +211,21 @@
     (process-code (get c-opts "profile_process" "worker"))
     (locking lock
       (check-owner "(profiler-set-config ...)")
-      (let [{:keys [finished running config]} @tracker]
-        (when finished (throw (rules/error "state.finished_config" {:trace (trace-name)})))
-        (if (and running config
-                 (not= (get c-opts "filename" (config "filename")) (config "filename")))
-          (switch-file! c-opts)
-          (send-config! c-opts)))
-      (swap! tracker (fn [t] (assoc t :config (config/effective c-opts)
-                                    :repair-on-finish (:ever-ran t))))
-      c-opts)))
+      (let [{:keys [finished running config ever-ran]} @tracker
+            _ (when finished (throw (rules/error "state.finished_config" {:trace (trace-name)})))
+            current ((or config (config/effective {})) "filename")
+            ;; api.json keep_filename: once the profiler ran, a config without it keeps it
+            c-opts (if (and ever-ran (not (contains? c-opts "filename")))
+                     (assoc c-opts "filename" current)
+                     c-opts)]
+        (cond (and running config (not= (get c-opts "filename" current) current))
+              (switch-file! c-opts)
+              (and ever-ran (= (c-opts "filename") current))
+              (configure-same-file! c-opts)
+              :else (send-config! c-opts))
+        (swap! tracker (fn [t] (assoc t :config (config/effective c-opts)
+                                      :repair-on-finish (:ever-ran t))))
+        c-opts))))
 
 (defn profiler-set-state
   "Starts (\"run\" or :run) or stops (\"stop\" or :stop, the default) recording
@@ -228,16 +283,16 @@
            (let [mxnet {:fn (.function e) :mxnet-error (.mxnetMessage e)}]
              (when (:ever-ran @tracker) ; dumps finished the file (continuous_dump off)
                (swap! tracker assoc :finished true)
+               (when-let [path (trace-name)] (finish-file! path))
                (throw (rules/error "state.trace_finished_by_dumps"
                                    (assoc mxnet :trace (trace-name)) e)))
              (throw (rules/error "state.dump_before_run" mxnet e)))))
        (when f (swap! tracker assoc :finished true :running false))
-       (let [{:keys [config repair-on-finish]} @tracker
+       (let [{:keys [config]} @tracker
              final? (or f (= rules/c-false (get config "continuous_dump")))]
          (when-let [path (trace-name)]
            (check-dumped! path final?)
-           (when (and final? repair-on-finish)
-             (rewrite-trace! path)))))
+           (when final? (finish-file! path)))))
      nil)))
 
 (def default-dumps-options

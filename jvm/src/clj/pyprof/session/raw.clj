@@ -306,6 +306,19 @@
     (write-trace! path out-events)
     (count out-events)))
 
+(defn join-traces!
+  "Joins the kept `parts` (in order; MXNet traces with or without header and closing bytes) and
+  the trace at `path` into one valid trace at `path`, every metadata event seen so far first,
+  then deletes the parts; returns the number of events written. `pyprof.profiler` calls this
+  at the finished dump when configs kept parts of the file (as Python's pyprof._keep_file.join)."
+  [parts ^String path]
+  (let [events (mapcat #(parse-range (read-range % 0 Long/MAX_VALUE)) (concat parts [path]))
+        metadata (remember-metadata! events)
+        body (remove #(= "M" (get % "ph")) events)]
+    (write-trace! path (concat metadata body))
+    (doseq [^String p parts] (.delete (io/file p)))
+    (+ (count metadata) (count body))))
+
 (defn partial-path ^String [path] (str path ".partial"))
 
 (defn write-partial!
