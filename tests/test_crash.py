@@ -133,7 +133,7 @@ result = errors
         r.pop("gpu_on_cpu_build", None)
     assert {k: v[0] for k, v in r.items()} == {"dump_before_run": "StateError", "unknown_key": "ConfigError",
                  "wrong_type": "ConfigError", "bad_state": "StateError",
-                 "rename_while_open": "StateError", "dumps_without_aggregate": "StateError",
+                 "dumps_without_aggregate": "StateError",
                  "server_without_kvstore": "StateError", "reconfigure_after_finished": "StateError",
                  **({} if cuda_build() else {"gpu_on_cpu_build": "DeviceError"})}
     assert len(operator_pairs(load_trace(tmp_path / "t.json"), ("dot",))) == 2
