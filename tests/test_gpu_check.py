@@ -86,9 +86,9 @@ def test_gpu_setup_without_a_driver_is_one_line_and_changes_nothing(script):
 
 @pytest.mark.parametrize("fake, args, expect", [
     (dict(fail=True), [], "nvidia-smi failed (NVIDIA-SMI has failed because it couldn't"),
-    (dict(cuda="9.2"), [], "older than every MXNet 1.9.1 CUDA build (10.1 to 11.7): update the"),
+    (dict(cuda="9.2"), [], "older than every MXNet 1.9.1 CUDA build (10.1 to 11.7); fix: update the"),
     (dict(cuda="11.2"), ["cu117"], "mxnet-cu117 needs a driver for CUDA 11.7 or newer"),
-    (dict(), ["cu118"], "no MXNet 1.9.1 build for CUDA 'cu118': choose one of cu101, cu102"),
+    (dict(), ["cu118"], "no MXNet 1.9.1 build for CUDA 'cu118'; fix: choose one of cu101, cu102"),
 ])
 def test_gpu_setup_refusals_are_one_line_and_change_nothing(tmp_path, fake, args, expect):
     before = _venv_mxnet()
