@@ -38,7 +38,7 @@ def _beside(path: str, pattern: str, **fields: object) -> str:
 
 def part_path(path: str, index: int) -> str:
     """The ``index``-th part kept of ``path``: ``.pyprof-<pid>-kept-<index>-<name>.json``
-    beside it (the leftover cleanup deletes a dead process's)."""
+    beside it (the leftover cleanup joins a dead process's into ``path``: :func:`join_leftover`)."""
     return _beside(path, SPEC["part_name"], index=index)
 
 
