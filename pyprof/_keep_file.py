@@ -12,14 +12,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
+import string
 import time
 from collections.abc import Callable
 
 from . import rules
 
-__all__ = ["SPEC", "part_path", "keep", "retry_while_timer_exits", "join"]
+__all__ = ["SPEC", "part_path", "keep", "retry_while_timer_exits", "join", "parse_part",
+           "join_leftover"]
 
 SPEC: dict[str, str] = rules.API["keep_filename"]
+_FIELDS = {"pid": r"(?P<pid>\d+)", "index": r"(?P<index>\d+)", "name": r"(?P<name>.+)"}
+_PART = re.compile("".join(re.escape(text) + (_FIELDS[field] if field else "")
+                           for text, field, _, _ in string.Formatter().parse(SPEC["part_name"]))
+                   + r"\Z")
 
 
 def _beside(path: str, pattern: str, **fields: object) -> str:
@@ -30,7 +38,7 @@ def _beside(path: str, pattern: str, **fields: object) -> str:
 
 def part_path(path: str, index: int) -> str:
     """The ``index``-th part kept of ``path``: ``.pyprof-<pid>-kept-<index>-<name>.json``
-    beside it (the leftover cleanup deletes a dead process's)."""
+    beside it (the leftover cleanup joins a dead process's into ``path``: :func:`join_leftover`)."""
     return _beside(path, SPEC["part_name"], index=index)
 
 
@@ -92,3 +100,34 @@ def join(parts: list[str], path: str) -> int:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(part)
     return count
+
+
+def parse_part(name: str) -> tuple[int, int, str] | None:
+    """``(pid, index, name of the kept file)`` of a part's file name, or None if not a part."""
+    m = _PART.match(name)
+    return None if m is None else (int(m["pid"]), int(m["index"]), m["name"])
+
+
+def join_leftover(parts: list[str], path: str) -> None:
+    """Join the kept ``parts`` of a dead process (in order) and the bytes ``path`` holds now
+    (MXNet's headless, unfinished continuation; maybe absent) into ``path``, byte for byte, then
+    delete the parts. The result is an unfinished trace that ``pyprof repair`` makes valid.
+    Written to a temporary file beside ``path`` and moved in place, so a failure (OSError,
+    raised) leaves the parts and ``path`` as they were."""
+    full = os.path.abspath(path)
+    temp = _beside(full, rules.API["raw_trace"]["temp_prefix"] + "{pid}-kept-join-{name}.tmp")
+    try:
+        with open(temp, "wb") as out:
+            for source in [*parts, full]:
+                with contextlib.suppress(FileNotFoundError), open(source, "rb") as f:
+                    shutil.copyfileobj(f, out)
+        with contextlib.suppress(OSError):
+            shutil.copymode(parts[0], temp)
+        os.replace(temp, full)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    for part in parts:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(part)

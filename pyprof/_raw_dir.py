@@ -18,7 +18,7 @@ import shutil
 import sys
 import tempfile
 
-from . import rules
+from . import _keep_file, rules
 
 __all__ = ["SPEC", "base_dir", "start_ticks", "alive", "make_dir", "recreate", "remove_dir",
            "clean_leftovers", "clean_dir_of"]
@@ -128,23 +128,55 @@ def clean_leftovers(window_dir: str | None = None) -> list[str]:
 def clean_dir_of(directory: str, pid: int | None = None) -> list[str]:
     """Delete the ``.pyprof-<pid>-*.tmp`` files (a window or trace being written) and the
     ``.pyprof-raw-<pid>.json`` raw traces of older versions in ``directory`` whose process no
-    longer exists (only ``pid``'s when given)."""
-    removed = []
+    longer exists (only ``pid``'s when given). The parts such a process kept of a trace file
+    (``api.json`` ``keep_filename``) are joined into that file first, not lost."""
+    removed: list[str] = []
     try:
         names = os.listdir(directory)
     except OSError:
         return removed
+    dead: dict[int, bool] = {}
+
+    def gone(owner: int) -> bool:
+        if owner not in dead:
+            dead[owner] = owner == pid or (pid is None and not alive(owner, 0))
+        return dead[owner]
+
+    unjoined = _join_kept_parts(directory, names, gone)
     for name in names:
         m = _TEMP.match(name) or _LEGACY.match(name)
-        if not m:
+        if not m or name in unjoined:
             continue
         owner = int(m.group(1))
         path = os.path.join(directory, name)
-        if (owner == pid or (pid is None and not alive(owner, 0))) and _own(path):
+        if gone(owner) and _own(path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
                 removed.append(path)
     return removed
+
+
+def _join_kept_parts(directory: str, names: list[str], gone) -> set[str]:
+    """Join the kept parts of dead processes (``gone(pid)``) in ``directory`` into the files
+    they were kept of. Returns the names of the parts that could not be joined (kept for a
+    later start; one warning line each file)."""
+    groups: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    for name in names:
+        part = _keep_file.parse_part(name)
+        path = os.path.join(directory, name)
+        if part and gone(part[0]) and _own(path):
+            groups.setdefault((part[0], part[2]), []).append((part[1], name))
+    failed: set[str] = set()
+    for (owner, target), parts in sorted(groups.items()):
+        parts.sort()
+        try:
+            _keep_file.join_leftover([os.path.join(directory, n) for _, n in parts],
+                                     os.path.join(directory, target))
+        except OSError as exc:
+            failed.update(n for _, n in parts)
+            print(f"pyprof: could not join the parts of {target!r} kept by dead process "
+                  f"{owner}: {exc}", file=sys.stderr)
+    return failed
 
 
 def _recover_window(path: str, pid: int) -> None:

@@ -143,3 +143,52 @@ def test_killed_continuous_dump_is_recovered_by_repair(tmp_path):
     dots = [e for e in events if e.get("name") == "dot" and e["ph"] == "X"]
     assert len(dots) == flushed and validate(plain).ok
     assert sorted(os.listdir(tmp_path)) == ["plain.json"], "no temporary file is left behind"
+
+
+KEEP_VICTIM = """
+import os, time, mxnet as mx
+from pyprof import profiler
+profiler.set_config(filename="kept.json", profile_imperative=True, continuous_dump=True,
+                    dump_period=0.05)
+profiler.set_state("run")
+a = mx.nd.ones((4,))
+for _ in range(N):
+    a + 1
+mx.nd.waitall()
+profiler.dump(finished=False)
+profiler.set_config(profile_api=False)  # no filename: kept.json is kept in a part
+for _ in range(M):
+    a + 1
+mx.nd.waitall()
+time.sleep(0.3)  # the dump timer flushes the later ops into the new, headless kept.json
+os.kill(os.getpid(), 9)
+"""
+
+#: A complete "_plus_scalar" end event as MXNet writes it.
+_PLUS_END = re.compile(rb'\{\s*"name": "_plus_scalar",\s*"cat": "operator",\s*"ph": "E",[^{}]*\}')
+
+
+def test_parts_kept_by_a_killed_process_are_joined_not_lost(tmp_path):
+    n, m = 7, 5
+    proc = _start(KEEP_VICTIM.replace("N", str(n)).replace("M", str(m)), tmp_path, {})
+    proc.wait(60)
+    proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    parts = sorted(tmp_path.glob(".pyprof-*-kept-*-kept.json.json"))
+    assert len(parts) == 1, "the keep left a part"
+    in_part = len(_PLUS_END.findall(parts[0].read_bytes()))
+    in_file = len(_PLUS_END.findall((tmp_path / "kept.json").read_bytes()))
+    assert in_part == n and 0 < in_file <= m, (in_part, in_file)
+    # the next start (a session in this directory) joins the dead process's part into kept.json
+    run_scenario("""
+import pyprof
+with pyprof.profile(path="next.json"):
+    pass
+result = None
+""", tmp_path)
+    assert not list(tmp_path.glob(".pyprof-*")), "no part (nor temporary file) is left"
+    r = run_cli(["repair", "kept.json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    plus = [e for e in load_trace(tmp_path / "kept.json")
+            if e.get("name") == "_plus_scalar" and e["ph"] == "X"]
+    assert len(plus) == in_part + in_file and validate(tmp_path / "kept.json").ok

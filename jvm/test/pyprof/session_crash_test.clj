@@ -7,6 +7,7 @@
             [clojure.test :refer [deftest is]]
             [pyprof.ndarray :as nd]
             [pyprof.session :as session]
+            [pyprof.session.rawdir :as rawdir]
             [pyprof.test-util :refer [java-child temp-dir]])
   (:import (java.util.concurrent TimeUnit)))
 
@@ -77,3 +78,38 @@
         (is (pos? flushed) (pr-str info))
         (is (= flushed (count (filter #(and (= "_random_uniform" (% "name")) (= "E" (% "ph"))) evs)))
             "every flushed end event of the window is recovered")))))
+
+(def ^:private keep-victim
+  "Continuous dump into t.json, 3 ops, a dump, a config without :filename (t.json is kept in a
+  part), 4 more ops flushed by the dump timer, then kill -9 of itself."
+  "(require '[pyprof.profiler :as p] '[pyprof.ndarray :as nd] '[clojure.java.shell :as sh])
+   (defn work [n] (dotimes [_ n] (let [a (nd/random-uniform -1 1 [4 4])] (nd/wait-to-read a) (nd/close a))))
+   (p/profiler-set-config {:filename \"t.json\" :profile-imperative true :continuous-dump true
+                           :dump-period 0.05})
+   (p/profiler-set-state :run)
+   (work 3)
+   (p/dump-profile false)
+   (p/profiler-set-config {:profile-api false :continuous-dump true :dump-period 0.05})
+   (work 4)
+   (Thread/sleep 300)
+   (sh/sh \"kill\" \"-9\" (str (.pid (java.lang.ProcessHandle/current))))
+   (Thread/sleep 60000)")
+
+(deftest the-parts-a-killed-process-kept-are-joined-not-lost
+  (let [dir (temp-dir)
+        {:keys [exit err]} (java-child ["-e" keep-victim] :dir (str dir) :timeout-s 120)
+        part? #(re-matches #"\.pyprof-\d+-kept-\d+-t\.json\.json" %)
+        parts (filter #(part? (.getName ^java.io.File %)) (.listFiles dir))
+        ends #(count (re-seq op-end (String. (bytes-of %) "UTF-8")))
+        in-part (some-> (first parts) ends)
+        in-file (ends (io/file dir "t.json"))]
+    (is (= 137 exit) err)
+    (is (= 1 (count parts)) "the keep left a part")
+    (is (and (= 3 in-part) (< 0 in-file 5)) (pr-str [in-part in-file]))
+    ;; the next start's cleanup of this directory joins the dead process's part into t.json
+    (rawdir/clean-dir-of! (str dir))
+    (is (= ["t.json"] (vec (.list dir))) "no part (nor temporary file) is left")
+    (let [joined (String. (bytes-of (io/file dir "t.json")) "UTF-8")]
+      (is (= "{" (subs joined 0 (min 1 (count joined)))) "the part's header comes first")
+      (is (= (+ in-part in-file) (count (re-seq op-end joined)))
+          "every flushed event of the part and of the file is in t.json"))))

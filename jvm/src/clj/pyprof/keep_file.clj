@@ -9,7 +9,7 @@
   (:require [clojure.string :as str]
             [pyprof.rules :as rules])
   (:import (pyprof.jvm MXNetException)
-           (java.nio.file FileSystemException Files NoSuchFileException Path Paths
+           (java.nio.file FileSystemException Files NoSuchFileException OpenOption Path Paths
                           StandardCopyOption)))
 
 (set! *warn-on-reflection* true)
@@ -28,7 +28,7 @@
 
 (defn part-path
   "The `index`-th part kept of `path`: .pyprof-<pid>-kept-<index>-<name>.json beside it (the
-  leftover cleanup deletes a dead process's)."
+  leftover cleanup joins a dead process's into `path`: join-leftover!)."
   ^String [path index]
   (str (beside path (spec "part_name") index)))
 
@@ -72,3 +72,38 @@
                          (throw e))))
         (Thread/sleep 10)
         (recur)))))
+
+(def ^:private part-re
+  (re-pattern (-> (str "\\Q" (spec "part_name") "\\E")
+                  (str/replace "{pid}" "\\E(?<pid>\\d+)\\Q")
+                  (str/replace "{index}" "\\E(?<index>\\d+)\\Q")
+                  (str/replace "{name}" "\\E(?<name>.+)\\Q"))))
+
+(defn parse-part
+  "[pid index name-of-the-kept-file] of a part's file name, or nil when it is not a part."
+  [^String file-name]
+  (let [m (re-matcher part-re file-name)]
+    (when (.matches m)
+      [(Long/parseLong (.group m "pid")) (Long/parseLong (.group m "index")) (.group m "name")])))
+
+(defn join-leftover!
+  "Joins the kept `parts` of a dead process (in order) and the bytes `path` holds now (MXNet's
+  headless, unfinished continuation; maybe absent) into `path`, byte for byte, then deletes the
+  parts: an unfinished trace that `pyprof repair` makes valid. Written to a temporary file
+  beside `path` and moved in place, so a failure (IOException, thrown) leaves the parts and
+  `path` as they were."
+  [parts ^String path]
+  (let [full (.toAbsolutePath (Paths/get path (make-array String 0)))
+        temp (beside (str full) (str (get (rules/api "raw_trace") "temp_prefix")
+                                     "{pid}-kept-join-{name}.tmp") 0)]
+    (try
+      (with-open [out (Files/newOutputStream temp (make-array OpenOption 0))]
+        (doseq [^String source (concat parts [(str full)])]
+          (try (Files/copy (Paths/get source (make-array String 0)) out)
+               (catch NoSuchFileException _ nil))))
+      (Files/move temp full (into-array [StandardCopyOption/REPLACE_EXISTING]))
+      (catch Throwable e
+        (Files/deleteIfExists temp)
+        (throw e)))
+    (doseq [^String part parts]
+      (Files/deleteIfExists (Paths/get part (make-array String 0))))))

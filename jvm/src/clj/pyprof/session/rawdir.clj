@@ -5,10 +5,12 @@
   = field 22 of /proc/<pid>/stat (0 without /proc). A directory whose pid no longer runs, or
   runs with another start time (a reused pid), is a leftover: its unsaved windows are recovered
   at their paths, then it is deleted, with the `.pyprof-<pid>-*` temporary files the process left
-  beside its windows and older versions' `.pyprof-raw-<pid>.json`."
+  beside its windows and older versions' `.pyprof-raw-<pid>.json`; the parts it kept of a trace
+  file (api.json `keep_filename`) are joined into that file first, not lost."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
+            [pyprof.keep-file :as keep-file]
             [pyprof.rules :as rules])
   (:import (java.io File)
            (java.nio.file Files LinkOption Path Paths)
@@ -87,17 +89,43 @@
 (def ^:private legacy-re (re-pattern (str "\\Q" (spec "legacy_file_prefix") "\\E(\\d+)\\.json")))
 (def ^:private temp-re (re-pattern (str "\\Q" (spec "temp_prefix") "\\E(\\d+)-.*\\.(tmp|json)")))
 
+(defn- join-kept-parts!
+  "Joins the kept parts of dead processes (`gone?`) among `files` of `dir` into the files they
+  were kept of; returns the names of the parts that could not be joined (kept for a later start;
+  one line on stderr each file)."
+  [dir files gone?]
+  (let [groups (group-by :key (for [^File f files
+                                    :let [[p i target] (keep-file/parse-part (.getName f))]
+                                    :when (and p (gone? p) (own? f))]
+                                {:key [p target] :index i :file f}))]
+    (set (mapcat (fn [[[p target] parts]]
+                   (let [parts (sort-by :index parts)]
+                     (try (keep-file/join-leftover! (mapv #(str (:file %)) parts)
+                                                    (str (io/file dir target)))
+                          nil
+                          (catch java.io.IOException e
+                            (binding [*out* *err*]
+                              (println (str "pyprof: could not join the parts of " (pr-str target)
+                                            " kept by dead process " p ": " (.getMessage e))))
+                            (map #(.getName ^File (:file %)) parts)))))
+                 (sort-by key groups)))))
+
 (defn clean-dir-of!
   "Deletes the `.pyprof-<pid>-*` temporary files and older versions' `.pyprof-raw-<pid>.json`
-  in `dir` whose process no longer exists (only `only-pid`'s when given); returns them."
+  in `dir` whose process no longer exists (only `only-pid`'s when given); returns them. The
+  parts such a process kept of a trace file are joined into that file first."
   ([dir] (clean-dir-of! dir nil))
   ([dir only-pid]
-   (vec (for [^File f (.listFiles (io/file dir))
-              :let [[_ p] (or (re-matches temp-re (.getName f)) (re-matches legacy-re (.getName f)))]
-              :when p
-              :let [p (Long/parseLong p)]
-              :when (and (if only-pid (= p only-pid) (not (alive? p 0))) (own? f) (.delete f))]
-          (str f)))))
+   (let [files (.listFiles (io/file dir))
+         gone? (fn [^long p] (if only-pid (= p only-pid) (not (alive? p 0))))
+         unjoined (join-kept-parts! dir files gone?)]
+     (vec (for [^File f files
+                :let [[_ p] (or (re-matches temp-re (.getName f))
+                                (re-matches legacy-re (.getName f)))]
+                :when (and p (not (unjoined (.getName f))))
+                :let [p (Long/parseLong p)]
+                :when (and (gone? p) (own? f) (.delete f))]
+            (str f))))))
 
 (defn clean-leftovers!
   "Deletes the raw-trace directories of processes that no longer exist, after `recover!`
