@@ -22,11 +22,11 @@
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
             [pyprof.config :as config]
-            [pyprof.keep-file :as keep-file]
             [pyprof.native :as native :refer [mx]]
             [pyprof.objects]
             [pyprof.output :as output]
-            [pyprof.rules :as rules])
+            [pyprof.rules :as rules]
+            [pyprof.trace-file :as trace-file])
   (:import (com.sun.jna.ptr PointerByReference)
            (pyprof.jvm MXNetException)))
 
@@ -102,95 +102,6 @@
       (throw (rules/error "process.server_in_jvm" {:key "profile_process" :value p})))
     code))
 
-(defn- rewrite-trace!
-  "pyprof.session.raw/rewrite-trace! (resolved when first needed: that namespace requires this
-  one)."
-  [path]
-  ((requiring-resolve 'pyprof.session.raw/rewrite-trace!) path))
-
-(defn- join-traces!
-  "pyprof.session.raw/join-traces! (resolved when first needed, as rewrite-trace!)."
-  [parts path]
-  ((requiring-resolve 'pyprof.session.raw/join-traces!) parts path))
-
-(defn- finish-file!
-  "After a dump that finished `path`: joins the parts kept of it, or, when it was configured
-  after the profiler ran (MXNet wrote no header), rewrites it (Python's _finish_file)."
-  [path]
-  (let [{:keys [kept-parts repair-on-finish]} @tracker]
-    (cond (seq kept-parts) (do (join-traces! kept-parts path)
-                               (swap! tracker assoc :kept-parts []))
-          repair-on-finish (rewrite-trace! path))))
-
-(defn- send-config! [c-opts]
-  (let [ks (keys c-opts)]
-    (mx MXSetProcessProfilerConfig (count c-opts) (native/strings ks) (native/strings (map c-opts ks))
-        nil)))
-
-(defn- hasnt-run? [^MXNetException e]
-  (str/includes? (.mxnetMessage e) "hasn't been run"))
-
-(defn- switch-file!
-  "A new filename while profiling runs (under the lock), as pyprof.profiler._switch_file: the
-  events so far are appended to the old file (unless it can no longer be written: then they
-  stay queued and go to the new file), MXNet is configured, and the old file, which MXNet never
-  writes again, is rewritten as a valid trace. With continuous_dump off, MXNet's dump stopped
-  output: running again restores it."
-  [c-opts]
-  (let [{:keys [config paused]} @tracker
-        ^String old (config "filename")
-        dumped (and (nil? (output/file-problem old (config/parent-directory old)))
-                    (try (mx MXDumpProcessProfile 0 (int worker) nil)
-                         true
-                         (catch MXNetException e
-                           (if (hasnt-run? e) false (throw e)))))]
-    (send-config! c-opts)
-    (when (= rules/c-false (config "continuous_dump"))
-      (mx MXSetProcessProfilerState (int (rules/states "run")) (int worker) nil)
-      (when paused (mx MXProcessProfilePause 1 (int worker) nil)))
-    (cond (seq (:kept-parts @tracker)) ; parts kept by earlier configs: joined with it
-          (do (join-traces! (:kept-parts @tracker) old)
-              (swap! tracker assoc :kept-parts []))
-          (and dumped (output/size old)) (rewrite-trace! old))))
-
-(defn- configure-same-file!
-  "A config naming the file the profiler has been writing (kept or given again; under the
-  lock), as Python's _configure_same_file: MXNet's config unlinks it, so its events are kept in
-  a part first (pyprof.keep-file), joined with the file by the finished dump (the shutdown hook
-  makes it when the program does not). Without hard links, the config is retried until MXNet's
-  stopped dump timer has exited (up to dump_period + 2 s)."
-  [c-opts]
-  (let [^String path (c-opts "filename")
-        config (:config @tracker)
-        stopped (atom nil)]
-    (when (and (not= rules/c-false (get config "continuous_dump"))
-               (not (.exists (java.io.File. path)))
-               (nil? (output/file-problem path (config/parent-directory path))))
-      ;; nothing dumped yet: dump now, so that no timer write lands between link and config
-      (try (mx MXDumpProcessProfile 0 (int worker) nil)
-           (catch MXNetException e (when-not (hasnt-run? e) (throw e)))))
-    (when-let [part (keep-file/keep! path (count (:kept-parts @tracker))
-                                     (fn [scratch]
-                                       (send-config! (assoc config "filename" scratch
-                                                            "continuous_dump" rules/c-false))
-                                       (reset! stopped (Double/parseDouble
-                                                        (get config "dump_period" "1")))))]
-      (swap! tracker update :kept-parts conj part))
-    (keep-file/retry-while-timer-exits! #(send-config! c-opts)
-                                        (if @stopped (+ @stopped 2.0) 0.0))))
-
-(defn- check-dumped!
-  "After MXDumpProcessProfile: MXNet reports no failure to write, so look at the file
-  (dump.lost), as pyprof.profiler._check_dumped."
-  [^String path final?]
-  (let [problem (cond (nil? (output/size path))
-                      (or (output/file-problem path (config/parent-directory path))
-                          (rules/path-problem "gone" {}))
-                      (and final? (not (output/ends-finished? path)))
-                      (rules/path-problem "cut" {}))]
-    (when problem
-      (throw (rules/error "dump.lost" (merge {:path path} problem))))))
-
 (defn profiler-set-config
   "Configures the profiler (C: MXSetProcessProfilerConfig). `options` is a map of keyword keys
   (:profile-symbolic, :filename, :aggregate-stats, :dump-period, ...) or C's string keys
@@ -219,10 +130,10 @@
                      (assoc c-opts "filename" current)
                      c-opts)]
         (cond (and running config (not= (get c-opts "filename" current) current))
-              (switch-file! c-opts)
+              (trace-file/switch-file! tracker c-opts)
               (and ever-ran (= (c-opts "filename") current))
-              (configure-same-file! c-opts)
-              :else (send-config! c-opts))
+              (trace-file/configure-same-file! tracker c-opts)
+              :else (trace-file/send-config! c-opts))
         (swap! tracker (fn [t] (assoc t :config (config/effective c-opts)
                                       :repair-on-finish (:ever-ran t))))
         c-opts))))
@@ -278,12 +189,12 @@
          (mx MXDumpProcessProfile (if f 1 0) (int worker) nil)
          (catch MXNetException e
            ;; MXNet itself knows whether anything ran (Python, in a JPype-hosted JVM, may have).
-           (when-not (hasnt-run? e)
+           (when-not (trace-file/hasnt-run? e)
              (throw e))
            (let [mxnet {:fn (.function e) :mxnet-error (.mxnetMessage e)}]
              (when (:ever-ran @tracker) ; dumps finished the file (continuous_dump off)
                (swap! tracker assoc :finished true)
-               (when-let [path (trace-name)] (finish-file! path))
+               (when-let [path (trace-name)] (trace-file/finish-file! tracker path))
                (throw (rules/error "state.trace_finished_by_dumps"
                                    (assoc mxnet :trace (trace-name)) e)))
              (throw (rules/error "state.dump_before_run" mxnet e)))))
@@ -291,8 +202,8 @@
        (let [{:keys [config]} @tracker
              final? (or f (= rules/c-false (get config "continuous_dump")))]
          (when-let [path (trace-name)]
-           (check-dumped! path final?)
-           (when final? (finish-file! path)))))
+           (trace-file/check-dumped! path final?)
+           (when final? (trace-file/finish-file! tracker path)))))
      nil)))
 
 (def default-dumps-options
