@@ -114,7 +114,7 @@
   (let [{:keys [exit out err]} (java-child ["-m" "pyprof.matmul" "--begin" "3" "--end" "1"])]
     (is (= 2 exit))
     (is (= "" out))
-    (is (= "error: begin (3) must be < end (1) (see --help)" (str/trim err))))
+    (is (= "error: begin (3) must be < end (1). fix: pass a begin below end (see --help)" (str/trim err))))
   (when (zero? (native/gpu-count))  ; a CPU build (scripts/setup.sh --gpu installs a CUDA one)
     (let [{:keys [exit err]} (java-child ["-m" "pyprof.matmul" "--size" "256" "--ctx" "gpu"
                                           "--output" (str (temp-dir) "/g.json")])]

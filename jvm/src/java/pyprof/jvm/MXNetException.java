@@ -21,7 +21,8 @@ public class MXNetException extends PyprofException {
   private final String mxnetMessage;
 
   public MXNetException(String function, String mxnetMessage) {
-    this(function, mxnetMessage, function + " failed: " + firstLine(mxnetMessage) + " fix: "
+    // as Python's MXNetError: "<function> failed: <MXNet's first line>\n  fix: <fix>"
+    this(function, mxnetMessage, function + " failed: " + firstLine(mxnetMessage) + "\n  fix: "
         + PyprofException.fix("mxnet.call_failed"));
   }
 
