@@ -39,6 +39,7 @@
   All functions are thread safe: one session's calls are serialised on the session."
   (:require [clojure.string :as str]
             [pyprof.config :as config]
+            [pyprof.output :as output]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
             [pyprof.session.raw :as raw]
@@ -106,7 +107,7 @@
   ([] (profile {}))
   ([opts]
    (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
-         rec (dissoc opts :schedule :on-trace-ready :path)
+         rec (dissoc opts :schedule :on-trace-ready :path ::root-relative)
          _ (doseq [k (keys rec)]
              (let [c (util/key->c k)]
                (when-let [why (reserved c)]
@@ -118,7 +119,16 @@
          _ (when (and (some? on-trace-ready) (not (callable? on-trace-ready)))
              (throw (rules/error "session.not_callable" {:option "on_trace_ready"
                                                          :value on-trace-ready})))
-         path (str (.toAbsolutePath (Paths/get (str path) (make-array String 0))))]
+         given (str path)
+         bad-path! #(throw (rules/error "session.bad_path" (merge {:value given} %)))
+         _ (some-> (output/text-problem given) bad-path!)   ; before Paths/get refuses it raw
+         path (str (.toAbsolutePath (Paths/get given (make-array String 0))))
+         first-path (fill-path path 0 0)]
+     ;; windows are written there and MXNet is silent about a path it cannot write: as Python.
+     ;; ProfilerSession's first call checks its options with a path still relative to its
+     ;; output root (::root-relative); its second call, with the resolved path, checks the file.
+     (when-not (::root-relative opts)
+       (some-> (output/file-problem first-path (config/parent-directory first-path)) bad-path!))
      (when (and schedule (not (str/includes? path "{window}")) (sched/saves-many? schedule))
        (throw (rules/error "session.path_needs_window" {:path (str (:path opts))})))
      {::name (str "<pyprof.session " (swap! counter inc) ">")

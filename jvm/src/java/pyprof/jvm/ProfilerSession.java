@@ -4,6 +4,7 @@ import clojure.java.api.Clojure;
 import clojure.lang.IFn;
 import clojure.lang.Keyword;
 import clojure.lang.PersistentHashMap;
+import clojure.lang.RT;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -62,6 +63,7 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   private final Object session;
+  private static final Keyword ROOT_RELATIVE = Keyword.intern("pyprof.session", "root-relative");
   private final OutputRoot root;
 
   /** Loads the Clojure namespaces now (they load on first use otherwise). */
@@ -89,7 +91,8 @@ public final class ProfilerSession implements AutoCloseable {
     Map<String, Object> opts = new HashMap<>(options);
     Object path = opts.get("path");
     try {
-      Vars.PROFILE.invoke(toClojure(opts)); // the options' errors in the caller's words first
+      // the options' errors in the caller's words first; the path is relative to the root here
+      Vars.PROFILE.invoke(RT.assoc(toClojure(opts), ROOT_RELATIVE, Boolean.TRUE));
       opts.put("path", root.resolve("path",
           path == null ? "pyprof_trace_{window}.json" : String.valueOf(path)).toString());
       session = Vars.PROFILE.invoke(toClojure(opts));
