@@ -4,6 +4,7 @@ def case(name, steps, why=""):
     C.append({"name": name, "steps": steps})
 def err(call, args, code, **kw):
     s = {"call": call, "expect": {"error": code}}
+    if "message_has" in kw: s["expect"]["message_has"] = kw.pop("message_has")
     if args: s["args"] = args
     s.update(kw); return s
 NJ = {"not_in": ["java"], "why": "Java's types rule this input out"}
