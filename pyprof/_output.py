@@ -41,6 +41,22 @@ def text_problem(text: str) -> dict[str, str] | None:
     return None
 
 
+def file_in_the_way(directory: str) -> str | None:
+    """The nearest existing ancestor of ``directory`` (itself included) when that is not a
+    directory (a file in the way: no 'create it first' can help), else None."""
+    d = directory
+    while not os.path.lexists(d) and os.path.dirname(d) != d:
+        d = os.path.dirname(d)
+    return d if os.path.lexists(d) and not os.path.isdir(d) else None
+
+
+def _missing(directory: str) -> dict[str, str]:
+    blocker = file_in_the_way(directory)
+    if blocker is not None:
+        return rules.path_problem("file_in_the_way", blocker=blocker, directory=directory)
+    return rules.path_problem("missing_directory", directory=directory)
+
+
 def file_problem(path: str, min_free: int | None = None) -> dict[str, str] | None:
     """What keeps MXNet from writing a trace at ``path``, or None.
 
@@ -55,7 +71,7 @@ def file_problem(path: str, min_free: int | None = None) -> dict[str, str] | Non
     full = os.path.abspath(path)
     directory = os.path.dirname(full)
     if not os.path.isdir(directory):
-        return rules.path_problem("missing_directory", directory=directory)
+        return _missing(directory)
     try:
         mode = os.stat(full).st_mode
     except OSError:
@@ -89,7 +105,7 @@ def check_config_path(key: str, path: str) -> None:
     problem = text_problem(path)
     if problem is None:
         directory = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(directory):
+        if not os.path.isdir(directory) and file_in_the_way(directory) is None:
             raise rules.error("config.missing_directory", value=path, key=key,
                               directory=directory)
         problem = file_problem(path)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -141,6 +142,16 @@ def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
     if call == "write_file":  # a file the step names, with this text (a bad trace)
         with open(os.path.join(workdir, args["path"]), "w", encoding="utf-8") as f:
             f.write(args["text"])
+        return None
+    if call == "make_dir":  # a directory the step names (removed again by remove_path)
+        os.makedirs(os.path.join(workdir, args["path"]))
+        return None
+    if call == "remove_path":  # a file or a whole directory vanishes (under a running profiler)
+        full = os.path.join(workdir, args["path"])
+        shutil.rmtree(full) if os.path.isdir(full) else os.remove(full)
+        return None
+    if call == "make_fifo":  # a named pipe: opening it to write would block
+        os.mkfifo(os.path.join(workdir, args["path"]))
         return None
     if call == "truncate_file":  # keep the first fraction of a file's bytes (a cut trace)
         full = os.path.join(workdir, args["path"])

@@ -4,6 +4,7 @@ def case(name, steps, why=""):
     C.append({"name": name, "steps": steps})
 def err(call, args, code, **kw):
     s = {"call": call, "expect": {"error": code}}
+    if "message_has" in kw: s["expect"]["message_has"] = kw.pop("message_has")
     if args: s["args"] = args
     s.update(kw); return s
 NJ = {"not_in": ["java"], "why": "Java's types rule this input out"}
@@ -42,6 +43,7 @@ case("stop before run then dump", [base, stop, err("dump", None, "state.dump_bef
 case("run twice keeps recording", [base, run, run, work, stop, dump, trace])
 case("filename while running, data kept", [base, run, work, cfg(filename="{dir}/other.json", profile_imperative=True, continuous_dump=False), work, stop, dump, trace, trace_of("other.json", 2)])
 case("set_config other key while running", [base, run, work, cfg(profile_api=True), work, stop, dump, trace_of("t.json", 4)])
+case("new filename while running, both files valid", [base, run, work, cfg(filename="{dir}/other.json"), {"call": "workload", "args": {"times": 3}}, stop, dump, trace, trace_of("other.json", 3)])
 case("pause when stopped", [base, {"call": "pause"}, {"call": "resume"}, run, work, stop, dump, trace])
 case("second finished dump", [base, run, work, stop, dump, err("dump", None, "state.finished_dump"), trace])
 case("run after finished dump", [base, run, work, stop, dump, err("set_state", {"state": "run"}, "state.finished_run"), trace])
@@ -85,6 +87,61 @@ case("stats of a foreign file", [{"call": "write_file", "args": {"path": "f.json
 case("stats of a directory", [err("stats", {"trace_or_paths": "{dir}"}, "trace.cannot_open")])
 case("stats of no files", [err("stats", {"trace_or_paths": []}, "trace.no_paths", **NJ)])
 case("stats of a truncated trace", [base, run, work, stop, dump, {"call": "truncate_file", "args": {"path": "t.json", "keep": 0.6}}, {"call": "stats", "args": {"trace_or_paths": "{dir}/t.json"}, "expect": {"ok": {"operators": {}}}}])
+# output paths MXNet cannot write (issue 12 item 1): refused before profiling, or at the dump with the events kept
+def bad_path(name, path, words, pre=()):
+    case(name, [*pre, err("set_config", {"filename": path}, "config.bad_path", message_has=[words])])
+bad_path("config filename is a directory", "{dir}", "is a directory")
+bad_path("config filename in /proc", "/proc/pyprof-x.json", "no file can be created in directory")
+bad_path("config filename is a device", "/dev/null", "is not a regular file")
+bad_path("config filename is a fifo", "{dir}/p.fifo", "is not a regular file", pre=[{"call": "make_fifo", "args": {"path": "p.fifo"}}])
+bad_path("config filename with NUL", "{dir}/a\0b.json", "NUL character at character")
+bad_path("config filename with a lone surrogate", "{dir}/\udcff.json", "lone surrogate U+DCFF at character")
+case("config filename under a file", [{"call": "write_file", "args": {"path": "f.txt", "text": "x"}}, err("set_config", {"filename": "{dir}/f.txt/t.json"}, "config.bad_path", message_has=["is a file, not a directory"])])
+case("bad filename while running keeps the trace", [base, run, work, err("set_config", {"filename": "{dir}"}, "config.bad_path"), stop, dump, trace])
+case("missing directory while running keeps the trace", [base, run, work, err("set_config", {"filename": "{dir}/no/t.json"}, "config.missing_directory"), stop, dump, trace])
+gone = [{"call": "make_dir", "args": {"path": "gone"}}, cfg(filename="{dir}/gone/t.json", profile_imperative=True, continuous_dump=False), run, work, stop, {"call": "remove_path", "args": {"path": "gone"}}]
+case("dump after its directory was removed, then a new filename", [*gone, err("dump", None, "dump.unwritable", message_has=["the events MXNet holds are kept"]), cfg(filename="{dir}/saved.json"), dump, trace_of("saved.json", 2)])
+case("intermediate dump after its directory was removed", [*gone, err("dump", {"finished": False}, "dump.unwritable"), cfg(filename="{dir}/saved.json"), dump, trace_of("saved.json", 2)])
+case("new filename after the old directory vanished while running", [{"call": "make_dir", "args": {"path": "gone"}}, cfg(filename="{dir}/gone/a.json", profile_imperative=True, continuous_dump=False), run, work, {"call": "remove_path", "args": {"path": "gone"}}, cfg(filename="{dir}/b.json"), {"call": "workload", "args": {"times": 3}}, stop, dump, trace_of("b.json", 5)])
+case("new filename with continuous dump, both files valid", [cfg(filename="{dir}/t.json", profile_imperative=True, continuous_dump=True), run, work, cfg(filename="{dir}/other.json"), {"call": "workload", "args": {"times": 3}}, stop, dump, trace, trace_of("other.json", 3)])
+# names MXNet cannot take: a lone surrogate has no UTF-8 encoding (each object kind)
+case("domain name with a lone surrogate", [err("Domain", {"name": "d\udcff"}, "object.name_not_unicode", message_has=["U+DCFF at character 1"])])
+for kind in ("Task", "Frame"):
+    case(f"{kind.lower()} name with a lone surrogate", [D, err(kind, {"domain": "$d", "name": "\udcfft"}, "object.name_not_unicode", message_has=["U+DCFF at character 0"])])
+case("event name with a lone surrogate", [err("Event", {"name": "e\udcff"}, "object.name_not_unicode")])
+case("counter name with a lone surrogate", [D, err("Counter", {"domain": "$d", "name": "c\udcff"}, "object.name_not_unicode")])
+case("marker name with a lone surrogate", [D, err("Marker", {"domain": "$d", "name": "m\udcff"}, "object.name_not_unicode")])
+case("domain NUL in name", [err("Domain", {"name": "bad\0name"}, "object.name_bad_char")])
+# counters: the whole unsigned 64-bit range (issue 12 item 2)
+def counter_kept(name, value):
+    case(name, [cfg(filename="{dir}/t.json", profile_all=False, profile_symbolic=False, profile_imperative=False, profile_memory=False, profile_api=False, continuous_dump=False),
+                {"call": "Domain", "args": {"name": "big"}, "as": "d"}, {"call": "Counter", "args": {"domain": "$d", "name": "n"}, "as": "c"}, run,
+                {"call": "Counter.set_value", "target": "$c", "args": {"value": value}}, stop, dump,
+                {"call": "trace", "args": {"path": "t.json", "cats": ["big"], "keep": ["name", "cat", "ph", "args"]},
+                 "expect": {"events": [{"event": {"args": {"n": value}, "cat": "big", "name": "n", "ph": "C"}, "count": 1}]}}])
+counter_kept("counter 2^63 is kept", 2 ** 63)
+counter_kept("counter 2^64-1 is kept", 2 ** 64 - 1)
+case("counter 2^70", [D, C_, err("Counter.set_value", {"value": 2 ** 70}, "counter.out_of_range", target="$c", message_has=["MXNet counters hold 0 ... 18446744073709551615 (2^64-1)."])])
+case("counter increment past 2^64-1", [D, C_, {"call": "Counter.set_value", "target": "$c", "args": {"value": 2 ** 64 - 1}}, err("Counter.increment", {"delta": 1}, "counter.above_max", target="$c")])
+case("counter value as a float", [D, C_, err("Counter.set_value", {"value": 1.5}, "counter.not_int", target="$c", **NJ)])
+# sessions: window paths and schedules
+# Java sessions write only under the output root (pyprof.jvm.OutputRoot, -Dpyprof.outputRoot): its own errors
+def bad_window(java_code):
+    return {"python": "session.bad_path", "jvm": "session.bad_path", "java": java_code} if java_code else "session.bad_path"
+for name, path, words, java_code in [("a directory", "{dir}", "is a directory", None), ("in /proc", "/proc/w_{window}.json", "/proc", "root.outside"),
+                                     ("in a missing directory", "{dir}/no/w_{window}.json", "does not exist", "root.missing_directory"),
+                                     ("with NUL", "{dir}/w\0_{window}.json", "NUL", None),
+                                     ("with a lone surrogate", "{dir}/w\udcff_{window}.json", "surrogate", None)]:
+    case(f"session window path {name}", [err("profile", {"path": path}, bad_window(java_code), message_has=[words])])
+case("session window path under a file", [{"call": "write_file", "args": {"path": "f.txt", "text": "x"}}, err("profile", {"path": "{dir}/f.txt/sub/w_{window}.json"}, bad_window("root.file_in_the_way"), message_has=["is a file, not a directory"])])
+NS = {"not_in": ["java"], "why": "no schedule object in Java"}
+case("schedule repeat negative", [err("schedule", {"repeat": -1}, "schedule.bad_value", **NS)])
+case("schedule warmup negative", [err("schedule", {"warmup": -2}, "schedule.bad_value", **NS)])
+case("schedule skip_first negative", [err("schedule", {"skip_first": -1}, "schedule.bad_value", **NS)])
+case("schedule active as a float", [err("schedule", {"active": 1.5}, "schedule.bad_value", **NS)])
+case("schedule wait as text", [err("schedule", {"wait": "2"}, "schedule.bad_value", **NS)])
+case("schedule unknown option", [err("schedule", {"cycles": 2}, "schedule.unknown_option", **NS)])
+case("dump finished as text", [base, run, work, stop, err("dump", {"finished": "maybe"}, "state.dump_finished_arg", languages=["clojure"], why="Python, as mxnet.profiler, takes any value but the literal True as an intermediate dump; Java's boolean rules the text out"), dump, trace])
 doc = {"about": "The misuse matrix (issue 12): each case runs in its own child process, in Python (tests/test_misuse.py) and through Clojure and Java (jvm/test/pyprof/misuse_test.clj). Every case ends in a catalogue error whose message ends in a fix, or in the documented result; data already collected is still written (a 'trace' step reads it back).",
        "cases": C}
 open(__import__("os").path.join(__import__("os").path.dirname(__file__), "cases.json"), "w").write(json.dumps(doc, indent=1) + "\n")

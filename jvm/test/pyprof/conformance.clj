@@ -285,11 +285,34 @@
                (to-array (if (= "map" style) [(java.util.HashMap. ^java.util.Map step-args)]
                              values)))))))
 
-(defn- call-step [language {:strs [call target languages not_in] :as step} names workdir]
+(def runner-calls
+  "Calls the runners carry out themselves (no binding): a workload, a file, a trace read back."
+  #{"workload" "trace" "dumps_json" "dumps_has" "dumps_order" "write_file" "truncate_file"
+    "make_dir" "remove_path" "make_fifo" "files" "validate"})
+
+(defn- marked-elsewhere? [language {:strs [languages not_in]}]
+  (boolean (or (and languages (not (some #{language "jvm"} languages)))
+               (some #{language} not_in))))
+
+(defn skipped-step?
+  "Whether `step` is skipped through `language`: marked for other languages only, or a call
+  this language has no binding for (bindings.json says why)."
+  [language step]
+  (or (marked-elsewhere? language step)
+      (and (not (runner-calls (get step "call"))) (nil? (binding-for (get step "call") language)))))
+
+(defn skip-reason
+  "Why `step` is skipped through `language`: the step's own `why`, or its binding's."
+  [language step]
+  (or (get step "why")
+      (let [b (get @bindings (get step "call"))]
+        (get (if-let [same (get b "same_as")] (get @bindings same) b) "why"))
+      "no binding"))
+
+(defn- call-step [language {:strs [call target] :as step} names workdir]
   (let [args (resolve-value (get step "args" {}) names workdir)
         target (some-> target (resolve-value names workdir))
-        skip? (or (and languages (not (some #{language "jvm"} languages)))
-                  (some #{language} not_in))]
+        skip? (marked-elsewhere? language step)]
     (case (if skip? ::not-here call)
       ::not-here {"skipped" true}
       "workload" {"ok" (workload args)}
@@ -301,6 +324,22 @@
       "validate" (if-let [problems (validate-problems (io/file workdir (args "path")))]
                    {"ok" problems}
                    {"skipped" true})
+      "write_file" (do (spit (io/file workdir (args "path")) (args "text") :encoding "UTF-8")
+                       {"ok" nil})
+      "make_dir" (if (.mkdirs (io/file workdir (args "path")))
+                   {"ok" nil}
+                   (throw (ex-info (str "make_dir: cannot make " (args "path")) {})))
+      "remove_path" (do (doseq [^java.io.File f (reverse (file-seq (io/file workdir (args "path"))))]
+                          (io/delete-file f))
+                        {"ok" nil})
+      "make_fifo" (let [p (.start (ProcessBuilder. ["mkfifo" (str (io/file workdir (args "path")))]))]
+                    (when-not (zero? (.waitFor p))
+                      (throw (ex-info (str "make_fifo: mkfifo " (args "path") " failed") {})))
+                    {"ok" nil})
+      "truncate_file" (let [f (io/file workdir (args "path"))]   ; keep the first fraction
+                        (with-open [raf (java.io.RandomAccessFile. f "rw")]
+                          (.setLength raf (long (* (.length f) (double (args "keep"))))))
+                        {"ok" nil})
       "dumps_json" {"ok" (as-json (profiler/dumps (assoc (kebab-map args) :format :json)))}
       "dumps_has" {"ok" (str/includes? (profiler/dumps) (args "text"))}
       "dumps_order" {"ok" (table-order (profiler/dumps {:sort-by (args "sort_by")
@@ -346,14 +385,16 @@
 ;; ------------------------------------------------------------------ driving and comparing
 
 (defn run-scenario
-  "Executes scenario file `f` through `language` in a fresh child JVM; its outcomes."
-  [f language]
+  "Executes scenario file `f` through `language` in a fresh child JVM; its outcomes. Options:
+  :timeout-s (default 300; past it java-child throws), :jvm-args and :classpath for the child."
+  [f language & {:keys [timeout-s jvm-args classpath] :or {timeout-s 300}}]
   (let [workdir (str (temp-dir))
         {:keys [exit out err]} (java-child ["-e" (str "(require 'pyprof.conformance)"
                                                       "(pyprof.conformance/-main "
                                                       (pr-str (str f)) " " (pr-str language) " "
                                                       (pr-str workdir) ")")]
-                                          :dir workdir :timeout-s 300)]
+                                          :dir workdir :timeout-s timeout-s :jvm-args jvm-args
+                                          :classpath classpath)]
     (when-not (zero? exit)
       (throw (ex-info (str (.getName ^java.io.File f) " (" language "): the child exited " exit
                            "\n" (subs err (max 0 (- (count err) 3000))))
@@ -364,10 +405,11 @@
   (= kind (get-in rules/catalogue ["errors" code "kind"])))
 
 (defn- expected-error
-  "A step's expected error code on the JVM: \"error\" is a code, or a map of codes per
-  language (\"python\", \"jvm\") where the languages' APIs differ."
-  [expect]
-  (let [e (get expect "error")] (if (map? e) (get e "jvm") e)))
+  "A step's expected error code through `language`: \"error\" is a code, or a map of codes per
+  language where the languages' APIs differ (\"python\", \"jvm\"; \"clojure\" or \"java\"
+  where those two differ too, e.g. the Java session's output root)."
+  [expect language]
+  (let [e (get expect "error")] (if (map? e) (get e language (get e "jvm")) e)))
 
 (defn- subset?
   "As runner.py's _subset: maps by the keys given, lists item by item, floats within 1e-9."
@@ -381,45 +423,47 @@
         :else (= expected actual)))
 
 (defn differences
-  "Where `outcomes` differ from the expectations of `scenario`, one string each."
-  [scenario outcomes]
-  (let [steps (get scenario "steps")]
-    (concat
-     (when (not= (count steps) (count outcomes))
-       [(str (count outcomes) " outcomes for " (count steps) " steps")])
-     (for [[i step got] (map vector (range) steps outcomes)
-           :when (not (get got "skipped"))
-           :let [expect (get step "expect" {})
-                 where (str "step " i " (" (get step "call") ")")
-                 problem
-                 (cond
-                   (contains? expect "error")
-                   (cond (not= (get got "error") (expected-error expect))
-                         (str where ": expected error " (expected-error expect) ", got " (json/write-str got))
-                         (not (kind-matches? (get got "error") (get got "kind")))
-                         (str where ": error " (get got "error") " has kind " (get got "kind"))
-                         :else
-                         (when-let [missing (seq (remove #(str/includes? (str (get got "message")) %)
-                                                         (get expect "message_has")))]
-                           (str where ": the message lacks " (pr-str (vec missing)) ": "
-                                (pr-str (get got "message")))))
-                   (contains? got "error")
-                   (str where ": expected success, got " (json/write-str got))
-                   (contains? expect "ok")
-                   (when-not (subset? (get expect "ok") (get got "ok"))
-                     (str where ": expected " (json/write-str (get expect "ok"))
-                          "\n   got " (json/write-str (get got "ok"))))
-                   (contains? expect "events")
-                   (let [as-map #(into {} (map (fn [e] [(e "event") (e "count")])) %)
-                         exp (as-map (get expect "events")) act (as-map (get got "ok"))
-                         diff (for [k (distinct (concat (keys exp) (keys act)))
-                                    :when (not= (get exp k 0) (get act k 0))]
-                                (str (json/write-str k) ": expected " (get exp k 0) ", got "
-                                     (get act k 0)))]
-                     (when (seq diff)
-                       (str where ": trace events differ:\n   " (str/join "\n   " (sort diff))))))]
-           :when problem]
-       problem))))
+  "Where `outcomes` (through `language`, default \"clojure\") differ from the expectations of
+  `scenario`, one string each."
+  ([scenario outcomes] (differences scenario outcomes "clojure"))
+  ([scenario outcomes language]
+   (let [steps (get scenario "steps")]
+     (concat
+      (when (not= (count steps) (count outcomes))
+        [(str (count outcomes) " outcomes for " (count steps) " steps")])
+      (for [[i step got] (map vector (range) steps outcomes)
+            :when (not (get got "skipped"))
+            :let [expect (get step "expect" {})
+                  where (str "step " i " (" (get step "call") ")")
+                  problem
+                  (cond
+                    (contains? expect "error")
+                    (cond (not= (get got "error") (expected-error expect language))
+                          (str where ": expected error " (expected-error expect language) ", got " (json/write-str got))
+                          (not (kind-matches? (get got "error") (get got "kind")))
+                          (str where ": error " (get got "error") " has kind " (get got "kind"))
+                          :else
+                          (when-let [missing (seq (remove #(str/includes? (str (get got "message")) %)
+                                                          (get expect "message_has")))]
+                            (str where ": the message lacks " (pr-str (vec missing)) ": "
+                                 (pr-str (get got "message")))))
+                    (contains? got "error")
+                    (str where ": expected success, got " (json/write-str got))
+                    (contains? expect "ok")
+                    (when-not (subset? (get expect "ok") (get got "ok"))
+                      (str where ": expected " (json/write-str (get expect "ok"))
+                           "\n   got " (json/write-str (get got "ok"))))
+                    (contains? expect "events")
+                    (let [as-map #(into {} (map (fn [e] [(e "event") (e "count")])) %)
+                          exp (as-map (get expect "events")) act (as-map (get got "ok"))
+                          diff (for [k (distinct (concat (keys exp) (keys act)))
+                                     :when (not= (get exp k 0) (get act k 0))]
+                                 (str (json/write-str k) ": expected " (get exp k 0) ", got "
+                                      (get act k 0)))]
+                      (when (seq diff)
+                        (str where ": trace events differ:\n   " (str/join "\n   " (sort diff))))))]
+            :when problem]
+        problem)))))
 
 ;; ------------------------------------------------------------------ coverage
 

@@ -21,7 +21,7 @@
                [(.getName ^java.io.File f)
                 (if (instance? Exception out)
                   [(.getMessage ^Exception out)]
-                  (vec (c/differences (c/load-json f) out)))]))))
+                  (vec (c/differences (c/load-json f) out language)))]))))
 
 (deftest the-clojure-api-gives-each-scenarios-outcomes
   (doseq [[scenario diffs] (run-all "clojure")]

@@ -142,7 +142,7 @@
   [{:keys [file name]} k ^String c-val]
   (when file
     (let [parent (parent-directory c-val)]
-      (when-not (.isDirectory (io/file parent))
+      (when-not (or (.isDirectory (io/file parent)) (output/file-in-the-way parent))
         (throw (rules/error "config.missing_directory"
                             {:value c-val :key name :directory parent :given k})))
       (when-let [problem (output/file-problem c-val parent)]

@@ -40,6 +40,20 @@
         (.getReason ^FileSystemException e)
         :else (or (.getMessage e) (.getSimpleName (class e)))))
 
+(defn file-in-the-way
+  "The nearest existing ancestor of `directory` (itself included) when that is not a directory
+  (a file in the way: no 'create it first' can help), else nil; as pyprof._output."
+  [^String directory]
+  (let [exists? #(Files/exists (.toPath ^File %) (into-array LinkOption [LinkOption/NOFOLLOW_LINKS]))
+        d (loop [^File d (io/file directory)]
+            (if (or (exists? d) (nil? (.getParentFile d))) d (recur (.getParentFile d))))]
+    (when (and (exists? d) (not (.isDirectory ^File d))) (str d))))
+
+(defn- missing [^String directory]
+  (if-let [blocker (file-in-the-way directory)]
+    (rules/path-problem "file_in_the_way" {:blocker blocker :directory directory})
+    (rules/path-problem "missing_directory" {:directory directory})))
+
 (defn file-problem
   "What keeps MXNet from writing a trace at `path` (whose absolute parent is `directory`), or
   nil, as pyprof._output.file_problem: the text, the directory exists, `path` is no directory
@@ -52,7 +66,7 @@
        (let [dir (io/file directory)
              f (io/file path)]
          (cond
-           (not (.isDirectory dir)) (rules/path-problem "missing_directory" {:directory directory})
+           (not (.isDirectory dir)) (missing directory)
            (.isDirectory f) (rules/path-problem "is_directory"
                                                 {:path path :example (str (io/file path "profile.json"))})
            (and (.exists f) (not (Files/isRegularFile (.toPath f) (make-array LinkOption 0))))

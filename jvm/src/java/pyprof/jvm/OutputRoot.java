@@ -92,9 +92,9 @@ public final class OutputRoot {
     Path p;
     try {
       p = root.resolve(Paths.get(path)).normalize();
-    } catch (InvalidPathException e) {
-      throw PyprofException.catalogue("root.outside", "what", what, "path", path, "root",
-          root.toString());
+    } catch (InvalidPathException e) { // a NUL, or a lone surrogate the file system cannot encode
+      throw PyprofException.catalogue("root.bad_text", "what", what, "path", path, "reason",
+          e.getReason());
     }
     if (!p.startsWith(root) || p.equals(root) || p.getFileName() == null) {
       throw PyprofException.catalogue("root.outside", "what", what, "path", path, "root",
@@ -115,7 +115,11 @@ public final class OutputRoot {
       throw PyprofException.catalogue("root.outside", "what", what, "path", path, "root",
           root.toString());
     }
-    if (!existing.equals(parent) || !Files.isDirectory(real)) {
+    if (!Files.isDirectory(real)) { // a file in the way: creating the directory cannot help
+      throw PyprofException.catalogue("root.file_in_the_way", "what", what, "path", path,
+          "blocker", String.valueOf(existing), "root", root.toString());
+    }
+    if (!existing.equals(parent)) {
       throw PyprofException.catalogue("root.missing_directory", "what", what, "path", path,
           "directory", String.valueOf(parent), "root", root.toString());
     }

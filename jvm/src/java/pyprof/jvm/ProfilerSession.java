@@ -4,6 +4,7 @@ import clojure.java.api.Clojure;
 import clojure.lang.IFn;
 import clojure.lang.Keyword;
 import clojure.lang.PersistentHashMap;
+import clojure.lang.RT;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
