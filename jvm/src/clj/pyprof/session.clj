@@ -140,8 +140,11 @@
         ;; windows are written there, and MXNet is silent when it cannot write: checked now,
         ;; as pyprof.session.Session does (before Paths/get, which refuses a NUL untold)
         first-path (fill-path (config/abspath (str path)) 0 0)
-        _ (when-let [problem (and check-file?
-                                  (output/file-problem first-path (config/parent-directory first-path)))]
+        ;; a NUL or lone surrogate always (Paths/get would refuse it untold), the file when asked
+        _ (when-let [problem (or (output/text-problem (str path))
+                                 (and check-file?
+                                      (output/file-problem first-path
+                                                           (config/parent-directory first-path))))]
             (throw (rules/error "session.bad_path" (merge {:value (str path)} problem))))
         path (str (.toAbsolutePath (Paths/get (str path) (make-array String 0))))]
     (when (and schedule (not (str/includes? path "{window}")) (sched/saves-many? schedule))
