@@ -253,7 +253,9 @@ profiler.dump()
 """, tmp_path)
     assert r == ["session.profiler_running",
                  "the profiler is already recording (set_state('run') outside a session). "
-                 "fix: set_state('stop') and dump() first"]
+                 "fix: set_state('stop') first; to have the trace so far in its file, "
+                 "dump(finished=False) (a finished dump() would end recording in this process "
+                 "for good)"]
     load_trace(tmp_path / "mine.json")
 
 

@@ -211,7 +211,9 @@
     (is (= 0 exit) err)
     (is (= [[:running ["session.profiler_running"
                        (str "the profiler is already recording ((profiler-set-state :run) outside a"
-                            " session). fix: (profiler-set-state :stop) and (dump-profile) first")]]
+                            " session). fix: (profiler-set-state :stop) first; to have the trace so"
+                            " far in its file, (dump-profile false) (a finished (dump-profile) would"
+                            " end recording in this process for good)")]]
             [:finished ["session.profiler_finished"
                         (str "the profiler already wrote its finished trace in this process; MXNet"
                              " cannot record again. fix: use only pyprof.session in this process (it"
