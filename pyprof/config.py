@@ -128,7 +128,10 @@ def nearest_key(key: str) -> str:
 
 
 def unknown_key_error(key: str) -> ConfigError:
-    return rules.error("config.unknown_key", key=key, nearest=nearest_key(key),
+    nearest = nearest_key(key)
+    # nearest_as_written: the key as the caller writes keys (Clojure: a keyword), as a literal
+    return rules.error("config.unknown_key", key=key, nearest=nearest,
+                       nearest_as_written=repr(nearest),
                        valid=", ".join(keys()))
 
 

@@ -219,7 +219,9 @@
                           (= (str/join ", " (config/key-names)) (:valid data))
                           (= (str "unknown profiler config key " (pr-str c-key) ": did you mean "
                                   (pr-str nearest) "? valid keys are " (:valid data) ". fix: use "
-                                  (pr-str nearest) " (or another valid key; docs/configuration.md"
+                                  ;; the fix spells the key as the caller does: :kebab-case or "c_name"
+                                  (if (keyword? k) (keyword (str/replace nearest "_" "-")) (pr-str nearest))
+                                  " (or another valid key; docs/configuration.md"
                                   " lists them)")
                              message)))
     :profile-symbolc "profile_symbolic"
@@ -338,3 +340,12 @@
     (testing "it exists once created"
       (.mkdirs (java.io.File. missing))
       (is (= {"filename" v} (config/validate {:filename v}))))))
+
+(deftest unknown-key-fix-spells-the-key-as-the-caller-writes-keys
+  (let [message (fn [m] (try (config/validate m) nil
+                             (catch clojure.lang.ExceptionInfo e (.getMessage e))))]
+    (is (str/includes? (message {:profile-symbolc true})
+                       "did you mean \"profile_symbolic\"? valid keys are"))
+    (is (str/ends-with? (message {:profile-symbolc true})
+                        "fix: use :profile-symbolic (or another valid key; docs/configuration.md lists them)"))
+    (is (str/includes? (message {"profile_symbolc" true}) "fix: use \"profile_symbolic\" (or another"))))

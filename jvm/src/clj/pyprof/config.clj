@@ -162,9 +162,14 @@
      (fn [out [k v]]
        (let [c-key (util/key->c k)
              ks (or (by-name c-key)
-                    (throw (rules/error "config.unknown_key"
-                                        {:key c-key :nearest (nearest-key c-key)
-                                         :valid (str/join ", " (key-names)) :given k})))
+                    (let [nearest (nearest-key c-key)]
+                      (throw (rules/error "config.unknown_key"
+                                          {:key c-key :nearest nearest
+                                           ;; the fix spells it as the caller wrote the key
+                                           :nearest_as_written (if (keyword? k)
+                                                                 (keyword (str/replace nearest "_" "-"))
+                                                                 (pr-str nearest))
+                                           :valid (str/join ", " (key-names)) :given k}))))
              c-val (or (value->c ks v)
                        (throw (rules/error "config.bad_value"
                                            {:value v :key c-key :accepted (accepted ks) :given k})))]
