@@ -10,12 +10,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PyprofError
-from ..trace.errors import TraceError
-from . import capture, merge
+from ..errors import TraceError
+from . import capture
 from .stats import FORMATS, GROUPINGS, format_stats, stats
+
+if TYPE_CHECKING:
+    from . import merge
 
 __all__ = ["register", "format_coverage", "matmul_dnnl"]
 
@@ -30,6 +33,13 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
     return run
 
 
+def _merge() -> Any:
+    """pyprof.dnnl.merge, imported when a trace is merged (it loads the trace tools)."""
+    from . import merge
+
+    return merge
+
+
 def format_coverage(res: merge.DnnlMergeResult) -> str:
     """Summary line and per-operator coverage table of a merge."""
     from tabulate import tabulate
@@ -38,7 +48,7 @@ def format_coverage(res: merge.DnnlMergeResult) -> str:
              c.covered_us / 1e3, c.share] for c in res.coverage if c.primitives]
     head = (f"wrote {res.out}: {res.placed} of {res.primitives} primitives inside operators"
             f"{f', {res.outside} outside any operator' if res.outside else ''}"
-            f"{f', {res.clamped} moved by at most {merge.TOLERANCE_US:g} us (clock resolution)' if res.clamped else ''}"
+            f"{f', {res.clamped} moved by at most {_merge().TOLERANCE_US:g} us (clock resolution)' if res.clamped else ''}"
             f"{f'; {res.untimed} without timestamp not placed' if res.untimed else ''}")
     table = tabulate(rows, headers=["operator", "slices", "with primitives", "primitives",
                                     "operator (ms)", "primitives (ms)", "covered (%)"],
@@ -52,7 +62,7 @@ def _dnnl(args: argparse.Namespace) -> int:
     if args.output is not None and args.trace is None:
         args.parser.error("-o/--output needs --trace: the MXNet trace to merge the primitives into")
     if args.trace is not None:
-        res = merge.merge(args.log, args.trace, args.output, progress=False if args.no_progress else None)
+        res = _merge().merge(args.log, args.trace, args.output, progress=False if args.no_progress else None)
         sys.stdout.write(format_coverage(res))
         return 0
     sys.stdout.write(format_stats(stats(args.log, by=args.by), args.format))
@@ -81,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
                   "that imports pyprof and ran to its end); the log is kept", file=sys.stderr)
         else:
             try:
-                res = merge.merge(args.log, args.trace, args.trace, progress=False)
+                res = _merge().merge(args.log, args.trace, args.trace, progress=False)
                 sys.stderr.write(format_coverage(res))
             except (PyprofError, TraceError) as exc:
                 print(f"pyprof run: could not merge: {exc}", file=sys.stderr)
@@ -143,7 +153,7 @@ def matmul_dnnl(o: argparse.Namespace) -> int:
         return 0
     merged = os.path.splitext(o.output)[0] + ".dnnl.json"
     try:
-        res = merge.merge(log, o.output, merged, progress=False)
+        res = _merge().merge(log, o.output, merged, progress=False)
     except (PyprofError, TraceError) as exc:
         print(f"pyprof matmul: error: {exc}", file=sys.stderr)
         return 1

@@ -22,7 +22,7 @@ import orjson
 from tabulate import tabulate
 
 from .. import rules
-from ..trace import parallel
+from .. import _workers
 from .parse import GroupStats, ScanResult, Signature, split_signature
 from .scan import Scanner
 
@@ -155,7 +155,7 @@ def _work(args: tuple[str, int, int]) -> ScanResult:
 def read_log(path: str | os.PathLike[str], *, workers: int | None = None) -> ScanResult:
     """Scan a whole log (:class:`~pyprof.dnnl.parse.ScanResult`), in ``workers`` forked
     processes (default: 1 below :data:`MIN_PARALLEL_BYTES`, else as
-    :func:`pyprof.trace.parallel.default_workers`).
+    :func:`pyprof._workers.default_workers`).
 
     Raises:
         LogFormatError: the file does not exist, cannot be read, or is empty.
@@ -170,9 +170,9 @@ def read_log(path: str | os.PathLike[str], *, workers: int | None = None) -> Sca
     if size == 0:
         raise rules.error("dnnl.log_empty", path=p)
     n = workers if workers is not None else (
-        1 if size < MIN_PARALLEL_BYTES else parallel.default_workers(size))
+        1 if size < MIN_PARALLEL_BYTES else _workers.default_workers(size))
     try:
-        if n <= 1 or not parallel.available():
+        if n <= 1 or not _workers.available():
             return _read_range(p, 0, size)
         cuts = _line_starts(p, size, n * 4)
         total = ScanResult()

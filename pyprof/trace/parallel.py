@@ -25,46 +25,17 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from .._workers import available, default_workers
 from .fastpath import FastChunk, parse_body
 
 __all__ = ["ChunkPool", "available", "default_workers", "pread", "LAST_RUN"]
 
-#: Files smaller than this are read sequentially (worker start-up is not worth it).
-MIN_BYTES = 64 << 20
 #: Spans in flight per worker (bounds memory: each holds one body or one result).
 _DEPTH = 2
 
 #: Details of the latest file read by workers: ``workers`` and ``worker_peak_rss_kb`` (each
 #: worker's ``ru_maxrss`` at exit, kB). For benchmarks that must count the workers' memory.
 LAST_RUN: dict[str, Any] = {}
-
-
-def available() -> bool:
-    """True where worker processes can be forked."""
-    return "fork" in multiprocessing.get_all_start_methods()
-
-
-def default_workers(size: int) -> int:
-    """Workers for a plain file of ``size`` bytes: 1 (sequential) below :data:`MIN_BYTES` or in a
-    process that has loaded libmxnet, else ``PYPROF_TRACE_WORKERS`` when set, else
-    ``min(2, os.cpu_count())``."""
-    if size < MIN_BYTES or _libmxnet_loaded():
-        return 1
-    env = os.environ.get("PYPROF_TRACE_WORKERS", "").strip()
-    if env:
-        try:
-            return max(1, int(env))
-        except ValueError:
-            pass
-    return max(1, min(2, os.cpu_count() or 1))
-
-
-def _libmxnet_loaded() -> bool:
-    # MXNet registers pthread_atfork handlers that stop and restart its engine around a fork:
-    # forking a process that profiles would disturb the very work being measured.
-    from .. import _capi
-
-    return _capi.in_process()
 
 
 def pread(fd: int, length: int, offset: int) -> bytes:

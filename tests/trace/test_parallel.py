@@ -13,6 +13,7 @@ from test_fast_path import CLEAN, DOM_PID, KWARGS, TID, canon, ev, random_events
 
 S = sys.modules["pyprof.trace.stats"]
 from pyprof.trace import parallel as P  # noqa: E402
+from pyprof import _workers as W  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not P.available(), reason="needs fork")
 
@@ -128,9 +129,9 @@ def test_body_spans_match_bodies(fx, tmp_path, chunk):
 def test_worker_count_choice(tmp_path, monkeypatch):
     p = write_trace(tmp_path / "t.json", random_events(random.Random(2), 200, CLEAN))
     monkeypatch.delenv("PYPROF_TRACE_WORKERS", raising=False)
-    monkeypatch.setattr(P, "_libmxnet_loaded", lambda: True)
+    monkeypatch.setattr(W, "_libmxnet_loaded", lambda: True)
     assert P.default_workers(1 << 30) == 1  # never fork a process that runs MXNet
-    monkeypatch.setattr(P, "_libmxnet_loaded", lambda: False)
+    monkeypatch.setattr(W, "_libmxnet_loaded", lambda: False)
     assert P.default_workers(10 << 20) == 1
     assert P.default_workers(1 << 30) == max(1, min(2, os.cpu_count() or 1))
     monkeypatch.setenv("PYPROF_TRACE_WORKERS", "1")
@@ -141,7 +142,7 @@ def test_worker_count_choice(tmp_path, monkeypatch):
     P.LAST_RUN.clear()
     S.stats(p)
     assert not P.LAST_RUN  # small file: no workers
-    monkeypatch.setattr(P, "MIN_BYTES", 1)
+    monkeypatch.setattr(W, "MIN_BYTES", 1)
     S.stats(p)
     assert P.LAST_RUN["workers"] == 3 and len(P.LAST_RUN["worker_peak_rss_kb"]) == 3
     monkeypatch.setenv("PYPROF_TRACE_WORKERS", "1")
