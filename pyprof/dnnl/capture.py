@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO
 
 from .. import rules
+from ..trace.writer import check_output
 from .parse import MARKERS
 
 __all__ = ["Splitter", "dnnl_environment", "run", "InProcessCapture", "start_in_process",
@@ -163,10 +165,21 @@ def run(argv: Sequence[str], log: str | os.PathLike[str], *, trace: str | None =
     (pyprof's ``PYPROF_AUTOSTART``, mode ``symbolic,imperative``, through a ``sitecustomize``
     put first on ``PYTHONPATH``; an existing ``sitecustomize`` still runs), finished at its exit.
 
+    Ctrl+C (SIGINT, which a terminal sends to the child too): called in the main thread, this
+    process ignores it while the command runs, keeps passing its output on until it exits,
+    and returns its status (the child's own pyprof finishes its trace at exit).
+
     Returns:
         ``(exit status, splitter)``: the child's exit status (negative: killed by that signal)
         and the :class:`Splitter` with the line counts.
+
+    Raises:
+        TraceError: ``trace.bad_output`` for ``log`` or ``trace``, checked before the command
+            starts.
     """
+    check_output(log)
+    if trace is not None:
+        check_output(trace)
     child_env = dict(os.environ if env is None else env)
     child_env.update(dnnl_environment(level))
     site_dir = None
@@ -179,6 +192,10 @@ def run(argv: Sequence[str], log: str | os.PathLike[str], *, trace: str | None =
         child_env.update(PYPROF_AUTOSTART="1", PYPROF_FILENAME=os.path.abspath(trace))
         child_env.setdefault("PYPROF_MODE", "symbolic,imperative")
     sys.stdout.flush()
+    # A handler, not SIG_IGN: the child would inherit SIG_IGN; a handler is reset by exec.
+    # It returns, so os.read and wait resume (PEP 475) and the child decides when to stop.
+    previous = (signal.signal(signal.SIGINT, _child_handles_it)
+                if threading.current_thread() is threading.main_thread() else None)
     try:
         with open(log, "wb") as log_file:
             splitter = Splitter(sys.stdout.fileno(), log_file)
@@ -190,9 +207,15 @@ def run(argv: Sequence[str], log: str | os.PathLike[str], *, trace: str | None =
                 proc.stdout.close()
                 code = proc.wait()
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         if site_dir is not None:
             shutil.rmtree(site_dir, ignore_errors=True)
     return code, splitter
+
+
+def _child_handles_it(signum: int, frame: object) -> None:
+    """SIGINT while the command runs: the terminal sent it to the command too; wait for it."""
 
 
 class InProcessCapture:

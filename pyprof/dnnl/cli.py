@@ -1,7 +1,9 @@
 """``pyprof dnnl`` and ``pyprof run --dnnl``; a thin layer over :mod:`pyprof.dnnl`.
 
 Exit status: 0 ok, 1 an error in the work (one line on stderr, ending in the fix), 2 usage;
-``pyprof run`` returns the command's own exit status (128 + N when a signal N killed it).
+``pyprof run`` returns the command's own exit status (128 + N when a signal N killed it, as
+shells do: 130 after Ctrl+C), or 130 when a Ctrl+C stopped the merge after a command that
+exited 0. Its output paths (--log, --trace) are checked before the command starts.
 """
 
 from __future__ import annotations
@@ -95,6 +97,11 @@ def _run(args: argparse.Namespace) -> int:
                 sys.stderr.write(format_coverage(res))
             except (PyprofError, TraceError) as exc:
                 print(f"pyprof run: could not merge: {exc}", file=sys.stderr)
+            except KeyboardInterrupt:  # a Ctrl+C after the command ended: the trace is untouched
+                print(f"pyprof run: merge interrupted; {args.trace} is the command's trace without "
+                      f"the primitives, the log is kept. fix: merge by hand: pyprof dnnl "
+                      f"{args.log} --trace {args.trace} -o OUT.json", file=sys.stderr)
+                return code if code > 0 else 128 - code if code < 0 else 130
     return code if code >= 0 else 128 - code
 
 

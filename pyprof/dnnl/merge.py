@@ -21,7 +21,7 @@ from .. import rules
 from ..trace.ids import IdMap
 from ..trace.reader import TraceReader
 from ..trace.slices import Rewriter, plan_slices
-from ..trace.writer import TraceWriter, kept_top_level
+from ..trace.writer import TraceWriter, check_output, kept_top_level
 from .parse import Primitive, ScanResult, iter_primitives
 
 __all__ = ["TOLERANCE_US", "CATEGORY", "OperatorCoverage", "DnnlMergeResult", "merge",
@@ -157,8 +157,9 @@ def merge(log: str | os.PathLike[str], trace: str | os.PathLike[str],
     Raises:
         LogFormatError: see :func:`read_primitives`.
         TraceNotFoundError / TraceFormatError / TraceError: the trace cannot be read, or the
-            output cannot be written.
+            output cannot be written (``trace.bad_output``, checked first).
     """
+    check_output(out)
     prims, counts = read_primitives(log)
     if time_range is not None:
         prims = [q for q in prims if time_range[0] <= q.ts_us <= time_range[1]]

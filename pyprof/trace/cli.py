@@ -106,7 +106,9 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    print(f"wrote {plot(args.trace, args.output, top=args.top, progress=_progress(args))}")
+    out = plot(args.trace, args.output, top=args.top, progress=_progress(args))
+    note = "" if out == args.output else " (no extension given: PNG)"
+    print(f"wrote {out}{note}")
     return 0
 
 
@@ -196,7 +198,8 @@ def register(subparsers: Subparsers) -> None:
     p = add("plot", _plot, "bar chart of top operators and a per-device timeline (PNG)")
     p.add_argument("trace")
     p.add_argument("-o", "--output", required=True,
-                   help="image path; the extension picks the format (.png, .svg, .pdf, ...)")
+                   help="image path; the extension picks the format (.png, .svg, .pdf, ...); "
+                        "without one, .png is appended")
     p.add_argument("--top", type=_positive, default=15,
                    help="operators shown: the N with the most total time (default 15)")
 

@@ -18,7 +18,7 @@ from .ids import IdMap
 from .naming import ASYNC_COPY_CATEGORIES
 from .reader import ReadReport, TraceReader
 from .slices import Rewriter, SliceCounts, is_number, plan_slices
-from .writer import TraceWriter, kept_top_level
+from .writer import TraceWriter, check_output, kept_top_level
 
 __all__ = ["MergeResult", "CompactResult", "merge", "compact"]
 
@@ -93,12 +93,13 @@ def merge(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], 
 
     Raises:
         TraceError: no inputs, labels of the wrong length or not unique, unknown ``align``; the
-            output cannot be written.
+            output cannot be written (``trace.bad_output``, checked before any input is read).
         TraceNotFoundError / TraceFormatError: an input cannot be read.
     """
     srcs = [os.fspath(p) for p in paths]
     if not srcs:
         raise rules.error("merge.no_paths")
+    check_output(out)
     labs = list(labels) if labels is not None else [os.path.basename(p) for p in srcs]
     if len(labs) != len(srcs):
         raise rules.error("merge.label_count", labels=len(labs), traces=len(srcs))
@@ -226,8 +227,9 @@ def compact(path: str | os.PathLike[str], out: str | os.PathLike[str], *, gzip: 
 
     Raises:
         TraceNotFoundError / TraceFormatError: the input cannot be read.
-        TraceError: the output cannot be written.
+        TraceError: the output cannot be written (``trace.bad_output``, checked first).
     """
+    check_output(out)
     first = TraceReader(path, progress=progress)
     plan = plan_slices(first)
     ids = IdMap(renumber_all=True)

@@ -10,6 +10,7 @@ import numpy as np
 from .. import rules
 from .reader import TraceReader
 from .stats import API_CATEGORY, ASYNC_COPY_CATEGORIES, TraceStats, stats
+from .writer import check_output
 
 __all__ = ["plot"]
 
@@ -55,14 +56,18 @@ def _thin(iv: np.ndarray, gap: float) -> np.ndarray:
     return np.asarray(out)
 
 
-def _check_output(out: str, supported: dict[str, str]) -> None:
-    """Fail early, before reading the trace, on an output matplotlib cannot write."""
+def _image_path(out: str, supported: dict[str, str]) -> str:
+    """The path the image goes to (``.png`` appended when ``out`` has no extension, as
+    matplotlib would do unasked); fails early, before reading the trace, on an output
+    matplotlib cannot write."""
+    check_output(out)  # a directory named without extension: say so, do not write beside it
     ext = os.path.splitext(out)[1][1:].lower()
-    if ext and ext not in supported:
+    if not ext:
+        out += ".png"
+        check_output(out)
+    elif ext not in supported:
         raise rules.error("plot.image_format", path=out, ext=ext)
-    directory = os.path.dirname(os.path.abspath(out))
-    if not os.path.isdir(directory):
-        raise rules.error("plot.no_directory", path=out, directory=directory)
+    return out
 
 
 def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: int = 15,
@@ -80,19 +85,20 @@ def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: 
     Args:
         path: trace file.
         out_png: output image path; its extension picks the format (``.png``, ``.svg``, ``.pdf``
-            and the others matplotlib writes; PNG without one).
+            and the others matplotlib writes); without one, ``.png`` is appended.
         top: number of operators shown.
         category: which category's events to rank (``operator`` by default).
         progress: tqdm bars while reading.
         result: statistics already computed for ``path`` (skips the first pass).
 
     Returns:
-        ``out_png`` as a string.
+        the path written: ``out_png`` as a string, with ``.png`` appended when it had no
+        extension.
 
     Raises:
         TraceError: no events of ``category`` in the trace, ``top`` < 1, or ``out_png`` cannot be
-            written (unsupported extension, missing directory, no permission); checked before the
-            trace is read where possible.
+            written (unsupported extension; ``trace.bad_output``: a directory, missing directory,
+            no permission, ...); checked before the trace is read.
         TraceNotFoundError / TraceFormatError: the trace cannot be read, is empty or is not a trace.
     """
     if top < 1:
@@ -102,8 +108,7 @@ def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: 
     from matplotlib.backend_bases import FigureCanvasBase
     from matplotlib.figure import Figure
 
-    out = os.fspath(out_png)
-    _check_output(out, FigureCanvasBase.get_supported_filetypes())
+    out = _image_path(os.fspath(out_png), FigureCanvasBase.get_supported_filetypes())
     res = result if result is not None else stats(
         path, progress=progress, exclude_categories=() if category == API_CATEGORY else (API_CATEGORY,))
     totals: dict[str, int] = {}

@@ -9,7 +9,7 @@ from typing import Any
 from .ids import IdMap
 from .reader import ReadReport, TraceReader, is_gzip
 from .slices import Rewriter, SliceCounts, plan_slices
-from .writer import TraceWriter, kept_top_level
+from .writer import TraceWriter, check_output, kept_top_level
 
 __all__ = ["RepairResult", "repair"]
 
@@ -84,9 +84,11 @@ def repair(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = No
         TraceFormatError: ``path`` holds no trace events (empty, or JSON that is not a trace,
             e.g. ``{"foo": 1}``: objects without a ``ph`` field are not events); nothing is
             written and ``path`` is left untouched.
-        TraceError: the output cannot be written.
+        TraceError: the output cannot be written (``trace.bad_output``, checked first).
     """
     src = os.fspath(path)
+    if out is not None:
+        check_output(out)
     ids = IdMap(renumber_all=False)
     first = TraceReader(src, progress=progress)
     plan = plan_slices(first, ids)

@@ -16,10 +16,10 @@ from typing import IO, Any
 
 import orjson
 
-from .. import rules
+from .. import _output, rules
 from .phases import TOP_LEVEL
 
-__all__ = ["TraceWriter", "KEPT_TOP_LEVEL", "kept_top_level"]
+__all__ = ["TraceWriter", "KEPT_TOP_LEVEL", "kept_top_level", "check_output"]
 
 #: The top-level keys of an input every writer keeps (``displayTimeUnit``, ``otherData``,
 #: ``metadata``: ``spec/trace.json``).
@@ -31,7 +31,7 @@ _HEAD = b'{"traceEvents":[\n'
 class TraceWriter:
     """Write ``{"traceEvents": [...], "displayTimeUnit": "ms", ...}`` one event at a time.
 
-    The file is written to a temporary file beside ``path`` and renamed over it on a clean exit
+    The file is written to a temporary file in ``path``'s own directory and renamed over it on a clean exit
     from the ``with`` block (atomic on POSIX); on an exception the temporary file is removed and
     ``path`` is untouched. Each event is one compact JSON line.
 
@@ -44,7 +44,8 @@ class TraceWriter:
             ignored. May be set until the ``with`` block ends.
 
     Raises:
-        TraceError: the destination cannot be written (on entering the ``with`` block).
+        TraceError: the destination is a directory or cannot be written (on entering the
+            ``with`` block, before any file is created), or the rename fails.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, gzip: bool | None = None,
@@ -58,7 +59,10 @@ class TraceWriter:
         self._f: IO[bytes] | None = None
 
     def __enter__(self) -> TraceWriter:
-        directory = os.path.dirname(os.path.abspath(self.path))
+        full = os.path.abspath(self.path)
+        if os.path.isdir(full):  # the temp file would go to its parent, the rename then fail
+            raise rules.error("trace.bad_output", path=self.path, **_output.file_problem(self.path))
+        directory = os.path.dirname(full)
         try:
             # named with the pid: a dead process's file is recognised and deleted
             fd, self._tmp = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-", suffix=".tmp",
@@ -95,11 +99,30 @@ class TraceWriter:
             if exc_type is None:
                 mode = 0o666 & ~_umask()
                 os.chmod(self._tmp, mode)
-                os.replace(self._tmp, self.path)
+                try:
+                    os.replace(self._tmp, self.path)
+                except OSError as exc:
+                    raise rules.error("trace.cannot_write", path=self.path,
+                                      why=exc.strerror or type(exc).__name__) from exc
                 self._tmp = None
         finally:
             if self._tmp is not None and os.path.exists(self._tmp):
                 os.unlink(self._tmp)
+
+
+def check_output(path: str | os.PathLike[str]) -> None:
+    """Check an output path before any work, with the checks pyprof makes on trace paths
+    (:func:`pyprof._output.file_problem`: text, directory exists, not a directory nor a device,
+    a file can be created there, free space).
+
+    Raises:
+        TraceError: ``trace.bad_output``, naming the problem and its fix (errors.json
+            ``path_problems``).
+    """
+    text = os.fspath(path)
+    problem = _output.file_problem(text)
+    if problem is not None:
+        raise rules.error("trace.bad_output", path=text, **problem)
 
 
 def kept_top_level(top_level: Mapping[str, Any]) -> dict[str, Any]:

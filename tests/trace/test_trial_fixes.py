@@ -183,11 +183,12 @@ def test_plot_bad_outputs(fx, tmp_path, capsys):
     assert "format 'txt' is not supported" in line and ".png" in line
     assert main(["plot", small, "-o", "/missing/dir/p.png"]) == 1
     line, _ = _err_line(capsys, "plot")
-    assert "'/missing/dir' does not exist. fix: create it, or choose a writable output path" in line
+    assert ("directory '/missing/dir' does not exist; nothing was done. fix: create it first, "
+            "or choose an existing directory") in line
     (tmp_path / "d.png").mkdir()  # exists, but cannot be opened for writing
     assert main(["plot", small, "-o", str(tmp_path / "d.png")]) == 1
     line, _ = _err_line(capsys, "plot")
-    assert "cannot write" in line and "choose a writable output path" in line
+    assert "is a directory" in line and "fix: name a file inside it" in line
     with pytest.raises(TraceError, match="not supported"):
         plot(small, tmp_path / "p.txt")
     assert main(["plot", small, "-o", str(tmp_path / "p.svg")]) == 0
