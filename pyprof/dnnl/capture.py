@@ -34,7 +34,6 @@ from collections.abc import Mapping, Sequence
 from typing import IO
 
 from .. import rules
-from ..trace.writer import check_output
 from .parse import MARKERS
 
 __all__ = ["Splitter", "dnnl_environment", "run", "InProcessCapture", "start_in_process",
@@ -177,6 +176,8 @@ def run(argv: Sequence[str], log: str | os.PathLike[str], *, trace: str | None =
         TraceError: ``trace.bad_output`` for ``log`` or ``trace``, checked before the command
             starts.
     """
+    from ..trace.writer import check_output  # the trace tools load only for `pyprof run`
+
     check_output(log)
     if trace is not None:
         check_output(trace)
