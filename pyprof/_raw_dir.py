@@ -4,7 +4,9 @@ The naming rule is data (``api.json`` ``raw_trace``), shared with the JVM layer
 (``pyprof.session.rawdir``): ``<base>/pyprof-raw-<pid>-<start>-<random>``, where ``<start>`` is
 the process's start time (field 22 of ``/proc/<pid>/stat``, clock ticks since boot; 0 without
 ``/proc``). A directory whose pid no longer runs, or runs with another start time (a reused
-pid), is a leftover: its open window is recovered beside the window's path, then it is deleted.
+pid), is a leftover: its open window is recovered beside the window's path, never over a file
+(``<stem>.recovered-<pid><suffix>``, see :func:`recovered_path`: the window's own path is most
+often about to be written by a rerun of the same script), then it is deleted.
 Package-internal.
 """
 
@@ -21,7 +23,7 @@ import tempfile
 from . import _keep_file, rules
 
 __all__ = ["SPEC", "base_dir", "start_ticks", "alive", "make_dir", "recreate", "remove_dir",
-           "clean_leftovers", "clean_dir_of"]
+           "clean_leftovers", "clean_dir_of", "recovered_path"]
 
 SPEC: dict[str, str | int] = rules.API["raw_trace"]
 _DIR = re.compile(re.escape(str(SPEC["dir_prefix"])) + r"(\d+)-(\d+)-[A-Za-z0-9_]+\Z")
@@ -179,19 +181,49 @@ def _join_kept_parts(directory: str, names: list[str], gone) -> set[str]:
     return failed
 
 
+def recovered_path(window: str, pid: int) -> str:
+    """Make (empty, ``O_EXCL``) and return the file beside ``window`` that the sweep writes the
+    window of dead process ``pid`` to: ``<stem>.recovered-<pid><suffix>`` (``api.json``
+    ``raw_trace`` ``recovered_name``; stem and suffix as :func:`os.path.splitext` splits the
+    name), else ``<stem>.recovered-<pid>-<n><suffix>`` for the first n = 1, 2, ... not taken.
+    Never an existing file. Raises OSError when the directory cannot be written."""
+    directory, name = os.path.split(window)
+    stem, suffix = os.path.splitext(name)
+    n = 0
+    while True:
+        template = SPEC["recovered_name_taken"] if n else SPEC["recovered_name"]
+        path = os.path.join(directory, rules.render(
+            str(template), {"stem": stem, "pid": pid, "suffix": suffix, "n": n}))
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            n += 1
+            continue
+        return path
+
+
 def _recover_window(path: str, pid: int) -> None:
-    """Rebuild the windows a dead process had not saved (its note names them) at their paths."""
+    """Rebuild the windows a dead process had not saved (its note names them) beside their
+    paths (:func:`recovered_path`); one line on stderr names each file written."""
     try:
         with open(os.path.join(path, str(SPEC["window_note"])), "rb") as f:
             windows = [str(w) for w in json.load(f)["windows"]]
     except (OSError, ValueError, KeyError, TypeError):
         return  # no window was recording
-    from ._session_recover import recover  # the trace package loads late
+    from ._session_recover import recover_to  # the trace package loads late
     for window in windows:
+        dest = None
         try:
             if os.path.exists(window + ".partial"):
-                recover(window, remove_raw=False)
+                dest = recovered_path(window, pid)
+                recover_to(window, dest, remove_raw=False)
+                print(rules.render(str(SPEC["recovered_note"]),
+                                   {"window": window, "pid": pid, "path": dest}),
+                      file=sys.stderr)
         except Exception as exc:  # noqa: BLE001 - cleaning up must not stop a new session
+            with contextlib.suppress(OSError):
+                if dest is not None and os.path.getsize(dest) == 0:
+                    os.unlink(dest)  # made above, nothing written: nothing of the user's
             print(f"pyprof: could not recover {window!r} of dead process {pid}: {exc}",
                   file=sys.stderr)
         clean_dir_of(os.path.dirname(window), pid)

@@ -2,7 +2,9 @@
 
 While a window records, ``<window>.partial`` beside it names the raw trace, the window's start
 offset and the metadata events known then (written by Python and by the JVM layer alike).
-Package-internal: :func:`recover` is public as ``pyprof.recover``.
+Package-internal: :func:`recover` is public as ``pyprof.recover`` (it writes at the window's
+path, which its caller names); the sweep of a dead process's leftovers (:mod:`pyprof._raw_dir`)
+uses :func:`recover_to`, to write beside that path instead.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import os
 from ._session_windows import PARTIAL, Window, metadata_key, read_range
 from . import rules
 
-__all__ = ["recover"]
+__all__ = ["recover", "recover_to"]
 
 
 def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
@@ -29,6 +31,13 @@ def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
     Raises:
         StateError: no ``.partial`` file (nothing to recover), or its raw trace is gone.
     """
+    return recover_to(path, path, remove_raw=remove_raw)
+
+
+def recover_to(path: str | os.PathLike[str], dest: str | os.PathLike[str], *,
+               remove_raw: bool = True) -> Window:
+    """:func:`recover` the window whose trace path is ``path``, writing its trace at ``dest``
+    (replaced if it exists) instead; the returned window's ``path`` is ``dest``. Same errors."""
     out = os.path.abspath(os.fspath(path))
     try:
         with open(out + PARTIAL, "rb") as f:
@@ -39,8 +48,9 @@ def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
         raise rules.error("session.raw_trace_gone", raw=info["raw"], path=out)
     metadata = {metadata_key(ev): ev for ev in info["metadata"]}
     end = info.get("end")  # a window that ended but was not cut yet
+    target = os.path.abspath(os.fspath(dest))
     events = read_range(info["raw"], int(info["start"]), None if end is None else int(end),
-                        metadata, out=out)
+                        metadata, out=target)
     os.unlink(out + PARTIAL)
     if remove_raw and info.get("pid") != os.getpid():
         os.unlink(info["raw"])
@@ -51,4 +61,4 @@ def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
                     os.unlink(os.path.join(directory, name))
             with contextlib.suppress(OSError):  # other windows of it may still be recovered
                 os.rmdir(directory)
-    return Window(int(info["window"]), out, -1, -1, events, start_us=info.get("start_us"))
+    return Window(int(info["window"]), target, -1, -1, events, start_us=info.get("start_us"))

@@ -103,9 +103,12 @@ beside it names the raw file, the window's start offset and start time, and a no
 trace's directory names the window; MXNet appends the raw file every ``dump_period`` seconds.
 If the process dies, the first session started afterwards (in any process, either language)
 finds the directory of the dead process (its pid no longer runs, or runs with another start
-time), writes what was flushed as the window's trace (:func:`recover`), and deletes the
+time), writes what was flushed as the window's trace beside the window's path, as
+``<stem>.recovered-<pid><suffix>`` (``loop_0.recovered-12345.json``; ``-1``, ``-2``... added when
+that exists; never over a file: the most common next start is a rerun of the same script, which
+writes the window's path again), prints one line on stderr naming it, and deletes the
 directory and the temporary files the dead process left beside its window. :func:`recover`
-does the same by hand.
+does the same by hand, but writes at the path it is given (its caller chose that path).
 
 **Plain sessions afterwards.** ``pyprof.profiler.set_config(filename=...)`` after a session (or
 after any run) gets a file that MXNet writes without its header; the finished

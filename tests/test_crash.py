@@ -88,8 +88,9 @@ def test_recover_needs_the_raw_trace(tmp_path):
     assert (e.value.code, str(e.value)) == (
         "session.raw_trace_gone",
         f"the raw trace {str(raw)!r} of {str(out)!r} is gone; nothing to recover. "
-        "fix: look for the window file itself: the first session started after the crash "
-        "recovers it before it deletes the raw trace of the dead process")
+        "fix: look for the recovered window beside it, named <stem>.recovered-<pid><suffix>: "
+        "the first session started after the crash writes it there before it deletes the raw "
+        "trace of the dead process")
 
 
 @pytest.mark.parametrize("continuous", [True, False])

@@ -3,7 +3,8 @@
 Each victim is a child process profiling in a loop. The test freezes it (SIGSTOP) at a moment
 it does not choose, copies what is on disk then (the flushed events), and kills it (SIGKILL).
 A new process then starts a session: the dead process's raw-trace directory must be gone, its
-open window written with every operator pair that was flushed, and nothing else left behind.
+open window written with every operator pair that was flushed (beside the window's path, as
+``<stem>.recovered-<pid>.json``), and nothing else left behind.
 """
 
 import json
@@ -76,8 +77,8 @@ def _freeze_copy_kill(proc: subprocess.Popen, copy) -> object:
 
 
 def _kill_in_session(work: Path, rawbase: Path, wait: int, delay: float) -> tuple[str, int]:
-    """Kill a session victim while its second window records; return (window path, dot pairs
-    of that window on disk at the kill)."""
+    """Kill a session victim while its second window records; return (path the next start
+    recovers the window to, dot pairs of that window on disk at the kill) for each open window."""
     proc = _start(SESSION_VICTIM.replace("WAIT", str(wait)), work,
                   {"PYPROF_RAW_DIR": str(rawbase)})
     _wait_for(lambda: (work / "win_1.json.partial").exists(), proc, "window 1")
@@ -93,7 +94,9 @@ def _kill_in_session(work: Path, rawbase: Path, wait: int, delay: float) -> tupl
     flushed = _freeze_copy_kill(proc, copy)
     assert proc.returncode == -signal.SIGKILL
     assert len(list(rawbase.iterdir())) == 1, "the dead process's directory is left for now"
-    return [(path, len(_DOT_END.findall(data))) for path, data in flushed]
+    # recovered beside the window, never at its path (a rerun of the script writes there)
+    return [(path[:-len(".json")] + f".recovered-{proc.pid}.json", len(_DOT_END.findall(data)))
+            for path, data in flushed]
 
 
 def test_killed_sessions_leave_nothing_and_every_flushed_event_is_recovered(tmp_path):
@@ -116,7 +119,7 @@ result = sorted(os.listdir(os.environ["PYPROF_RAW_DIR"]))
         assert r == [], "no raw-trace directory is left"
         assert not list(work.glob("*.partial")) and not list(work.glob(".pyprof-*"))
         for path, dots in expected:
-            events = load_trace(path)  # recovered (or saved before the kill): valid
+            events = load_trace(path)  # recovered: valid
             assert validate(path).ok
             assert len(operator_pairs(events, ("dot",))) == dots, path
         for old in work.glob("win_*.json"):
@@ -124,7 +127,7 @@ result = sorted(os.listdir(os.environ["PYPROF_RAW_DIR"]))
         expected = [(str(Path(p).with_name(f"{wait}_{Path(p).name}")), n) for p, n in expected]
     assert sum(n for _, n in expected) > 0, "some events were flushed before the kills"
     left = [n for n in os.listdir(work)
-            if not re.match(r"(next|result-.*|\d_win_\d+)\.json\Z", n)]
+            if not re.match(r"(next|result-.*|\d_win_\d+(\.recovered-\d+)?)\.json\Z", n)]
     assert left == [], "nothing else is left behind"
 
 
@@ -192,3 +195,48 @@ result = None
     plus = [e for e in load_trace(tmp_path / "kept.json")
             if e.get("name") == "_plus_scalar" and e["ph"] == "X"]
     assert len(plus) == in_part + in_file and validate(tmp_path / "kept.json").ok
+
+
+LOOP = """
+import os, signal, time, mxnet as mx, pyprof
+print(os.getpid(), flush=True)
+a = mx.nd.ones((32, 32))
+with pyprof.profile(schedule=pyprof.schedule(active=2), path="loop_{window}.json",
+                    dump_period=0.05) as prof:
+    for step in range(2):         # window 0: steps 0-1
+        for _ in range(3):
+            mx.nd.dot(a, a)
+        if step == 1 and os.environ.get("LOOP_DIES"):
+            for _ in range(7):
+                mx.nd.dot(a, a)
+            mx.nd.waitall()
+            time.sleep(0.5)       # MXNet's dump timer appends the window's events
+            os.kill(os.getpid(), signal.SIGKILL)
+        prof.step()
+result = None
+"""
+
+
+def test_a_rerun_of_the_killed_script_keeps_the_recovered_window(tmp_path):
+    env = {"PYPROF_RAW_DIR": str(tmp_path / "rawbase")}
+    first = run_scenario(LOOP, tmp_path, env=dict(env, LOOP_DIES="1"), expect_rc=None)
+    assert first.returncode == -signal.SIGKILL, first.stderr
+    dead = int(first.stdout.split()[0])
+    assert (tmp_path / "loop_0.json.partial").exists() and not (tmp_path / "loop_0.json").exists()
+    # a file already at the first name is not written over: the next number is taken
+    taken = tmp_path / f"loop_0.recovered-{dead}.json"
+    taken.write_text("mine")
+    second = run_scenario(LOOP, tmp_path, env=env, expect_rc=None)  # same code, to completion
+    assert second.returncode == 0, second.stderr
+    recovered = tmp_path / f"loop_0.recovered-{dead}-1.json"
+    assert taken.read_text() == "mine"
+    assert (f"pyprof: recovered window {tmp_path / 'loop_0.json'} of dead process {dead} as "
+            f"{recovered}") in second.stderr.splitlines()
+    assert len(operator_pairs(load_trace(recovered), ("dot",))) == 3 + 3 + 7  # every flushed one
+    assert validate(recovered).ok and run_cli(["validate", str(recovered)], tmp_path).returncode == 0
+    new = tmp_path / "loop_0.json"  # the rerun's own window
+    assert len(operator_pairs(load_trace(new), ("dot",))) == 3 + 3
+    assert validate(new).ok and run_cli(["validate", str(new)], tmp_path).returncode == 0
+    assert not list(tmp_path.glob("*.partial")) and not list((tmp_path / "rawbase").iterdir())
+    assert sorted(p.name for p in tmp_path.glob("loop_*")) == sorted(  # window 1 opened at exit
+        ["loop_0.json", "loop_1.json", taken.name, recovered.name])
