@@ -18,6 +18,9 @@ from pathlib import Path
 
 from child import ROOT, load_trace, operator_pairs, run_cli, run_scenario
 
+import pytest
+
+from pyprof import _raw_dir
 from pyprof.trace import validate
 
 #: A complete "dot" end event as MXNet writes it (multi-line JSON, fields in this order).
@@ -240,3 +243,19 @@ def test_a_rerun_of_the_killed_script_keeps_the_recovered_window(tmp_path):
     assert not list(tmp_path.glob("*.partial")) and not list((tmp_path / "rawbase").iterdir())
     assert sorted(p.name for p in tmp_path.glob("loop_*")) == sorted(  # window 1 opened at exit
         ["loop_0.json", "loop_1.json", taken.name, recovered.name])
+
+
+#: Window name -> where the sweep writes it for dead pid 7 (jvm session_crash_test has the same).
+RECOVERED_NAMES = [("loop_0.json", "loop_0.recovered-7.json"), ("trace", "trace.recovered-7"),
+                   (".hidden", ".hidden.recovered-7"), ("a.b.json", "a.b.recovered-7.json"),
+                   ("..x", "..x.recovered-7")]
+
+
+@pytest.mark.parametrize(("name", "first"), RECOVERED_NAMES)
+def test_the_recovered_path_is_beside_the_window_and_never_a_file_there(tmp_path, name, first):
+    window = str(tmp_path / name)
+    assert _raw_dir.recovered_path(window, 7) == str(tmp_path / first)
+    stem, suffix = (first[:-len(".json")], ".json") if first.endswith(".json") else (first, "")
+    assert _raw_dir.recovered_path(window, 7) == str(tmp_path / f"{stem}-1{suffix}")
+    assert _raw_dir.recovered_path(window, 7) == str(tmp_path / f"{stem}-2{suffix}")
+    assert sorted(os.listdir(tmp_path)) == sorted([first, f"{stem}-1{suffix}", f"{stem}-2{suffix}"])

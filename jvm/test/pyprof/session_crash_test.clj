@@ -1,9 +1,11 @@
 (ns pyprof.session-crash-test
   "kill -9 during a JVM session with a continuous dump: the next start leaves nothing behind and
-  recovers every flushed event of the open window (as tests/test_crash_leftovers.py in Python)."
+  recovers every flushed event of the open window beside its path, never over a file (as
+  tests/test_crash_leftovers.py in Python)."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.java.shell :as sh]
+            [clojure.string :as str]
             [clojure.test :refer [deftest is]]
             [pyprof.ndarray :as nd]
             [pyprof.session :as session]
@@ -27,6 +29,11 @@
 (def ^:private op-end
   "A complete end event of the victim's operator as MXNet writes it."
   #"\{\s*\"name\": \"_random_uniform\",\s*\"cat\": \"operator\",\s*\"ph\": \"E\",[^{}]*\}")
+
+(defn- recovered
+  "Where the next start writes window `w` of dead process `p` (none was there before)."
+  [^String w p]
+  (str (subs w 0 (- (count w) (count ".json"))) ".recovered-" p ".json"))
 
 (defn- bytes-of ^bytes [f] (java.nio.file.Files/readAllBytes (.toPath (io/file f))))
 
@@ -69,12 +76,17 @@
       (let [{:keys [exit err]} (java-child ["-e" (str "(require 'pyprof.session)"
                                                        "(pyprof.session/stop! (pyprof.session/start! (pyprof.session/profile {:path \"" dir "/next.json\"})))")]
                                            :env {"PYPROF_RAW_DIR" (str rawbase)})]
-        (is (= 0 exit) err))
+        (is (= 0 exit) err)
+        (is (some #{(str "pyprof: recovered window " window " of dead process " (.pid p) " as "
+                         (recovered window (.pid p)))}
+                  (str/split-lines err))
+            err))
       (is (empty? (.listFiles rawbase)) "no raw-trace directory is left")
-      (is (= [] (remove #(re-matches #"w_\d+\.json|next\.json|rawbase|victim\.err" %)
+      (is (= [] (remove #(re-matches #"w_\d+(\.recovered-\d+)?\.json|next\.json|rawbase|victim\.err" %)
                         (map #(.getName ^java.io.File %) (.listFiles (io/file dir)))))
           "no .partial, no temporary file is left")
-      (let [evs (get (json/read-str (slurp window)) "traceEvents")]
+      (is (not (.exists (io/file window))) "the window's own path is left for a rerun to write")
+      (let [evs (get (json/read-str (slurp (recovered window (.pid p)))) "traceEvents")]
         (is (pos? flushed) (pr-str info))
         (is (= flushed (count (filter #(and (= "_random_uniform" (% "name")) (= "E" (% "ph"))) evs)))
             "every flushed end event of the window is recovered")))))
@@ -113,3 +125,18 @@
       (is (= "{" (subs joined 0 (min 1 (count joined)))) "the part's header comes first")
       (is (= (+ in-part in-file) (count (re-seq op-end joined)))
           "every flushed event of the part and of the file is in t.json"))))
+
+(deftest the-recovered-path-is-beside-the-window-and-never-a-file-there
+  ;; the same table as RECOVERED_NAMES in tests/test_crash_leftovers.py
+  (doseq [[n first-name] [["loop_0.json" "loop_0.recovered-7.json"] ["trace" "trace.recovered-7"]
+                          [".hidden" ".hidden.recovered-7"] ["a.b.json" "a.b.recovered-7.json"]
+                          ["..x" "..x.recovered-7"]]
+          :let [dir (temp-dir)
+                w (str (io/file dir n))
+                [stem suffix] (if (str/ends-with? first-name ".json")
+                                [(subs first-name 0 (- (count first-name) 5)) ".json"]
+                                [first-name ""])
+                names [first-name (str stem "-1" suffix) (str stem "-2" suffix)]]]
+    (is (= (mapv #(str (io/file dir %)) names)
+           (vec (repeatedly 3 #(rawdir/recovered-path! w 7)))))
+    (is (= (sort names) (sort (.list dir))))))

@@ -15,7 +15,9 @@
     or java.io.tmpdir, `pyprof.session.rawdir`), and only ever dumps with finished = false, which
     appends. Between windows it is deleted once past 64 MiB ($PYPROF_RAW_ROTATE_BYTES): MXNet's
     next dump starts a new one. The directory is deleted when no session is open; leftovers of
-    dead processes are recovered and deleted at the next start. See `pyprof.session.raw`.
+    dead processes are recovered (beside each window's path, as
+    `<stem>.recovered-<pid><suffix>`, never over a file) and deleted at the next start. See
+    `pyprof.session.raw`.
   - Windows are byte ranges of the raw file. Every boundary is made at a quiescent point:
     MXNDArrayWaitAll, state stop, dump(false); the file size then is an exact boundary. A window
     is [size at its start, size at its end), read tolerantly (header only in the first range,

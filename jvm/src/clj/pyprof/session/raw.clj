@@ -337,17 +337,19 @@
                                          StandardCopyOption/ATOMIC_MOVE])))))
 
 (defn recover-window!
-  "Rebuilds the window at `path` from its .partial and the raw trace it names (a dead
-  process's): events from its start to its end (or to the raw trace's end), metadata first.
-  Deletes the .partial; returns the number of events written."
-  [path]
+  "Rebuilds the window whose path is `path` from its .partial and the raw trace it names (a
+  dead process's), writing it at `out` (the sweep of leftovers gives a
+  `pyprof.session.rawdir/recovered-path!`, never the window's path): events from its start to
+  its end (or to the raw trace's end), metadata first. Deletes the .partial; returns the number
+  of events written."
+  [path out]
   (let [info (json/read-str (slurp (partial-path path)))
         raw-path (info "raw")
         start (long (info "start"))
         end (long (or (info "end") (.length (io/file ^String raw-path))))
         events (parse-range (read-range raw-path start end))
         out-events (vec (with-metadata (distinct (info "metadata")) events))]
-    (write-trace! path out-events)
+    (write-trace! out out-events)
     (.delete (io/file (partial-path path)))
     (count out-events)))
 
