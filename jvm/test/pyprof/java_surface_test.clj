@@ -110,6 +110,11 @@
                                         :aggregate-stats true}}))
   (p/with-profiling profiling-options (work))
   (prn [:with-profiling-ran (p/state) (.exists (io/file dir "plain.json"))])
+  ;; any map expression after :options
+  (p/with-profiling :options (assoc-in profiling-options [:config :filename] (str dir "/expr.json"))
+    (work))
+  (prn [:with-profiling-expr (.exists (io/file dir "expr.json"))
+        (error-text #(p/with-profiling :options (vector :config) (work)))])
   (let [json (Profiler/dumps false "json" "total" false)]
     (prn [:dumps (clojure-leaks json) (instance? java.util.Map json)
           (clojure-leaks (Profiler/setConfig {"profile_imperative" true
@@ -193,6 +198,9 @@
                (select-keys state [:running :ever-ran :finished]))
             "no :dump: the trace is not finished")
         (is (true? wrote?)))
+      (let [[_ wrote? bad] (one :with-profiling-expr)]
+        (is (true? wrote?) "options from a call after :options")
+        (is (= "profiling.options_not_map" (second bad))))
       (let [[_ leaks map? config-leaks] (one :dumps)]
         (is (true? map?) "aggregate statistics were on: the config came from the local")
         (is (= [] leaks))

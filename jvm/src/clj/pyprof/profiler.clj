@@ -298,18 +298,19 @@
     :dump    true: (dump-profile true) after stopping, so the trace is valid JSON on exit
   Without :config, configure first with `profiler-set-config`. Options that are not such a map
   (a profiler config given directly, a vector, ...) throw :invalid-option
-  (profiling.options_not_map) before the profiler starts. Any other map expression: bind it
-  first, `(let [opts (merge base {:dump true})] (with-profiling opts (work)))`.
+  (profiling.options_not_map) before the profiler starts. Any other map expression follows
+  `:options` (a call cannot be told from the body's first form otherwise):
+  `(with-profiling :options (merge base {:dump true}) (work))`.
 
     (with-profiling {:config {:filename \"t.json\" :aggregate-stats true} :dump true}
       (work))
     (def opts {:config {:filename \"t.json\"} :dump true})
     (with-profiling opts (work))"
   [& body]
-  (let [[opts body] (if (or (map? (first body))
-                            (and (symbol? (first body)) (next body)))
-                      [(first body) (rest body)]
-                      [nil body])]
+  (let [[opts body] (cond (= :options (first body)) [(second body) (nnext body)]
+                          (or (map? (first body)) (and (symbol? (first body)) (next body)))
+                          [(first body) (rest body)]
+                          :else [nil body])]
     `(let [{config# :config dump# :dump} (-profiling-options ~opts)]
        (when config# (profiler-set-config config#))
        (profiler-set-state :run)
