@@ -95,14 +95,17 @@ def _compact(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    res = validate(args.trace, progress=_progress(args))
-    if res.ok:
-        print(f"{res.path}: valid ({res.events} events)")
-        return 0
-    print(f"{res.path}: {len(res.problems)} problem(s)")
-    for problem in res.problems:
-        print(f"  {problem}")
-    return 1
+    status = 0
+    for path in args.trace:  # each file on its own: exit 1 when any has a problem
+        res = validate(path, progress=_progress(args))
+        if res.ok:
+            print(f"{res.path}: valid ({res.events} events)")
+            continue
+        status = 1
+        print(f"{res.path}: {len(res.problems)} problem(s)")
+        for problem in res.problems:
+            print(f"  {problem}")
+    return status
 
 
 def _plot(args: argparse.Namespace) -> int:
@@ -191,9 +194,9 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("-o", "--output", required=True)
     p.add_argument("--gzip", action="store_true", help="gzip the output (default when -o ends in .gz)")
 
-    p = add("validate", _validate, "check that a trace is valid for Perfetto as pyprof writes "
-            "them; exit 1 listing the problems")
-    p.add_argument("trace")
+    p = add("validate", _validate, "check that traces are valid for Perfetto as pyprof writes "
+            "them; exit 1 listing the problems of each file that has some")
+    p.add_argument("trace", nargs="+", help="trace file(s), plain or .gz, each checked on its own")
 
     p = add("plot", _plot, "bar chart of top operators and a per-device timeline (PNG)")
     p.add_argument("trace")

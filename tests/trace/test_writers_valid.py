@@ -326,6 +326,10 @@ def test_cli(inp, tmp_path, capsys):
     assert "2 slice(s) with a negative duration left out" in line
     assert main(["validate", str(tmp_path / "c.json")]) == 0
     assert "valid (13 events)" in capsys.readouterr().out
+    # several files: each checked on its own, exit 1 when any has a problem
+    assert main(["validate", str(tmp_path / "c.json"), str(inp)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("c.json: valid (13 events)") and out[1].endswith("6 problem(s)")
     assert main(["merge", str(inp), "-o", str(tmp_path / "m.json"), "--label", "a"]) == 0
     assert "2 begin(s) without an end left out" in capsys.readouterr().out
     assert main(["repair", str(inp), "-o", str(tmp_path / "r.json")]) == 0
