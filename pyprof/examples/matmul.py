@@ -115,6 +115,8 @@ def run(o: argparse.Namespace) -> MatmulResult:
     """Run the example in this process with the Python binding."""
     _capi.load()  # before `import mxnet`: a bad MXNET_LIBRARY_PATH is one clear error
     context.check_context(o.ctx, o.device_id)
+    # MXNet reads it at bind: without it every run prints "Subgraph backend MKLDNN is activated"
+    os.environ.setdefault("MXNET_SUBGRAPH_VERBOSE", "0")
     import mxnet as mx
 
     ctx = mx.gpu(o.device_id) if o.ctx == "gpu" else mx.cpu(o.device_id)
