@@ -34,7 +34,7 @@ GROUPINGS = ("primitive", "impl", "shape")
 FORMATS = ("table", "json", "csv", "markdown")
 #: Logs smaller than this are read in this process.
 MIN_PARALLEL_BYTES = 64 << 20
-_BLOCK = 4 << 20  # small enough for the passes over a block to stay in cache
+_BLOCK = 2 << 20  # small enough for the passes over a block to stay in cache (2 MiB: fastest of 1-8)
 
 
 @dataclasses.dataclass(frozen=True)
