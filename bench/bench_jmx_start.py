@@ -32,8 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 TIMED = """
 (let [ms #(/ (- (System/nanoTime) %%) 1e6)
-      dir %(dir)s
-      opts #(str "profile_imperative=true,path=" dir "/" %% "_{window}.json")
+      opts #(str "profile_imperative=true,path=" %% "_{window}.json") ; relative: under the root
       t0 (System/nanoTime)
       _ (when %(register)s (pyprof.jvm.ProfilerControl/register))
       register (ms t0)
@@ -53,8 +52,9 @@ TIMED = """
 
 def child(register: bool, cp: str, env: dict[str, str]) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as d:
-        code = TIMED % {"dir": json.dumps(d), "register": "true" if register else "false"}
-        out = subprocess.run(["java", "-cp", cp, "clojure.main", "-e", code], env=env,
+        code = TIMED % {"register": "true" if register else "false"}
+        out = subprocess.run(["java", f"-Dpyprof.outputRoot={d}", "-cp", cp, "clojure.main",
+                              "-e", code], env=env,
                              capture_output=True, text=True, timeout=300, check=True)
         return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -18,7 +18,8 @@ import tempfile
 
 from . import rules
 
-__all__ = ["MIN_FREE_BYTES", "min_free_bytes", "text_problem", "file_problem", "check_config_path", "size"]
+__all__ = ["MIN_FREE_BYTES", "min_free_bytes", "text_problem", "file_problem", "check_config_path", "size",
+           "check_dumped"]
 
 #: Free bytes a trace's file system must have (api.json ``output_paths.min_free_bytes``);
 #: ``$PYPROF_MIN_FREE_BYTES`` (``min_free_env``) overrides it, 0 turns the check off.
@@ -81,13 +82,17 @@ def file_problem(path: str, min_free: int | None = None) -> dict[str, str] | Non
                                   example=os.path.join(path, "profile.json"))
     if mode is not None and not stat.S_ISREG(mode):
         return rules.path_problem("not_regular", path=path)
+    spec = rules.API["output_paths"]
     try:
-        fd, probe = tempfile.mkstemp(prefix=".pyprof-probe-", dir=directory)
+        fd, probe = tempfile.mkstemp(prefix=spec["probe_prefix"].format(pid=os.getpid()),
+                                     suffix=spec["probe_suffix"], dir=directory)
     except OSError as exc:
         return rules.path_problem("not_writable", directory=directory,
                                   reason=exc.strerror or type(exc).__name__)
-    os.close(fd)
-    os.unlink(probe)
+    try:
+        os.close(fd)
+    finally:
+        os.unlink(probe)
     need = min_free_bytes() if min_free is None else min_free
     try:
         st = os.statvfs(directory)
@@ -120,3 +125,26 @@ def size(path: str) -> int | None:
     except (OSError, ValueError):
         return None
     return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+_FOOTER = rules.API["output_paths"]["mxnet_footer"].encode()
+
+
+def check_dumped(path: str, final: bool) -> None:
+    """After MXDumpProcessProfile: MXNet reports no failure to write, so look at the file.
+
+    Raises:
+        StateError: ``dump.lost``: no file, or a finished one (``final``) without MXNet's
+            closing bytes.
+    """
+    n = size(path)
+    problem = None
+    if n is None:
+        problem = file_problem(path) or rules.path_problem("gone")
+    elif final:
+        with open(path, "rb") as f:
+            f.seek(max(0, n - len(_FOOTER)))
+            if f.read() != _FOOTER:
+                problem = rules.path_problem("cut")
+    if problem is not None:
+        raise rules.error("dump.lost", path=path, **problem)

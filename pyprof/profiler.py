@@ -162,6 +162,8 @@ def set_config(**kwargs: Any) -> None:
         elif keeps and c_values["filename"] == current:
             _configure_same_file(c_values)
         else:
+            if process == "worker" and c_values.get("filename", current) != current:
+                _join_kept(current)  # stopped, away from a kept file: its parts end there
             _capi.set_process_profiler_config(c_values, _kvstore_handle)
         if process == "worker":
             _t.config = config.effective(c_values)
@@ -186,25 +188,29 @@ def _switch_file(c_values: dict[str, str]) -> None:
 
     old_cfg = dict(_t.config or {})
     old = old_cfg["filename"]
-    dumped = _output.file_problem(old) is None
-    if dumped:
-        try:
-            _capi.call("MXDumpProcessProfile", 0, 0, _kvstore_handle)
-        except MXNetError as exc:
-            if "hasn't been run" not in exc.mxnet_message:
-                raise
-            dumped = False  # MXNet finished the old file already (continuous_dump off)
+    # False too when MXNet finished the old file already (continuous_dump off)
+    dumped = _output.file_problem(old) is None and _dump_intermediate()
     _capi.set_process_profiler_config(c_values, _kvstore_handle)
     if old_cfg.get("continuous_dump") == "false":
         _capi.call("MXSetProcessProfilerState", STATES["run"], 0, _kvstore_handle)
         if _t.paused:
             _capi.call("MXProcessProfilePause", 1, 0, _kvstore_handle)
-    if _t.kept_parts:  # parts of the old file kept by earlier configs: joined with it
-        _keep_file.join(_t.kept_parts, old)
-        _t.kept_parts = []
-    elif dumped and _output.size(old) is not None:
+    # parts of the old file kept by earlier configs are joined with it; else it is rewritten
+    if not _join_kept(old) and dumped and _output.size(old) is not None:
         full = os.path.abspath(old)
         read_range(full, 0, None, METADATA, out=full)  # METADATA: for the new file's finish
+
+
+def _dump_intermediate() -> bool:
+    """MXDumpProcessProfile(0); False when MXNet answers that it has not run (it finished its
+    file already, or never ran)."""
+    try:
+        _capi.call("MXDumpProcessProfile", 0, 0, _kvstore_handle)
+        return True
+    except MXNetError as exc:
+        if "hasn't been run" not in exc.mxnet_message:
+            raise
+        return False
 
 
 def _configure_same_file(c_values: dict[str, str]) -> None:
@@ -214,12 +220,7 @@ def _configure_same_file(c_values: dict[str, str]) -> None:
     path = c_values["filename"]
     if (_t.config or {}).get("continuous_dump") != "false" and not os.path.exists(path) \
             and _output.file_problem(path) is None:
-        # nothing dumped yet: dump now, so that no timer write lands between link and config
-        try:
-            _capi.call("MXDumpProcessProfile", 0, 0, _kvstore_handle)
-        except MXNetError as exc:
-            if "hasn't been run" not in exc.mxnet_message:
-                raise
+        _dump_intermediate()  # nothing dumped yet: so no timer write lands between link and config
 
     stopped = []
 
@@ -254,24 +255,6 @@ def _finish_at_exit() -> None:
         dump(True)
     except Exception as exc:  # noqa: BLE001 - at exit: one line on stderr, never a traceback
         print(f"pyprof: could not finish {_trace_name()}: {exc}", file=sys.stderr)
-
-
-_FOOTER = rules.API["output_paths"]["mxnet_footer"].encode()
-
-
-def _check_dumped(path: str, final: bool) -> None:
-    """After MXDumpProcessProfile: MXNet reports no failure to write, so look at the file."""
-    size = _output.size(path)
-    problem = None
-    if size is None:
-        problem = _output.file_problem(path) or rules.path_problem("gone")
-    elif final:
-        with open(path, "rb") as f:
-            f.seek(max(0, size - len(_FOOTER)))
-            if f.read() != _FOOTER:
-                problem = rules.path_problem("cut")
-    if problem is not None:
-        raise rules.error("dump.lost", path=path, **problem)
 
 
 def set_state(state: str = "stop", profile_process: str = "worker") -> None:
@@ -328,8 +311,8 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             if "hasn't been run" in exc.mxnet_message:
                 if _t.ever_ran:  # dumps() finished the file (continuous_dump off)
                     _t.finished = True
-                    if _t.kept_parts and _t.config:
-                        _finish_file(_t.config["filename"])
+                    if _t.config:
+                        _join_kept(_t.config["filename"])
                     raise rules.error("state.trace_finished_by_dumps",
                                       trace=_trace_name()) from exc
                 raise rules.error("state.dump_before_run") from exc
@@ -339,19 +322,29 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             _t.running = False
             _share(finished=True, running=False)
         final = fin or (_t.config or {}).get("continuous_dump") == "false"
-        if path is not None:
-            _check_dumped(path, final)
-        if code == 0 and final and _t.config:
-            _finish_file(_t.config["filename"])
+        try:
+            if path is not None:
+                _output.check_dumped(path, final)
+        finally:  # kept parts are joined even when the check reports a lost dump
+            if code == 0 and final and _t.config:
+                _finish_file(_t.config["filename"])
+
+
+def _join_kept(path: str) -> bool:
+    """Join the parts kept of ``path`` with it (valid trace at ``path``); False when none."""
+    if not _t.kept_parts:
+        return False
+    _keep_file.join(_t.kept_parts, path)
+    _t.kept_parts = []
+    return True
 
 
 def _finish_file(path: str) -> None:
     """After a dump that finished ``path``: join the parts kept of it, or, when it was
     configured after the profiler ran (MXNet wrote no header), rewrite it as a valid trace."""
-    if _t.kept_parts:
-        _keep_file.join(_t.kept_parts, path)
-        _t.kept_parts = []
-    elif _t.repair_on_finish:
+    if _join_kept(path):
+        return
+    if _t.repair_on_finish:
         from ._session_windows import complete_headless_trace
         complete_headless_trace(path)
 

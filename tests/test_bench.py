@@ -39,6 +39,9 @@ def test_engines_time_the_same_runs(both_engines):
         a, b = nat.find(op)[0]["forward"], py.find(op)[0]["forward"]
         assert a["count"] == b["count"] == 25
         assert 0 < a["median_ms"] <= a["p90_ms"] and 0 < b["median_ms"] <= b["p90_ms"]
+    for op in HEAVY:  # the same kernels in the same unit: within 10x whatever the load (a units check)
+        a, b = nat.find(op)[0]["forward"], py.find(op)[0]["forward"]
+        assert 0.1 < a["median_ms"] / b["median_ms"] < 10, (op, a["median_ms"], b["median_ms"])
 
 
 def test_native_engine_reads_kernels_and_memory_in_bytes(both_engines):

@@ -114,10 +114,31 @@ def _literal_text(node: ast.AST) -> str | None:
 _PROTOCOL = {"AttributeError", "StopIteration", "KeyError"}
 
 
+def _assigned_texts(tree: ast.AST) -> dict[int, dict[str, str]]:
+    """Per function (by id of its node), the literal text last assigned to each plain name in
+    it: a message built in a variable first (``msg = f"..."; raise X(msg)``)."""
+    out: dict[int, dict[str, str]] = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            names = out.setdefault(id(fn), {})
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                        and isinstance(node.targets[0], ast.Name):
+                    text = _literal_text(node.value)
+                    if text:
+                        names[node.targets[0].id] = text
+    return out
+
+
 def scan(source: str, filename: str, pyprof_errors: set[str]) -> list[str]:
     """The raises of ``source`` that break the rule, as 'file:line: why'."""
     out = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    texts = _assigned_texts(tree)
+    enclosing = {id(child): id(fn) for fn in ast.walk(tree)
+                 if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module))
+                 for child in ast.walk(fn)}  # inner functions overwrite: walk order is outer first
+    for node in ast.walk(tree):
         if not (isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)):
             continue  # a re-raise, or a raise of an exception built elsewhere
         cls = _name(node.exc.func)
@@ -131,7 +152,10 @@ def scan(source: str, filename: str, pyprof_errors: set[str]) -> list[str]:
         if cls in _PROTOCOL or cls == "MXNetError":
             continue
         # The message is the first argument; a one-word literal there is a tag (a phase), not text.
-        text = _literal_text(node.exc.args[0]) if node.exc.args else None
+        arg = node.exc.args[0] if node.exc.args else None
+        text = _literal_text(arg) if arg is not None else None
+        if isinstance(arg, ast.Name):  # a message built in a variable of the same function
+            text = texts.get(enclosing.get(id(node), -1), {}).get(arg.id)
         if text and " " in text.strip() and "fix: " not in text:
             out.append(f"{where}: raise {cls}({text[:50]!r}...) without 'fix: '")
     return out
@@ -162,6 +186,12 @@ def ok2(x):
     raise ValueError(f"bad {x}; fix: pass an int")
 def ok3(name):
     raise AttributeError(name)
+def j(x):
+    msg = f"bad value {x} for the option"
+    raise ValueError(msg)
+def ok4(x):
+    msg = f"bad value {x}; fix: pass an int"
+    raise ValueError(msg)
 '''
     found = scan(planted, "planted.py", names)
-    assert [o.split(":")[1] for o in found] == ["3", "5", "7", "9"], found
+    assert [o.split(":")[1] for o in found] == ["3", "5", "7", "9", "18"], found

@@ -103,12 +103,13 @@ def no_link(src, dst, **kw):  # a file system without hard links (vfat, some net
     raise PermissionError(1, 'Operation not permitted')
 os.link = no_link
 profiler.set_config(filename='t.json', profile_imperative=True, profile_api=False,
-                    profile_memory=False, dump_period=0.1)
+                    profile_memory=False, continuous_dump=True, dump_period=0.1)
 profiler.set_state('run')
 for _ in range(3):
     (mx.nd.ones((4, 4)) + 7).wait_to_read()
-time.sleep(0.3)
-profiler.set_config(profile_api=True, dump_period=0.1)
+time.sleep(0.3)          # the timer has written t.json: the keep must rename it
+assert os.path.exists('t.json')
+profiler.set_config(profile_api=True, continuous_dump=True, dump_period=0.1)
 for _ in range(4):
     (mx.nd.ones((4, 4)) - 7).wait_to_read()
 time.sleep(0.3)
@@ -124,3 +125,39 @@ def test_without_hard_links_the_file_is_renamed_after_the_timer_stopped(tmp_path
     assert _counts(t) == {"_plus_scalar": 3, "_minus_scalar": 4, "_mul_scalar": 0}
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("result-")) \
         == ["t.json"]
+
+
+_STOPPED_THEN_NEW_FILE = """
+import time
+from pyprof import profiler
+import mxnet as mx
+profiler.set_config(filename='a.json', profile_imperative=True, profile_api=False,
+                    profile_memory=False, continuous_dump=True, dump_period=0.1)
+profiler.set_state('run')
+for _ in range(3):
+    (mx.nd.ones((4, 4)) + 7).wait_to_read()
+time.sleep(0.3)
+profiler.set_config(profile_api=False, continuous_dump=True, dump_period=0.1)  # keeps a.json
+for _ in range(4):
+    (mx.nd.ones((4, 4)) - 7).wait_to_read()
+time.sleep(0.3)
+profiler.set_state('stop')
+time.sleep(0.3)
+profiler.set_config(filename='b.json', profile_imperative=True, profile_api=False,
+                    profile_memory=False, continuous_dump=True, dump_period=0.1)
+profiler.set_state('run')
+for _ in range(5):
+    (mx.nd.ones((4, 4)) * 7).wait_to_read()
+profiler.set_state('stop')
+profiler.dump(True)
+"""
+
+
+def test_a_new_filename_after_a_keep_leaves_the_kept_events_in_the_kept_file(tmp_path):
+    # the parts kept of a.json end in a.json, not in the next file the profiler finishes
+    run_scenario(_STOPPED_THEN_NEW_FILE, tmp_path)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert trace.validate(a).problems == []
+    assert _counts(a) == {"_plus_scalar": 3, "_minus_scalar": 4, "_mul_scalar": 0}
+    assert _counts(b)["_plus_scalar"] == 0 and _counts(b)["_mul_scalar"] == 5
+    assert not [p.name for p in tmp_path.iterdir() if ".pyprof-" in p.name]

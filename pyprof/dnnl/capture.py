@@ -40,6 +40,7 @@ __all__ = ["Splitter", "dnnl_environment", "run", "InProcessCapture", "start_in_
            "SessionCapture"]
 
 _SYNC = b"\x00pyprof-dnnl-sync-"
+_STOP = _SYNC + b"stop\n"  # ends the in-process pump: a forked child may keep the pipe open
 
 
 def dnnl_environment(level: int = 1, timestamps: bool = True) -> dict[str, str]:
@@ -63,13 +64,19 @@ class Splitter:
         self.verbose_lines = 0
         self.stamped = 0
         self.syncs = 0
+        self.stopped = False  # the stop token came: the pump ends (in-process capture)
         self._pending = b""
 
     def _write(self, data: bytes) -> None:
+        if self.out is None:
+            return
         view = memoryview(data)
-        while view:
-            n = os.write(self.out, view)
-            view = view[n:]
+        try:
+            while view:
+                n = os.write(self.out, view)
+                view = view[n:]
+        except OSError:  # the reader of our stdout left (`| head`): keep splitting into the log,
+            self.out = None  # so that the program's writes never block on a full pipe
 
     def _line(self, line: bytes) -> None:
         at = -1
@@ -79,7 +86,10 @@ class Splitter:
                 break
         if at < 0:
             if line.startswith(_SYNC):
-                self.syncs += 1
+                if line == _STOP:
+                    self.stopped = True
+                else:
+                    self.syncs += 1
                 return
             self._write(line)
             return
@@ -127,8 +137,11 @@ def _marker_prefix(tail: bytes) -> int:
 
 
 def _pump(src: int, splitter: Splitter) -> None:
-    while True:
-        chunk = os.read(src, 1 << 16)
+    while not splitter.stopped:
+        try:
+            chunk = os.read(src, 1 << 16)
+        except OSError:
+            break
         if not chunk:
             break
         splitter.feed(chunk)
@@ -195,12 +208,24 @@ def run(argv: Sequence[str], log: str | os.PathLike[str], *, trace: str | None =
     sys.stdout.flush()
     # A handler, not SIG_IGN: the child would inherit SIG_IGN; a handler is reset by exec.
     # It returns, so os.read and wait resume (PEP 475) and the child decides when to stop.
-    previous = (signal.signal(signal.SIGINT, _child_handles_it)
-                if threading.current_thread() is threading.main_thread() else None)
+    child: list[subprocess.Popen[bytes]] = []
+    interrupts = [0]
+
+    def forward(signum: int, frame: object) -> None:
+        # The first SIGINT came from the terminal to the command too: the command decides.
+        # A second one, or SIGTERM (sent to us alone), is passed on, so we are never stuck.
+        interrupts[0] += signum == signal.SIGINT
+        if child and (signum != signal.SIGINT or interrupts[0] > 1):
+            child[0].send_signal(signum)
+
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)} \
+        if main else {}
     try:
         with open(log, "wb") as log_file:
             splitter = Splitter(sys.stdout.fileno(), log_file)
             proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, env=child_env)
+            child.append(proc)
             assert proc.stdout is not None
             try:
                 _pump(proc.stdout.fileno(), splitter)
@@ -208,15 +233,11 @@ def run(argv: Sequence[str], log: str | os.PathLike[str], *, trace: str | None =
                 proc.stdout.close()
                 code = proc.wait()
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if site_dir is not None:
             shutil.rmtree(site_dir, ignore_errors=True)
     return code, splitter
-
-
-def _child_handles_it(signum: int, frame: object) -> None:
-    """SIGINT while the command runs: the terminal sent it to the command too; wait for it."""
 
 
 class InProcessCapture:
@@ -232,15 +253,16 @@ class InProcessCapture:
         read, write = os.pipe()
         self.splitter = Splitter(self._saved, self._log_file)
         os.dup2(write, 1)
-        os.close(write)
+        self._write = write  # kept: stop() ends the pump with a token, not by EOF
         self._read = read
         self._syncs = 0
         self._thread = threading.Thread(target=_pump, args=(read, self.splitter),
                                         name="pyprof-dnnl-capture", daemon=True)
         self._thread.start()
 
-    def sync(self, timeout: float = 10.0) -> None:
-        """Wait until the lines written to standard output before this call are split."""
+    def sync(self, timeout: float = 10.0) -> bool:
+        """Wait until the lines written to standard output before this call are split; False
+        when that took longer than ``timeout`` seconds."""
         sys.stdout.flush()
         self._syncs += 1
         os.write(1, _SYNC + str(self._syncs).encode() + b"\n")
@@ -248,6 +270,7 @@ class InProcessCapture:
         while self.splitter.syncs < self._syncs and time.monotonic() < deadline:
             time.sleep(0.002)
         self._log_file.flush()
+        return self.splitter.syncs >= self._syncs
 
     def stop(self) -> None:
         """Split what is left, restore standard output, close the log. Idempotent."""
@@ -257,11 +280,16 @@ class InProcessCapture:
             sys.stdout.flush()
         except (OSError, ValueError):
             pass
-        os.dup2(self._saved, 1)  # the pipe's last writer closes: the thread ends
-        self._thread.join(timeout=10)
-        self._thread = None  # type: ignore[assignment]
-        os.close(self._saved)
-        os.close(self._read)
+        os.dup2(self._saved, 1)
+        # A token after everything written so far ends the pump; EOF would not come while a
+        # forked child (a DataLoader worker) still holds the pipe.
+        os.write(self._write, _STOP)
+        thread, self._thread = self._thread, None  # type: ignore[assignment]
+        thread.join(timeout=10)
+        if thread.is_alive():  # stuck writing to our real stdout: leave it its descriptors
+            return
+        for fd in (self._saved, self._read, self._write):
+            os.close(fd)
         self._log_file.close()
 
 
@@ -299,7 +327,10 @@ def start_in_process(log: str, *, level: int = 1) -> InProcessCapture:
         capture.stop()
         _remove(log)
         raise rules.error("dnnl.too_late", why=f"a probe convolution failed ({exc})") from None
-    capture.sync()
+    if not capture.sync():
+        capture.stop()
+        _remove(log)
+        raise rules.error("dnnl.too_late", why="the probe's output was not split within 10 s")
     if not capture.splitter.verbose_lines:
         capture.stop()
         _remove(log)
@@ -314,6 +345,10 @@ def start_in_process(log: str, *, level: int = 1) -> InProcessCapture:
                       "cannot be placed on the trace; the statistics still work. fix: set "
                       "DNNL_VERBOSE_TIMESTAMP=1 before the first operator, or use pyprof run "
                       "--dnnl", stacklevel=3)
+    # the probe's convolution is not the program's: start the log after it
+    capture.splitter.log.seek(0)
+    capture.splitter.log.truncate()
+    capture.splitter.verbose_lines = capture.splitter.stamped = 0
     return capture
 
 

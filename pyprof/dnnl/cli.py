@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PyprofError
-from ..errors import TraceError
 from . import capture
 from .stats import FORMATS, GROUPINGS, format_stats, stats
 
@@ -29,10 +28,17 @@ def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namesp
     def run(args: argparse.Namespace) -> int:
         try:
             return fn(args)
-        except (PyprofError, TraceError) as exc:
+        except PyprofError as exc:
             print(f"pyprof {args.command}: error: {exc}", file=sys.stderr)
             return 1
     return run
+
+
+def _mtime(path: str | None) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns if path is not None else None
+    except OSError:
+        return None
 
 
 def _merge() -> Any:
@@ -79,6 +85,7 @@ def _run(args: argparse.Namespace) -> int:
         args.parser.error("nothing to record: pass --dnnl (pyprof run --dnnl -- python script.py)")
     if not argv:
         args.parser.error("no command: pyprof run --dnnl -- python script.py ...")
+    before = _mtime(args.trace)  # a trace the command did not write is not merged
     try:
         code, splitter = capture.run(argv, args.log, trace=args.trace, level=args.level)
     except FileNotFoundError as exc:
@@ -88,14 +95,14 @@ def _run(args: argparse.Namespace) -> int:
     print(f"pyprof run: {splitter.verbose_lines} oneDNN verbose line(s) -> {args.log}",
           file=sys.stderr)
     if args.trace is not None:
-        if not os.path.exists(args.trace):
+        if _mtime(args.trace) in (None, before):
             print(f"pyprof run: no trace at {args.trace} (the command started no Python process "
                   "that imports pyprof and ran to its end); the log is kept", file=sys.stderr)
         else:
             try:
                 res = _merge().merge(args.log, args.trace, args.trace, progress=False)
                 sys.stderr.write(format_coverage(res))
-            except (PyprofError, TraceError) as exc:
+            except PyprofError as exc:
                 print(f"pyprof run: could not merge: {exc}", file=sys.stderr)
             except KeyboardInterrupt:  # a Ctrl+C after the command ended: the trace is untouched
                 print(f"pyprof run: merge interrupted; {args.trace} is the command's trace without "
@@ -161,7 +168,7 @@ def matmul_dnnl(o: argparse.Namespace) -> int:
     merged = os.path.splitext(o.output)[0] + ".dnnl.json"
     try:
         res = _merge().merge(log, o.output, merged, progress=False)
-    except (PyprofError, TraceError) as exc:
+    except PyprofError as exc:
         print(f"pyprof matmul: error: {exc}", file=sys.stderr)
         return 1
     dots = [c for c in res.coverage if c.name.strip("[]") == "dot"]

@@ -2,7 +2,7 @@
 
 :func:`stats` reads the log in large binary blocks (whole lines), groups lines by signature
 (:class:`~pyprof.dnnl.scan.Scanner`, numpy passes over whole blocks). Logs of
-:data:`MIN_PARALLEL_BYTES` or more are split at line boundaries into byte ranges read by forked
+:data:`pyprof._workers.MIN_BYTES` or more are split at line boundaries into byte ranges read by forked
 worker processes (as :mod:`pyprof.trace.parallel` does for traces); each returns count, sum, min
 and max per signature, which add up exactly the same way in any order up to floating-point
 rounding of the sums.
@@ -27,13 +27,11 @@ from .parse import GroupStats, ScanResult, Signature, split_signature
 from .scan import Scanner
 
 __all__ = ["GROUPINGS", "FORMATS", "Row", "LogInfo", "DnnlStats", "stats", "format_stats",
-           "read_log", "MIN_PARALLEL_BYTES"]
+           "read_log"]
 
 #: ``by=`` values: how rows are keyed.
 GROUPINGS = ("primitive", "impl", "shape")
 FORMATS = ("table", "json", "csv", "markdown")
-#: Logs smaller than this are read in this process.
-MIN_PARALLEL_BYTES = 64 << 20
 _BLOCK = 2 << 20  # small enough for the passes over a block to stay in cache (2 MiB: fastest of 1-8)
 
 
@@ -154,8 +152,7 @@ def _work(args: tuple[str, int, int]) -> ScanResult:
 
 def read_log(path: str | os.PathLike[str], *, workers: int | None = None) -> ScanResult:
     """Scan a whole log (:class:`~pyprof.dnnl.parse.ScanResult`), in ``workers`` forked
-    processes (default: 1 below :data:`MIN_PARALLEL_BYTES`, else as
-    :func:`pyprof._workers.default_workers`).
+    processes (default: :func:`pyprof._workers.default_workers`).
 
     Raises:
         LogFormatError: the file does not exist, cannot be read, or is empty.
@@ -170,7 +167,7 @@ def read_log(path: str | os.PathLike[str], *, workers: int | None = None) -> Sca
     if size == 0:
         raise rules.error("dnnl.log_empty", path=p)
     n = workers if workers is not None else (
-        1 if size < MIN_PARALLEL_BYTES else _workers.default_workers(size))
+        _workers.default_workers(size))
     try:
         if n <= 1 or not _workers.available():
             return _read_range(p, 0, size)
@@ -302,7 +299,13 @@ def _summary(s: DnnlStats) -> str:
 
 
 def format_stats(s: DnnlStats, fmt: str = "table") -> str:
-    """``s`` as ``table`` (plain text), ``markdown``, ``csv`` or ``json`` (ends in a newline)."""
+    """``s`` as ``table`` (plain text), ``markdown``, ``csv`` or ``json`` (ends in a newline).
+
+    Raises:
+        TraceError: ``trace.format`` for another ``fmt``.
+    """
+    if fmt not in FORMATS:
+        raise rules.error("trace.format", fmt=fmt, choices=list(FORMATS))
     headers, rows = _table_rows(s)
     if fmt == "json":
         data = dataclasses.asdict(s)

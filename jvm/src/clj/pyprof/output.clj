@@ -5,6 +5,7 @@
   no error and no trace. The rules are api.json `names` (text) and `output_paths` (free space);
   the problems and fixes are errors.json `path_problems` (`pyprof.rules/path-problem`)."
   (:require [clojure.java.io :as io]
+            [clojure.string :as str]
             [pyprof.rules :as rules])
   (:import (java.io File)
            (java.nio.file AccessDeniedException FileSystemException Files LinkOption
@@ -73,8 +74,12 @@
            (rules/path-problem "not_regular" {:path path})
            :else
            (or (try
-                 (Files/delete (Files/createTempFile (.toPath dir) ".pyprof-probe-" ""
-                                                     (make-array FileAttribute 0)))
+                 (Files/delete (Files/createTempFile
+                                (.toPath dir)
+                                (str/replace (rules/output-paths "probe_prefix") "{pid}"
+                                             (str (.pid (java.lang.ProcessHandle/current))))
+                                (rules/output-paths "probe_suffix")
+                                (make-array FileAttribute 0)))
                  nil
                  (catch java.io.IOException e
                    (rules/path-problem "not_writable" {:directory directory :reason (reason e)})))

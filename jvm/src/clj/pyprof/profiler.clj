@@ -133,7 +133,10 @@
               (trace-file/switch-file! tracker c-opts)
               (and ever-ran (= (c-opts "filename") current))
               (trace-file/configure-same-file! tracker c-opts)
-              :else (trace-file/send-config! c-opts))
+              :else (do (when (not= (get c-opts "filename" current) current)
+                          ;; stopped, away from a kept file: its parts end there
+                          (trace-file/join-kept! tracker current))
+                        (trace-file/send-config! c-opts)))
         (swap! tracker (fn [t] (assoc t :config (config/effective c-opts)
                                       :repair-on-finish (:ever-ran t))))
         c-opts))))
@@ -194,7 +197,7 @@
            (let [mxnet {:fn (.function e) :mxnet-error (.mxnetMessage e)}]
              (when (:ever-ran @tracker) ; dumps finished the file (continuous_dump off)
                (swap! tracker assoc :finished true)
-               (when-let [path (trace-name)] (trace-file/finish-file! tracker path))
+               (when-let [path (trace-name)] (trace-file/join-kept! tracker path))
                (throw (rules/error "state.trace_finished_by_dumps"
                                    (assoc mxnet :trace (trace-name)) e)))
              (throw (rules/error "state.dump_before_run" mxnet e)))))
@@ -202,8 +205,9 @@
        (let [{:keys [config]} @tracker
              final? (or f (= rules/c-false (get config "continuous_dump")))]
          (when-let [path (trace-name)]
-           (trace-file/check-dumped! path final?)
-           (when final? (trace-file/finish-file! tracker path)))))
+           ;; kept parts are joined even when the check reports a lost dump
+           (try (trace-file/check-dumped! path final?)
+                (finally (when final? (trace-file/finish-file! tracker path)))))))
      nil)))
 
 (def default-dumps-options
@@ -360,15 +364,18 @@
   at exit, like MXNet's own Clojure example), stop and (dump-profile true), so the file is valid
   JSON."
   []
-  (doseq [[_ f] @exit-actions]
-    (try (f) (catch Throwable _)))
+  (doseq [[k f] @exit-actions]
+    (try (f) (catch Throwable e
+               (binding [*out* *err*] (println (str "pyprof: at exit, " k ": " (ex-message e)))))))
   (try
     (let [{:keys [ever-ran finished session running]} @tracker]
       (when (and ever-ran (not finished) (nil? session))
         (locking lock
           (when running (profiler-set-state :stop))
           (dump-profile true))))
-    (catch Throwable _)))
+    (catch Throwable e  ; a trace that cannot be finished is said, as Python's exit handler does
+      (binding [*out* *err*]
+        (println (str "pyprof: could not finish the trace at exit: " (ex-message e)))))))
 
 (defonce ^:private exit-hook
   (when-not (jpype-host?)

@@ -28,14 +28,22 @@
   [parts path]
   ((requiring-resolve 'pyprof.session.raw/join-traces!) parts path))
 
+(defn join-kept!
+  "Joins the parts kept of `path` with it (a valid trace at `path`); false when there are none
+  (Python's _join_kept)."
+  [tracker path]
+  (let [parts (:kept-parts @tracker)]
+    (when (seq parts)
+      (join-traces! parts path)
+      (swap! tracker assoc :kept-parts [])
+      true)))
+
 (defn finish-file!
   "After a dump that finished `path`: joins the parts kept of it, or, when it was configured
   after the profiler ran (MXNet wrote no header), rewrites it (Python's _finish_file)."
   [tracker path]
-  (let [{:keys [kept-parts repair-on-finish]} @tracker]
-    (cond (seq kept-parts) (do (join-traces! kept-parts path)
-                               (swap! tracker assoc :kept-parts []))
-          repair-on-finish (rewrite-trace! path))))
+  (when-not (join-kept! tracker path)
+    (when (:repair-on-finish @tracker) (rewrite-trace! path))))
 
 (defn send-config!
   "MXSetProcessProfilerConfig with the C strings of `c-opts`."
@@ -67,10 +75,9 @@
     (when (= rules/c-false (config "continuous_dump"))
       (mx MXSetProcessProfilerState (int (rules/states "run")) (int worker) nil)
       (when paused (mx MXProcessProfilePause 1 (int worker) nil)))
-    (cond (seq (:kept-parts @tracker)) ; parts kept by earlier configs: joined with it
-          (do (join-traces! (:kept-parts @tracker) old)
-              (swap! tracker assoc :kept-parts []))
-          (and dumped (output/size old)) (rewrite-trace! old))))
+    ;; parts kept by earlier configs are joined with it; else it is rewritten
+    (when (and (not (join-kept! tracker old)) dumped (output/size old))
+      (rewrite-trace! old))))
 
 (defn configure-same-file!
   "A config naming the file the profiler has been writing (kept or given again; under the

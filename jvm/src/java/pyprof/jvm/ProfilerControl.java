@@ -263,6 +263,10 @@ public final class ProfilerControl implements ProfilerControlMBean {
     try {
       session.step();
     } catch (PyprofException e) {
+      if (!"open".equals(session.state().get("state"))) { // a limit stopped it: end it here too
+        lastError = "stopped: " + e.getMessage();
+        stopLocked();
+      }
       throw forJmx(e);
     }
   }
@@ -349,8 +353,10 @@ public final class ProfilerControl implements ProfilerControlMBean {
   }
 
   @Override
-  public String getOutputRoot() {
-    return OutputRoot.fromProperty().toString();
+  public synchronized String getOutputRoot() {
+    // the running session's root; else the configured one, without creating it
+    return session != null ? session.outputRoot() : String.valueOf(System.getProperty(
+        OutputRoot.PROPERTY, System.getProperty("java.io.tmpdir") + "/pyprof"));
   }
 
   // ------------------------------------------------------------------ helpers
