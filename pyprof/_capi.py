@@ -1,6 +1,9 @@
 """The one module that touches libmxnet through ctypes.
 
-Everything else in pyprof calls the typed wrappers here. Each wrapper checks the
+Everything else in pyprof calls the typed wrappers here. The C declarations are not written
+here: ``pyprof/spec/capi.json`` lists every function pyprof binds (in both languages), and
+:func:`ctype_of` turns its C types into the ctypes argtypes/restype set at load
+(tests/test_capi_spec.py checks that file against the wheel's ``c_api.h``). Each wrapper checks the
 return code and raises :class:`pyprof.errors.MXNetError` with the C function's name
 and ``MXGetLastError()``'s text, read on the calling thread right after the call
 (MXNet keeps its last error per thread).
@@ -251,11 +254,6 @@ def declarations() -> dict[str, tuple[list, Any]]:
     (loading libmxnet on first use): what tests/test_capi_spec.py checks against capi.json."""
     lib()
     return {name: (list(f.argtypes), f.restype) for name, f in _declared.items()}
-
-
-def is_loaded() -> bool:
-    """Whether libmxnet is loaded in this process by pyprof (without loading it)."""
-    return _lib is not None
 
 
 def in_process() -> bool:
