@@ -46,3 +46,22 @@
   or \"Activation,Pooling\"."
   [^String name]
   (.find (.matcher bulk-re name)))
+
+(def ^:private one-operator (bulk "one_operator"))
+
+(def ^:private ^java.util.regex.Pattern one-operator-re
+  (re-pattern (str "(?d)" (one-operator "pattern"))))
+
+(defn one-operator-segment?
+  "Python's `is_one_operator_segment`: a bulk segment of one operator, e.g. \"[dot]\", whose time
+  is that operator's time (trace.json bulk.one_operator)."
+  [^String name]
+  (.find (.matcher one-operator-re name)))
+
+(defn one-operator-note
+  "Python's `one_operator_note`: the note naming one-operator segments `names` (non-empty), each
+  in single quotes, the first 3 then \", ...\"; no advice, since nothing is merged."
+  [names]
+  (let [listed (str (str/join ", " (map #(str "'" % "'") (take 3 names)))
+                    (when (> (count names) 3) ", ..."))]
+    (str/replace (one-operator (if (= 1 (count names)) "note" "note_many")) "{names}" listed)))

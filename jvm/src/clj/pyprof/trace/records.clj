@@ -5,7 +5,7 @@
   device), `notes` `TraceStats.notes` (warnings for the user, worded by trace.json). Records are
   maps with the units in their keys: times in microseconds, memory in bytes."
   (:require [clojure.string :as str]
-            [pyprof.trace.naming :refer [bulk-name? bulk-note]]
+            [pyprof.trace.naming :refer [bulk-name? bulk-note one-operator-note one-operator-segment?]]
             [pyprof.trace.phases :refer [note]]
             [pyprof.trace.pycompat :refer [compare-py dot-exact numpy-mean numpy-sum-doubles percentile
                                            percentile-doubles py-repr true-div]])
@@ -84,6 +84,8 @@
   [{:keys [reports unmatched-begin unmatched-end negative-durations no-timestamp
            bad-counter-values unknown-phases operators]}]
   (let [bulk (->> operators (filter :bulk) (map :name) distinct (sort compare-py) vec)
+        merged (vec (remove one-operator-segment? bulk))
+        ones (vec (filter one-operator-segment? bulk))
         counts [["unmatched_begin" unmatched-begin] ["unmatched_end" unmatched-end]
                 ["negative_duration" negative-durations] ["no_timestamp" no-timestamp]
                 ["non_numeric_counter" bad-counter-values]]]
@@ -96,5 +98,6 @@
       (seq unknown-phases)
       (conj (note "unknown_phase" {:n (reduce + (vals unknown-phases))
                                    :phases (str/join ", " (map py-repr (sort compare-py (keys unknown-phases))))}))
-      (seq bulk) (conj (str (count bulk) " bulk-merged name(s) (" (str/join ", " (take 3 bulk))
-                            (when (> (count bulk) 3) ", ...") "): " bulk-note)))))
+      (seq merged) (conj (str (count merged) " bulk-merged name(s) (" (str/join ", " (take 3 merged))
+                              (when (> (count merged) 3) ", ...") "): " bulk-note))
+      (seq ones) (conj (one-operator-note ones)))))
