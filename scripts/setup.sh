@@ -60,7 +60,8 @@ if ((dry_run)); then
   exit 0
 fi
 
-debs=(leiningen clojure libjna-java libjna-jni libdata-json-clojure libtools-cli-clojure libjackson2-core-java)
+debs=(leiningen clojure libjna-java libjna-jni libdata-json-clojure libtools-cli-clojure libjackson2-core-java
+      chromium)  # chromium: tests/test_html_report.py drives it with Playwright (no browser download)
 python3 -c 'import ensurepip, venv' 2>/dev/null || debs+=(python3-venv)
 command -v javac >/dev/null || debs+=(openjdk-17-jdk-headless)
 missing=()
