@@ -433,3 +433,22 @@ def test_report_of_a_jvm_window(tmp_path, open_report):
     page = open_report(out)
     page.check_clean()
     check_table(page, summary)
+
+
+def test_names_are_text_not_markup(tmp_path, open_report):
+    """Operator names, args and labels that look like markup stay text: nothing runs, nothing
+    is requested."""
+    evil = "</script><img src=x onerror=\"window.pwned=1\">"
+    events = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "cpu/0"}},
+              {"ph": "X", "name": evil, "cat": "operator", "ts": 10, "dur": 5, "pid": 0, "tid": 1,
+               "args": {"Input Dims": evil}},
+              {"ph": "X", "name": "dot", "cat": "operator", "ts": 20, "dur": 5, "pid": 0, "tid": 1}]
+    trace = tmp_path / "evil.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "r.html"
+    report_html(trace, out, labels=[evil])
+    page = open_report(out)
+    page.check_clean()
+    assert page.js("window.pwned") is None
+    assert page.js("document.querySelectorAll('img').length") == 0
+    check_table(page, json.loads(summarize(trace, fmt="json")))
