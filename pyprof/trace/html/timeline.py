@@ -21,6 +21,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
 import orjson
 
 from ..naming import API_CATEGORY, ASYNC_COPY_CATEGORIES
@@ -149,49 +150,50 @@ def _columns(raw: list[tuple[Any, Any, float, float, str, str, Any]],
     t0 = min(times) if times else 0.0
     end = max([r[2] + r[3] for r in raw] + times) if times else 0.0
 
-    def home(pid: Any, tid: Any, cat: str) -> tuple[Any, Any]:
-        return homes.get((pid, tid), (pid, tid)) if cat == DNNL_CATEGORY else (pid, tid)
-
-    keyed = sorted(((home(r[0], r[1], r[5]), r) for r in raw),
-                   key=lambda kr: (_order(kr[0][0]), _order(kr[0][1]), kr[1][2], -kr[1][3]))
     track_ix: dict[tuple[Any, Any], int] = {}
-    tracks: list[dict[str, str]] = []
+    keys: list[tuple[Any, Any]] = []
     names, cats, args = _Interner(), _Interner(), _Interner()
+    prov, name_ix, cat_ix = [], [], []
+    for pid, tid, _, _, name, cat, _ in raw:
+        k = homes.get((pid, tid), (pid, tid)) if cat == DNNL_CATEGORY else (pid, tid)
+        i = track_ix.get(k)
+        if i is None:
+            i = track_ix[k] = len(keys)
+            keys.append(k)
+        prov.append(i)
+        name_ix.append(names(name))
+        cat_ix.append(cats(cat))
+    # Tracks by pid, then tid; slices by track, then start, the longer first on a tie.
+    by_key = sorted(range(len(keys)), key=lambda i: (_order(keys[i][0]), _order(keys[i][1])))
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[by_key] = np.arange(len(keys))
+    ts = np.fromiter((r[2] for r in raw), dtype=np.float64, count=len(raw))
+    dur = np.fromiter((r[3] for r in raw), dtype=np.float64, count=len(raw))
+    track = rank[np.asarray(prov, dtype=np.int64)] if raw else np.zeros(0, dtype=np.int64)
+    order = np.lexsort((-dur, ts, track))
+    track, ts, dur = track[order], ts[order], dur[order]
+    start = np.round(ts - t0, 3)
+    depth = _depths(track.tolist(), start.tolist(), (start + dur).tolist())
+    arg_ix: list[int] = []
     arg_values: list[Any] = []
-    cols: dict[str, list[Any]] = {k: [] for k in ("track", "start", "dur", "name", "cat", "depth", "args")}
-    stacks: dict[int, list[float]] = {}
-    prev = 0.0
-    for (pid, tid), (_, _, ts, dur, name, cat, a) in keyed:
-        t = track_ix.get((pid, tid))
-        if t is None:
-            t = track_ix[(pid, tid)] = len(tracks)
-            tracks.append({"pid": str(pid), "tid": str(tid),
-                           "process": pnames.get(pid, "" if pid is None else f"pid {pid}"),
-                           "thread": tnames.get((pid, tid), "" if tid is None else f"thread {tid}")})
-        stack = stacks.setdefault(t, [])
-        start = ts - t0
-        while stack and stack[-1] <= start:
-            stack.pop()
-        depth = len(stack)
-        stack.append(start + dur)
-        cols["track"].append(t)
-        cols["start"].append(_num(start - prev))
-        prev = start
-        cols["dur"].append(_num(dur))
-        cols["name"].append(names(name))
-        cols["cat"].append(cats(cat))
-        cols["depth"].append(depth)
-        if a:
-            a = _js_safe(a)
-            key = orjson.dumps(a, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
-            before = len(args.values)
-            i = args(key)
-            if len(args.values) > before:
-                arg_values.append(a)
-            cols["args"].append(i)
-        else:
-            cols["args"].append(-1)
-    track_of = {k: v for k, v in track_ix.items()}
+    for j in order.tolist():
+        a = raw[j][6]
+        if not a:
+            arg_ix.append(-1)
+            continue
+        a = _js_safe(a)
+        before = len(args.values)
+        arg_ix.append(args(orjson.dumps(a, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)))
+        if len(args.values) > before:
+            arg_values.append(a)
+    tracks = [{"pid": str(pid), "tid": str(tid),
+               "process": pnames.get(pid, "" if pid is None else f"pid {pid}"),
+               "thread": tnames.get((pid, tid), "" if tid is None else f"thread {tid}")}
+              for pid, tid in (keys[i] for i in by_key)]
+    cols = {"track": track.tolist(), "start": _column(np.diff(start, prepend=0.0)),
+            "dur": _column(dur), "name": np.asarray(name_ix, dtype=np.int64)[order].tolist(),
+            "cat": np.asarray(cat_ix, dtype=np.int64)[order].tolist(), "depth": depth, "args": arg_ix}
+    track_of = {k: int(rank[i]) for k, i in track_ix.items()}
     return {
         "t0": t0, "span": end - t0, "tracks": tracks, "names": names.values, "cats": cats.values,
         "args": arg_values, "slices": cols,
@@ -217,6 +219,31 @@ def _js_safe(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_js_safe(x) for x in v]
     return str(v)
+
+
+def _depths(track: list[int], start: list[float], end: list[float]) -> list[int]:
+    """Nesting depth of each slice (sorted by track, then start): how many slices of its track
+    that start before it are still open when it starts."""
+    out = [0] * len(track)
+    stack: list[float] = []
+    current = None
+    for j, t in enumerate(track):
+        if t != current:
+            stack, current = [], t
+        s = start[j]
+        while stack and stack[-1] <= s:
+            stack.pop()
+        out[j] = len(stack)
+        stack.append(end[j])
+    return out
+
+
+def _column(values: np.ndarray) -> list[float] | list[int]:
+    """Microseconds rounded to nanoseconds; ints when all are whole (shorter JSON)."""
+    r = np.round(values, 3)
+    if r.size and np.all(r == np.rint(r)) and np.all(np.abs(r) < float(1 << 53)):
+        return r.astype(np.int64).tolist()
+    return r.tolist()
 
 
 def _order(v: Any) -> tuple[int, Any]:
