@@ -13,6 +13,8 @@ process, where they nest under the operator that ran them (the merge keeps each 
 its operator).
 
 Times are microseconds from the trace's first timed event (``t0``, absolute, in the result).
+Unlike the statistics, this holds every slice in memory (a few hundred bytes each while it is
+built): it is meant for traces a browser can show, up to some million slices.
 """
 
 from __future__ import annotations
