@@ -177,3 +177,27 @@ def test_missing_trace_and_bad_output(tmp_path):
     assert got.stderr.strip() == want.stderr.strip().replace("pyprof summarize:", "pyprof report:", 1)
     bad = run_cli(["report", str(TRACES / "small.json"), "-o", str(tmp_path / "no" / "r.html")], tmp_path)
     assert bad.returncode == 1 and "fix:" in bad.stderr and "\n" not in bad.stderr.strip()
+
+
+def test_instant_marks_and_window(tmp_path, open_report):
+    """Instant events (MXNet markers, ``ph`` ``i``) are marks on the timeline; each file is
+    shown as a window spanning its events."""
+    events = [{"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "cpu/0"}},
+              {"ph": "X", "name": "dot", "cat": "operator", "ts": 100, "dur": 50, "pid": 0, "tid": 1},
+              {"ph": "i", "name": "step 1", "cat": "marker", "ts": 160, "pid": 0, "tid": 1, "s": "p"},
+              {"ph": "X", "name": "relu", "cat": "operator", "ts": 200, "dur": 20, "pid": 0, "tid": 1}]
+    trace = tmp_path / "marks.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    out = tmp_path / "r.html"
+    report_html(trace, out)
+    page = open_report(out)
+    page.check_clean()
+    tl = page.js("(() => { const t = pyprofReport.files[0].timeline; return {marks: t.marks, span: t.span}; })()")
+    assert tl["marks"] == [{"name": "step 1", "ts": 60, "track": 0}] and tl["span"] == 120
+
+
+def test_not_one_or_two_traces(tmp_path):
+    from pyprof.trace import TraceError
+    with pytest.raises(TraceError, match=r"3 trace\(s\) for one report\. fix: "):
+        report_html([TRACES / "small.json"] * 3, tmp_path / "r.html")
+    assert not (tmp_path / "r.html").exists()
