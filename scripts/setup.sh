@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up on Debian 12 with Python 3.11 and JDK 17: the Debian packages the
-# JVM layer needs, the virtual environment .venv with pyprof and its test tools, and the
-# compiled jvm/ project. Safe to repeat: each step is skipped when already done.
+# JVM layer needs (and chromium, the browser the HTML report's tests drive), the virtual
+# environment .venv with pyprof and its test tools, and the compiled jvm/ project. Safe to repeat: each step is skipped when already done.
 #
 #   scripts/setup.sh                 set up; keep the MXNet build already chosen (CPU at first)
 #   scripts/setup.sh --gpu [CUDA]    the CUDA build of mxnet==1.9.1 in place of the CPU one: the
