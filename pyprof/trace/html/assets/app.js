@@ -210,7 +210,10 @@
     state.timeline = tl;
     details(null, detailHost);
     var chart = memoryChart(files, document.getElementById("memory"));
-    if (chart) tl.onView = function (v0, v1) { chart.setScale("x", { min: v0 / 1e3, max: v1 / 1e3 }); };
+    if (chart) {  // the chart follows the timeline's zoom and pan
+      tl.onView = function (v0, v1) { chart.setScale("x", { min: v0 / 1e3, max: v1 / 1e3 }); };
+      tl.onView(tl.v0, tl.v1);
+    }
     var tables = document.getElementById("tables");
     files.forEach(function (f, fi) {
       if (files.length > 1) tables.appendChild(el("h3", null, f.label));
