@@ -63,6 +63,8 @@ def load(path: Path) -> dict[str, Any]:
 def _resolve(value: Any, names: dict[str, Any], workdir: str) -> Any:
     if isinstance(value, str) and value.startswith("$"):  # "$name", or "$name.2": an item
         name, _, index = value[1:].partition(".")
+        if name not in names:  # an object whose making failed: None, as the JVM runner has nil
+            return None
         return names[name][int(index)] if index else names[name]
     if isinstance(value, str):
         return value.replace("{dir}", workdir).replace("{root}", str(ROOT))
@@ -283,7 +285,7 @@ def execute_batch(batch: dict[str, Any], root: str, *, bridge: bool = False) -> 
     if bridge:
         from pyprof import jvm
 
-        jvm.start()
+        jvm.start([f"-Dpyprof.outputRoot={root}"])  # the Java session's root, as the JVM runs'
     out = []
     for i, scenario in enumerate(batch["sequences"]):
         workdir = os.path.join(root, f"s{i}")

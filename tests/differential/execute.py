@@ -44,7 +44,8 @@ def _command(language: str, batch: Path, workdir: Path, clj: Path | None) -> lis
     form = (f"(require 'pyprof.conformance) (pyprof.conformance/-main-batch "
             f"{json.dumps(str(batch))} {json.dumps(language)} {json.dumps(str(workdir))})")
     return ["java", "-cp", os.pathsep.join(_jvm_classpath(clj)), "-Xss4m",
-            f"-Dmxnet.library.path={_capi.library_path()}", "clojure.main", "-e", form]
+            f"-Dmxnet.library.path={_capi.library_path()}", f"-Dpyprof.outputRoot={workdir}",
+            "clojure.main", "-e", form]
 
 
 def run_batch(sequences: list[dict[str, Any]], languages: tuple[str, ...] = LANGUAGES, *,
@@ -58,6 +59,8 @@ def run_batch(sequences: list[dict[str, Any]], languages: tuple[str, ...] = LANG
     batch.write_text(json.dumps({"sequences": sequences}), encoding="utf-8")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source), os.environ.get(
         "PYTHONPATH", "")]))
+    if source != ROOT:  # a copy of pyprof alone: the JVM project stays this checkout's
+        env.setdefault("PYPROF_JVM_DIR", str(ROOT / "jvm"))
     if clj is not None:
         env["PYPROF_JVM_CLASSPATH"] = os.pathsep.join(_jvm_classpath(clj))
     procs, roots = {}, {}
