@@ -134,16 +134,19 @@ def session_seq(draw: Any) -> list[dict[str, Any]]:
              "repeat": draw(st.integers(0, 2))}
     if draw(st.booleans()):
         sched["warmup"] = draw(st.integers(0, 1))
-    opts: dict[str, Any] = {"path": "{dir}/" + draw(templates), "profile_imperative": True}
+    template = draw(st.one_of(st.just("w_{window}.json"), templates))
+    opts: dict[str, Any] = {"path": "{dir}/" + template, "profile_imperative": True}
     steps = [_step("schedule", lang, args=sched, **{"as": "sc"})]
     opts["schedule"] = "$sc"
     steps += [_step("profile", lang, args=opts, **{"as": "p"}),
               _step("profile.start", lang, target="$p")]
-    for _ in range(draw(st.integers(1, 5))):
+    n = draw(st.integers(1, 5))
+    raw_at = draw(st.integers(0, n))  # one MXNet event in some step (n: none)
+    for k in range(n):
         steps.append(_step("workload"))
-        if draw(st.integers(0, 3)) == 0:
+        if k == raw_at:
             steps.append(_step("raw_event", args={"name": draw(st.sampled_from(
-                ["C:\\tmp\\q", "a\\b", "quote\"d", "plain"]))}))
+                ["C:\\tmp\\q", "a\\b", "quote\"d", "tab\\t", "plain"]))}))
         steps.append(_step("profile.step", lang, target="$p"))
     steps += [_step("profile.stop", lang, target="$p"),
               _step("profile.windows", lang, target="$p")]
@@ -173,9 +176,9 @@ def _close(steps: list[dict[str, Any]]) -> dict[str, Any]:
 
 @st.composite
 def batches(draw: Any, size: int, finish: bool = True) -> list[dict[str, Any]]:
-    """``size`` sequences (the families in turn, so each batch has all of them), the last a
-    finished dump when ``finish``."""
-    names = list(FAMILIES)
+    """``size`` sequences (the families in turn, a session first while the profiler is fresh,
+    so each batch has all of them), the last a finished dump when ``finish``."""
+    names = ["session", "config", "state", "objects"]
     out = [_close(draw(FAMILIES[names[i % len(names)]])) for i in range(size - finish)]
     return out + ([_close(draw(finish_seq()))] if finish else [])
 

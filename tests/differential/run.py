@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from differential import compare, execute, gen  # noqa: E402
 
-SEED = 20  # the suite's: issue 20
+SEED = 74  # the suite's: its batch (generated only, not run, to choose it) holds each input of issue 20's six examples
 SIZE = 8  # sequences per batch (one JVM start per language and batch)
 
 
@@ -54,7 +54,7 @@ def _core(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [s for i, s in enumerate(steps) if i in keep]
 
 
-def shrink(batch: list[dict[str, Any]], found: dict[str, Any], *, max_runs: int = 40,
+def shrink(batch: list[dict[str, Any]], found: dict[str, Any], *, max_runs: int = 10,
            **run_options: Any) -> list[dict[str, Any]]:
     """The fewest steps (greedy, chunks then single steps, each try in fresh children of the
     reference and the diverging language) that still give a divergence of the same class: the
