@@ -57,8 +57,8 @@ def call(step: dict[str, Any], language: str, names: dict[str, Any], workdir: st
     b = _binding(step["call"], language)
     if b is None:
         raise LookupError(f"{step['call']}: no {language} binding (bindings.json)")
-    args = runner._resolve(step.get("args", {}), names, workdir)  # noqa: SLF001 - same package
-    target = runner._resolve(step["target"], names, workdir) if "target" in step else None  # noqa: SLF001
+    args = runner.resolve_value(step.get("args", {}), names, workdir)
+    target = runner.resolve_value(step["target"], names, workdir) if "target" in step else None
     style = b.get("args", [])
     if style == "map":
         if language == "java" and "method" in b and "/" not in b["method"]:

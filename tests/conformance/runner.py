@@ -75,6 +75,11 @@ def _resolve(value: Any, names: dict[str, Any], workdir: str) -> Any:
     return value
 
 
+def resolve_value(value: Any, names: dict[str, Any], workdir: str) -> Any:
+    """A step's argument with ``$name`` references and ``{dir}``/``{root}`` filled in."""
+    return _resolve(value, names, workdir)
+
+
 def _as_json(value: Any) -> Any:
     import pyprof
 

@@ -5,7 +5,7 @@ one process (the profiler is one per process; one JVM start per batch, since a J
 seconds), sequence i in ``<workdir>/s<i>``:
 
 * ``python``: ``runner.py --batch`` (the reference; each step's ``"lang"`` ignored);
-* ``clojure`` and ``java``: ``pyprof.conformance/-main-batch`` in a child JVM;
+* ``clojure`` and ``java``: ``pyprof.conformance-batch/-main-batch`` in a child JVM;
 * ``bridge``: ``runner.py --batch --bridge``, a Python process hosting the JVM by JPype, each
   step made in the language its ``"lang"`` names.
 
@@ -41,7 +41,7 @@ def _command(language: str, batch: Path, workdir: Path, clj: Path | None) -> lis
             ["--bridge"] if language == "bridge" else [])
     from pyprof import _capi
 
-    form = (f"(require 'pyprof.conformance) (pyprof.conformance/-main-batch "
+    form = (f"(require 'pyprof.conformance-batch) (pyprof.conformance-batch/-main-batch "
             f"{json.dumps(str(batch))} {json.dumps(language)} {json.dumps(str(workdir))})")
     return ["java", "-cp", os.pathsep.join(_jvm_classpath(clj)), "-Xss4m",
             f"-Dmxnet.library.path={_capi.library_path()}", f"-Dpyprof.outputRoot={workdir}",
