@@ -57,6 +57,8 @@ def test_a_planted_break_makes_the_differential_test_report_a_divergence(tmp_pat
     source, clj = _mutated_copy(tmp_path, m)
     batch = gen.sample(SIZE, run.SEED)
     result = execute.run_batch(batch, tuple(m["languages"]), source=source, clj=clj)
+    # A child that fails means the setup is wrong, which must not count as a caught break.
+    assert not result["failed"], result["failed"]
     found = [d for d in compare.first_divergences(batch, result)
              if d["language"] == m["languages"][-1]]
     assert found, f"planting '{m['class']}' in {m['file']}: no divergence reported"
