@@ -160,7 +160,7 @@
    (let [^String body (.replaceFirst (.matcher header text) "")
          body (escape-lines (str/replace (.replaceFirst (.matcher footer body) "") #"^[\s,]+" ""))
          body (subs body 0 (loop [i (.length body)]         ; trailing separators
-                             (if (and (pos? i) (let [c (.charAt body (dec i))]
+                             (if (and (pos? i) (let [c (.charAt body (int (dec i)))]
                                                  (or (= c \,) (Character/isWhitespace c))))
                                (recur (dec i)) i)))
          ;; where the text may end: all of it, else after a '}' followed by one event cut short
