@@ -23,6 +23,8 @@
 
 (def ^:private ^JsonFactory factory (JsonFactory.))
 
+(declare not-valid)
+
 (defn- value
   "The JSON value whose first token `p` is on, read to its end."
   [^JsonParser p]
@@ -45,20 +47,28 @@
       (= t JsonToken/VALUE_TRUE) true
       (= t JsonToken/VALUE_FALSE) false
       (= t JsonToken/VALUE_NULL) nil
-      :else (throw (ex-info (str "unexpected JSON token " t) {})))))
+      :else (throw (not-valid "JSON" :token)))))
 
-(defn- not-valid [path why]
-  (rules/error "trace.not_valid" {:path (str path) :why why}))
+(def ^:private reasons
+  "Why a file is not a valid trace, as `trace.not_valid` says it."
+  {:token "a JSON value of no known kind" :no-ph "an event that is not a JSON object with a \"ph\""
+   :not-array "\"traceEvents\" is not an array" :no-array "no \"traceEvents\" array"
+   :empty "an empty file" :not-trace "neither a JSON object nor an array of events"
+   :after "text after the trace" :layout "not MXNet's trace layout"})
+
+(defn- not-valid
+  "The `trace.not_valid` error for `path`; `why` a key of `reasons` or a parser's message."
+  [path why]
+  (rules/error "trace.not_valid" {:path (str path) :why (reasons why why)}))
 
 (defn- each-event!
   "Calls `f` on every element of the array `p` is at the start of; each must be an object."
   [^JsonParser p path f]
   (loop []
     (when-not (= (.nextToken p) JsonToken/END_ARRAY)
-      (let [at (.getCharOffset (.getTokenLocation p))
-            ev (value p)]
+      (let [ev (value p)]
         (when-not (and (map? ev) (contains? ev "ph"))
-          (throw (not-valid path (str "an event that is not a JSON object with a \"ph\", at character " at))))
+          (throw (not-valid path :no-ph)))
         (f ev))
       (recur))))
 
@@ -78,12 +88,12 @@
               (let [k (.getCurrentName p)]
                 (if (and (= k "traceEvents") (= (.nextToken p) JsonToken/START_ARRAY))
                   (do (vreset! found true) (each-event! p path f))
-                  (do (when (= k "traceEvents") (throw (not-valid path "\"traceEvents\" is not an array")))
+                  (do (when (= k "traceEvents") (throw (not-valid path :not-array)))
                       (.nextToken p) (.skipChildren p)))))
-            (when-not @found (throw (not-valid path "no \"traceEvents\" array"))))
-          (nil? t) (throw (not-valid path "an empty file"))
-          :else (throw (not-valid path "neither a JSON object nor an array of events"))))
-      (when (.nextToken p) (throw (not-valid path "text after the trace"))))
+            (when-not @found (throw (not-valid path :no-array))))
+          (nil? t) (throw (not-valid path :empty))
+          :else (throw (not-valid path :not-trace))))
+      (when (.nextToken p) (throw (not-valid path :after))))
     (catch JsonProcessingException e
       (throw (not-valid path (first (str/split-lines (.getOriginalMessage e))))))))
 
@@ -148,7 +158,7 @@
 (defn- parse-array [^String body]
   (with-open [^JsonParser p (.createParser factory (str "[" body "]"))]
     (.nextToken p)
-    (let [v (value p)] (when (.nextToken p) (throw (ex-info "text after the events" {}))) v)))
+    (let [v (value p)] (when (.nextToken p) (throw (not-valid "[events]" :after))) v)))
 
 (defn parse-raw
   "The events in `text`, bytes of an MXNet trace in MXNet's own layout (trace.json
@@ -174,4 +184,4 @@
                        (cons (.length body) ends))
                  (when (and (str/starts-with? body "{") (not (str/includes? body "\n    }\n")))
                    [])                                    ; one event, cut short
-                 (throw (not-valid where "not MXNet's trace layout")))))))
+                 (throw (not-valid where :layout)))))))
