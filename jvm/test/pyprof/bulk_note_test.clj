@@ -5,7 +5,7 @@
   (:require [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
             [pyprof.stats :as stats]
-            [pyprof.trace.naming :as naming]))
+))
 
 (def ^:private one-dot
   "'[dot]' is a bulk segment of one operator: its time is that operator's time")
@@ -26,16 +26,16 @@
   (testing "the committed fixture small.json, as Python's expected statistics say"
     (is (= [one-dot] (:notes (stats/stats ["../tests/fixtures/traces/small.json"])))))
   (testing "merged segments keep the advice; the one-operator one is named apart"
-    (is (= [(str "2 bulk-merged name(s) (ImperativeBulk, [dot,relu]): " naming/bulk-note)
+    (is (= [(str "2 bulk-merged name(s) (ImperativeBulk, [dot,relu]): " stats/bulk-note)
             "'[a]', '[dot]' are bulk segments of one operator each: each one's time is that operator's time"]
            (:notes (stats/stats [(trace [["ImperativeBulk" 10] ["[dot]" 5] ["[dot,relu]" 7]
                                          ["[a]" 1] ["relu" 3]])]))))))
 
 (deftest one-operator-names-and-notes-as-python
-  (is (every? naming/one-operator-segment? ["[dot]" "[relu]" "[_backward_FullyConnected]"]))
-  (is (not-any? naming/one-operator-segment?
+  (is (every? stats/one-operator-segment? ["[dot]" "[relu]" "[_backward_FullyConnected]"]))
+  (is (not-any? stats/one-operator-segment?
                 ["ImperativeBulk" "[dot,relu]" "[Convolution,relu,Pooling" "Activation,Pooling" "dot"
                  "[a]b]" "x[dot]"]))
-  (is (= one-dot (naming/one-operator-note ["[dot]"])))
+  (is (= one-dot (stats/one-operator-note ["[dot]"])))
   (is (= "'[a]', '[b]', '[c]', ... are bulk segments of one operator each: each one's time is that operator's time"
-         (naming/one-operator-note ["[a]" "[b]" "[c]" "[d]"]))))
+         (stats/one-operator-note ["[a]" "[b]" "[c]" "[d]"]))))
