@@ -4,8 +4,7 @@
   segments keep the note with the advice (trace.json bulk.one_operator, as in Python)."
   (:require [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
-            [pyprof.stats :as stats]
-))
+            [pyprof.stats :as stats]))
 
 (def ^:private one-dot
   "'[dot]' is a bulk segment of one operator: its time is that operator's time")
