@@ -2,7 +2,9 @@
 
 ``pyprof.profiler`` records every call it makes here, and ``pyprof.session`` reads and
 claims the profiler through it; both lock ``TRACKER.lock`` around a check and the call it
-guards. Package-internal: the public view is ``pyprof.profiler.state()``.
+guards. It is the one tracker of the process: when JPype hosts the JVM, the JVM layer reads and
+writes it too (``pyprof._bridge_tracker``, the ``pyprof.jvm.Tracker`` proxy), under the same lock.
+Package-internal: the public view is ``pyprof.profiler.state()``.
 """
 
 from __future__ import annotations
@@ -16,9 +18,14 @@ __all__ = ["Tracker", "TRACKER"]
 class Tracker:
     """What this process has asked of the profiler singleton, for errors with a fix.
 
-    MXNet exposes no getters, so pyprof records its own calls. The JVM layer in the same
-    process keeps its own record; neither overrides MXNet's own checks.
+    MXNet exposes no getters, so pyprof records its own calls (both languages' calls, in a
+    process hosting the JVM); it never overrides MXNet's own checks.
     """
+
+    #: The fields, as the JVM's ``pyprof.jvm.Tracker.FIELDS`` names them (the attributes below
+    #: except ``lock``).
+    FIELDS = ("config", "running", "ever_ran", "paused", "finished", "session", "internal",
+              "repair_on_finish", "kept_parts")
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -28,7 +35,9 @@ class Tracker:
         self.paused = False
         self.finished = False  # a dump(finished=True) happened: no new session possible
         self.session: str | None = None  # a pyprof.profile session owns the profiler (its name)
-        self.internal: int | None = None  # thread id of the session's own calls, while made
+        # threading.get_ident() of the thread making the session's own calls, while it makes them
+        # (a JVM thread's too: it runs the tracker proxy on its own OS thread)
+        self.internal: int | None = None
         # Configured after the profiler had run: MXNet may write this file without its header
         # (a second session in one process), so a finished dump repairs it.
         self.repair_on_finish = False

@@ -6,6 +6,12 @@ returns that same library instead of loading a second copy (which would abort).
 
 The JVM starts once per process (JPype cannot restart one). ``start()`` twice, or after
 ``shutdown()``, raises JVMError; ``call`` and ``require`` start it on first use.
+
+One profiler, one record of it: ``start()`` joins the two API gates and makes Python's tracker
+the JVM layer's (``pyprof._bridge_tracker``), so state, session ownership and the kept trace file
+are the same facts in both languages. Values cross exactly (``pyprof._bridge_values``: big and
+unsigned integers, booleans, strings, maps, vectors, nil), and JVM errors become the Python
+classes api.json ``error_kinds`` names.
 """
 
 from __future__ import annotations
@@ -18,12 +24,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import _bridge_signals, _capi, rules
+from . import _bridge_signals, _bridge_tracker, _capi, rules
+from ._bridge_values import Keyword, StringKey, to_clojure, to_python, translate_exception
 from ._gate import GATE
 from .errors import JVMError
 
 __all__ = ["start", "shutdown", "is_running", "call", "require", "classpath", "jvm_dir",
-           "Keyword", "to_clojure", "to_python", "eval_clojure"]
+           "Keyword", "StringKey", "to_clojure", "to_python", "translate_exception",
+           "eval_clojure"]
 
 _lock = threading.RLock()
 _state = "new"  # new -> running -> shut down; "forked" in a forked child of a running JVM
@@ -65,7 +73,7 @@ def _check_classes(jpype: Any, entries: list[str]) -> None:
     """Raise jvm.bad_classpath when the running JVM cannot load pyprof's classes and specs."""
     loader = jpype.JClass("java.lang.ClassLoader").getSystemClassLoader()
     missing = [n for n in ("clojure.java.api.Clojure", "pyprof.jvm.capi.Gate",
-                           "pyprof.jvm.Profiler") if loader.getResource(n.replace(".", "/")
+                           "pyprof.jvm.Profiler", "pyprof.jvm.Tracker") if loader.getResource(n.replace(".", "/")
                                                                       + ".class") is None]
     missing += [] if missing or loader.getResource("api.json") else ["api.json (pyprof/spec)"]
     if missing:
@@ -137,8 +145,9 @@ def _build_classpath(d: Path, cache: Path, why: str) -> None:
 
 
 def start(extra_jvm_args: list[str] | None = None) -> None:
-    """Start the JVM in this process with the pyprof classpath. Raises JVMError when a
-    JVM runs already or ran before (JPype cannot start a second one)."""
+    """Start the JVM in this process with the pyprof classpath, its API gate joined with
+    Python's and Python's tracker its tracker (one record of the profiler). Raises JVMError
+    when a JVM runs already or ran before (JPype cannot start a second one)."""
     global _state
     import jpype
 
@@ -163,15 +172,12 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
         _state = "running"
         _capi.note_user("a JVM (pyprof.jvm)")
         _join_gates()
+        _bridge_tracker.install()  # before any JVM code reads the tracker
         atexit.register(_part_gates)  # runs before JPype's own exit handler (LIFO)
         rt = jpype.JClass("clojure.java.api.Clojure")
         _clj["var"] = rt.var
         _clj["read"] = rt.read
         _clj["require"] = rt.var("clojure.core", "require")
-    # Both layers guard the one profiler singleton: tell the JVM what Python already did.
-    from . import profiler
-    _clj["require"].invoke(_clj["read"]("pyprof.profiler"))
-    share_state(**profiler.state())
 
 
 class _JVMGate:
@@ -190,13 +196,15 @@ class _JVMGate:
 def _part_gates() -> None:
     """At interpreter exit, before JPype shuts the JVM down: the JVM's gate stops asking
     Python's, so no switch of the JVM's exit hooks calls back into a Python that is exiting
-    (it hung there, at exit, in about 1 run in 3 under load)."""
+    (it hung there, at exit, in about 1 run in 3 under load); likewise its tracker becomes a
+    local one that starts as Python's is now."""
     import jpype
 
     if not jpype.isJVMStarted():
         return
     try:
         jpype.JClass("pyprof.jvm.capi.Gate").setPeer(None)
+        _bridge_tracker.uninstall()
     except Exception:  # noqa: BLE001 - exiting: nothing left to report to
         pass
     for peer in [p for p in GATE.peers() if isinstance(p, _JVMGate)]:
@@ -238,6 +246,7 @@ def shutdown() -> None:
             _clj.clear()
             for peer in [p for p in GATE.peers() if isinstance(p, _JVMGate)]:
                 GATE.remove_peer(peer)
+            _bridge_tracker.uninstall()
             jpype.shutdownJVM()
             _state = "shut down"
 
@@ -262,7 +271,9 @@ def _ensure() -> None:
 class Namespace:
     """A Clojure namespace seen from Python: ``ns["dump-profile"](...)`` or
     ``ns.dump_profile(...)`` (underscores become hyphens). Arguments and results are
-    converted: dicts <-> maps with keyword keys, lists <-> vectors, str/int/float/bool."""
+    converted exactly (``to_clojure``/``to_python``: dicts <-> maps with keyword keys, lists <->
+    vectors, big and unsigned integers, bool, str, None), and a JVM error of pyprof becomes its
+    Python class (``translate_exception``)."""
 
     def __init__(self, name: str):
         self.name = name
@@ -272,18 +283,9 @@ class Namespace:
         v = _clj["var"](self.name, fn)
 
         def invoke(*args):
-            import jpype
-
             if _state != "running":
                 _usable()
-            try:
-                with _bridge_signals.jvm_call():
-                    return to_python(v.invoke(*[to_clojure(a) for a in args]))
-            except jpype.JException as exc:
-                translated = translate_exception(exc)
-                if translated is None:
-                    raise
-                raise translated from exc
+            return _translated(lambda: v.invoke(*[to_clojure(a) for a in args]))
 
         invoke.__name__ = fn
         return invoke
@@ -294,33 +296,18 @@ class Namespace:
         return self[fn.replace("_", "-")]
 
 
-_KINDS = {
-    "invalid-config": "ConfigError", "invalid-option": "ConfigError",
-    "invalid-state": "StateError", "session-finished": "StateError",
-    "no-gpu": "DeviceError", "invalid-device": "DeviceError",
-}
-
-
-def translate_exception(exc: Any) -> Exception | None:
-    """The pyprof error for a JVM-side pyprof exception (ex-info with ``:pyprof/error``, or
-    ``pyprof.jvm.MXNetException``), with the Clojure data on ``.data``; None for others."""
+def _translated(call: Any) -> Any:
+    """``call()``'s result converted, with a JVM error of pyprof raised as its Python class."""
     import jpype
 
-    from . import errors
-
-    if not isinstance(exc, jpype.JClass("clojure.lang.IExceptionInfo")):
-        return None
-    data = to_python(exc.getData()) or {}
-    kind = data.get("pyprof/error")
-    message = str(exc.getMessage())
-    if kind == "mxnet":
-        out: Exception = errors.MXNetError(str(data.get("fn")), str(data.get("mxnet-error", "")))
-    elif kind in _KINDS:
-        out = getattr(errors, _KINDS[kind])(message)
-    else:
-        return None
-    out.data = data  # type: ignore[attr-defined]
-    return out
+    try:
+        with _bridge_signals.jvm_call():
+            return to_python(call())
+    except jpype.JException as exc:
+        translated = translate_exception(exc)
+        if translated is None:
+            raise
+        raise translated from exc
 
 
 def require(ns: str) -> Namespace:
@@ -330,106 +317,13 @@ def require(ns: str) -> Namespace:
     return Namespace(ns)
 
 
-def peer_state() -> dict[str, Any] | None:
-    """The JVM layer's record of the profiler (``pyprof.profiler/state``) when a JVM runs in
-    this process, else None. Keys: running, paused, finished, ever_ran."""
-    if _state != "running":
-        return None
-    s = call("pyprof.profiler", "state")
-    return {k.replace("-", "_"): v for k, v in s.items()}
-
-
-def share_state(**fields: Any) -> None:
-    """Record Python-side profiler calls (``finished=True``, ``ever_ran=True``...) in the JVM
-    layer's tracker, so its guards see them too. A no-op when no JVM runs."""
-    import jpype
-
-    if _state != "running":
-        return
-    keyword = jpype.JClass("clojure.lang.Keyword")
-    args = []
-    for k, v in fields.items():
-        if k in ("running", "paused", "finished", "ever_ran"):
-            args += [keyword.intern(k.replace("_", "-")), to_clojure(bool(v))]
-    if args:
-        _clj["var"]("pyprof.profiler", "-update-tracker!").applyTo(
-            jpype.JClass("clojure.lang.RT").seq(jpype.JArray(jpype.JObject)(
-                [_clj["var"]("clojure.core", "assoc"), *args])))
-
-
 def eval_clojure(source: str) -> Any:
-    """Read and evaluate one Clojure form in the JVM; return the converted result."""
+    """Read and evaluate one Clojure form in the JVM; return the converted result (a JVM error
+    of pyprof raised as its Python class)."""
     _ensure()
-    return to_python(_clj["var"]("clojure.core", "eval").invoke(_clj["read"](source)))
+    return _translated(lambda: _clj["var"]("clojure.core", "eval").invoke(_clj["read"](source)))
 
 
 def call(ns: str, fn: str, *args: Any) -> Any:
     """Call ``ns/fn`` with converted ``args`` and return the converted result."""
     return require(ns)[fn](*args)
-
-
-class Keyword(str):
-    """A Clojure keyword seen from Python: equal to its name (``Keyword("cpu") == "cpu"``),
-    and a keyword again when passed back, so Clojure data round-trips unchanged."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return ":" + str.__str__(self)
-
-
-def to_clojure(x: Any) -> Any:
-    """Python data -> Clojure data (string dict keys become keywords)."""
-    import jpype
-
-    if isinstance(x, Keyword):
-        return jpype.JClass("clojure.lang.Keyword").intern(str.__str__(x))
-    if isinstance(x, dict):
-        kw = jpype.JClass("clojure.lang.Keyword")
-        flat = []
-        for k, v in x.items():
-            flat += [kw.intern(k) if isinstance(k, str) else to_clojure(k), to_clojure(v)]
-        return jpype.JClass("clojure.lang.PersistentArrayMap").createAsIfByAssoc(
-            jpype.JArray(jpype.JObject)(flat))
-    if isinstance(x, (list, tuple)):
-        return jpype.JClass("clojure.lang.PersistentVector").create(
-            [to_clojure(v) for v in x])
-    if isinstance(x, bool):
-        return jpype.JClass("java.lang.Boolean").valueOf(x)
-    if isinstance(x, int):
-        if -(1 << 63) <= x < (1 << 63):
-            return jpype.JClass("java.lang.Long").valueOf(x)
-        # beyond a long (a counter value up to 2**64-1, or one the JVM then refuses): a BigInt
-        return jpype.JClass("clojure.lang.BigInt").fromBigInteger(
-            jpype.JClass("java.math.BigInteger")(str(x)))
-    if isinstance(x, float):
-        return jpype.JClass("java.lang.Double").valueOf(x)
-    if isinstance(x, str):
-        return jpype.JString(x)
-    return x
-
-
-def to_python(x: Any) -> Any:
-    """Clojure data -> Python data (keywords become :class:`Keyword`, a str subclass)."""
-    import jpype
-
-    if x is None:
-        return None
-    if isinstance(x, (str, int, float, bool)):
-        return x
-    J = jpype.JClass
-    if isinstance(x, J("clojure.lang.Keyword")):
-        return Keyword(str(x.toString())[1:])  # keeps a namespace: "pyprof/error"
-    if isinstance(x, J("java.lang.String")):
-        return str(x)
-    if isinstance(x, J("java.lang.Boolean")):
-        return bool(x.booleanValue())
-    if isinstance(x, (J("java.lang.Long"), J("java.lang.Integer"), J("clojure.lang.BigInt"))):
-        return int(x.longValue())
-    if isinstance(x, J("java.lang.Number")):
-        return float(x.doubleValue())
-    if isinstance(x, J("java.util.Map")):
-        return {to_python(e.getKey()): to_python(e.getValue()) for e in x.entrySet()}
-    if isinstance(x, J("java.util.Collection")):
-        return [to_python(v) for v in x]
-    return x

@@ -37,32 +37,12 @@ SORT_KEYS = rules.DUMPS_SORT_KEYS
 _kvstore_handle = _capi.handle()  # NULL unless set_kvstore_handle() was called
 
 
-_t = TRACKER  # this module's short name for the process's one tracker
+_t = TRACKER  # this module's short name for the process's one tracker (the JVM's too, through
+#               the bridge: pyprof._bridge_tracker)
 
 
 def _trace_name() -> str | None:
     return (_t.config or {}).get("filename")
-
-
-def _peer():
-    """The JPype bridge, when a JVM runs in this process (its layer guards the same singleton)."""
-    jvm = sys.modules.get("pyprof.jvm")
-    return jvm if jvm is not None and jvm.is_running() else None
-
-
-def _sync_from_peer() -> None:
-    """Take in what the JVM layer did: a finished dump there ends this process's session too."""
-    peer = _peer()
-    if peer is not None:
-        s = peer.peer_state()
-        _t.finished |= bool(s.get("finished"))
-        _t.ever_ran |= bool(s.get("ever_ran"))
-
-
-def _share(**fields) -> None:
-    peer = _peer()
-    if peer is not None:
-        peer.share_state(**fields)
 
 
 def _check_owner(call: str, process_code: int = 0, arg: Any = None) -> None:
@@ -149,7 +129,6 @@ def set_config(**kwargs: Any) -> None:
     _process_code(process)
     with _t.lock:
         _check_owner("set_config()", PROCESSES[process])
-        _sync_from_peer()
         if _t.finished:
             raise rules.error("state.finished_config", trace=_trace_name())
         current = (_t.config or config.effective({}))["filename"]
@@ -233,11 +212,19 @@ def _configure_same_file(c_values: dict[str, str]) -> None:
     part = _keep_file.keep(path, len(_t.kept_parts), stop_timer)
     if part is not None:
         _t.kept_parts.append(part)
-    atexit.unregister(_finish_at_exit)  # (re)register last: it runs before mxnet's atexit
-    atexit.register(_finish_at_exit)
+    finish_kept_file_at_exit()
     _keep_file.retry_while_timer_exits(
         lambda: _capi.set_process_profiler_config(c_values, _kvstore_handle),
         stopped[0] + 2.0 if stopped else 0.0)
+
+
+def finish_kept_file_at_exit() -> None:
+    """Package-internal: have the trace file finished at exit if the program makes no finished
+    dump, because a config kept it (its parts are joined by the finished dump). Called by the
+    config that keeps it, in Python or, through the bridge's tracker, in the JVM (a JPype-hosted
+    JVM leaves MXNet's shutdown to Python). Registered last, so it runs before mxnet's atexit."""
+    atexit.unregister(_finish_at_exit)
+    atexit.register(_finish_at_exit)
 
 
 def _finish_at_exit() -> None:
@@ -269,7 +256,6 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
     code = _process_code(profile_process)
     with _t.lock:
         _check_owner("set_state", code, state)
-        _sync_from_peer()
         if state == "run" and _t.finished:
             raise rules.error("state.finished_run", trace=_trace_name())
         _capi.call("MXSetProcessProfilerState", STATES[state], code, _kvstore_handle)
@@ -277,7 +263,6 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
             _t.running = state == "run"
             _t.ever_ran |= _t.running
             _t.paused = False if _t.running else _t.paused
-            _share(running=_t.running, ever_ran=_t.ever_ran, paused=_t.paused)
 
 
 def dump(finished: bool = True, profile_process: str = "worker") -> None:
@@ -297,7 +282,6 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
     fin = 1 if finished is True else 0
     with _t.lock:
         _check_owner("dump()", code)
-        _sync_from_peer()
         if code == 0 and _t.finished:
             raise rules.error("state.finished_dump", trace=_trace_name())
         path = _trace_name() if code == 0 else None
@@ -320,7 +304,6 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
         if code == 0 and fin:
             _t.finished = True
             _t.running = False
-            _share(finished=True, running=False)
         final = fin or (_t.config or {}).get("continuous_dump") == "false"
         try:
             if path is not None:

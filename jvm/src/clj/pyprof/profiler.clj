@@ -26,7 +26,8 @@
             [pyprof.objects]
             [pyprof.output :as output]
             [pyprof.rules :as rules]
-            [pyprof.trace-file :as trace-file])
+            [pyprof.trace-file :as trace-file]
+            [pyprof.tracker :as tracker])
   (:import (com.sun.jna.ptr PointerByReference)
            (pyprof.jvm MXNetException)))
 
@@ -34,60 +35,50 @@
 
 (def ^:private worker (rules/processes "worker"))
 
-;; What this JVM has asked of the profiler singleton (MXNet has no getters), mirroring
-;; pyprof.profiler._Tracker: for errors that name the fix, and for session ownership. A Python
-;; process hosting this JVM through JPype keeps its own record; neither overrides MXNet's checks.
-(defonce ^:private lock (Object.))
-(defonce ^:private tracker
-  (atom {:config nil        ; effective C strings after the last profiler-set-config
-         :running false :ever-ran false :paused false
-         :finished false    ; a finished dump happened: no new trace session in this process
-         :session nil       ; name of the pyprof.session that owns the profiler, or nil
-         :internal nil      ; the thread making that session's own calls, while it makes them
-         ;; configured after the profiler ran: MXNet may write this file without its header,
-         ;; so a final dump rewrites it (Python's repair_on_finish)
-         :repair-on-finish false
-         ;; parts of the trace file kept before a config named it again (pyprof.keep-file),
-         ;; in order: the finished dump joins them with the file
-         :kept-parts []}))
+;; What this process has asked of the profiler singleton (MXNet has no getters), for errors
+;; that name the fix and for session ownership: pyprof.tracker, the one tracker of the process
+;; (Python's, through the bridge, when JPype hosts this JVM; else this JVM's own). Its lock is
+;; held around each check and the call it guards.
 
 (defn state
-  "What this JVM has asked of the profiler: {:running :paused :finished :ever-ran :session}."
+  "What this process has asked of the profiler: {:running :paused :finished :ever-ran :session}
+  (in a JPype-hosted JVM, Python's calls included: one tracker)."
   []
-  (select-keys @tracker [:running :paused :finished :ever-ran :session]))
+  (select-keys (tracker/snapshot) [:running :paused :finished :ever-ran :session]))
 
 (defn current-config
   "The effective configuration (C key -> C string, omitted keys at their C default) after the
-  last profiler-set-config, or nil."
+  last profiler-set-config (or Python's set_config, in a JPype-hosted JVM), or nil."
   []
-  (:config @tracker))
+  (:config (tracker/snapshot)))
 
 (defn ^:no-doc -update-tracker!
-  "Internal (pyprof.session): change the tracker under the profiler lock."
+  "Internal (pyprof.session): change the tracker under its lock: (f snapshot & args), keyword
+  keys; returns the new map."
   [f & args]
-  (locking lock (apply swap! tracker f args)))
+  (apply tracker/update! f args))
 
 (defmacro ^:no-doc -as-owner
   "Internal (pyprof.session): run `body` as the session `name`, past the ownership check."
   [name & body]
-  `(locking @#'lock
-     (let [prev# (:internal @@#'tracker)]
-       (swap! @#'tracker assoc :internal (Thread/currentThread))
+  `(tracker/with-lock
+     (let [prev# (:internal (tracker/snapshot))]
+       (tracker/write! {:internal (tracker/owner)})
        (try ~@body
-            (finally (swap! @#'tracker assoc :internal prev#))))))
+            (finally (tracker/write! {:internal prev#}))))))
 
 (defn- check-owner
   "Refuses calls that would break an open pyprof.session (it owns the trace file), as
   pyprof.profiler._check_owner; `call` names the call."
   [call]
-  (let [{:keys [session internal]} @tracker]
-    (when (and session (not (identical? internal (Thread/currentThread))))
+  (let [{:keys [session internal]} (tracker/snapshot)]
+    (when (and session (not= internal (tracker/owner)))
       (throw (rules/error "state.session_owns" {:call call :session session})))))
 
 (defn- trace-name
   "The trace file of the effective configuration, or nil (pyprof.profiler._trace_name)."
   []
-  (get (:config @tracker) "filename"))
+  (get (:config (tracker/snapshot)) "filename"))
 
 (defn- process-code
   "The C code of `profile-process` (\"worker\" or :worker), as pyprof.profiler._process_code:
@@ -120,9 +111,9 @@
   [options]
   (let [c-opts (config/validate options)]
     (process-code (get c-opts "profile_process" "worker"))
-    (locking lock
+    (tracker/with-lock
       (check-owner "(profiler-set-config ...)")
-      (let [{:keys [finished running config ever-ran]} @tracker
+      (let [{:keys [finished running config ever-ran]} (tracker/snapshot)
             _ (when finished (throw (rules/error "state.finished_config" {:trace (trace-name)})))
             current ((or config (config/effective {})) "filename")
             ;; api.json keep_filename: once the profiler ran, a config without it keeps it
@@ -130,15 +121,15 @@
                      (assoc c-opts "filename" current)
                      c-opts)]
         (cond (and running config (not= (get c-opts "filename" current) current))
-              (trace-file/switch-file! tracker c-opts)
+              (trace-file/switch-file! c-opts)
               (and ever-ran (= (c-opts "filename") current))
-              (trace-file/configure-same-file! tracker c-opts)
+              (trace-file/configure-same-file! c-opts)
               :else (do (when (not= (get c-opts "filename" current) current)
                           ;; stopped, away from a kept file: its parts end there
-                          (trace-file/join-kept! tracker current))
+                          (trace-file/join-kept! current))
                         (trace-file/send-config! c-opts)))
-        (swap! tracker (fn [t] (assoc t :config (config/effective c-opts)
-                                      :repair-on-finish (:ever-ran t))))
+        (tracker/update! (fn [t] (assoc t :config (config/effective c-opts)
+                                        :repair-on-finish (:ever-ran t))))
         c-opts))))
 
 (defn profiler-set-state
@@ -154,13 +145,13 @@
                                                        :choices (rules/choices rules/states)})))
          _ (process-code profile-process)
          run? (= "run" s)]
-     (locking lock
+     (tracker/with-lock
        (check-owner (str "(profiler-set-state " (pr-str state) ")"))
-       (when (and run? (:finished @tracker))
+       (when (and run? (:finished (tracker/snapshot)))
          (throw (rules/error "state.finished_run" {:trace (trace-name)})))
        (mx MXSetProcessProfilerState (int code) (int worker) nil)
-       (swap! tracker (fn [t] (assoc t :running run? :ever-ran (or (:ever-ran t) run?)
-                                     :paused (if run? false (:paused t))))))
+       (tracker/update! (fn [t] (assoc t :running run? :ever-ran (or (:ever-ran t) run?)
+                                       :paused (if run? false (:paused t))))))
      nil)))
 
 (defn dump-profile
@@ -180,9 +171,9 @@
    (let [f (cond (boolean? finished) finished
                  (and (integer? finished) (or (== finished 0) (== finished 1))) (== finished 1)
                  :else (throw (rules/error "state.dump_finished_arg" {:value finished})))]
-     (locking lock
+     (tracker/with-lock
        (check-owner "(dump-profile ...)")
-       (when (:finished @tracker)
+       (when (:finished (tracker/snapshot))
          (throw (rules/error "state.finished_dump" {:trace (trace-name)})))
        (when-let [path (trace-name)]
          (when-let [problem (output/file-problem path (config/parent-directory path))]
@@ -195,19 +186,19 @@
            (when-not (trace-file/hasnt-run? e)
              (throw e))
            (let [mxnet {:fn (.function e) :mxnet-error (.mxnetMessage e)}]
-             (when (:ever-ran @tracker) ; dumps finished the file (continuous_dump off)
-               (swap! tracker assoc :finished true)
-               (when-let [path (trace-name)] (trace-file/join-kept! tracker path))
+             (when (:ever-ran (tracker/snapshot)) ; dumps finished the file (continuous_dump off)
+               (tracker/put! :finished true)
+               (when-let [path (trace-name)] (trace-file/join-kept! path))
                (throw (rules/error "state.trace_finished_by_dumps"
                                    (assoc mxnet :trace (trace-name)) e)))
              (throw (rules/error "state.dump_before_run" mxnet e)))))
-       (when f (swap! tracker assoc :finished true :running false))
-       (let [{:keys [config]} @tracker
+       (when f (tracker/put! :finished true :running false))
+       (let [{:keys [config]} (tracker/snapshot)
              final? (or f (= rules/c-false (get config "continuous_dump")))]
          (when-let [path (trace-name)]
            ;; kept parts are joined even when the check reports a lost dump
            (try (trace-file/check-dumped! path final?)
-                (finally (when final? (trace-file/finish-file! tracker path)))))))
+                (finally (when final? (trace-file/finish-file! path)))))))
      nil)))
 
 (def default-dumps-options
@@ -243,8 +234,8 @@
          _ (when-not (boolean? ascending)
              (throw (rules/error "dumps.ascending" {:value ascending})))
          out (PointerByReference.)
-         s (locking lock
-             (let [cfg (:config @tracker)]
+         s (tracker/with-lock
+             (let [cfg (:config (tracker/snapshot))]
                (when (and cfg (not= rules/c-true (get cfg "aggregate_stats")))
                  (throw (rules/error "dumps.no_aggregate_stats"))))
              (try
@@ -266,9 +257,9 @@
   ([] (pause :worker))
   ([profile-process]
    (process-code profile-process)
-   (locking lock
+   (tracker/with-lock
      (mx MXProcessProfilePause 1 (int worker) nil)
-     (swap! tracker assoc :paused true))
+     (tracker/put! :paused true))
    nil))
 
 (defn resume
@@ -277,9 +268,9 @@
   ([] (resume :worker))
   ([profile-process]
    (process-code profile-process)
-   (locking lock
+   (tracker/with-lock
      (mx MXProcessProfilePause 0 (int worker) nil)
-     (swap! tracker assoc :paused false))
+     (tracker/put! :paused false))
    nil))
 
 (def ^:private profiling-option-keys #{:config :dump})
@@ -368,9 +359,9 @@
     (try (f) (catch Throwable e
                (binding [*out* *err*] (println (str "pyprof: at exit, " k ": " (ex-message e)))))))
   (try
-    (let [{:keys [ever-ran finished session running]} @tracker]
+    (let [{:keys [ever-ran finished session running]} (tracker/snapshot)]
       (when (and ever-ran (not finished) (nil? session))
-        (locking lock
+        (tracker/with-lock
           (when running (profiler-set-state :stop))
           (dump-profile true))))
     (catch Throwable e  ; a trace that cannot be finished is said, as Python's exit handler does

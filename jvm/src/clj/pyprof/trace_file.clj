@@ -1,6 +1,6 @@
 (ns pyprof.trace-file
-  "What pyprof does around MXNet's trace file, for `pyprof.profiler` (which passes its tracker
-  atom, see there): a new filename while running (`switch-file!`), a config naming the file
+  "What pyprof does around MXNet's trace file, for `pyprof.profiler` (under the lock of the
+  process's one tracker, `pyprof.tracker`): a new filename while running (`switch-file!`), a config naming the file
   being written (`configure-same-file!`, over `pyprof.keep-file`), the checks after a dump
   (`check-dumped!`) and the finishing of a file MXNet wrote without its header or in parts
   (`finish-file!`). The Python reference is pyprof.profiler's _switch_file,
@@ -10,7 +10,8 @@
             [pyprof.keep-file :as keep-file]
             [pyprof.native :as native :refer [mx]]
             [pyprof.output :as output]
-            [pyprof.rules :as rules])
+            [pyprof.rules :as rules]
+            [pyprof.tracker :as tracker])
   (:import (pyprof.jvm MXNetException)))
 
 (set! *warn-on-reflection* true)
@@ -31,19 +32,19 @@
 (defn join-kept!
   "Joins the parts kept of `path` with it (a valid trace at `path`); false when there are none
   (Python's _join_kept)."
-  [tracker path]
-  (let [parts (:kept-parts @tracker)]
+  [path]
+  (let [parts (:kept-parts (tracker/snapshot))]
     (when (seq parts)
       (join-traces! parts path)
-      (swap! tracker assoc :kept-parts [])
+      (tracker/put! :kept-parts [])
       true)))
 
 (defn finish-file!
   "After a dump that finished `path`: joins the parts kept of it, or, when it was configured
   after the profiler ran (MXNet wrote no header), rewrites it (Python's _finish_file)."
-  [tracker path]
-  (when-not (join-kept! tracker path)
-    (when (:repair-on-finish @tracker) (rewrite-trace! path))))
+  [path]
+  (when-not (join-kept! path)
+    (when (:repair-on-finish (tracker/snapshot)) (rewrite-trace! path))))
 
 (defn send-config!
   "MXSetProcessProfilerConfig with the C strings of `c-opts`."
@@ -63,8 +64,8 @@
   stay queued and go to the new file), MXNet is configured, and the old file, which MXNet never
   writes again, is rewritten as a valid trace. With continuous_dump off, MXNet's dump stopped
   output: running again restores it."
-  [tracker c-opts]
-  (let [{:keys [config paused]} @tracker
+  [c-opts]
+  (let [{:keys [config paused]} (tracker/snapshot)
         ^String old (config "filename")
         dumped (and (nil? (output/file-problem old (config/parent-directory old)))
                     (try (mx MXDumpProcessProfile 0 (int worker) nil)
@@ -76,7 +77,7 @@
       (mx MXSetProcessProfilerState (int (rules/states "run")) (int worker) nil)
       (when paused (mx MXProcessProfilePause 1 (int worker) nil)))
     ;; parts kept by earlier configs are joined with it; else it is rewritten
-    (when (and (not (join-kept! tracker old)) dumped (output/size old))
+    (when (and (not (join-kept! old)) dumped (output/size old))
       (rewrite-trace! old))))
 
 (defn configure-same-file!
@@ -85,9 +86,9 @@
   a part first (pyprof.keep-file), joined with the file by the finished dump (the shutdown hook
   makes it when the program does not). Without hard links, the config is retried until MXNet's
   stopped dump timer has exited (up to dump_period + 2 s)."
-  [tracker c-opts]
+  [c-opts]
   (let [^String path (c-opts "filename")
-        config (:config @tracker)
+        config (:config (tracker/snapshot))
         stopped (atom nil)]
     (when (and (not= rules/c-false (get config "continuous_dump"))
                (not (.exists (java.io.File. path)))
@@ -95,13 +96,13 @@
       ;; nothing dumped yet: dump now, so that no timer write lands between link and config
       (try (mx MXDumpProcessProfile 0 (int worker) nil)
            (catch MXNetException e (when-not (hasnt-run? e) (throw e)))))
-    (when-let [part (keep-file/keep! path (count (:kept-parts @tracker))
+    (when-let [part (keep-file/keep! path (count (:kept-parts (tracker/snapshot)))
                                      (fn [scratch]
                                        (send-config! (assoc config "filename" scratch
                                                             "continuous_dump" rules/c-false))
                                        (reset! stopped (Double/parseDouble
                                                         (get config "dump_period" "1")))))]
-      (swap! tracker update :kept-parts conj part))
+      (tracker/update! update :kept-parts conj part))
     (keep-file/retry-while-timer-exits! #(send-config! c-opts)
                                         (if @stopped (+ @stopped 2.0) 0.0))))
 

@@ -1,0 +1,71 @@
+(ns pyprof.tracker
+  "The process's one record of what was asked of MXNet's profiler singleton (MXNet has no
+  getters), seen from Clojure: `pyprof.jvm.Tracker/current`, which is Python's
+  `pyprof._tracker.TRACKER` (through a proxy) when JPype hosts this JVM, else this JVM's own
+  `pyprof.jvm.LocalTracker`. Fields are keywords here (:ever-ran), snake_case strings at the
+  interface (\"ever_ran\"); `config` is a map of C strings, `kept-parts` a vector.
+
+  Internal to the profiler layer (pyprof.profiler, pyprof.trace-file, pyprof.session): every read
+  is a fresh `snapshot`, every change an `update!` under the tracker's lock (`with-lock`), which
+  comes before the API gates in the lock order (docs/concurrency.md)."
+  (:require [clojure.string :as str])
+  (:import (pyprof.jvm Tracker)))
+
+(set! *warn-on-reflection* true)
+
+(defn- field-key [^String field] (keyword (str/replace field "_" "-")))
+(defn- field-name ^String [k] (str/replace (name k) "-" "_"))
+
+(def ^:private kept (field-key "kept_parts"))
+
+(defn- from-tracker
+  "A field's value as the profiler layer uses it: config a Clojure map, kept parts a vector,
+  Booleans the canonical ones (a Boolean is false in Clojure only when it is Boolean/FALSE)."
+  [k v]
+  (cond (= k :config) (when v (into {} v))
+        (= k kept) (vec v)
+        (instance? Boolean v) (boolean v)
+        :else v))
+
+(defn snapshot
+  "Every field now: {:config :running :ever-ran :paused :finished :session :internal
+  :repair-on-finish :kept-parts}."
+  []
+  (into {} (map (fn [[f v]] (let [k (field-key f)] [k (from-tracker k v)])))
+        (.read (Tracker/current))))
+
+(defn owner
+  "The calling thread's identity as an owner (`pyprof.jvm.Tracker/owner`): what :internal
+  holds while the thread makes a session's own calls."
+  []
+  (.owner (Tracker/current)))
+
+(defmacro with-lock
+  "Runs `body` holding the tracker's lock (reentrant)."
+  [& body]
+  `(let [t# (Tracker/current)]
+     (.lock ^Tracker t#)
+     (try ~@body
+          (finally (.unlock ^Tracker t#)))))
+
+(defn write!
+  "Sets the fields of the map `changes` (keyword keys), the others unchanged."
+  [changes]
+  (.write (Tracker/current)
+          ^java.util.Map (into {} (map (fn [[k v]] [(field-name k) v])) changes)))
+
+(defn update!
+  "Under the lock: the snapshot passed through (f snapshot & args); writes the fields that
+  changed and returns the new map."
+  [f & args]
+  (with-lock
+    (let [old (snapshot)
+          new (apply f old args)
+          changed (into {} (remove (fn [[k v]] (= v (get old k)))) new)]
+      (when (seq changed) (write! changed))
+      new)))
+
+(defn put!
+  "Under the lock: sets the fields given as key value pairs; returns the new map."
+  [& kvs]
+  (apply update! assoc kvs))
