@@ -188,8 +188,8 @@
 (defn counter-value
   "The counter's value as pyprof last set it, 0 ... 2^64-1 (a BigInt from 2^63)."
   [counter]
-  (let [v (in-clojure (.value (check-object counter "counter-value" "Counter")))]
-    (if (neg? v) (bigint (Long/toUnsignedString v)) v)))
+  (let [^java.math.BigInteger v (in-clojure (.value (check-object counter "counter-value" "Counter")))]
+    (if (< (.bitLength v) 64) (.longValue v) (bigint v))))
 
 (def marker-scopes
   "Scopes `mark` accepts (MXNet's ProfileMarker scopes), as in pyprof.objects.MARKER_SCOPES."

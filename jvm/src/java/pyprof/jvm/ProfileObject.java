@@ -174,10 +174,13 @@ public final class ProfileObject extends NativeHandle {
 
   // ------------------------------------------------------------------ counters
 
-  /** The last value pyprof set, unsigned (see {@link Long#toUnsignedString(long)}). */
-  public synchronized long value() {
+  /**
+   * The last value pyprof set, exactly: 0 ... 2^64-1 (MXNet's counters are uint64, which no Java
+   * {@code long} holds above 2^63-1; a {@code long} here would read 2^64-1 as -1).
+   */
+  public synchronized BigInteger value() {
     requireKind("value()", true);
-    return value;
+    return unsigned(value);
   }
 
   /**
