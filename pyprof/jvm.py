@@ -18,8 +18,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import _bridge_signals, _capi, rules
-from ._gate import GATE
+from .native import signals as _bridge_signals, capi as _capi
+from . import rules
+from .native.gate import GATE
 from .errors import JVMError
 
 __all__ = ["start", "shutdown", "is_running", "call", "require", "classpath", "jvm_dir",

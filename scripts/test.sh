@@ -14,7 +14,7 @@ cd "$root"
 status=0
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest "$@" || status=$?
-libmxnet="$("$root/.venv/bin/python" -c 'import pyprof._capi as c; print(c.library_path())')"
+libmxnet="$("$root/.venv/bin/python" -c 'import pyprof.native.capi as c; print(c.library_path())')"
 echo "== JVM tests (lein test in jvm/)"
 (cd jvm && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?
 echo "== The seed's Clojure example (lein test in examples/matmul/)"

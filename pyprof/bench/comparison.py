@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from .. import rules
-from ..trace.diff import DiffResult, compare_samples
+from ..trace.diffing import DiffResult, compare_samples
 from . import registry
 from .inputs import Tensor, cases_for
 from .report import Report, load

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..trace.reader import TraceReader
-from ..trace.stats import OpStats
+from ..trace.statistics import OpStats
 
 __all__ = ["DOMAIN", "BOOKKEEPING", "Window", "attribute"]
 

@@ -2,7 +2,7 @@
 
 :func:`stats` reads the log in large binary blocks (whole lines), groups lines by signature
 (:class:`~pyprof.dnnl.scan.Scanner`, numpy passes over whole blocks). Logs of
-:data:`pyprof._workers.MIN_BYTES` or more are split at line boundaries into byte ranges read by forked
+:data:`pyprof.process.workers.MIN_BYTES` or more are split at line boundaries into byte ranges read by forked
 worker processes (as :mod:`pyprof.trace.parallel` does for traces); each returns count, sum, min
 and max per signature, which add up exactly the same way in any order up to floating-point
 rounding of the sums.
@@ -22,7 +22,7 @@ import orjson
 from tabulate import tabulate
 
 from .. import rules
-from .. import _workers
+from ..process import workers as _workers
 from .parse import GroupStats, ScanResult, Signature, split_signature
 from .scan import Scanner
 
@@ -152,7 +152,7 @@ def _work(args: tuple[str, int, int]) -> ScanResult:
 
 def read_log(path: str | os.PathLike[str], *, workers: int | None = None) -> ScanResult:
     """Scan a whole log (:class:`~pyprof.dnnl.parse.ScanResult`), in ``workers`` forked
-    processes (default: :func:`pyprof._workers.default_workers`).
+    processes (default: :func:`pyprof.process.workers.default_workers`).
 
     Raises:
         LogFormatError: the file does not exist, cannot be read, or is empty.

@@ -11,7 +11,7 @@ import pytest
 
 from pyprof.trace import summarize
 
-S = sys.modules["pyprof.trace.stats"]
+S = sys.modules["pyprof.trace.statistics"]
 F = sys.modules["pyprof.trace.fastpath"]
 
 KWARGS = [{}, {"exclude_categories": {"MXNET_C_API"}}, {"categories": {"operator"}},

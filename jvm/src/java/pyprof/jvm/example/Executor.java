@@ -1,6 +1,7 @@
-package pyprof.jvm;
+package pyprof.jvm.example;
 
 import com.sun.jna.Pointer;
+import pyprof.jvm.NativeHandle;
 import pyprof.jvm.capi.LibMXNet;
 
 /** A bound MXNet executor (ExecutorHandle). Outputs are separate NDArray handles that the caller closes. Closing calls {@code MXExecutorFree} once. */

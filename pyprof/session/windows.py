@@ -59,12 +59,12 @@ class Window:
 
     def stats(self, **options: Any):
         """Exact statistics of this window: :func:`pyprof.trace.stats` on :attr:`path`."""
-        from .trace import stats
+        from ..trace import stats
         return stats(self.path, **options)
 
     def summary(self, **options: Any) -> str:
         """Text summary of this window (:func:`pyprof.trace.summarize`); notes bulk names."""
-        from .trace import summarize
+        from ..trace import summarize
         return summarize(self.path, **options)
 
 
@@ -116,8 +116,8 @@ def _write_events(paths: list[str], metadata: dict[bytes, dict[str, Any]],
                   out: str | None) -> int:
     """The body of :func:`read_range` and :func:`join_traces`: read ``paths`` (twice when
     writing), in order, and write their events as one valid trace at ``out``."""
-    from .trace import TraceReader
-    from .errors import TraceFormatError
+    from ..trace import TraceReader
+    from ..errors import TraceFormatError
 
     def read(path: str, phases: set[str] | None = None) -> Iterator[dict[str, Any]]:
         try:
@@ -149,9 +149,9 @@ def _write_events(paths: list[str], metadata: dict[bytes, dict[str, Any]],
 
     # The trace package's writer and slice planning (package-internal, not in
     # pyprof.trace.__all__), imported late, as pyprof.trace is.
-    from .trace.ids import IdMap
-    from .trace.slices import Rewriter, plan_slices
-    from .trace.writer import TraceWriter
+    from ..trace.ids import IdMap
+    from ..trace.slices import Rewriter, plan_slices
+    from ..trace.writer import TraceWriter
 
     ids = IdMap(renumber_all=False)
     rewriter = Rewriter(plan_slices(events(record=True), ids), ids, keep_pairs=True)

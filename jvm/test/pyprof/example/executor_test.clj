@@ -1,9 +1,9 @@
-(ns pyprof.executor-test
+(ns pyprof.example.executor-test
   (:require [clojure.test :refer [deftest is]]
-            [pyprof.context :as context]
-            [pyprof.executor :as executor]
-            [pyprof.ndarray :as nd]
-            [pyprof.symbol :as sym]))
+            [pyprof.example.context :as context]
+            [pyprof.example.executor :as executor]
+            [pyprof.example.ndarray :as nd]
+            [pyprof.example.symbol :as sym]))
 
 (defn- matmul [a b n k m]
   (vec (for [i (range n), j (range m)]

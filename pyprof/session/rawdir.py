@@ -20,7 +20,8 @@ import shutil
 import sys
 import tempfile
 
-from . import _keep_file, rules
+from ..process import keep_file as _keep_file
+from .. import rules
 
 __all__ = ["SPEC", "base_dir", "start_ticks", "alive", "make_dir", "recreate", "remove_dir",
            "clean_leftovers", "clean_dir_of", "recovered_path"]
@@ -210,7 +211,7 @@ def _recover_window(path: str, pid: int) -> None:
             windows = [str(w) for w in json.load(f)["windows"]]
     except (OSError, ValueError, KeyError, TypeError):
         return  # no window was recording
-    from ._session_recover import recover_to  # the trace package loads late
+    from .recovery import recover_to  # the trace package loads late
     for window in windows:
         dest = None
         try:

@@ -35,7 +35,7 @@ import orjson
 
 from .. import rules
 from .naming import bulk_share_note, bulk_shares
-from .stats import API_CATEGORY, TraceStats, stats
+from .statistics import API_CATEGORY, TraceStats, stats
 
 __all__ = ["DiffRow", "DiffResult", "compare_samples", "diff", "format_diff", "bulk_note",
            "VERDICTS"]

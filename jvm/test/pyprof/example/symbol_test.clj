@@ -1,8 +1,8 @@
-(ns pyprof.symbol-test
+(ns pyprof.example.symbol-test
   (:require [clojure.test :refer [deftest is]]
-            [pyprof.context :as context]
-            [pyprof.ndarray :as nd]
-            [pyprof.symbol :as sym]))
+            [pyprof.example.context :as context]
+            [pyprof.example.ndarray :as nd]
+            [pyprof.example.symbol :as sym]))
 
 (deftest dot-arguments
   (with-open [a (sym/variable "A")

@@ -39,6 +39,6 @@ def default_workers(size: int) -> int:
 def _libmxnet_loaded() -> bool:
     # MXNet registers pthread_atfork handlers that stop and restart its engine around a fork:
     # forking a process that profiles would disturb the very work being measured.
-    from . import _capi
+    from ..native import capi as _capi
 
     return _capi.in_process()

@@ -1,8 +1,8 @@
-(ns pyprof.executor
-  "Running a bound executor (`pyprof.jvm.Executor`, from `pyprof.symbol/bind`)."
+(ns pyprof.example.executor
+  "Running a bound executor (`pyprof.jvm.example.Executor`, from `pyprof.example.symbol/bind`)."
   (:require [pyprof.native :refer [mx]])
   (:import (com.sun.jna.ptr IntByReference PointerByReference)
-           (pyprof.jvm Executor NDArray)))
+           (pyprof.jvm.example Executor NDArray)))
 
 (set! *warn-on-reflection* true)
 

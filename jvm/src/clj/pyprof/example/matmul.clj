@@ -1,4 +1,4 @@
-(ns pyprof.matmul
+(ns pyprof.example.matmul
   "The profiler example of MXNet's retired Clojure package: profile `dot` of two uniform [-1, 1)
   NxN matrices run by a bound symbol, then read the trace back and report GFLOP/s.
 
@@ -7,11 +7,11 @@
             [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.tools.cli :as cli]
-            [pyprof.context :as context]
-            [pyprof.executor :as executor]
-            [pyprof.ndarray :as nd]
+            [pyprof.example.context :as context]
+            [pyprof.example.executor :as executor]
+            [pyprof.example.ndarray :as nd]
             [pyprof.profiler :as profiler]
-            [pyprof.symbol :as sym])
+            [pyprof.example.symbol :as sym])
   (:gen-class))
 
 (set! *warn-on-reflection* true)
@@ -235,8 +235,8 @@
 (defn launch-command
   "How this program was started, for its usage text, from `sun-java-command` (the JVM's
   `sun.java.command` property: the main class or jar, then the arguments): `java -jar <jar>` for
-  a jar's Main-Class (the uberjar), `java -cp <classpath> pyprof.matmul` for the class,
-  `java -cp <classpath> clojure.main -m pyprof.matmul`, else `lein run --` (Leiningen starts
+  a jar's Main-Class (the uberjar), `java -cp <classpath> pyprof.example.matmul` for the class,
+  `java -cp <classpath> clojure.main -m pyprof.example.matmul`, else `lein run --` (Leiningen starts
   clojure.main with an init file)."
   ([] (launch-command (System/getProperty "sun.java.command")))
   ([sun-java-command]
@@ -245,9 +245,9 @@
          jar (or (re-find #"^\S+\.jar(?=\s|$)" cmd)
                  (when-not (re-find #"^[\w$.]+(\s|$)" cmd) (re-find #"^.*?\.jar(?=\s|$)" cmd)))]
      (cond jar (str "java -jar " jar)
-           (re-find #"^pyprof\.matmul(\s|$)" cmd) "java -cp <classpath> pyprof.matmul"
-           (re-find #"^clojure\.main\s+(-m|--main)\s+pyprof\.matmul(\s|$)" cmd)
-           "java -cp <classpath> clojure.main -m pyprof.matmul"
+           (re-find #"^pyprof\.example\.matmul(\s|$)" cmd) "java -cp <classpath> pyprof.example.matmul"
+           (re-find #"^clojure\.main\s+(-m|--main)\s+pyprof\.example\.matmul(\s|$)" cmd)
+           "java -cp <classpath> clojure.main -m pyprof.example.matmul"
            :else "lein run --"))))
 
 (defn usage

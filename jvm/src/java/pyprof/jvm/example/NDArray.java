@@ -1,6 +1,7 @@
-package pyprof.jvm;
+package pyprof.jvm.example;
 
 import com.sun.jna.Pointer;
+import pyprof.jvm.NativeHandle;
 import pyprof.jvm.capi.LibMXNet;
 
 /** An MXNet NDArray (NDArrayHandle). Closing calls {@code MXNDArrayFree} once. */

@@ -3,7 +3,7 @@
 While a window records, ``<window>.partial`` beside it names the raw trace, the window's start
 offset and the metadata events known then (written by Python and by the JVM layer alike).
 Package-internal: :func:`recover` is public as ``pyprof.recover`` (it writes at the window's
-path, which its caller names); the sweep of a dead process's leftovers (:mod:`pyprof._raw_dir`)
+path, which its caller names); the sweep of a dead process's leftovers (:mod:`pyprof.session.rawdir`)
 uses :func:`recover_to`, to write beside that path instead.
 """
 
@@ -13,8 +13,8 @@ import contextlib
 import json
 import os
 
-from ._session_windows import PARTIAL, Window, metadata_key, read_range
-from . import rules
+from .windows import PARTIAL, Window, metadata_key, read_range
+from .. import rules
 
 __all__ = ["recover", "recover_to"]
 

@@ -1,6 +1,7 @@
-package pyprof.jvm;
+package pyprof.jvm.example;
 
 import com.sun.jna.Pointer;
+import pyprof.jvm.NativeHandle;
 import pyprof.jvm.capi.LibMXNet;
 
 /** An MXNet symbol (SymbolHandle). Closing calls {@code MXSymbolFree} once. */

@@ -1,7 +1,7 @@
-(ns pyprof.ndarray-test
+(ns pyprof.example.ndarray-test
   (:require [clojure.test :refer [deftest is]]
-            [pyprof.ndarray :as nd])
-  (:import (pyprof.jvm NDArray)))
+            [pyprof.example.ndarray :as nd])
+  (:import (pyprof.jvm.example NDArray)))
 
 (deftest random-uniform-values-and-shape
   (with-open [a (nd/random-uniform -1 1 [3 4])]

@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from . import rules
+from .. import rules
 
 __all__ = ["SPEC", "Action", "schedule", "OPERATIONS", "TRANSITIONS", "operations",
            "DEFAULT_ACTION", "INITIAL_ACTION", "FINAL_ACTION", "check_action", "saves_many"]

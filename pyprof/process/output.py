@@ -16,7 +16,7 @@ import os
 import stat
 import tempfile
 
-from . import rules
+from .. import rules
 
 __all__ = ["MIN_FREE_BYTES", "min_free_bytes", "text_problem", "file_problem", "check_config_path", "size",
            "check_dumped"]

@@ -7,7 +7,7 @@ predicate turns true and leaves after it finds an empty stack and aborts the pro
 readers-writer barrier around the predicate:
 
 * a *reader* is any C API call that runs ``on_enter_api``/``on_exit_api``, whoever makes it:
-  pyprof's own calls and, once :func:`pyprof._capi.guard_mxnet` has wrapped it, every call
+  pyprof's own calls and, once :func:`pyprof.native.capi.guard_mxnet` has wrapped it, every call
   that MXNet's Python front end makes through ``mxnet.base._LIB``;
 * a *writer* is a call that can change the predicate (profiler config, state, finished dump).
   It closes the gate, waits until no reader is in flight, makes its call, and reopens.
@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
 
-from . import rules
+from .. import rules
 
 __all__ = ["Gate", "GATE", "Peer", "SWITCH_TIMEOUT_S"]
 

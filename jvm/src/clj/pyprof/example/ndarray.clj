@@ -1,11 +1,11 @@
-(ns pyprof.ndarray
-  "The few NDArray operations the example needs. Arrays are `pyprof.jvm.NDArray` (AutoCloseable,
+(ns pyprof.example.ndarray
+  "The few NDArray operations the example needs. Arrays are `pyprof.jvm.example.NDArray` (AutoCloseable,
   freed exactly once by `close`): use `with-open`."
-  (:require [pyprof.context :as context]
+  (:require [pyprof.example.context :as context]
             [pyprof.native :as native :refer [mx]])
   (:import (com.sun.jna Memory Pointer)
            (com.sun.jna.ptr IntByReference PointerByReference)
-           (pyprof.jvm NDArray)))
+           (pyprof.jvm.example NDArray)))
 
 (set! *warn-on-reflection* true)
 

@@ -1,7 +1,7 @@
-(ns pyprof.context-test
+(ns pyprof.example.context-test
   (:require [clojure.string :as str]
             [clojure.test :refer [deftest is are testing]]
-            [pyprof.context :as context]
+            [pyprof.example.context :as context]
             [pyprof.native :as native]))
 
 (deftest cpu-contexts

@@ -14,7 +14,7 @@ Design
 ======
 
 **The schedule is data.** ``pyprof/spec/schedule.json`` holds the rules, and both Python and
-the JVM layer interpret it (:mod:`pyprof._session_schedule`, ``pyprof.session.schedule`` in
+the JVM layer interpret it (:mod:`pyprof.session.scheduling`, ``pyprof.session.schedule`` in
 Clojure): the schedule's parameters, the phases of a cycle with the action of each step
 (``none``, ``warmup``, ``record``, ``record_and_save``), and the transition table: for the
 action of the step that ended and that of the step that begins, the operations the session
@@ -33,7 +33,7 @@ therefore never finishes a trace while the process lives. It configures MXNet on
 *appends* the events collected so far. It is never a trace a user sees. It lives in a private
 directory (mode 0700) ``pyprof-raw-<pid>-<start>-<random>`` in ``$PYPROF_RAW_DIR`` or the
 system temp directory (the rule is ``api.json`` ``raw_trace``, shared with the JVM layer;
-:mod:`pyprof._raw_dir`).
+:mod:`pyprof.session.rawdir`).
 
 **Windows are byte ranges of the raw file.** Every window boundary is made at a quiescent point:
 ``MXNDArrayWaitAll`` (every operator pushed so far finishes while the profiler still records
@@ -113,13 +113,13 @@ does the same by hand, but writes at the path it is given (its caller chose that
 **Plain sessions afterwards.** ``pyprof.profiler.set_config(filename=...)`` after a session (or
 after any run) gets a file that MXNet writes without its header; the finished
 ``pyprof.profiler.dump()`` completes it with the carried metadata
-(:func:`complete_headless_trace`, in :mod:`pyprof._session_windows`, which does not import
+(:func:`complete_headless_trace`, in :mod:`pyprof.session.windows`, which does not import
 :mod:`pyprof.profiler`), so that file is valid too.
 
-**Modules.** :mod:`pyprof._session_schedule` (the schedule file's interpreter),
-:mod:`pyprof._session_raw` (the raw trace and its boundaries), :mod:`pyprof._session_windows`
+**Modules.** :mod:`pyprof.session.scheduling` (the schedule file's interpreter),
+:mod:`pyprof.session.raw` (the raw trace and its boundaries), :mod:`pyprof.session.windows`
 (cutting ranges into window traces, metadata, ``.partial`` files),
-:mod:`pyprof._session_recover` (:func:`recover`) and this module (the ``profile`` object).
+:mod:`pyprof.session.recovery` (:func:`recover`) and this module (the ``profile`` object).
 """
 
 from __future__ import annotations
@@ -132,13 +132,16 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from . import _capi, _output, config, profiler, rules
-from ._session_raw import RAW, ROTATE_BYTES, owner  # noqa: F401 - ROTATE_BYTES re-exported
-from ._session_recover import recover
-from ._session_schedule import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS, Action,
-                                check_action, operations, saves_many, schedule)
-from ._session_windows import PARTIAL, Window, complete_headless_trace, now_us, write_partial
-from ._tracker import TRACKER
+from ..native import capi as _capi
+from ..process import output as _output
+from .. import config, profiler, rules
+from .raw import RAW, ROTATE_BYTES, owner  # noqa: F401 - ROTATE_BYTES re-exported
+from .recovery import recover
+from .scheduling import (
+    DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS, Action, check_action, operations,
+    saves_many, schedule)
+from .windows import PARTIAL, Window, complete_headless_trace, now_us, write_partial
+from ..process.tracker import TRACKER
 
 __all__ = ["Action", "schedule", "profile", "Window", "recover", "raw_trace_path",
            "complete_headless_trace"]
@@ -251,7 +254,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._state != "new":
             raise rules.error("session.already_started", session=self._name)
         if self._dnnl_log and self._dnnl is None:
-            from .dnnl.capture import SessionCapture
+            from ..dnnl.capture import SessionCapture
             self._dnnl = SessionCapture(self._dnnl_log, self._path)  # StateError when too late
         t = TRACKER
         with t.lock, self._dnnl_undone_on_error():
@@ -310,7 +313,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         """Exact statistics of all saved windows together (:func:`pyprof.trace.stats`)."""
         if not self.windows:
             raise rules.error("session.no_window")
-        from .trace import stats
+        from ..trace import stats
         return stats([w.path for w in self.windows], **options)
 
     # -- the schedule's transitions (pyprof/spec/schedule.json) --------------------------------

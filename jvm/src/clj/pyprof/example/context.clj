@@ -1,4 +1,4 @@
-(ns pyprof.context
+(ns pyprof.example.context
   "Device contexts: plain maps `{:device-type :cpu|:gpu, :device-id n}`."
   (:require [clojure.string :as str]
             [pyprof.gpu :as gpu]

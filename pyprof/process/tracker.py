@@ -32,7 +32,7 @@ class Tracker:
         # Configured after the profiler had run: MXNet may write this file without its header
         # (a second session in one process), so a finished dump repairs it.
         self.repair_on_finish = False
-        # Parts of the trace file kept before a config named it again (pyprof._keep_file),
+        # Parts of the trace file kept before a config named it again (pyprof.process.keep_file),
         # in order: the finished dump joins them with the file.
         self.kept_parts: list[str] = []
 

@@ -18,7 +18,7 @@ import string
 import time
 from collections.abc import Callable
 
-from . import rules
+from .. import rules
 
 __all__ = ["SPEC", "part_path", "keep", "retry_while_timer_exits", "join", "parse_part",
            "join_leftover"]
@@ -75,7 +75,7 @@ def retry_while_timer_exits(config: Callable[[], None], wait_s: float) -> None:
     """Call ``config`` (a config call to MXNet), retried for up to ``wait_s`` seconds while it
     fails with "auto_remove_ == false": a dump timer stopped by :func:`keep`'s fallback exits at
     its next wake-up (up to dump_period later), and until then MXNet starts no new one."""
-    from .errors import MXNetError
+    from ..errors import MXNetError
 
     deadline = time.monotonic() + wait_s
     while True:
@@ -92,7 +92,7 @@ def join(parts: list[str], path: str) -> int:
     """Join the kept ``parts`` (in order) and ``path`` into one valid trace at ``path``, with
     every metadata event this process has seen first, then delete the parts. Returns the
     events written. The parts are deleted only once the joined file is in place."""
-    from ._session_windows import METADATA, join_traces
+    from ..session.windows import METADATA, join_traces
 
     full = os.path.abspath(path)
     count = join_traces([*parts, full], full, METADATA)

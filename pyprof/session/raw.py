@@ -3,7 +3,7 @@
 See :mod:`pyprof.session` for the design. This module makes the profiler calls that keep the
 raw file's size an exact boundary between events (:meth:`RawTrace.quiesce`,
 :meth:`RawTrace.drain`), configures and rotates the file, and cuts byte ranges of it into
-window traces (through :mod:`pyprof._session_windows`). Package-internal.
+window traces (through :mod:`pyprof.session.windows`). Package-internal.
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ import os
 import threading
 from collections.abc import Iterator
 
-from . import _capi, _raw_dir, config, profiler, rules
-from ._session_windows import METADATA, now_us, read_range
-from ._tracker import TRACKER
+from ..native import capi as _capi
+from . import rawdir as _raw_dir
+from .. import config, profiler, rules
+from .windows import METADATA, now_us, read_range
+from ..process.tracker import TRACKER
 
 __all__ = ["ROTATE_BYTES", "RawTrace", "RAW", "owner", "rotate_bytes"]
 
@@ -62,7 +64,7 @@ def owner(name: str) -> Iterator[None]:
 class RawTrace:
     """The one MXNet trace file pyprof appends to for the life of the process.
 
-    Its metadata events are remembered in :data:`pyprof._session_windows.METADATA`.
+    Its metadata events are remembered in :data:`pyprof.session.windows.METADATA`.
     """
 
     def __init__(self) -> None:
@@ -127,7 +129,7 @@ class RawTrace:
     # -- the window recording now (its path, for recovery after this process died) ----------
     def note_windows(self, windows: list[str]) -> None:
         """Name the windows not saved yet (recording, or ended and not cut) in the private
-        directory, for recovery after this process died (see :mod:`pyprof._raw_dir`)."""
+        directory, for recovery after this process died (see :mod:`pyprof.session.rawdir`)."""
         assert self.directory is not None
         note = os.path.join(self.directory, str(_raw_dir.SPEC["window_note"]))
         with open(note + ".tmp", "w", encoding="utf-8") as f:

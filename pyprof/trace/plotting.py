@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import rules
 from .reader import TraceReader
-from .stats import API_CATEGORY, ASYNC_COPY_CATEGORIES, TraceStats, stats
+from .statistics import API_CATEGORY, ASYNC_COPY_CATEGORIES, TraceStats, stats
 from .writer import check_output
 
 __all__ = ["plot"]

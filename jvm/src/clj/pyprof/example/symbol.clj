@@ -1,10 +1,10 @@
-(ns pyprof.symbol
-  "The few symbol operations the example needs. Symbols are `pyprof.jvm.Symbol` (AutoCloseable)."
-  (:require [pyprof.context :as context]
+(ns pyprof.example.symbol
+  "The few symbol operations the example needs. Symbols are `pyprof.jvm.example.Symbol` (AutoCloseable)."
+  (:require [pyprof.example.context :as context]
             [pyprof.native :as native :refer [mx]])
   (:import (com.sun.jna Pointer)
            (com.sun.jna.ptr IntByReference PointerByReference)
-           (pyprof.jvm Executor NDArray Symbol)))
+           (pyprof.jvm.example Executor NDArray Symbol)))
 
 (set! *warn-on-reflection* true)
 

@@ -1,9 +1,9 @@
-(ns pyprof.matmul-test
+(ns pyprof.example.matmul-test
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.test :refer [deftest is are testing]]
-            [pyprof.matmul :as matmul]
+            [pyprof.example.matmul :as matmul]
             [pyprof.native :as native]
             [pyprof.test-util :refer [java-child temp-dir]]))
 
@@ -26,8 +26,8 @@
     "java -jar target/uberjar/pyprof-jvm-0.1.0-SNAPSHOT-standalone.jar"
     "pyprof.jar -h" "java -jar pyprof.jar"
     "/opt/my tools/pyprof.jar --help" "java -jar /opt/my tools/pyprof.jar"
-    "pyprof.matmul --help" "java -cp <classpath> pyprof.matmul"
-    "clojure.main -m pyprof.matmul -h" "java -cp <classpath> clojure.main -m pyprof.matmul"
+    "pyprof.example.matmul --help" "java -cp <classpath> pyprof.example.matmul"
+    "clojure.main -m pyprof.example.matmul -h" "java -cp <classpath> clojure.main -m pyprof.example.matmul"
     "clojure.main -i /tmp/form-init123.clj" "lein run --"
     nil "lein run --")
   (is (str/starts-with? (matmul/usage "  -h, --help") "usage: lein run -- [options]\n")))
@@ -76,7 +76,7 @@
 
 (deftest example-in-a-child-jvm
   (let [out (str (temp-dir) "/sub/matmul.json")
-        {:keys [exit] :as r} (java-child ["-m" "pyprof.matmul" "--size" "256" "--iters" "3"
+        {:keys [exit] :as r} (java-child ["-m" "pyprof.example.matmul" "--size" "256" "--iters" "3"
                                           "--begin" "1" "--end" "2" "--output" out])
         stdout (:out r)]
     (is (= 0 exit) (:err r))
@@ -95,10 +95,10 @@
 (deftest run-returns-a-map-in-a-child-jvm
   (let [out (str (temp-dir) "/run.json")
         {:keys [exit] :as r}
-        (java-child ["-e" (str "(require 'pyprof.matmul)"
-                               "(prn (dissoc (pyprof.matmul/run {:size 64 :iters 2 :begin 0 :end 1"
+        (java-child ["-e" (str "(require 'pyprof.example.matmul)"
+                               "(prn (dissoc (pyprof.example.matmul/run {:size 64 :iters 2 :begin 0 :end 1"
                                " :mode :all :output \"" out "\"}) :stats-table :options))"
-                               "(try (pyprof.matmul/run {:size 64 :iters 2})"
+                               "(try (pyprof.example.matmul/run {:size 64 :iters 2})"
                                " (catch clojure.lang.ExceptionInfo e (prn (ex-data e))))")])
         [result second-run] (map read-string (str/split-lines (:out r)))]
     (is (= 0 exit) (:err r))
@@ -111,12 +111,12 @@
              (select-keys second-run [:pyprof/error :trace]))))))
 
 (deftest command-line-errors
-  (let [{:keys [exit out err]} (java-child ["-m" "pyprof.matmul" "--begin" "3" "--end" "1"])]
+  (let [{:keys [exit out err]} (java-child ["-m" "pyprof.example.matmul" "--begin" "3" "--end" "1"])]
     (is (= 2 exit))
     (is (= "" out))
     (is (= "error: begin (3) must be < end (1). fix: pass a begin below end (see --help)" (str/trim err))))
   (when (zero? (native/gpu-count))  ; a CPU build (scripts/setup.sh --gpu installs a CUDA one)
-    (let [{:keys [exit err]} (java-child ["-m" "pyprof.matmul" "--size" "256" "--ctx" "gpu"
+    (let [{:keys [exit err]} (java-child ["-m" "pyprof.example.matmul" "--size" "256" "--ctx" "gpu"
                                           "--output" (str (temp-dir) "/g.json")])]
       (is (= 1 exit))
       (is (re-find #"^error: GPU context requested, but this MXNet build \(.*libmxnet\.so\) sees no GPU\. fix: install a CUDA build of MXNet matching your driver, e\.g\. pip install 'mxnet-cu112==1\.9\.1'" err))
@@ -128,7 +128,7 @@
           id (+ n 3)
           out (str (temp-dir) "/keep.json")
           _ (spit out "{\"traceEvents\": []}")
-          {:keys [exit err] :as r} (java-child ["-m" "pyprof.matmul" "--size" "64" "--device-id"
+          {:keys [exit err] :as r} (java-child ["-m" "pyprof.example.matmul" "--size" "64" "--device-id"
                                                 (str id) "--output" out])]
       (is (= 1 exit) (:out r))
       (is (= (str "error: cpu device id " id " is out of range: MXNet's profiler knows cpu/0 to cpu/"

@@ -5,7 +5,7 @@ return code and raises :class:`pyprof.errors.MXNetError` with the C function's n
 and ``MXGetLastError()``'s text, read on the calling thread right after the call
 (MXNet keeps its last error per thread).
 
-Every call passes the API gate (:mod:`pyprof._gate`): a call that can switch API
+Every call passes the API gate (:mod:`pyprof.native.gate`): a call that can switch API
 profiling (config, state, a finished dump) runs alone, the others as readers, and the
 profiler-object calls, which MXNet runs outside its API-call records, pass freely.
 :func:`guard_mxnet` puts the calls of MXNet's own Python front end behind the same gate.
@@ -21,10 +21,10 @@ import threading
 from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_uint64, c_void_p
 from typing import Any
 
-from ._gate import GATE
-from ._importhook import AfterImport
-from . import rules
-from .errors import MXNetError
+from .gate import GATE
+from .importhook import AfterImport
+from .. import rules
+from ..errors import MXNetError
 
 __all__ = ["lib", "library_path", "check", "Handle", "guard_mxnet"]
 
