@@ -34,7 +34,8 @@ HEAVY_MODULES = {"mxnet", "jpype", "subprocess", "multiprocessing", "child", "st
                  "pyprof.jvm", "pyprof.native", "pyprof.profiler", "pyprof.session",
                  "pyprof.objects", "pyprof.env", "pyprof.dist", "pyprof.examples",
                  "pyprof.context", "pyprof.gpu", "pyprof.bench.runner", "pyprof.bench.registry",
-                 "pyprof.dnnl.capture", "conformance.runner", "runner"}
+                 "pyprof.dnnl.capture", "conformance.runner", "runner", "tests.child",
+                 "tests.stress_harness", "tests.conformance.runner"}
 #: names of the pyprof package that reach MXNet (``pyprof.profile(...)``, ``from pyprof import jvm``)
 HEAVY_PYPROF_NAMES = {"jvm", "native", "bench", "profiler", "session", "objects", "env", "dist",
                       "examples", "context", "gpu", "profile", "schedule", "recover", "set_config",
