@@ -210,3 +210,23 @@ def test_restated_lines_table_is_what_the_tree_holds():
                 f"{r['file']} is in the table but not marked as restating in the module map"
     assert rl.render(text) == text, "run scripts/restated_lines.py --write"
     assert {r["file"]: r["after"] for r in rows} == {r["file"]: rl.lines_of(r["file"]) for r in rows}
+
+
+def test_no_submodule_is_shadowed_by_a_name_of_its_package():
+    """``pyprof.trace.stats`` is a function, so no module may be called ``pyprof/trace/stats.py``:
+    once imported it would be unreachable as ``pyprof.trace.stats`` (``statistics`` is the
+    module). Checked for every package on what its ``__init__`` binds."""
+    shadowed = []
+    for init in PACKAGE.rglob("__init__.py"):
+        subs = {p.stem for p in init.parent.glob("*.py") if p.name != "__init__.py"} | \
+               {p.name for p in init.parent.iterdir() if (p / "__init__.py").is_file()}
+        for node in ast.parse(init.read_text()).body:
+            bound = []
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                bound = [node.name]
+            elif isinstance(node, ast.ImportFrom) and not (node.level == 1 and node.module is None):
+                bound = [a.asname or a.name for a in node.names]
+            elif isinstance(node, ast.Assign):
+                bound = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            shadowed += [f"{init.parent.relative_to(ROOT)}/{n}" for n in bound if n in subs]
+    assert shadowed == []

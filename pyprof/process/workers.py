@@ -1,5 +1,5 @@
 """How many worker processes a file reader forks: one rule for the trace tools
-(:mod:`pyprof.trace.parallel`) and the oneDNN log reader (:mod:`pyprof.dnnl.stats`).
+(:mod:`pyprof.trace.parallel`) and the oneDNN log reader (:mod:`pyprof.dnnl.statistics`).
 
 A module of its own, without imports of either, so that ``pyprof dnnl`` does not load the trace
 package to learn it.
