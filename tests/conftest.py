@@ -2,7 +2,8 @@
 
 **Lanes.** ``pytest -m fast`` (``scripts/test.sh --fast``) runs the pure-logic tests: no MXNet,
 no JVM, no child interpreter. A test is in the lane (gets the ``fast`` marker) when its file
-does not import mxnet at module level, it has no ``jvm`` marker, and neither its body nor the
+does not import mxnet at module level, it has no ``jvm`` or ``slow`` marker (``slow``: pure
+logic that takes long, e.g. the smallest chunk size of a parametrized reader test), and neither its body nor the
 file's own helpers and fixtures it reaches (followed transitively) use what loads MXNet or the
 JVM or starts a process: ``mxnet``, ``jpype``, ``subprocess``, ``multiprocessing``,
 ``sys.executable``, ``os.fork`` and the trace reader's worker processes (``_workers=``),
@@ -148,7 +149,8 @@ def _rule(path: str) -> _FileRule:
 
 
 def _is_fast(item: pytest.Item) -> bool:
-    if not isinstance(item, pytest.Function) or item.get_closest_marker("jvm"):
+    if not isinstance(item, pytest.Function) or item.get_closest_marker("jvm") \
+            or item.get_closest_marker("slow"):
         return False
     rule = _rule(str(item.path))
     if rule.imports_mxnet:
