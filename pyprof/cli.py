@@ -19,7 +19,8 @@ from . import __version__
 GROUPS: dict[str, tuple[str, ...]] = {
     "pyprof.examples.matmul": ("matmul",),
     "pyprof.examples.gluon_cnn": ("train-demo",),
-    "pyprof.trace.cli": ("summarize", "diff", "merge", "repair", "compact", "plot", "validate"),
+    "pyprof.trace.cli": ("summarize", "diff", "merge", "repair", "compact", "plot", "report",
+                         "validate"),
     "pyprof.bench.cli": ("bench",),
     "pyprof.dnnl.cli": ("dnnl", "run"),
 }

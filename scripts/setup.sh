@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up on Debian 12 with Python 3.11 and JDK 17: the Debian packages the
-# JVM layer needs, the virtual environment .venv with pyprof and its test tools, and the
-# compiled jvm/ project. Safe to repeat: each step is skipped when already done.
+# JVM layer needs (and chromium, the browser the HTML report's tests drive), the virtual
+# environment .venv with pyprof and its test tools, and the compiled jvm/ project. Safe to repeat: each step is skipped when already done.
 #
 #   scripts/setup.sh                 set up; keep the MXNet build already chosen (CPU at first)
 #   scripts/setup.sh --gpu [CUDA]    the CUDA build of mxnet==1.9.1 in place of the CPU one: the
@@ -60,7 +60,8 @@ if ((dry_run)); then
   exit 0
 fi
 
-debs=(leiningen clojure libjna-java libjna-jni libdata-json-clojure libtools-cli-clojure libjackson2-core-java)
+debs=(leiningen clojure libjna-java libjna-jni libdata-json-clojure libtools-cli-clojure libjackson2-core-java
+      chromium)  # chromium: tests/test_html_report.py drives it with Playwright (no browser download)
 python3 -c 'import ensurepip, venv' 2>/dev/null || debs+=(python3-venv)
 command -v javac >/dev/null || debs+=(openjdk-17-jdk-headless)
 missing=()

@@ -20,6 +20,10 @@ def _check_one_dot(stdout: str, trace) -> None:
     assert "1 call(s) in 1 profiled iteration(s)" in stdout
     assert "Profile Statistics" in stdout and "Time (ms)" in stdout  # MXNet's table
     assert "GFLOP/s:" in stdout and str(trace) in stdout
+    if name == "[dot]":  # bulk execution's one-operator segment: named as such, no advice
+        assert ("note:         '[dot]' is a bulk segment of one operator: its time is that "
+                "operator's time\n") in stdout
+        assert "MXNET_EXEC_BULK" not in stdout and "bulk segments hold" not in stdout
 
 
 @pytest.mark.parametrize("binding", ["python", "jvm"])

@@ -102,14 +102,19 @@ def dot_events(trace_path: str) -> tuple[str | None, list[float]]:
 
 
 def bulk_note(trace_path: str) -> str | None:
-    """The summaries' bulk note for the trace's operators (each bulk segment's share of its
-    device's operator time, and how to avoid them), or None when no name is a bulk segment."""
+    """The summaries' bulk note for the trace's operators, or None when no name is a bulk
+    segment: a segment of one operator (``[dot]``, the bound dot's name under bulk execution) is
+    named as such, with no advice; merged segments get each one's share of its device's operator
+    time and how to avoid them. Both, when both occur, joined by ``"; "``."""
     from ..trace import stats
-    from ..trace.naming import bulk_share_note, bulk_shares
+    from ..trace.naming import (bulk_share_note, bulk_shares, is_one_operator_segment,
+                                one_operator_note)
 
     ops = stats(trace_path, categories={"operator"}, progress=False).operators
+    ones = sorted({o.name for o in ops if is_one_operator_segment(o.name)})
     shares = bulk_shares((f"{o.device or 'host'} / {o.category}", o.name, o.total_us) for o in ops)
-    return bulk_share_note(shares) if shares else None
+    notes = ([one_operator_note(ones)] if ones else []) + ([bulk_share_note(shares)] if shares else [])
+    return "; ".join(notes) or None
 
 
 def run(o: argparse.Namespace) -> MatmulResult:

@@ -1,6 +1,9 @@
 """The one module that touches libmxnet through ctypes.
 
-Everything else in pyprof calls the typed wrappers here. Each wrapper checks the
+Everything else in pyprof calls the typed wrappers here. The C declarations are not written
+here: ``pyprof/spec/capi.json`` lists every function pyprof binds (in both languages), and
+:func:`ctype_of` turns its C types into the ctypes argtypes/restype set at load
+(tests/test_capi_spec.py checks that file against the wheel's ``c_api.h``). Each wrapper checks the
 return code and raises :class:`pyprof.errors.MXNetError` with the C function's name
 and ``MXGetLastError()``'s text, read on the calling thread right after the call
 (MXNet keeps its last error per thread).
@@ -16,9 +19,11 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import re
 import sys
 import threading
-from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_uint64, c_void_p
+from ctypes import (POINTER, byref, c_char_p, c_int, c_int64, c_size_t, c_uint32, c_uint64,
+                    c_void_p)
 from typing import Any
 
 from .gate import GATE
@@ -32,30 +37,44 @@ EXPECTED_VERSION = 10901  # MXGetVersion() of mxnet 1.9.1
 
 Handle = c_void_p
 
-# C signatures, checked against mxnet/include/mxnet/c_api.h of 1.9.1. All return int.
-_SIGNATURES: dict[str, list] = {
-    "MXGetLastError": [],
-    "MXGetVersion": [POINTER(c_int)],
-    "MXGetGPUCount": [POINTER(c_int)],
-    "MXSetProcessProfilerConfig": [c_int, POINTER(c_char_p), POINTER(c_char_p), Handle],
-    "MXSetProcessProfilerState": [c_int, c_int, Handle],
-    "MXDumpProcessProfile": [c_int, c_int, Handle],
-    "MXAggregateProfileStatsPrintEx": [POINTER(c_char_p), c_int, c_int, c_int, c_int],
-    "MXProcessProfilePause": [c_int, c_int, Handle],
-    "MXProfileCreateDomain": [c_char_p, POINTER(Handle)],
-    "MXProfileCreateTask": [Handle, c_char_p, POINTER(Handle)],
-    "MXProfileCreateFrame": [Handle, c_char_p, POINTER(Handle)],
-    "MXProfileCreateEvent": [c_char_p, POINTER(Handle)],
-    "MXProfileCreateCounter": [Handle, c_char_p, POINTER(Handle)],
-    "MXProfileDestroyHandle": [Handle],
-    "MXProfileDurationStart": [Handle],
-    "MXProfileDurationStop": [Handle],
-    "MXProfileSetCounter": [Handle, c_uint64],
-    "MXProfileAdjustCounter": [Handle, c_int64],
-    "MXProfileSetMarker": [Handle, c_char_p, c_char_p],
-    "MXListAllOpNames": [POINTER(ctypes.c_uint), POINTER(POINTER(c_char_p))],
-    "MXNDArrayWaitAll": [],
-}
+# The C declarations come from pyprof/spec/capi.json (the JVM's Natives are checked against the
+# same file): a C type there maps to ctypes by the grammar in its "grammar" entry.
+CAPI: dict[str, Any] = rules.spec("capi.json")
+_TYPEDEFS: dict[str, str] = CAPI["typedefs"]
+_NUMBERS = {"int": c_int, "uint32_t": c_uint32, "int64_t": c_int64, "uint64_t": c_uint64,
+            "size_t": c_size_t}
+
+
+def c_type(spelled: str) -> tuple[str, int]:
+    """A C type as capi.json spells it, as (base type, pointer depth): 'const' dropped,
+    typedefs resolved. ``c_type("const char* const*") == ("char", 2)``,
+    ``c_type("ProfileHandle*") == ("void", 2)``."""
+    flat = re.sub(r"\bconst\b|\s", "", spelled)
+    base = flat.rstrip("*")
+    depth = len(flat) - len(base)
+    if base in _TYPEDEFS:
+        inner, more = c_type(_TYPEDEFS[base])
+        return inner, depth + more
+    return base, depth
+
+
+def ctype_of(spelled: str) -> Any:
+    """The ctypes type of a C type spelled as in capi.json: ``char*`` is c_char_p, ``void*``
+    c_void_p, a number its fixed-size ctypes type, each further star a POINTER."""
+    base, depth = c_type(spelled)
+    if base in ("char", "void") and depth:
+        t, depth = (c_char_p if base == "char" else c_void_p), depth - 1
+    else:
+        t = _NUMBERS[base]
+    for _ in range(depth):
+        t = POINTER(t)
+    return t
+
+
+# name -> (argtypes, restype) of every function capi.json lists for Python.
+_SIGNATURES: dict[str, tuple[list, Any]] = {
+    name: ([ctype_of(a[0]) for a in f["args"]], ctype_of(f["returns"]))
+    for name, f in CAPI["functions"].items() if "python" in f["languages"]}
 
 # MXNet runs these inside IgnoreProfileCallScope (c_api_profile.cc): they never touch the
 # per-thread API-call records, so they need no gate, and profiler objects stay as cheap as in
@@ -73,6 +92,7 @@ _lock = threading.Lock()
 _lib: ctypes.CDLL | None = None
 _path: str | None = None
 _fns: dict[str, ctypes._CFuncPtr] = {}  # name -> declared function, filled at load
+_declared: dict[str, ctypes._CFuncPtr] = {}  # name -> the raw ctypes function, ungated
 
 
 def _candidates(explicit: str | None) -> list[tuple[str, str]]:
@@ -140,10 +160,11 @@ def load(path: str | None = None) -> ctypes.CDLL:
 
 
 def _declare(lib: ctypes.CDLL) -> None:
-    for name, argtypes in _SIGNATURES.items():
+    for name, (argtypes, restype) in _SIGNATURES.items():
         fn = lib[name]  # a fresh function object: mxnet's own _LIB stays as mxnet set it up
         fn.argtypes = argtypes
-        fn.restype = c_char_p if name == "MXGetLastError" else c_int
+        fn.restype = restype
+        _declared[name] = fn
         if name in _SWITCHES:
             fn = _switch(fn)
         elif name == "MXDumpProcessProfile":
@@ -228,9 +249,11 @@ def functions() -> dict[str, Any]:
     return _fns
 
 
-def is_loaded() -> bool:
-    """Whether libmxnet is loaded in this process by pyprof (without loading it)."""
-    return _lib is not None
+def declarations() -> dict[str, tuple[list, Any]]:
+    """Every C function pyprof declared, as name -> (argtypes, restype) of the ctypes function
+    (loading libmxnet on first use): what tests/test_capi_spec.py checks against capi.json."""
+    lib()
+    return {name: (list(f.argtypes), f.restype) for name, f in _declared.items()}
 
 
 def in_process() -> bool:
@@ -349,7 +372,7 @@ def version() -> int:
 
 def list_all_op_names() -> list[str]:
     """Every operator in MXNet's registry. C: MXListAllOpNames."""
-    n = ctypes.c_uint()
+    n = c_uint32()
     names = POINTER(c_char_p)()
     call("MXListAllOpNames", byref(n), byref(names))
     return [names[i].decode() for i in range(n.value)]

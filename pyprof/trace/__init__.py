@@ -16,13 +16,15 @@ Quick start::
     trace.compact("profile.json", "small.json.gz")
     trace.validate("small.json.gz").ok           # what every written trace guarantees
     trace.plot("profile.json", "ops.png")
+    trace.report_html(["base.json", "new.json"], "report.html")   # offline HTML, one file
 
 Modules: :mod:`~pyprof.trace.reader` (with :mod:`~pyprof.trace.framing`,
 :mod:`~pyprof.trace.bodyparser`, :mod:`~pyprof.trace.readreport`) reads traces;
 :mod:`~pyprof.trace.statistics` computes statistics (with :mod:`~pyprof.trace.accumulate`,
 :mod:`~pyprof.trace.fastpath`, :mod:`~pyprof.trace.parallel`) into :mod:`~pyprof.trace.records`;
 :mod:`~pyprof.trace.crosscheck`, :mod:`~pyprof.trace.report`, :mod:`~pyprof.trace.diffing`,
-:mod:`~pyprof.trace.merging`, :mod:`~pyprof.trace.repairing` and :mod:`~pyprof.trace.plotting` build on
+:mod:`~pyprof.trace.merging`, :mod:`~pyprof.trace.repairing`, :mod:`~pyprof.trace.plotting` and
+:mod:`~pyprof.trace.html` (the HTML report) build on
 them; :mod:`~pyprof.trace.writer` writes traces, whose slices and ids
 :mod:`~pyprof.trace.slices` and :mod:`~pyprof.trace.ids` make valid and
 :mod:`~pyprof.trace.validation` checks; :mod:`~pyprof.trace.naming` holds what MXNet's
@@ -42,6 +44,7 @@ from .report import summarize
 from .slices import SliceCounts
 from .statistics import stats
 from .validation import ValidationResult, validate
+from .html import ReportResult, report_html
 
 __all__ = [
     "iter_events", "TraceReader", "ReadReport",
@@ -51,7 +54,7 @@ __all__ = [
     "summarize",
     "diff", "compare_samples", "format_diff", "DiffResult", "DiffRow",
     "merge", "MergeResult", "compact", "CompactResult",
-    "plot",
+    "plot", "report_html", "ReportResult",
     "validate", "ValidationResult", "SliceCounts",
     "TraceError", "TraceNotFoundError", "TraceFormatError", "AggregateFormatError",
 ]

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from . import compact, diff, format_diff, merge, plot, repair, summarize, validate
 from .. import rules
 from .errors import TraceError
+from .html import report_html
 from .report import FORMATS, SORT_KEYS
 from .slices import SliceCounts
 
@@ -115,6 +116,15 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    traces = [args.trace] + ([args.trace2] if args.trace2 else [])
+    res = report_html(traces, args.output, labels=_labels(args.label, len(traces)),
+                      include_api=args.include_api, threshold=args.threshold,
+                      progress=_progress(args))
+    print(f"wrote {res.out}: {res.bytes / 1e6:.2f} MB, {res.slices} slices, {res.operators} operator rows")
+    return 0
+
+
 def _percent(text: str) -> float:
     try:
         v = float(text)
@@ -140,8 +150,8 @@ class Subparsers(Protocol):
 
 
 def register(subparsers: Subparsers) -> None:
-    """Add ``summarize``, ``diff``, ``merge``, ``repair``, ``compact``, ``plot`` and ``validate``
-    subcommands.
+    """Add ``summarize``, ``diff``, ``merge``, ``repair``, ``compact``, ``plot``, ``report`` and
+    ``validate`` subcommands.
 
     Each sets ``func`` (returns the exit status) and ``command`` on the parsed namespace.
     """
@@ -205,6 +215,18 @@ def register(subparsers: Subparsers) -> None:
                         "without one, .png is appended")
     p.add_argument("--top", type=_positive, default=15,
                    help="operators shown: the N with the most total time (default 15)")
+
+    p = add("report", _report, "one self-contained HTML report of a trace (timeline, operators, "
+            "memory), or of two with their difference; opens offline from file://")
+    p.add_argument("trace", help="trace file, plain or .gz")
+    p.add_argument("trace2", nargs="?", default=None,
+                   help="a second trace (new) compared with the first (base), as pyprof diff")
+    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    p.add_argument("--label", action="append", metavar="L[,L...]",
+                   help="label per trace, in order (default the file names)")
+    p.add_argument("--threshold", type=_percent, default=5.0, metavar="PCT",
+                   help="regression threshold of the difference, as pyprof diff (default 5)")
+    p.add_argument("--include-api", action="store_true", help="also show C API calls (MXNET_C_API)")
 
 
 def main(argv: list[str] | None = None) -> int:

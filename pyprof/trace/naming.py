@@ -8,6 +8,8 @@
   (``ImperativeBulk``, ``[A,B]``, ``A,B``). :func:`is_bulk_name` recognises every name MXNet
   1.9.1 writes for one (:data:`BULK_PATTERNS`), :data:`BULK_NOTE` tells the user how to avoid
   them, :func:`bulk_shares` and :func:`bulk_share_note` give each segment's share of the time.
+  A segment of one operator (``[dot]``, :func:`is_one_operator_segment`) is that operator's
+  time: :func:`one_operator_note` names it, with no advice, and the shares leave it out.
   Patterns and wording are data: ``pyprof/spec/trace.json``'s ``bulk`` section, which the JVM's
   statistics read too.
 * :data:`MEMORY_PREFIX`: counters named ``Memory: <device>`` are memory samples in bytes.
@@ -16,13 +18,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .. import rules
 
 __all__ = ["API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BULK_NOTE", "BULK_PATTERNS", "MEMORY_PREFIX",
-           "is_bulk_name", "bulk_shares", "bulk_share_note"]
+           "is_bulk_name", "is_one_operator_segment", "one_operator_note", "bulk_shares",
+           "bulk_share_note"]
 
 _BULK: dict[str, Any] = rules.spec("trace.json")["bulk"]
 _CATEGORIES: dict[str, Any] = rules.spec("trace.json")["categories"]
@@ -47,6 +50,8 @@ BULK_NOTE: str = _BULK["note"]
 MEMORY_PREFIX: str = _CATEGORIES["memory_prefix"]
 
 _BULK_RE = re.compile("|".join(f"(?:{p})" for p in BULK_PATTERNS))
+_ONE: dict[str, str] = _BULK["one_operator"]
+_ONE_RE = re.compile(_ONE["pattern"])
 
 
 def is_bulk_name(name: str) -> bool:
@@ -55,9 +60,24 @@ def is_bulk_name(name: str) -> bool:
     return bool(_BULK_RE.search(name))
 
 
+def is_one_operator_segment(name: str) -> bool:
+    """True for a bulk segment of one operator, e.g. ``[dot]``: its time is that operator's
+    time (trace.json bulk.one_operator)."""
+    return bool(_ONE_RE.search(name))
+
+
+def one_operator_note(names: Sequence[str]) -> str:
+    """The note naming one-operator segments (``names``, non-empty): ``"'[dot]' is a bulk segment
+    of one operator: its time is that operator's time"``; no advice, since nothing is merged."""
+    listed = ", ".join(f"'{n}'" for n in names[:3]) + (", ..." if len(names) > 3 else "")
+    return _ONE["note" if len(names) == 1 else "note_many"].format(names=listed)
+
+
 def bulk_shares(records: Iterable[tuple[str, str, float]], *,
                 limit: int = 3) -> str:
     """Each bulk segment's share of its group's time, as text; ``""`` when there is none.
+    Segments of one operator (:func:`is_one_operator_segment`) are left out: their time is
+    their operator's.
 
     ``records`` are ``(group, name, total time)``, a group being what the shares are of (the
     summaries use ``"<device> / <category>"``). Per group holding a segment, biggest share first:
@@ -68,7 +88,7 @@ def bulk_shares(records: Iterable[tuple[str, str, float]], *,
     bulk: dict[str, dict[str, float]] = {}
     for group, name, total in records:
         totals[group] = totals.get(group, 0) + total
-        if is_bulk_name(name):
+        if is_bulk_name(name) and not is_one_operator_segment(name):
             names = bulk.setdefault(group, {})
             names[name] = names.get(name, 0) + total
 

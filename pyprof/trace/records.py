@@ -25,7 +25,7 @@ import numpy as np
 import orjson
 
 from .. import rules
-from .naming import BULK_NOTE, is_bulk_name
+from .naming import BULK_NOTE, is_bulk_name, is_one_operator_segment, one_operator_note
 from .phases import PHASES, note
 from .readreport import ReadReport
 
@@ -229,9 +229,13 @@ class TraceStats:
         if unknown:
             out.append(note("unknown_phase", n=sum(unknown.values()),
                             phases=", ".join(repr(p) for p in sorted(unknown))))
-        if self.bulk_names:
-            out.append(f"{len(self.bulk_names)} bulk-merged name(s) ({', '.join(self.bulk_names[:3])}"
-                       f"{', ...' if len(self.bulk_names) > 3 else ''}): {BULK_NOTE}")
+        merged = [n for n in self.bulk_names if not is_one_operator_segment(n)]
+        if merged:
+            out.append(f"{len(merged)} bulk-merged name(s) ({', '.join(merged[:3])}"
+                       f"{', ...' if len(merged) > 3 else ''}): {BULK_NOTE}")
+        ones = [n for n in self.bulk_names if is_one_operator_segment(n)]
+        if ones:
+            out.append(one_operator_note(ones))
         return out
 
     def find(self, name: str, *, category: str | None = None,

@@ -16,6 +16,18 @@ records, which :func:`differences` compares with a scenario's expectations:
   ``"why"``, e.g. an input Java's types rule out): ``{"skipped": true}``.
 
 Run ``python tests/conformance/runner.py SCENARIO`` to print the outcomes of one scenario.
+
+Batch mode (the differential test, ``tests/differential``): ``runner.py --batch BATCH WORKDIR
+[--bridge]`` runs every sequence of ``BATCH`` (``{"sequences": [scenario, ...]}``) in order in
+this one process, sequence i in ``WORKDIR/s<i>`` (``{dir}``), and prints a list of outcomes per
+sequence; an exception that is no pyprof error becomes ``{"error": "crash", "kind": <class>}``
+instead of ending the child. ``--bridge`` starts the JVM in this process first (``pyprof.jvm``)
+and makes each step in the language its ``"lang"`` names (python, clojure or java: see
+``bridge.py``); without it, ``"lang"`` is ignored, so the same sequence all in Python is the
+bridge's reference. Three calls serve the batch: ``raw_event`` (an event made through MXNet's
+own Python API, which takes names pyprof refuses), ``all_files`` (the sequence's files and the
+working directory's, pid-free) and ``traces`` (every JSON file of those, summarised by
+``trace_summary``).
 """
 
 from __future__ import annotations
@@ -51,6 +63,8 @@ def load(path: Path) -> dict[str, Any]:
 def _resolve(value: Any, names: dict[str, Any], workdir: str) -> Any:
     if isinstance(value, str) and value.startswith("$"):  # "$name", or "$name.2": an item
         name, _, index = value[1:].partition(".")
+        if name not in names:  # an object whose making failed: None, as the JVM runner has nil
+            return None
         return names[name][int(index)] if index else names[name]
     if isinstance(value, str):
         return value.replace("{dir}", workdir).replace("{root}", str(ROOT))
@@ -59,6 +73,11 @@ def _resolve(value: Any, names: dict[str, Any], workdir: str) -> Any:
     if isinstance(value, dict):
         return {k: _resolve(v, names, workdir) for k, v in value.items()}
     return value
+
+
+def resolve_value(value: Any, names: dict[str, Any], workdir: str) -> Any:
+    """A step's argument with ``$name`` references and ``{dir}``/``{root}`` filled in."""
+    return _resolve(value, names, workdir)
 
 
 def _as_json(value: Any) -> Any:
@@ -119,6 +138,39 @@ def table_order(text: str, category: str) -> list[str]:
     return rows
 
 
+def trace_summary(path: str) -> Any:
+    """A written trace's events (not metadata, C API calls or memory counters) as name, cat and
+    ph (and args for counters), with their counts; ``{"unreadable": True}`` for a file that is no
+    complete JSON document."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            events = json.load(f)["traceEvents"]
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return {"unreadable": True}
+    counts: Counter[str] = Counter()
+    for e in events:
+        if e.get("ph") == "M" or e.get("cat") == "MXNET_C_API" \
+                or str(e.get("name", "")).startswith("Memory:"):
+            continue
+        keep = ("name", "cat", "ph", "args") if e.get("ph") == "C" else ("name", "cat", "ph")
+        counts[json.dumps({k: e[k] for k in keep if k in e}, sort_keys=True)] += 1
+    return [{"event": json.loads(k), "count": n} for k, n in sorted(counts.items())]
+
+
+def _listed(workdir: str) -> list[str]:
+    """The files of the sequence's directory (as "<seq>/name") and the plain files of the
+    working directory (where MXNet's default profile.json lands), with the pid in pyprof's
+    hidden file names replaced by PID, sorted."""
+    root, seq = os.getcwd(), os.path.basename(workdir)
+    names = [f for f in os.listdir(root) if os.path.isfile(os.path.join(root, f))]
+    if os.path.realpath(workdir) != os.path.realpath(root):
+        for base, _, files in os.walk(workdir):
+            rel = os.path.relpath(base, workdir)
+            names += [f"{seq}/" + (f if rel == "." else f"{rel}/{f}") for f in files]
+    pid = f"-{os.getpid()}-"
+    return sorted(n.replace(pid, "-PID-") for n in names)
+
+
 def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
     import mxnet as mx
 
@@ -127,6 +179,18 @@ def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
 
     call = step["call"]
     args = _resolve(step.get("args", {}), names, workdir)
+    if call == "raw_event":  # MXNet's own Python API: no pyprof name check
+        event = mx.profiler.Event(args["name"])
+        event.start()
+        event.stop()
+        return None
+    if call == "all_files":
+        return _listed(workdir)
+    if call == "traces":
+        pid = f"-{os.getpid()}-"
+        return {n: trace_summary(os.path.join(os.path.dirname(workdir) if "/" in n else os.getcwd(),
+                                              n.replace("-PID-", pid)))
+                for n in _listed(workdir) if n.endswith(".json")}
     if call == "workload":  # the same operators through each binding
         for _ in range(args.get("times", 1)):
             mx.nd.random.uniform(-1, 1, shape=tuple(args.get("shape", [4, 4]))).wait_to_read()
@@ -179,8 +243,11 @@ def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
     return len(list(value)) if binding.get("result") == "count" else value
 
 
-def execute(scenario: dict[str, Any], workdir: str) -> list[dict[str, Any]]:
-    """Run the steps in this process; one outcome per step."""
+def execute(scenario: dict[str, Any], workdir: str, *, batch: bool = False,
+            bridge: bool = False) -> list[dict[str, Any]]:
+    """Run the steps in this process; one outcome per step. ``batch``: an exception that is no
+    pyprof error is an outcome too; ``bridge``: a step with ``"lang"`` clojure or java is made
+    through the JPype bridge (``bridge.py``)."""
     import pyprof
 
     names: dict[str, Any] = {}
@@ -189,16 +256,47 @@ def execute(scenario: dict[str, Any], workdir: str) -> list[dict[str, Any]]:
         if "python" not in step.get("languages", ["python"]) or "python" in step.get("not_in", ()):
             outcomes.append({"skipped": True})
             continue
+        lang = step.get("lang", "python") if bridge else "python"
         try:
-            value = _call(step, names, workdir)
+            if lang == "python":
+                value, as_json = _call(step, names, workdir), _as_json
+            else:
+                import bridge as jvm_steps
+
+                value, as_json = jvm_steps.call(step, lang, names, workdir), jvm_steps.as_json
         except pyprof.PyprofError as exc:
             outcomes.append({"error": getattr(exc, "code", type(exc).__name__),
                              "kind": type(exc).__name__, "message": str(exc)})
             continue
+        except Exception as exc:  # noqa: BLE001 - batch mode: a crash is an outcome to compare
+            if not batch:
+                raise
+            outcomes.append({"error": "crash", "kind": _crash_kind(exc), "message": str(exc)})
+            continue
         if "as" in step:
             names[step["as"]] = value
-        outcomes.append({"ok": _as_json(value)})
+        outcomes.append({"ok": as_json(value)})
     return outcomes
+
+
+def _crash_kind(exc: BaseException) -> str:
+    """A crash's class: a Java exception's Java class name, else the Python class name."""
+    java = getattr(exc, "getClass", None)
+    return str(java().getName()) if callable(java) else type(exc).__name__
+
+
+def execute_batch(batch: dict[str, Any], root: str, *, bridge: bool = False) -> list[Any]:
+    """Every sequence of ``batch`` in order in this process, sequence i in ``root``/s<i>."""
+    if bridge:
+        from pyprof import jvm
+
+        jvm.start([f"-Dpyprof.outputRoot={root}"])  # the Java session's root, as the JVM runs'
+    out = []
+    for i, scenario in enumerate(batch["sequences"]):
+        workdir = os.path.join(root, f"s{i}")
+        os.makedirs(workdir, exist_ok=True)
+        out.append(execute(scenario, workdir, batch=True, bridge=bridge))
+    return out
 
 
 # ------------------------------------------------------------------ driving and comparing
@@ -279,5 +377,11 @@ def differences(scenario: dict[str, Any], outcomes: list[dict[str, Any]],
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--batch":
+        sys.path.insert(0, str(HERE))
+        result = execute_batch(load(Path(sys.argv[2])), sys.argv[3], bridge="--bridge" in sys.argv)
+        print(json.dumps(result, default=repr))
+        sys.stdout.flush()
+        os._exit(0)  # no exit handlers: the JVM's shutdown can hang a bridge child at exit
     scenario_path, work = Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else os.getcwd()
     print(json.dumps(execute(load(scenario_path), work)))

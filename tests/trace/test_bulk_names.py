@@ -1,6 +1,7 @@
 """Every bulk segment name MXNet 1.9.1 writes is recognised; the summaries, diff and the matmul
-example give each segment's share of the time and the fix (patterns and wording from
-pyprof/spec/trace.json's "bulk" section)."""
+example give each segment's share of the time and the fix, and name a segment of one operator
+(``[dot]``) as such, with no advice (patterns and wording from pyprof/spec/trace.json's "bulk"
+section)."""
 
 import json
 from pathlib import Path
@@ -22,6 +23,7 @@ BULK = [
     "_backward_Pooling,_backward_relu,_ba",             # ... cut at 127 characters: no "]"
     "Activation,Pooling,Convolution,Activation,Pooling,Flatten,FullyConnected,Activation",  # static
 ]
+ONE_DOT = "'[dot]' is a bulk segment of one operator: its time is that operator's time"
 NOT_BULK = ["dot", "Convolution", "_backward_Convolution", "multi_sgd_update", "DeleteVariable",
             "WaitForVar", "MyAddOne::pure_python", "ImperativeBulkhead", "MXImperativeInvokeEx"]
 
@@ -62,14 +64,14 @@ def test_summary_gives_each_segments_share_and_the_fix(tmp_path):
                                      ("multi_sgd_update", 200), ("[dot]", 50)])
     text = summarize(t, progress=False)
     notes = text.split("Notes:\n", 1)[1]
-    assert notes.count("\n- ") == 0 and notes.startswith("- bulk segments hold 80.0% of "
-                                                         "cpu/0 / operator (ImperativeBulk "
-                                                         "75.0%, [dot] 5.0%): ")
-    assert notes.rstrip().endswith(BULK_NOTE)
+    # [dot] is one operator: named apart, no share, no advice; the advice is for ImperativeBulk
+    assert notes.rstrip().split("\n") == [
+        f"- {ONE_DOT}",
+        f"- bulk segments hold 75.0% of cpu/0 / operator (ImperativeBulk 75.0%): {BULK_NOTE}"]
     as_json = json.loads(summarize(t, fmt="json", progress=False))
-    assert as_json["notes"] == [notes[2:].rstrip()]
+    assert as_json["notes"] == [n[2:] for n in notes.rstrip().split("\n")]
     # the statistics keep their own note (count and names, no shares): what the JVM computes too
-    assert stats(t).notes == [f"2 bulk-merged name(s) (ImperativeBulk, [dot]): {BULK_NOTE}"]
+    assert stats(t).notes == [f"1 bulk-merged name(s) (ImperativeBulk): {BULK_NOTE}", ONE_DOT]
 
 
 def test_no_bulk_no_note(tmp_path):
@@ -88,8 +90,52 @@ def test_diff_gives_the_shares_of_each_side(tmp_path):
     assert json.loads(format_diff(res, "json"))["notes"] == [text.split("Note: ", 1)[1]]
 
 
-def test_matmul_example_notes_its_bulk_dot(fx):
+def test_matmul_example_names_its_dot_a_segment_of_one_operator_without_advice(fx):
     # small.json on cpu/0: dot 60 us, [dot] 5 us, relu 4 us
-    share = f"{100 * 5 / 69:.1f}%"
-    assert matmul.bulk_note(str(fx("small.json"))) == \
-        f"bulk segments hold {share} of cpu/0 / operator ([dot] {share}): {BULK_NOTE}"
+    note = matmul.bulk_note(str(fx("small.json")))
+    assert note == ONE_DOT
+    assert "MXNET_EXEC" not in note and "PYPROF_PER_OPERATOR" not in note
+    assert stats(str(fx("small.json"))).notes == [ONE_DOT]
+
+
+def test_matmul_example_note_with_a_merged_segment_too(tmp_path):
+    t = _trace(tmp_path / "t.json", [("[dot]", 100), ("[dot,relu]", 300), ("relu", 100)])
+    assert matmul.bulk_note(str(t)) == (
+        f"{ONE_DOT}; bulk segments hold 60.0% of cpu/0 / operator ([dot,relu] 60.0%): {BULK_NOTE}")
+
+
+def test_merged_and_one_operator_segments_as_the_jvm_notes_them(tmp_path):
+    # the same trace as jvm/test/pyprof/bulk_note_test.clj
+    t = _trace(tmp_path / "t.json", [("ImperativeBulk", 10), ("[dot]", 5), ("[dot,relu]", 7),
+                                     ("[a]", 1), ("relu", 3)])
+    assert stats(t).notes == [
+        f"2 bulk-merged name(s) (ImperativeBulk, [dot,relu]): {BULK_NOTE}",
+        "'[a]', '[dot]' are bulk segments of one operator each: each one's time is that "
+        "operator's time"]
+
+
+ONE_OPERATOR = ["[dot]", "[relu]", "[_backward_FullyConnected]"]
+NOT_ONE_OPERATOR = ["ImperativeBulk", "[dot,relu]", "[Convolution,relu,Pooling", "[_backward_Poo",
+                    "Activation,Pooling", "dot", "[a]b]", "x[dot]"]
+
+
+@pytest.mark.parametrize("name", ONE_OPERATOR)
+def test_a_segment_of_one_operator(name):
+    assert naming.is_one_operator_segment(name) and is_bulk_name(name)
+
+
+@pytest.mark.parametrize("name", NOT_ONE_OPERATOR)
+def test_not_a_segment_of_one_operator(name):
+    assert not naming.is_one_operator_segment(name)
+
+
+def test_one_operator_notes_name_each_segment_with_no_advice():
+    one = SPEC["one_operator"]
+    assert naming.one_operator_note(["[dot]"]) == ONE_DOT == one["note"].format(names="'[dot]'")
+    assert naming.one_operator_note(["[a]", "[b]"]) == (
+        "'[a]', '[b]' are bulk segments of one operator each: each one's time is that "
+        "operator's time")
+    assert naming.one_operator_note(["[a]", "[b]", "[c]", "[d]"]).startswith(
+        "'[a]', '[b]', '[c]', ... are bulk segments")
+    for text in (one["note"], one["note_many"]):
+        assert "MXNET_" not in text and "{names}" in text

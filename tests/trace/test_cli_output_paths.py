@@ -23,11 +23,12 @@ def _commands(trace: str) -> dict[str, list[str]]:
         "compact": ["compact", trace, "-o"],
         "merge": ["merge", trace, trace, "-o"],
         "plot": ["plot", trace, "-o"],
+        "report": ["report", trace, "-o"],
         "dnnl": ["dnnl", str(DNNL_LOG), "--trace", trace, "-o"],
     }
 
 
-@pytest.mark.parametrize("command", ["repair", "compact", "merge", "plot", "dnnl"])
+@pytest.mark.parametrize("command", ["repair", "compact", "merge", "plot", "report", "dnnl"])
 def test_output_that_is_a_directory_is_one_line_error_before_any_work(command, fx, tmp_path, capsys):
     outd = tmp_path / "outd"
     outd.mkdir()
@@ -41,7 +42,7 @@ def test_output_that_is_a_directory_is_one_line_error_before_any_work(command, f
     assert set(os.listdir(tmp_path)) == before and os.listdir(outd) == []  # no temp file left
 
 
-@pytest.mark.parametrize("command", ["merge", "compact"])
+@pytest.mark.parametrize("command", ["merge", "compact", "report"])
 def test_output_in_a_missing_directory_fails_before_reading_the_input(command, tmp_path, capsys):
     missing_input = str(tmp_path / "no_such_trace.json")  # would be trace.cannot_open if read
     out = tmp_path / "nodir" / "x.json"

@@ -288,7 +288,7 @@
 (def runner-calls
   "Calls the runners carry out themselves (no binding): a workload, a file, a trace read back."
   #{"workload" "trace" "dumps_json" "dumps_has" "dumps_order" "write_file" "truncate_file"
-    "make_dir" "remove_path" "make_fifo" "files" "validate"})
+    "make_dir" "remove_path" "make_fifo" "files" "validate" "raw_event" "all_files" "traces"})
 
 (defn- marked-elsewhere? [language {:strs [languages not_in]}]
   (boolean (or (and languages (not (some #{language "jvm"} languages)))
@@ -316,6 +316,10 @@
     (case (if skip? ::not-here call)
       ::not-here {"skipped" true}
       "workload" {"ok" (workload args)}
+      ;; the differential test's calls (pyprof.conformance-batch)
+      "raw_event" {"ok" ((requiring-resolve 'pyprof.conformance-batch/raw-event) (args "name"))}
+      "all_files" {"ok" ((requiring-resolve 'pyprof.conformance-batch/listed) workdir)}
+      "traces" {"ok" ((requiring-resolve 'pyprof.conformance-batch/traces) workdir)}
       ;; the names in the working directory (the child's), sorted
       "files" {"ok" (vec (sort (.list (io/file workdir))))}
       "trace" {"ok" (normalise-events (get (load-json (io/file workdir (args "path"))) "traceEvents")

@@ -8,7 +8,6 @@
             [pyprof.stats :as stats]
             [pyprof.stats-parity :as parity]
             [pyprof.test-util :as tu]
-            [pyprof.trace.pycompat :as pycompat]
             [pyprof.trace.reader :as reader]))
 
 (def ^:private events
@@ -29,30 +28,25 @@
    {"ph" "C" "name" "items" "cat" "demo" "pid" 77 "ts" 40 "args" {"items" 4}}
    {"ph" "E" "name" "orphan" "cat" "operator" "pid" 0 "tid" 1 "ts" 1}])
 
-(deftest percentiles-are-numpy-linear
+(deftest percentiles-are-linear-between-closest-ranks
   (let [a (long-array [1 2 3 4])]
     (is (= 2.5 (stats/percentile a 50)))
     (is (< (Math/abs (- 3.7 (stats/percentile a 90))) 1e-12))
     (is (< (Math/abs (- 3.97 (stats/percentile a 99))) 1e-12))
-    (is (= 7.0 (stats/percentile (long-array [7]) 99))))
-  (testing "numpy's virtual index is (n-1)*q, not n*q + (1-q) - 1: they differ in the last bit"
-    ;; np.percentile(np.array([0, 10**15]), 90) == 900000000000000.0 exactly; the other formula
-    ;; gives 899999999999999.9 (virtual index 0.8999999999999999)
-    (is (= 9.0E14 (stats/percentile (long-array [0 1000000000000000]) 90)))))
-
-(deftest percentiles-and-means-equal-numpy-bit-for-bit
-  ;; numpy's values of int64 arrays with large values (tests/fixtures/make_expected_stats.py)
-  (let [{:strs [percentiles means]} (json/read-str (slurp (io/file parity/repo-root "tests" "fixtures"
-                                                                    "stats_cases" "numerics.json")))
-        numpy-mean pycompat/numpy-mean]
-    (is (= 44 (count percentiles)))
-    (doseq [{:strs [values p50 p90 p99]} percentiles
-            :let [a (long-array values)]]
-      (is (= [p50 p90 p99] [(stats/percentile a 50) (stats/percentile a 90) (stats/percentile a 99)])
-          (str "n=" (count values))))
-    (is (= 9 (count means)))
-    (doseq [{:strs [values mean]} means]
-      (is (= mean (numpy-mean (long-array values))) (str "n=" (count values))))))
+    (is (= 7.0 (stats/percentile (long-array [7]) 99)))
+    (is (= 1.0 (stats/percentile a 0)))
+    (is (= 4.0 (stats/percentile a 100)))
+    (is (= 2.5 (stats/percentile (double-array [1.0 2.0 3.0 4.0]) 50))))
+  (testing "numpy's values of int64 arrays with large values, within the stated tolerance"
+    (let [{:strs [percentiles]} (json/read-str (slurp (io/file parity/repo-root "tests" "fixtures"
+                                                              "stats_cases" "numerics.json")))
+          big (Math/pow 2 61)]                ; the values' scale: the differences' rounding
+      (is (= 44 (count percentiles)))
+      (doseq [{:strs [values p50 p90 p99]} percentiles
+              :let [a (long-array values)]
+              [q expected] [[50 p50] [90 p90] [99 p99]]]
+        (is (<= (Math/abs (- (double expected) (stats/percentile a q))) (* stats/stats-tolerance big))
+            (str "n=" (count values) " p" q))))))
 
 (deftest pairs-copies-devices-memory-counters
   (let [r (stats/stats [events])
@@ -77,33 +71,85 @@
   (let [[only-expected only-actual] (data/diff expected actual)]
     {:python only-expected :jvm only-actual}))
 
-(deftest equals-python-on-every-fixture
-  ;; Expected values: tests/fixtures/make_expected_stats.py (Python's pyprof.trace.stats).
-  (let [files (parity/expected-files)]
+(defn- damaged? [result] (some #(get % "damaged") (get result "reports")))
+
+(defn- python-figures
+  "Python's result without what only its damaged-trace reader reports (the read reports and
+  their notes, which begin with a file name)."
+  [result inputs]
+  (let [names (set (map #(.getName (io/file ^String %)) inputs))]
+    (-> (dissoc result "reports")
+        (update "notes" (fn [ns] (vec (remove #(contains? names (first (str/split % #": " 2))) ns)))))))
+
+(def ^:private python-only
+  "Valid fixtures whose figures come from Python's runtime, not from the trace: why."
+  {"number_keys.json" (str "Python's dict keys take 1, 1.0 and true as one pid, tid or id; the JVM's "
+                           "keys are the JSON values, which differ")})
+
+(def ^:private python-diverges
+  "Fixtures in MXNet's layout that Python's damaged-trace reader reads wrongly (reported for
+  pyprof/trace/bodyparser.py): why; the JVM's reading is checked instead."
+  {"escapes.json" (str "Python reads a raw back slash that happens to form a JSON escape ('a\\b') "
+                       "as that escape (a backspace), and escapes a metadata name's quote and back "
+                       "slash twice ('cpu\\\"0'); MXNet never escapes, so the names are a\\b, cpu\"0")})
+
+(defn- gz? [inputs] (some #(str/ends-with? % ".gz") inputs))
+
+(deftest equals-python-on-every-valid-fixture
+  ;; Expected values: tests/fixtures/make_expected_stats.py (Python's pyprof.trace.stats). The
+  ;; JVM reads valid traces and MXNet's layout; a fixture Python reports damaged is Python's,
+  ;; unless it is in MXNet's layout (a name copied unescaped, a crash's cut): then the JVM
+  ;; reads it too, to the same figures. Figures agree within stats/stats-tolerance.
+  (let [files (parity/expected-files)
+        seen (atom {:valid 0 :mxnet-layout 0 :refused 0 :errors 0 :python-only 0 :python-diverges 0})]
     (is (<= 25 (count files)) "the generator's expected values are committed")
-    (is (some #(= "small.json.stats.json" (.getName ^java.io.File %)) files))
-    (is (some #(= "header_leading_comma.json.stats.json" (.getName ^java.io.File %)) files))
     (doseq [^java.io.File f files
             :let [{:strs [inputs runs]} (json/read-str (slurp f))]
-            {:strs [options result]} runs]
+            {:strs [options result]} runs
+            :when (not (contains? options "chunk_bytes"))]
       (let [expected (parity/normalize result)
-            actual (parity/jvm-result inputs options)]
-        (is (= expected actual)
-            (str (.getName f) " " (pr-str options) ": " (pr-str (first-difference expected actual))))))))
+            actual (parity/jvm-result inputs options)
+            where (str (.getName f) " " (pr-str options))]
+        (cond
+          (get expected "error")
+          (do (swap! seen update :errors inc)
+              (is (= (get-in expected ["error" "type"]) (get-in actual ["error" "type"])) where))
+          (python-only (.getName (io/file ^String (first inputs))))
+          (swap! seen update :python-only inc)
+          (python-diverges (.getName (io/file ^String (first inputs))))
+          (let [ops (get actual "operators")]
+            (swap! seen update :python-diverges inc)
+            (is (some #(= "a\\b" (get % "name")) ops) where)
+            (is (some #(= "x\", \"y" (get % "name")) ops) where)
+            (is (= #{"cpu\"0" "cpu\\1"} (set (remove #(str/starts-with? % "pid ") (map #(get % "device") ops)))) where))
+          (and (or (damaged? expected) (gz? inputs)) (get actual "error"))
+          (do (swap! seen update :refused inc)
+              (is (= "trace.not_valid" (get-in actual ["error" "code"])) where)
+              (is (str/includes? (get-in actual ["error" "message"]) "pyprof repair") where))
+          :else
+          (let [py (python-figures expected inputs)]
+            (swap! seen update (if (damaged? expected) :mxnet-layout :valid) inc)
+            (is (parity/close? py actual)
+                (str where ": " (pr-str (first-difference py actual))))))))
+    (println "stats fixtures:" @seen)
+    (is (<= 40 (:valid @seen)))
+    (is (<= 5 (:mxnet-layout @seen)))
+    (is (<= 10 (:refused @seen)))))
 
-(deftest reader-matches-python-report-and-events
-  (testing "a quote inside a name is kept; 64-bit ids exactly; the report as Python's"
+(deftest reader-reads-mxnet-layout-and-refuses-damage
+  (testing "a name copied unescaped (MXNet's layout): the quote kept; 64-bit ids exactly"
     (let [evs (reader/read-events "../tests/fixtures/traces/quote.json")]
       (is (= 20 (count evs)))
       (is (some #(= "re\"lu" (get % "name")) evs))
       (is (= 11063534467229197503N (get (nth evs 3) "tid")))))
-  (testing "tiny chunks: every event of a file with the header's bare comma"
-    (let [n (atom 0)
-          rep (reader/read-trace "../tests/trace/fixtures/header_leading_comma.json" {:chunk-bytes 64}
-                                 (fn [_] (swap! n inc)))]
-      (is (= 20 @n))
-      (is (= ["bare comma before the first event (second profiling session in one process)"]
-             (:problems rep)))))
+  (testing "a damaged file: one line naming pyprof repair"
+    (let [e (try (stats/stats "../tests/fixtures/stats_cases/appended_dump.json")
+                 (catch clojure.lang.ExceptionInfo e e))]
+      (is (= :trace-format (:pyprof/error (ex-data e))))
+      (is (= "trace.not_valid" (:pyprof/code (ex-data e))))
+      (is (= 1 (count (str/split-lines (ex-message e)))))
+      (is (re-find #"^\.\./tests/fixtures/stats_cases/appended_dump.json: not a valid trace \(.+\); .* fix: .*pyprof repair \.\./tests/fixtures/stats_cases/appended_dump.json -o repaired.json"
+                   (ex-message e)))))
   (testing "errors carry Python's messages"
     (let [e (try (stats/stats "../tests/fixtures/traces/nope.json") (catch clojure.lang.ExceptionInfo e e))]
       (is (= :trace-not-found (:pyprof/error (ex-data e))))
@@ -112,8 +158,7 @@
     (is (thrown-with-msg? clojure.lang.ExceptionInfo #"no trace files given" (stats/stats [])))))
 
 (deftest trace-cut-after-a-ph-line-drops-the-cut-event-as-in-python
-  ;; A last event cut right after its "ph" line is an unreadable fragment, dropped and counted
-  ;; (no prefilter puts a "}" back since a2aab1f), on both sides.
+  ;; MXNet's layout cut short by a crash: the cut event is dropped, the rest read, as Python does.
   (let [dir (tu/temp-dir)
         f (io/file dir "cut.json")
         text (slurp "../tests/fixtures/traces/small.json")
@@ -122,12 +167,11 @@
       (spit f (subs text 0 (+ i (count "\"ph\": \"B\",\n"))))
       (let [r (stats/stats (str f))]
         (is (= 0 (:no-timestamp r)))
-        (is (= ["cut.json: missing closing ]} (process crashed or profiler not finalised)"
-                "cut.json: 1 unreadable fragment(s), 70 bytes, dropped"
-                "1 begin event(s) without an end were ignored (trace cut short?)"]
-               (:notes r)))
+        (is (= ["1 begin event(s) without an end were ignored (trace cut short?)"] (:notes r)))
         (when (parity/python)
-          (is (= (parity/python-result f) (parity/jvm-result [(str f)] {})))))
+          (let [py (python-figures (parity/python-result f) ["cut.json"])
+                jvm (parity/jvm-result [(str f)] {})]
+            (is (parity/close? py jvm) (pr-str (first-difference py jvm))))))
       (finally (doseq [^java.io.File x (reverse (file-seq dir))] (.delete x))))))
 
 (deftest large-trace-streams-in-a-small-heap
@@ -154,16 +198,8 @@
                      "peak used heap" (:peak-used-bytes summary) "of max" (:max-heap-bytes summary)
                      "(old gen peak" (str (:old-gen-peak-bytes summary) ")"))
             (is (< 100000 (:calls summary)))
-            (testing "the damage was there and repaired"
-              (is (= ["large.json: bare comma before the first event (second profiling session in one process)"
-                      "large.json: missing closing ]} (process crashed or profiler not finalised)"
-                      (str "large.json: 1 closing ]} in the middle of the file (a dump appended after a "
-                           "finished trace), events on both sides kept")]
-                     (take 3 (get jvm "notes"))))
-              (is (some #(re-matches #"large.json: \d+ event\(s\) with unescaped characters in names" %)
-                        (get jvm "notes")))
-              (is (some #(= "large.json: 1 unreadable fragment(s), 21 bytes, dropped" %) (get jvm "notes"))))
-            (is (= (strip py) (strip jvm)) (pr-str (first-difference (strip py) (strip jvm))))
+            (is (parity/close? (strip (python-figures py ["large.json"])) (strip jvm))
+                (pr-str (first-difference (strip py) (strip jvm))))
             ;; Python sums this one with BLAS ddot (order depends on CPU and threads); the JVM's is
             ;; the correctly rounded value: equal within a few ulps.
             (is (= (count (get py "memory")) (count (get jvm "memory"))))
@@ -173,36 +209,3 @@
                   (str "time-weighted mean " (get p twm) " vs " (get j twm)))))))
       (finally
         (doseq [^java.io.File f (reverse (file-seq dir))] (.delete f))))))
-
-(deftest gzip-cut-short-gives-every-decodable-byte-as-python
-  ;; Python's GunzipStream: a stream cut short gives every decodable byte, then ends with one
-  ;; dropped fragment; a cut before any decodable byte is its own error.
-  (let [dir (tu/temp-dir)
-        text (.getBytes ^String (slurp "../tests/fixtures/traces/small.json") "UTF-8")
-        bos (java.io.ByteArrayOutputStream.)
-        _ (with-open [gz (java.util.zip.GZIPOutputStream. bos)] (.write gz text))
-        gz (.toByteArray bos)
-        cut (fn [n] (let [f (io/file dir (str "cut" n ".json.gz"))]
-                      (io/copy (java.util.Arrays/copyOf gz (int n)) f)
-                      f))]
-    (try
-      (testing "the trailer missing: every byte decoded, the cut counted"
-        (let [r (parity/jvm-result [(str (cut (- (alength gz) 4)))] {})
-              rep (first (get r "reports"))]
-          (is (= (alength text) (get rep "bytes_read")))
-          (is (= 1 (get rep "dropped_fragments")))
-          (is (false? (get rep "missing_tail")) "the text itself is whole")))
-      (testing "only the header: nothing decodable"
-        (is (= {"error" {"type" "TraceFormatError"
-                         "message" (str "{path}: gzip stream cut short before any trace event could "
-                                        "be decoded (the writer crashed or the copy is incomplete). "
-                                        "fix: re-run the profiling or copy the file again")}}
-               (parity/jvm-result [(str (cut 10))] {}))))
-      (when (parity/python)
-        (doseq [n [2 10 12 40 (quot (alength gz) 2) (- (alength gz) 9) (- (alength gz) 1)]
-                :let [f (cut n)]]
-          (is (= (let [r (parity/python-result f)]
-                   (cond-> r (get r "error") (update-in ["error" "message"] str/replace (str f) "{path}")))
-                 (parity/jvm-result [(str f)] {}))
-              (str "cut at " n " of " (alength gz) " bytes"))))
-      (finally (doseq [^java.io.File x (reverse (file-seq dir))] (.delete x))))))

@@ -1,79 +1,274 @@
 (ns pyprof.stats
-  "Exact per-operator statistics of traces in the Trace Event Format (MXNet's and any other),
-  computed the way `pyprof.trace.stats` (the Python reference) computes them, so both agree on
-  the same file; streamed in bounded memory.
+  "Per-operator statistics of valid traces (the windows a JVM session wrote, or any valid Trace
+  Event Format file): the fields of Python's `pyprof.trace.stats(...).to_dict()`, equal to
+  Python's figures within a relative tolerance of 1e-12 (`stats-tolerance`; integers exactly).
+  Damaged or foreign traces are Python's: the reader (`pyprof.trace.reader`) refuses them with
+  a one-line error naming `pyprof repair`.
 
   Units are in the keys: times in microseconds (`:total-us`; `ts` in MXNet traces is integer
-  microseconds, so count, total, min and max are exact integers; they are floats, as numpy's
-  float64, for a record where a duration is not a whole number of microseconds), memory in bytes.
+  microseconds, so count, total, min and max are integers; doubles when a duration is not a
+  whole number), memory in bytes.
 
-  How calls are counted: the rules of docs/trace-format.md, the phase table, pairing scopes and
-  note wording read from pyprof/spec/trace.json (`pyprof.trace.phases`), as in Python:
-  - `B`/`E` and frame `(`/`)` pairs: an end with a name closes the latest open begin of that name
-    on its thread [pid tid], an end without a name the innermost open begin of its thread; one
-    pair is one call, of the category of its end event. `X` events count as one call of `dur`.
-  - Async `b`/`e` and legacy `S`/`F` pairs are matched per [begin phase, pid cat id name] (`id`,
-    else `id2`, with `scope`; b/e and S/F pair only with their own kind); a nameless end closes the last one opened. MXNet's `b`/`e` copies of every
-    operator (categories \"operator\" and \"Custom Operator\") are skipped, never counted twice.
-  - `C` counters named \"Memory: <device>\" are memory samples in bytes; other counters are
-    summarised as value series.
-  - Left out and counted in `:notes`: ends without a begin and begins without an end, negative
-    durations, events of a timed phase without a numeric `ts` (or `X` without `dur`), counter
-    values that are not numbers, unknown phases.
-  - Every category is included by default, C API calls (\"MXNET_C_API\") too; `:exclude-categories`
-    leaves some out (after parsing), as Python's `exclude_categories`.
-  - Files are read by `pyprof.trace.reader`: one event at a time, damaged MXNet files repaired as
-    Python's reader does (the damage is listed in `:notes`), other top-level keys before or after
-    the events found from the JSON structure. Memory holds the per-operator durations (8 bytes a
-    call, for exact percentiles, as Python's `array('q')`), the memory samples (16 bytes each)
-    and the open begin events; never the file.
-  - p50/p90/p99 are exact: numpy's default linear interpolation between order statistics, in
-    the same floating-point steps as numpy 1.23.
-
-  The entry point, as `pyprof/trace/stats.py`: events are paired and pooled by
-  `pyprof.trace.accumulate`, whose results are the records of `pyprof.trace.records`; what
-  categories and names mean is `pyprof.trace.naming`, Python's and numpy's arithmetic
-  `pyprof.trace.pycompat`."
-  (:require [pyprof.trace.accumulate :as accumulate]
-            [pyprof.trace.naming :as naming]
-            [pyprof.trace.pycompat :as pycompat]
-            [pyprof.trace.reader :as reader]
-            [pyprof.rules :as rules])
-  (:import (java.util ArrayList List)))
+  How calls are counted (docs/trace-format.md; phases, pairing scopes, categories, bulk names
+  and note wording are data in pyprof/spec/trace.json):
+  - `B`/`E` and `(`/`)` pairs within [pid tid]: an end with a name closes the latest open begin
+    of that name, a nameless end the innermost open begin; a pair is one call of the category of
+    its end (of its begin when the end has none). `X` events are one call of `dur`.
+  - Async `b`/`e` and legacy `S`/`F` pairs within [begin phase, pid, cat, id] (`id`, else `id2`,
+    with `scope`); MXNet's `b`/`e` copies of operators (categories.async_copies) are skipped.
+  - `C` counters named \"Memory: <device>\" are memory samples in bytes; others value series.
+  - Left out and counted in `:notes`: unmatched ends and begins, negative durations, events
+    without a numeric `ts` (or `X` without `dur`), counter values that are not numbers, unknown
+    phases. `:exclude-categories` drops categories, `:categories` keeps only some.
+  - p50/p90/p99: linear interpolation between the closest ranks (numpy's default).
+  Records with the same [category name device] are pooled across files; device names, not
+  pids, identify a device."
+  (:require [clojure.data.json :as json]
+            [clojure.string :as str]
+            [pyprof.rules :as rules]
+            [pyprof.trace.reader :as reader])
+  (:import (java.util ArrayList Arrays Collections HashMap LinkedHashMap List Map)))
 
 (set! *warn-on-reflection* true)
 
-(def async-copy-categories
-  "Async (b/e) categories that duplicate a B/E pair; never counted."
-  naming/async-copy-categories)
+(def stats-tolerance
+  "Relative tolerance of the JVM's statistics against Python's (floating-point figures: means,
+  percentiles, time-weighted means are summed and rounded in another order; integers agree
+  exactly). jvm/test/pyprof/stats_test.clj checks every valid fixture with it."
+  1e-12)
 
-(def api-category
-  "Category of MXNet's C API call events (included unless `:exclude-categories` names it)."
-  naming/api-category)
+(def ^:private spec (rules/read-spec "trace.json"))
+(def ^:private phases (spec "phases"))
+(def ^:private begin->end (into {} (for [[_ p] (spec "pairs")] [(p "begin") (p "end")])))
+(def ^:private end->begin (into {} (for [[b e] begin->end] [e b])))
+(def ^:private thread-phases
+  (set (for [[_ p] (spec "pairs") :when (some #{"tid"} (p "scope")) ph [(p "begin") (p "end")]] ph)))
+(def ^:private counted-only (set (spec "counted_only_roles")))
+(def ^:private categories (spec "categories"))
+(def api-category "Category of MXNet's C API calls (included by default)." (categories "api"))
+(def async-copy-categories "Async b/e categories that copy a B/E pair; never counted."
+  (set (categories "async_copies")))
+(def ^:private ^String memory-prefix (categories "memory_prefix"))
+(def bulk-note "What bulk segment names mean (trace.json bulk.note)." ((spec "bulk") "note"))
+(def ^:private bulk-re
+  (re-pattern (str "(?d)" (str/join "|" (map #(str "(?:" (% "pattern") ")") ((spec "bulk") "names"))))))
 
-(def bulk-note
-  "Python's `BULK_NOTE`: what bulk-merged operator names mean."
-  naming/bulk-note)
+(def ^:private one-operator ((spec "bulk") "one_operator"))
+(def ^:private one-operator-re (re-pattern (str "(?d)" (one-operator "pattern"))))
+
+(defn one-operator-segment?
+  "A bulk segment of one operator, e.g. \"[dot]\", whose time is that operator's time
+  (trace.json bulk.one_operator)."
+  [^String name]
+  (boolean (re-find one-operator-re name)))
+
+(defn one-operator-note
+  "The note naming one-operator segments `names` (non-empty), each in single quotes, the first 3
+  then \", ...\"; no advice, since nothing is merged (trace.json bulk.one_operator)."
+  [names]
+  (let [listed (str (str/join ", " (map #(str "'" % "'") (take 3 names)))
+                    (when (> (count names) 3) ", ..."))]
+    (str/replace (one-operator (if (= 1 (count names)) "note" "note_many")) "{names}" listed)))
 
 (defn bulk-name?
   "True for names of MXNet bulk segments (trace.json bulk.names): \"ImperativeBulk\", \"[dot]\",
   \"Activation,Convolution\"."
   [^String name]
-  (naming/bulk-name? name))
+  (boolean (re-find bulk-re name)))
+
+(defn- code-point-compare
+  "Strings in code point order (Python's), other values by their text."
+  [a b]
+  (let [^String a (if (string? a) a (str a)) ^String b (if (string? b) b (str b))]
+    (Arrays/compare ^ints (.toArray (.codePoints a)) ^ints (.toArray (.codePoints b)))))
+
+(defn- text
+  "A JSON value as the text of a name or device: strings as they are, lists and objects as
+  compact JSON."
+  ^String [v]
+  (cond (string? v) v (nil? v) "" (coll? v) (json/write-str v) :else (str v)))
 
 (defn percentile
-  "The `p`th percentile (0..100) of the sorted long array `sorted`, with numpy's default
-  (linear) method, computed in the same floating-point steps as numpy 1.23 (`_quantile`,
-  `_lerp`): virtual index (n-1)*p/100, int64 difference, interpolation from the nearer end."
-  ^double [^longs sorted p]
-  (pycompat/percentile sorted p))
+  "The `p`th percentile (0..100) of `sorted` (a sorted long or double array, not empty): linear
+  interpolation between the closest ranks, numpy's default: at rank h = (n-1)p/100, a[floor h]
+  + (h - floor h)(a[floor h + 1] - a[floor h])."
+  ^double [sorted p]
+  (let [n (if (instance? (Class/forName "[J") sorted) (alength ^longs sorted) (alength ^doubles sorted))
+        at (fn [i] (if (instance? (Class/forName "[J") sorted) (aget ^longs sorted (int i)) (aget ^doubles sorted (int i))))
+        h (/ (* (dec n) (double p)) 100.0)
+        lo (long (Math/floor h))
+        hi (min (dec n) (inc lo))]
+    (+ (double (at lo)) (* (- h lo) (double (- (at hi) (at lo)))))))
 
+;; ------------------------------------------------------------------ one file's events
+
+(defn- number [x] (when (number? x) x))
+
+(defn- async-id
+  "What pairs an async event besides pid and cat: `id`, else `id2` ({\"local\": v} and
+  {\"global\": v} apart from a plain id), within its `scope` when it has one."
+  [ev]
+  (let [i (get ev "id2")
+        ident (cond (contains? ev "id") (get ev "id")
+                    (and (map? i) (contains? i "local")) {:local (get i "local")}
+                    (and (map? i) (contains? i "global")) {:global (get i "global")}
+                    :else i)]
+    (if-some [s (get ev "scope")] {:scope s :id ident} ident)))
+
+(defn- inc! [^Map m k n] (.put m k (+ (long (.getOrDefault m k 0)) (long n))))
+
+(defn- list-of ^List [^Map m k] (or (.get m k) (let [l (ArrayList.)] (.put m k l) l)))
+
+(defn- counter! [{:keys [^Map memory ^Map counters]} ^Map counts ev cat ts]
+  (let [args (get ev "args")
+        bad! #(inc! counts :bad-counter 1)]
+    (if-not (map? args)
+      (bad!)
+      (let [bad-ts (volatile! false)]
+        (doseq [[^String cname value] args]
+          (cond
+            (not (number? value)) (bad!)
+            (str/starts-with? cname memory-prefix)
+            (let [in64 #(when (<= Long/MIN_VALUE % Long/MAX_VALUE) (long %))
+                  t (in64 (bigint ts)) v (in64 (bigint value))]   ; whole bytes and us
+              (cond (nil? t) (when-not @bad-ts (inc! counts :no-ts 1) (vreset! bad-ts true))
+                    (nil? v) (bad!)
+                    :else (let [^List s (or (.get memory (subs cname (count memory-prefix)))
+                                            (let [s [(ArrayList.) (ArrayList.)]]
+                                              (.put memory (subs cname (count memory-prefix)) s) s))]
+                            (.add ^List (first s) t) (.add ^List (second s) v))))
+            :else
+            (let [k [cat cname]
+                  [n mn mx sum last-ts last] (.get counters k)]
+              (.put counters k (if (nil? n)
+                                 [1 value value value ts value]
+                                 [(inc n) (if (< value mn) value mn) (if (> value mx) value mx)
+                                  (+' sum value) (if (>= ts last-ts) ts last-ts)
+                                  (if (>= ts last-ts) value last)])))))))))
+
+(defn- pair!
+  "A begin or an end of a slice, context or async pair."
+  [{:keys [^Map open ^Map order ^Map cat-of ^Map by-pid ^Map counts]} wanted? ev ph cat ts]
+  (let [name (get ev "name")
+        pid (get ev "pid")
+        scope (if (thread-phases ph)
+                [(end->begin ph ph) pid (get ev "tid")]
+                [(end->begin ph ph) pid cat (async-id ev)])]
+    (if (begin->end ph)
+      (let [key (conj scope name)]
+        (.add (list-of open key) ts)
+        (.add (list-of order scope) key)
+        (.put cat-of key cat))
+      (let [^List keys (.get order scope)
+            key (if (nil? name)
+                  (loop [] (when (and keys (pos? (.size keys)))
+                             (let [k (.remove keys (int (dec (.size keys))))
+                                   ^List s (.get open k)]
+                               (if (and s (pos? (.size s))) k (recur)))))
+                  (let [k (conj scope name) ^List s (.get open k)]
+                    (when (and s (pos? (.size s)))
+                      (.remove keys (int (.lastIndexOf keys k)))
+                      k)))
+            ^List stack (when key (.get open key))]
+        (if (nil? key)
+          (inc! counts :unmatched-end 1)
+          (let [dur (-' ts (.remove stack (int (dec (.size stack)))))
+                cat (if (and (thread-phases ph) (not (contains? ev "cat"))) (.get cat-of key) cat)]
+            (cond (neg? dur) (inc! counts :negative 1)
+                  (wanted? cat) (.add (list-of by-pid [cat (peek key) pid]) dur))))))))
+
+(defn- add-event! [{:keys [^Map phase-counts] :as acc} {:keys [^Map by-pid ^Map pid-names ^Map counts] :as st}
+                   wanted? ev]
+  (let [cat (get ev "cat" "")
+        ph (get ev "ph")
+        role (phases ph)]
+    (when-not (and (async-copy-categories cat) (#{"b" "e"} ph))
+      (inc! phase-counts ph 1)
+      (cond
+        (or (nil? role) (counted-only role)) nil
+        (= role "metadata")
+        (let [args (get ev "args")]
+          (when (and (= "process_name" (get ev "name")) (map? args) (contains? args "name"))
+            (.put pid-names (get ev "pid") (text (get args "name")))))
+        (not (number (get ev "ts"))) (inc! counts :no-ts 1)
+        (= role "complete")
+        (let [dur (number (get ev "dur"))]
+          (cond (nil? dur) (inc! counts :no-ts 1)
+                (neg? dur) (inc! counts :negative 1)
+                (wanted? cat) (.add (list-of by-pid [cat (get ev "name") (get ev "pid")]) dur)))
+        (= role "counter") (counter! acc counts ev cat (get ev "ts"))
+        :else (pair! st wanted? ev ph cat (get ev "ts"))))))
+
+(defn- end-file!
+  "Counts the file's unmatched begins and pools its durations by [category name device]."
+  [{:keys [^Map durations ^Map counts]} {:keys [^Map open ^Map by-pid ^Map pid-names] :as st}]
+  (doseq [[k n] (:counts st)] (inc! counts k n))
+  (inc! counts :unmatched-begin (reduce + 0 (map #(.size ^List %) (.values open))))
+  (doseq [[[cat name pid] ^List ds] by-pid]
+    (let [pname (.get pid-names pid)
+          device (cond (some? pname) pname (nil? pid) "" :else (str "pid " (text pid)))
+          device (if (= device cat) "" device)]         ; a category pid (API calls, tasks)
+      (.addAll (list-of durations [cat (text name) device]) ds))))
+
+;; ------------------------------------------------------------------ records
+
+(defn- op-record [[cat name device] ^List ds]
+  (let [n (.size ds)
+        dbl? (some #(not (instance? Long %)) ds)
+        total (if dbl? (reduce + 0.0 (map double ds)) (reduce + 0 ds))
+        sorted (if dbl? (doto (double-array (map double ds)) Arrays/sort) (doto (long-array ds) Arrays/sort))
+        at #(if dbl? (aget ^doubles sorted (int %)) (aget ^longs sorted (int %)))]
+    {:category cat :name name :device device :count n :total-us total
+     :min-us (at 0) :max-us (at (dec n)) :mean-us (/ (double total) n)
+     :p50-us (percentile sorted 50) :p90-us (percentile sorted 90) :p99-us (percentile sorted 99)
+     :bulk (bulk-name? name)}))
+
+(defn- memory-record [device [^List ts0 ^List vs0]]
+  (let [order (sort-by #(.get ts0 (int %)) (range (.size ts0)))   ; stable, by ts
+        ts (mapv #(.get ts0 (int %)) order)
+        vs (mapv #(.get vs0 (int %)) order)
+        n (count vs)
+        span (- (long (peek ts)) (long (first ts)))
+        mean (/ (double (reduce +' vs)) n)]
+    {:device device :samples n :min-bytes (reduce min vs) :max-bytes (reduce max vs)
+     :mean-bytes mean
+     :time-weighted-mean-bytes (if (pos? span)
+                                 (/ (reduce + 0.0 (map #(* (double %1) (double (- (long %3) (long %2))))
+                                                       vs ts (rest ts)))
+                                    span)
+                                 mean)
+     :last-bytes (peek vs) :first-ts-us (first ts) :last-ts-us (peek ts)}))
+
+(defn- note ^String [kind fields]
+  (reduce (fn [^String s [k v]] (.replace s (str "{" (name k) "}") (str v)))
+          (get-in spec ["notes" kind]) fields))
+
+(defn- repr
+  "A phase as the notes quote it (as Python's repr of a string): in single quotes, in double
+  quotes when it holds a single quote and no double quote."
+  [^String s]
+  (if (and (str/includes? s "'") (not (str/includes? s "\""))) (str "\"" s "\"") (str "'" s "'")))
+
+(defn- notes [{:keys [unknown-phases operators] :as r}]
+  (let [bulk (->> operators (filter :bulk) (map :name) distinct (sort code-point-compare))
+        merged (vec (remove one-operator-segment? bulk))
+        ones (vec (filter one-operator-segment? bulk))]
+    (cond-> (vec (for [[kind k] [["unmatched_begin" :unmatched-begin] ["unmatched_end" :unmatched-end]
+                                 ["negative_duration" :negative-durations] ["no_timestamp" :no-timestamp]
+                                 ["non_numeric_counter" :bad-counter-values]]
+                       :when (pos? (long (r k)))]
+                   (note kind {:n (r k)})))
+      (seq unknown-phases)
+      (conj (note "unknown_phase" {:n (reduce + (vals unknown-phases))
+                                   :phases (str/join ", " (map repr (sort code-point-compare (keys unknown-phases))))}))
+      (seq merged) (conj (str (count merged) " bulk-merged name(s) (" (str/join ", " (take 3 merged))
+                              (when (> (count merged) 3) ", ...") "): " bulk-note))
+      (seq ones) (conj (one-operator-note ones)))))
 
 ;; ------------------------------------------------------------------ API
 
 (defn read-events
-  "The events of the trace file at `path`, valid or damaged (see `pyprof.trace.reader`), in a
-  vector: the whole file in memory; `stats` streams instead."
+  "The events of the valid trace file at `path`, in a vector (`pyprof.trace.reader`)."
   [path]
   (reader/read-events path))
 
@@ -81,8 +276,7 @@
   (or (string? x) (instance? java.io.File x) (instance? java.nio.file.Path x)))
 
 (defn stats
-  "Exact statistics of one trace file or a sequence of them (records with the same
-  [category name device] are pooled across files; device names, not pids, identify a device):
+  "Statistics of one valid trace file or a sequence of them (or of sequences of event maps):
 
     {:units {:time \"us\" :memory \"bytes\"}
      :operators [{:category :name :device :count :total-us :min-us :max-us
@@ -90,42 +284,55 @@
      :memory    [{:device :samples :min-bytes :max-bytes :mean-bytes
                   :time-weighted-mean-bytes :last-bytes :first-ts-us :last-ts-us} ...]
      :counters  [{:category :name :count :min :max :mean :last} ...]
-     :unmatched-begin n :unmatched-end n
-     :negative-durations n :no-timestamp n :bad-counter-values n   ; left out (see the notes)
-     :unknown-phases {\"Q\" n ...}
-     :phase-counts {\"B\" n ...}   ; events parsed per ph (async copies, excluded categories not)
-     :reports [read report per file, see pyprof.trace.reader/read-trace]
-     :notes [\"...\"]}             ; Python's TraceStats.notes
+     :unmatched-begin n :unmatched-end n :negative-durations n :no-timestamp n
+     :bad-counter-values n :unknown-phases {\"Q\" n} :phase-counts {\"B\" n}
+     :notes [\"...\"]}
 
-  The same numbers as Python's `pyprof.trace.stats(...).to_dict()`. Files (plain or gzip,
-  damaged ones too) are streamed: memory grows with the number of calls, not the file size.
-
-  Options: `:categories` keeps only those categories; `:exclude-categories` skips those before
-  parsing (e.g. #{\"MXNET_C_API\"}; C API calls are included by default, as in Python);
-  `:chunk-bytes` the read size. `paths` may also be sequences of event maps (already read
-  traces; no report).
-
-  Throws ex-info with `:pyprof/error` `:trace-not-found` or `:trace-format` (a file that cannot
-  be opened or holds no trace event), `:invalid-option` (no paths)."
+  Python's `pyprof.trace.stats(...).to_dict()` figures, within `stats-tolerance`. Files are
+  streamed: memory grows with the number of calls, not the file size. Options: `:categories`
+  keeps only those categories, `:exclude-categories` leaves some out (C API calls are included
+  by default). Throws `trace.no_paths` (no input), `trace.cannot_open` (:trace-not-found),
+  `trace.not_valid` (:trace-format: a damaged or foreign file; fix: `pyprof repair`)."
   ([paths] (stats paths {}))
-  ([paths {:keys [categories exclude-categories chunk-bytes]}]
+  ([paths {:keys [categories exclude-categories]}]
    (let [sources (if (path-like? paths) [paths] paths)
-         _ (when (empty? sources)
-             (throw (rules/error "trace.no_paths")))
-         excluded (not-empty (set exclude-categories))
-         acc (accumulate/new-acc (some-> categories set) excluded)
-         reports (ArrayList.)]
+         _ (when (empty? sources) (throw (rules/error "trace.no_paths")))
+         excluded (set exclude-categories)
+         kept (some-> categories set)
+         wanted? (fn [cat] (or (nil? kept) (contains? kept cat)))
+         acc {:durations (LinkedHashMap.) :memory (HashMap.) :counters (HashMap.)
+              :phase-counts (LinkedHashMap.) :counts (HashMap.)}]
      (doseq [src sources]
-       (let [st (accumulate/new-file-state)]
-         (if (or (sequential? src) (instance? List src))
-           (doseq [ev src] (accumulate/add-event! acc st ev))
-           (.add reports (reader/read-trace (str src)
-                                            (cond-> {:drop-async-copies true
-                                                     :exclude-categories excluded}
-                                              chunk-bytes (assoc :chunk-bytes chunk-bytes))
-                                            #(accumulate/add-event! acc st %))))
-         (accumulate/end-file! acc st)))
-     (accumulate/result acc reports))))
+       (let [st {:open (HashMap.) :order (HashMap.) :cat-of (HashMap.) :by-pid (LinkedHashMap.)
+                 :pid-names (HashMap.) :counts (HashMap.)}
+             add! (fn [ev] (when-not (excluded (get ev "cat" "")) (add-event! acc st wanted? ev)))]
+         (if (path-like? src) (reader/read-trace! src add!) (run! add! src))
+         (end-file! acc st)))
+     (let [{:keys [^Map durations ^Map memory ^Map counters ^Map phase-counts ^Map counts]} acc
+           c #(long (.getOrDefault counts % 0))
+           ops (->> (for [[k ^List ds] durations :when (pos? (.size ds))] (op-record k ds))
+                    (sort (fn [a b] (let [t (compare (:total-us b) (:total-us a))]
+                                      (if (zero? t)
+                                        (or (first (remove zero? (map #(code-point-compare (% a) (% b))
+                                                                      [:category :name :device])))
+                                            0)
+                                        t))))
+                    vec)
+           r {:units {:time "us" :memory "bytes"}
+              :operators ops
+              :memory (mapv (fn [[d s]] (memory-record d s)) (sort-by key code-point-compare memory))
+              :counters (->> counters
+                             (sort (fn [[a] [b]] (let [x (code-point-compare (first a) (first b))]
+                                                   (if (zero? x) (code-point-compare (second a) (second b)) x))))
+                             (mapv (fn [[[cat n] [cnt mn mx sum _ last]]]
+                                     {:category cat :name n :count cnt :min mn :max mx
+                                      :mean (/ (double sum) cnt) :last last})))
+              :unmatched-begin (c :unmatched-begin) :unmatched-end (c :unmatched-end)
+              :negative-durations (c :negative) :no-timestamp (c :no-ts)
+              :bad-counter-values (c :bad-counter)
+              :unknown-phases (into {} (for [[ph n] phase-counts :when (not (phases ph))] [(text ph) n]))
+              :phase-counts (into {} phase-counts)}]
+       (assoc r :notes (notes r))))))
 
 (defn find-ops
   "The operator records of `result` named `name` (optionally of one category)."

@@ -14,7 +14,8 @@
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
             [pyprof.session.rawdir :as rawdir]
-            [pyprof.trace.ids :as ids])
+            [pyprof.trace.ids :as ids]
+            [pyprof.trace.reader :as reader])
   (:import (java.io RandomAccessFile)
            (java.nio.charset StandardCharsets)
            (java.nio.file Files Paths StandardCopyOption)
@@ -83,34 +84,13 @@
           (.readFully r buf)
           (String. buf StandardCharsets/UTF_8))))))
 
-(defn- strip-separators
-  "`s` without leading and trailing whitespace and commas (a linear scan: a regex anchored at
-  the end retries every whitespace run of a large range)."
-  ^String [^String s]
-  (let [n (.length s)
-        sep? (fn [^long i] (let [c (.charAt s (int i))] (or (= c \,) (Character/isWhitespace c))))
-        from (loop [i 0] (if (and (< i n) (sep? i)) (recur (inc i)) i))
-        to (loop [i n] (if (and (> i from) (sep? (dec i))) (recur (dec i)) i))]
-    (subs s from to)))
-
 (defn parse-range
-  "The events in a byte range of an MXNet trace that MXNet appended to: an optional header
-  `{\"traceEvents\": [`, events separated by commas (possibly leading or trailing ones), an
-  optional footer `], \"displayTimeUnit\": \"ms\" }`. A last event cut mid-way (a crash) is
-  dropped."
+  "The events in a byte range of the raw trace MXNet appends to (or of a trace MXNet wrote
+  whole), read by MXNet's layout (`pyprof.trace.reader/parse-raw`, trace.json mxnet_layout):
+  optional header and footer, commas between events, names copied unescaped; a last event cut
+  short (a crash) is dropped."
   [^String text]
-  (let [body (-> text
-                 (str/replace-first #"^\s*\{\s*\"traceEvents\"\s*:\s*\[" "")
-                 (str/replace-first #"\]\s*,\s*\"displayTimeUnit\"\s*:\s*\"[^\"]*\"\s*\}\s*$" "")
-                 strip-separators)]
-    (if (str/blank? body)
-      []
-      (try
-        (json/read-str (str "[" body "]"))
-        (catch Exception _
-          ;; a cut-off tail: keep the events up to the last complete one
-          (let [cut (str/last-index-of body "}\n,")]
-            (if cut (json/read-str (str "[" (subs body 0 (inc cut)) "]")) [])))))))
+  (reader/parse-raw text))
 
 (defn- remember-metadata!
   "Adds the metadata events among `events` not yet known; returns the known metadata."

@@ -1,138 +1,187 @@
 (ns pyprof.trace.reader
-  "Streaming reader for MXNet (Chrome Trace Event) traces, valid or damaged, in bounded memory.
+  "The JVM's one trace reader, for the two kinds of file a JVM service meets: valid traces (the
+  windows it wrote, any valid Trace Event Format file: a JSON object with a \"traceEvents\"
+  array, or a bare array of events), streamed one event at a time with Jackson; and byte ranges
+  of the raw trace MXNet appends to, read by the grammar of trace.json \"mxnet_layout\" (MXNet's
+  fixed event lines, names copied without JSON escaping).
 
-  A port of the Python reference `pyprof/trace/reader.py` (`TraceReader`): the same events are
-  recovered from the same damaged files and the same read report is produced. Jackson's streaming
-  parser (jackson-core) does all JSON parsing; the code here only finds where events start and end
-  and repairs what MXNet writes that is not JSON, in front of the parser:
+  A damaged or foreign file (not valid JSON, not a trace) is refused with one catalogue error,
+  `trace.not_valid` (`:trace-format`), whose fix names `pyprof repair`: reading damaged traces,
+  repair, compact, merge and diff are Python's (`pyprof.trace`) and work on JVM traces.
 
-  1. The file (plain or gzip, by its magic bytes) is read in chunks of `:chunk-bytes` (16 MiB, as
-     Python's `stats()`) into one reused buffer.
-  2. The text before the first event (`{\"traceEvents\": [`, other top-level keys before it, `[`,
-     a bare `,`, or the header followed by a bare comma) is skipped and recorded in the report
-     (`pyprof.trace.framing`).
-  3. Events are separated by `}`, whitespace, `,`, whitespace, `{`. Each chunk is cut after its
-     last separator; the complete part (a body) is parsed, the rest carried into the next chunk.
-     With `:drop-async-copies` / `:exclude-categories`, events are skipped after parsing, as
-     Python's `BodyParser` does (same note counts; `pyprof.trace.body`).
-  4. A body that is one valid JSON array of trace events (checked by a first Jackson pass that
-     builds nothing, `pyprof.trace.json`) is parsed event by event. A body that is valid JSON
-     apart from where it ends is split into values from its structure: an event cut by a `}, {`
-     inside its `args` is carried into the next body, the end of the events array and the
-     top-level keys after it are found (`pyprof.trace.jsonscan`). Otherwise it is split at every
-     separator and each piece parsed alone; a piece that fails is repaired (unescaped quotes, back
-     slashes and control characters inside `name`/`cat`/`args` strings are escaped, with Python's
-     regular expressions), joined with up to 15 following pieces (a separator inside a string),
-     cut at a finished trace's `]}` (a dump appended after it), and dropped, counted, only as a
-     last resort (`pyprof.trace.body`).
-  5. At the end of the file MXNet's closing `]` and `}` are stripped (`pyprof.trace.framing`);
-     any other end is left to the body parser: other top-level keys are recorded, a missing end
-     is reported as a missing tail, and a last event cut mid-way is dropped and counted.
-
-  What was found and fixed is the read report (`pyprof.trace.read-report`).
-
-  Memory: one reused buffer of a chunk plus the text carried over (bodies are framed for the
-  parser in place) and one event at a time; nothing grows with the file, except, as in Python,
-  top-level keys before traceEvents (read whole to find it) and the text after the events
-  array."
-  (:require [pyprof.trace.body :as body :refer [headroom]]
-            [pyprof.trace.bytes :refer [blank?]]
-            [pyprof.trace.framing :as framing]
-            [pyprof.trace.read-report :as report :refer [add!]]
+  Events are Clojure maps with string keys; integers in 64 bits (signed or unsigned: MXNet's
+  ids) exactly, as Long or BigInt, larger ones as doubles (as Python's reader and JavaScript
+  viewers read them)."
+  (:require [clojure.java.io :as io]
+            [clojure.string :as str]
             [pyprof.rules :as rules])
-  (:import (java.util ArrayList Arrays)))
+  (:import (com.fasterxml.jackson.core JsonFactory JsonParser JsonProcessingException JsonToken)
+           (java.io File)
+           (java.util.regex Matcher Pattern)))
 
 (set! *warn-on-reflection* true)
 
-(def default-chunk-bytes
-  "Read size, as `_CHUNK_BYTES` of Python's `stats()` (where a body ends can matter for damaged
-  files, so both use the same)."
-  (bit-shift-left 16 20))
+(def ^:private ^JsonFactory factory (JsonFactory.))
 
-(defn- no-events-error [path ^long bytes-read gzip-cut]
-  (rules/error (cond (and (zero? bytes-read) gzip-cut) "trace.gzip_cut"
-                      (zero? bytes-read) "trace.empty"
-                      :else "trace.no_events")
-               {:path path}))
+(declare not-valid)
 
-(defn- ensure-capacity
-  "`b`, or a larger array holding its bytes [0, keep), with room for `n` bytes."
-  ^bytes [^bytes b ^long n ^long keep]
-  (if (<= n (alength b))
-    b
-    (let [nb (byte-array (max n (+ (alength b) (quot (alength b) 2))))]
-      (System/arraycopy b 0 nb 0 keep)
-      nb)))
+(defn- value
+  "The JSON value whose first token `p` is on, read to its end."
+  [^JsonParser p]
+  (let [t (.currentToken p)]
+    (cond
+      (= t JsonToken/START_OBJECT)
+      (loop [m (transient {})]
+        (if (= (.nextToken p) JsonToken/END_OBJECT)
+          (persistent! m)
+          (let [k (.getCurrentName p)] (.nextToken p) (recur (assoc! m k (value p))))))
+      (= t JsonToken/START_ARRAY)
+      (loop [v (transient [])]
+        (if (= (.nextToken p) JsonToken/END_ARRAY) (persistent! v) (recur (conj! v (value p)))))
+      (= t JsonToken/VALUE_STRING) (.getText p)
+      (= t JsonToken/VALUE_NUMBER_INT) (let [n (.getNumberValue p)]
+                                         (cond (not (instance? java.math.BigInteger n)) (long n)
+                                               (< (.bitLength ^java.math.BigInteger n) 65) (bigint n)
+                                               :else (.doubleValue ^java.math.BigInteger n)))
+      (= t JsonToken/VALUE_NUMBER_FLOAT) (.getDoubleValue p)
+      (= t JsonToken/VALUE_TRUE) true
+      (= t JsonToken/VALUE_FALSE) false
+      (= t JsonToken/VALUE_NULL) nil
+      :else (throw (not-valid "JSON" :token)))))
 
-(defn read-trace
-  "Streams the events of the trace file at `path` (plain or gzip, valid or damaged), calling
-  `(f event)` for each, in file order; an event is a map with string keys, as in the file (64-bit
-  pids/tids as Long, up to 2^64 - 1 as BigInt). Returns the read report (Python's `ReadReport`;
-  `:problems` are the sentences of its `problems()`):
+(def ^:private reasons
+  "Why a file is not a valid trace, as `trace.not_valid` says it."
+  {:token "a JSON value of no known kind" :no-ph "an event that is not a JSON object with a \"ph\""
+   :not-array "\"traceEvents\" is not an array" :no-array "no \"traceEvents\" array"
+   :empty "an empty file" :not-trace "neither a JSON object nor an array of events"
+   :after "text after the trace" :layout "not MXNet's trace layout"})
 
-    {:path :bytes-read :events :missing-head :leading-comma :missing-tail :inner-tails
-     :escaped-names :dropped-fragments :dropped-bytes :display-time-unit :other-keys :top-level
-     :carried-events :damaged :problems}
+(defn- not-valid
+  "The `trace.not_valid` error for `path`; `why` a key of `reasons` or a parser's message."
+  [path why]
+  (rules/error "trace.not_valid" {:path (str path) :why (reasons why why)}))
 
-  Options: `:drop-async-copies` skips MXNet's async b/e copies of operators (categories
-  \"operator\", \"Custom Operator\") and `:exclude-categories` (a collection) skips those
-  categories, both after parsing, as Python's reader does;
-  `:chunk-bytes` is the read size in bytes (default `default-chunk-bytes`).
+(defn- each-event!
+  "Calls `f` on every element of the array `p` is at the start of; each must be an object."
+  [^JsonParser p path f]
+  (loop []
+    (when-not (= (.nextToken p) JsonToken/END_ARRAY)
+      (let [ev (value p)]
+        (when-not (and (map? ev) (contains? ev "ph"))
+          (throw (not-valid path :no-ph)))
+        (f ev))
+      (recur))))
 
-  Throws ex-info with `:pyprof/error` `:trace-not-found` (the file cannot be opened) or
-  `:trace-format` (not a single trace event in it), with Python's messages."
-  ([path f] (read-trace path {} f))
-  ([path {:keys [drop-async-copies exclude-categories chunk-bytes]
-          :or {chunk-bytes default-chunk-bytes}} f]
-   (let [path (str path)
-         _ (when-not (and (integer? chunk-bytes) (pos? chunk-bytes) (< chunk-bytes (bit-shift-left 1 30)))
-             (throw (ex-info (str "chunk-bytes must be a positive integer below 2^30, got "
-                                  (pr-str chunk-bytes) ". fix: pass 1 to 2^30-1, or leave it out")
-                             {:pyprof/error :invalid-option})))
-         chunk (long chunk-bytes)
-         rep (report/new-report path)
-         parser (body/new-parser rep f (body/filter-patterns exclude-categories drop-async-copies))
-         gzip-cut (volatile! false)]
-     (with-open [in (framing/open-input path)]
-       ;; buf[h, n): text not yet parsed (h = headroom); [s, n) once the head is skipped. Room
-       ;; for 2 bytes after n: a "}" and "]" written after the file's last body.
-       (loop [^bytes buf (byte-array (+ headroom chunk 4096)), n headroom, s headroom, started false]
-         (let [^bytes buf (ensure-capacity buf (+ n chunk 2) n)
-               got (.readNBytes in buf (int n) (int chunk))
-               eof (zero? got)
-               _ (when (and eof (framing/cut-short? in))
-                   (vreset! gzip-cut true)
-                   (add! rep :dropped-fragments 1))        ; the undecodable rest of the stream
-               n (+ n got)]
-           (add! rep :bytes-read got)
-           (if (and (not started) (not eof) (< (- n headroom) 4096))
-             (recur buf n s false)
-             (let [s (if started s (framing/skip-head buf headroom n rep eof))]
-               (cond
-                 (neg? s) (recur buf n headroom false)  ; top-level keys before traceEvents: read more
-                 eof (if-let [e (framing/strip-tail buf s n rep)]
-                       (let [e (long e)]
-                         (when-not (blank? buf s e)
-                           (body/parse-body! parser buf s e true (Arrays/copyOfRange buf (int e) (int n)) nil)))
-                       (body/parse-body! parser buf s n true nil nil))  ; the parser finds the end
-                 :else
-                 (if-let [[cut next-start] (framing/last-separator buf s n)]
-                   (let [cut (long cut) next-start (long next-start)]
-                     (when-not (blank? buf s cut)  ; with the separator text cut at
-                       (body/parse-body! parser buf s cut false nil
-                                         (Arrays/copyOfRange buf (int cut) (int next-start))))
-                     (System/arraycopy buf next-start buf headroom (- n next-start))
-                     (recur buf (+ headroom (- n next-start)) headroom true))
-                   (recur buf n s true))))))))
-     (body/finish! parser)
-     (when-not @(:saw-event parser)
-       (throw (no-events-error path (:bytes-read @rep) @gzip-cut)))
-     (report/finish-report @rep))))
+(declare parse-raw)
+
+(defn- stream!
+  "Calls `f` on each event of the valid trace `file`, one event held at a time."
+  [^File file path f]
+  (try
+    (with-open [^JsonParser p (.createParser factory file)]
+      (let [t (.nextToken p)]
+        (cond
+          (= t JsonToken/START_ARRAY) (each-event! p path f)
+          (= t JsonToken/START_OBJECT)
+          (let [found (volatile! false)]
+            (while (= (.nextToken p) JsonToken/FIELD_NAME)
+              (let [k (.getCurrentName p)]
+                (if (and (= k "traceEvents") (= (.nextToken p) JsonToken/START_ARRAY))
+                  (do (vreset! found true) (each-event! p path f))
+                  (do (when (= k "traceEvents") (throw (not-valid path :not-array)))
+                      (.nextToken p) (.skipChildren p)))))
+            (when-not @found (throw (not-valid path :no-array))))
+          (nil? t) (throw (not-valid path :empty))
+          :else (throw (not-valid path :not-trace))))
+      (when (.nextToken p) (throw (not-valid path :after))))
+    (catch JsonProcessingException e
+      (throw (not-valid path (first (str/split-lines (.getOriginalMessage e))))))))
+
+(defn read-trace!
+  "Calls `f` on each event of the trace file at `path`, in file order: a valid trace streamed
+  (one event held at a time), else a trace in MXNet's own layout (`parse-raw`: a file MXNet
+  wrote with an unescaped name, or cut short by a crash; read whole), the events the stream
+  gave before it failed not given twice. Returns the number of events. Throws
+  `trace.cannot_open` (`:trace-not-found`) for a file that cannot be opened, `trace.not_valid`
+  (`:trace-format`, fix: `pyprof repair`) for one that is neither."
+  [path f]
+  (let [file (io/file (str path))
+        n (volatile! 0)]
+    (when-not (and (.isFile file) (.canRead file))
+      (throw (rules/error "trace.cannot_open"
+                          {:shown (str "'" path "'")
+                           :why (if (.exists file) "Permission denied" "No such file or directory")})))
+    (try
+      (stream! file path (fn [ev] (vswap! n inc) (f ev)))
+      (catch clojure.lang.ExceptionInfo e
+        (let [raw (try (parse-raw (slurp file :encoding "UTF-8") path) (catch Exception _ (throw e)))]
+          (when (or (empty? raw) (< (count raw) @n) (not-every? #(and (map? %) (contains? % "ph")) raw))
+            (throw e))
+          (run! f (drop @n raw))
+          (vreset! n (count raw)))))
+    (when (zero? @n) (throw (rules/error "trace.no_events" {:path (str path)})))
+    @n))
 
 (defn read-events
-  "All events of the trace file at `path`, in a vector (see `read-trace`; all in memory)."
-  ([path] (read-events path {}))
-  ([path opts]
-   (let [out (ArrayList.)]
-     (read-trace path opts #(.add out %))
-     (vec out))))
+  "The events of the valid trace file at `path`, in a vector (see `read-trace!`)."
+  [path]
+  (let [out (volatile! (transient []))]
+    (read-trace! path #(vswap! out conj! %))
+    (persistent! @out)))
+
+;; ------------------------------------------------------------------ MXNet's raw layout
+
+(def ^:private layout ((rules/read-spec "trace.json") "mxnet_layout"))
+(def ^:private ^Pattern header (re-pattern (layout "header")))
+(def ^:private ^Pattern footer (re-pattern (layout "footer")))
+(def ^:private lines (mapv #(Pattern/compile % Pattern/MULTILINE) (layout "raw_string_lines")))
+
+(defn- json-escape ^String [^String s]
+  (let [sb (StringBuilder.)]
+    (doseq [c s]
+      (case c \" (.append sb "\\\"") \\ (.append sb "\\\\")
+            (if (< (int c) 32) (.append sb (format "\\u%04x" (int c))) (.append sb c))))
+    (str sb)))
+
+(defn- escape-lines
+  "`text` with the raw value (group 2) of every line a raw_string_lines pattern matches
+  JSON-escaped."
+  ^String [^String text]
+  (reduce (fn [^String t ^Pattern re]
+            (let [m (.matcher re t) sb (StringBuffer.)]
+              (while (.find m)
+                (.appendReplacement m sb (Matcher/quoteReplacement
+                                          (str (.group m 1) (json-escape (.group m 2)) (.group m 3)))))
+              (str (.appendTail m sb))))
+          text lines))
+
+(defn- parse-array [^String body]
+  (with-open [^JsonParser p (.createParser factory (str "[" body "]"))]
+    (.nextToken p)
+    (let [v (value p)] (when (.nextToken p) (throw (not-valid "[events]" :after))) v)))
+
+(defn parse-raw
+  "The events in `text`, bytes of an MXNet trace in MXNet's own layout (trace.json
+  \"mxnet_layout\"): a leading header and trailing footer removed, leading and trailing commas,
+  names JSON-escaped, parsed; a last event cut short (a crash) dropped. Throws
+  `trace.not_valid` for text in no such layout (`where` names it in the message)."
+  ([text] (parse-raw text "the raw trace"))
+  ([^String text where]
+   (let [^String body (.replaceFirst (.matcher header text) "")
+         body (escape-lines (str/replace (.replaceFirst (.matcher footer body) "") #"^[\s,]+" ""))
+         body (subs body 0 (loop [i (.length body)]         ; trailing separators
+                             (if (and (pos? i) (let [c (.charAt body (int (dec i)))]
+                                                 (or (= c \,) (Character/isWhitespace c))))
+                               (recur (dec i)) i)))
+         ;; where the text may end: all of it, else after a '}' followed by one event cut short
+         ;; (no line that is a lone '}', the end of a whole event)
+         ends (->> (iterate #(.lastIndexOf body "}" (int (dec (long %)))) (.lastIndexOf body "}"))
+                   (take-while #(>= (long %) 0)) (map #(inc (long %)))
+                   (take-while #(not (re-find #"(?m)^\s*\}\s*$" (subs body %)))))]
+     (cond
+       (str/blank? body) []
+       :else (or (some #(try (parse-array (subs body 0 %)) (catch Exception _ nil))
+                       (cons (.length body) ends))
+                 (when (and (str/starts-with? body "{") (not (str/includes? body "\n    }\n")))
+                   [])                                    ; one event, cut short
+                 (throw (not-valid where :layout)))))))

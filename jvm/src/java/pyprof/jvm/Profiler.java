@@ -259,8 +259,9 @@ public final class Profiler {
   }
 
   /**
-   * Exact statistics of the trace file(s) at {@code paths}, read as a stream (pure JVM, no C
-   * call; the same numbers as Python's {@code pyprof.stats}).
+   * Statistics of the valid trace file(s) at {@code paths} (the windows a session wrote, or a
+   * trace in MXNet's own layout), read as a stream (pure JVM, no C call; Python's
+   * {@code pyprof.trace.stats} figures within a relative 1e-12).
    *
    * @return an unmodifiable {@code Map<String, Object>}: {@code "operators"} (a list of maps of
    *     {@code "category"}, {@code "name"}, {@code "device"}, {@code "count"}, and times in
@@ -268,7 +269,8 @@ public final class Profiler {
    *     a duration is not whole), {@code "mean_us"}, {@code "p50_us"}, {@code "p90_us"},
    *     {@code "p99_us"} (Double), {@code "bulk"}), {@code "memory"} (per device, in bytes),
    *     {@code "counters"}, {@code "notes"} (Strings) and {@code "units"}
-   * @throws PyprofException for a missing or unreadable file
+   * @throws PyprofException for a missing or unreadable file, or a damaged or foreign one
+   *     ({@code trace.not_valid}, whose fix is Python's {@code pyprof repair})
    */
   public static Map<String, Object> stats(String... paths) {
     return JavaData.map((Map<?, ?>) call(() -> Vars.STATS.invoke(java.util.Arrays.asList(paths))));

@@ -281,24 +281,6 @@ public final class LibMXNet {
         numParams, paramKeys, paramVals), "MXImperativeInvoke");
   }
 
-  public static void MXNDArrayCreate(
-      int[] shape, int ndim, int devType, int devId, int delayAlloc, PointerByReference out) {
-    reader(() -> Natives.MXNDArrayCreate(shape, ndim, devType, devId, delayAlloc, out),
-        "MXNDArrayCreate");
-  }
-
-  public static void MXNDArrayCreateEx(
-      int[] shape,
-      int ndim,
-      int devType,
-      int devId,
-      int delayAlloc,
-      int dtype,
-      PointerByReference out) {
-    reader(() -> Natives.MXNDArrayCreateEx(shape, ndim, devType, devId, delayAlloc, dtype, out),
-        "MXNDArrayCreateEx");
-  }
-
   public static void MXNDArrayWaitToRead(Pointer handle) {
     reader(() -> Natives.MXNDArrayWaitToRead(handle), "MXNDArrayWaitToRead");
   }
@@ -310,11 +292,6 @@ public final class LibMXNet {
   /** {@code size} counts elements, not bytes. */
   public static void MXNDArraySyncCopyToCPU(Pointer handle, Pointer data, long size) {
     reader(() -> Natives.MXNDArraySyncCopyToCPU(handle, data, size), "MXNDArraySyncCopyToCPU");
-  }
-
-  public static void MXNDArrayGetShape(
-      Pointer handle, IntByReference outDim, PointerByReference outPdata) {
-    reader(() -> Natives.MXNDArrayGetShape(handle, outDim, outPdata), "MXNDArrayGetShape");
   }
 
   public static void MXNDArrayGetShapeEx(

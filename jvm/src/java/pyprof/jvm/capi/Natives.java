@@ -11,6 +11,11 @@ import com.sun.jna.ptr.PointerByReference;
  * {@code nnvm/c_api.h}; every function returns 0 on success and -1 on failure.
  * {@code uint32_t}/{@code int} map to {@code int}; {@code size_t}, {@code uint64_t} and
  * {@code int64_t} to {@code long}. Registered by {@link LibMXNet#load()}.
+ *
+ * <p>The one list of these functions is {@code pyprof/spec/capi.json} (its C declarations and
+ * the languages that bind each): {@code jvm/test/pyprof/capi_spec_test.clj} checks every native
+ * method here against it, and {@code tests/test_capi_spec.py} checks it against the wheel's
+ * {@code c_api.h}. A new binding is added there first.
  */
 final class Natives {
   private Natives() {}
@@ -68,26 +73,11 @@ final class Natives {
       Pointer paramKeys,
       Pointer paramVals);
 
-  static native int MXNDArrayCreate(
-      int[] shape, int ndim, int devType, int devId, int delayAlloc, PointerByReference out);
-
-  static native int MXNDArrayCreateEx(
-      int[] shape,
-      int ndim,
-      int devType,
-      int devId,
-      int delayAlloc,
-      int dtype,
-      PointerByReference out);
-
   static native int MXNDArrayWaitToRead(Pointer handle);
 
   static native int MXNDArrayWaitAll();
 
   static native int MXNDArraySyncCopyToCPU(Pointer handle, Pointer data, long size);
-
-  static native int MXNDArrayGetShape(
-      Pointer handle, IntByReference outDim, PointerByReference outPdata);
 
   static native int MXNDArrayGetShapeEx(
       Pointer handle, IntByReference outDim, PointerByReference outPdata);

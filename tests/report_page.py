@@ -1,0 +1,128 @@
+"""The browser side of the HTML report tests: Debian's chromium through Playwright, one browser
+per test module, each report opened in a fresh context with every request recorded and all but
+the file itself refused; helpers comparing the page with ``pyprof summarize --format json``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from child import ROOT
+
+TRACES = ROOT / "tests" / "fixtures" / "traces"
+CASES = ROOT / "tests" / "fixtures" / "stats_cases"
+CHROMIUM = os.environ.get("PYPROF_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+HIGHLIGHT_RGB = (214, 39, 40)  # timeline.js HIGHLIGHT, #d62728
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"no Chromium at {CHROMIUM}; fix: run scripts/setup.sh (it installs Debian's "
+                    "chromium), or set PYPROF_CHROMIUM to a Chromium binary")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM)
+        yield b
+        b.close()
+
+
+class Page:
+    """One report opened in a fresh context: the page, its requests and its errors."""
+
+    def __init__(self, browser, path: Path, width: int = 1280):
+        self.url = path.resolve().as_uri()
+        self.context = browser.new_context(viewport={"width": width, "height": 900})
+        self.requests: list[str] = []
+        self.refused: list[str] = []
+        self.errors: list[str] = []
+
+        def route(r):
+            if r.request.url == self.url:
+                r.continue_()
+            else:
+                self.refused.append(r.request.url)
+                r.abort()
+        self.context.route("**/*", route)
+        self.page = self.context.new_page()
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.goto(self.url)
+        self.page.wait_for_function("document.body.dataset.ready", timeout=30000)
+        self.ready = self.page.evaluate("document.body.dataset.ready")
+
+    def js(self, expr: str):
+        return self.page.evaluate(expr)
+
+    def close(self) -> None:
+        self.context.close()
+
+    def check_clean(self) -> None:
+        assert self.ready == "1", self.js("pyprofReport.errors")
+        assert self.errors == []
+        assert self.requests == [self.url] and self.refused == []
+
+
+@pytest.fixture()
+def open_report(browser):
+    pages: list[Page] = []
+
+    def opener(path: Path, width: int = 1280) -> Page:
+        p = Page(browser, path, width)
+        pages.append(p)
+        return p
+    yield opener
+    for p in pages:
+        p.close()
+
+
+ROWS_JS = """(fi) => [...document.querySelectorAll(`table.ops[data-file="${fi}"] tbody tr`)].map(tr => ({
+  key: JSON.parse(tr.dataset.key), count: +tr.dataset.count, total_us: +tr.dataset.totalUs,
+  cells: [...tr.cells].map(td => td.textContent)}))"""
+TOTAL_JS = """(fi) => { const tr = document.querySelector(`table.ops[data-file="${fi}"] tfoot tr`);
+  return {count: +tr.dataset.count, total_us: +tr.dataset.totalUs, cells: [...tr.cells].map(td => td.textContent)}; }"""
+RED_PIXELS_JS = """([r, g, b]) => { const c = document.getElementById('timeline');
+  const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data; let n = 0;
+  for (let i = 0; i < d.length; i += 4) if (d[i] === r && d[i+1] === g && d[i+2] === b) n++;
+  return n; }"""
+
+
+def check_table(page: Page, summary: dict, fi: int = 0) -> None:
+    """The table's rows and totals are summarize's operators, figure for figure."""
+    rows = page.page.evaluate(ROWS_JS, fi)
+    ops = summary["operators"]
+    assert len(rows) == len(ops)
+    # As floats: a JavaScript number comes back as the int it prints as (1.8e19 as 18446744073709552000).
+    want = sorted(([o["category"], o["name"], o["device"]], o["count"], float(o["total_us"])) for o in ops)
+    assert sorted((r["key"], r["count"], float(r["total_us"])) for r in rows) == want
+    by_key = {(o["category"], o["name"], o["device"]): o for o in ops}
+    for r in rows:
+        o = by_key[tuple(r["key"])]
+        dev, cat, name, calls, total, share = r["cells"][:6]
+        assert (dev, cat, name) == (o["device"] or "host", o["category"], o["name"])
+        assert int(calls) == o["count"]
+        assert total == f"{o['total_us'] / 1e3:.3f}"
+        assert share == f"{o['share_pct']:.2f}"
+        assert r["cells"][6:] == [f"{o[k] / 1e3:.3f}" for k in
+                                  ("mean_us", "p50_us", "p90_us", "p99_us", "min_us", "max_us")]
+    total = page.page.evaluate(TOTAL_JS, fi)
+    assert total["count"] == sum(o["count"] for o in ops)
+    assert float(total["total_us"]) == float(sum(o["total_us"] for o in ops))
+    assert total["cells"][2] == f"{sum(o['total_us'] for o in ops) / 1e3:.3f}"
+    # Rows in the page's default order: total time descending, as summarize sorts each group.
+    totals = [r["total_us"] for r in rows]
+    assert totals == sorted(totals, reverse=True)
+
+
+def check_notes(page: Page, summary: dict) -> None:
+    text = page.js("document.getElementById('notes').textContent")
+    for note in summary["notes"]:
+        assert note in text
+    if not summary["notes"]:
+        assert "no repairs or notes" in text
+
+
