@@ -7,7 +7,7 @@ logic that takes long, e.g. the smallest chunk size of a parametrized reader tes
 file's own helpers and fixtures it reaches (followed transitively) use what loads MXNet or the
 JVM or starts a process: ``mxnet``, ``jpype``, ``subprocess``, ``multiprocessing``,
 ``sys.executable``, ``os.fork`` and the trace reader's worker processes (``_workers=``),
-``child.run_scenario`` and the other helpers of ``tests/child.py``, the
+a browser (``playwright``), ``child.run_scenario`` and the other helpers of ``tests/child.py``, the
 bridge and the profiler API (``pyprof.jvm``, ``pyprof.profiler``, ``pyprof.profile``, ...).
 The rule is conservative: a test it cannot see through goes to the full lane only.
 
@@ -36,7 +36,7 @@ HEAVY_MODULES = {"mxnet", "jpype", "subprocess", "multiprocessing", "child", "st
                  "pyprof.objects", "pyprof.env", "pyprof.dist", "pyprof.examples",
                  "pyprof.context", "pyprof.gpu", "pyprof.bench.runner", "pyprof.bench.registry",
                  "pyprof.dnnl.capture", "conformance.runner", "runner", "tests.child",
-                 "tests.stress_harness", "tests.conformance.runner"}
+                 "tests.stress_harness", "tests.conformance.runner", "playwright", "report_page"}
 #: names of the pyprof package that reach MXNet (``pyprof.profile(...)``, ``from pyprof import jvm``)
 HEAVY_PYPROF_NAMES = {"jvm", "native", "bench", "profiler", "session", "objects", "env", "dist",
                       "examples", "context", "gpu", "profile", "schedule", "recover", "set_config",
@@ -201,10 +201,10 @@ def _refuse(what: str):
 
 
 class _BlockImports:
-    """Meta path finder that refuses mxnet and jpype while the fast lane runs."""
+    """Meta path finder that refuses mxnet, jpype and playwright while the fast lane runs."""
 
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("mxnet", "jpype", "_jpype"):
+        if name.split(".")[0] in ("mxnet", "jpype", "_jpype", "playwright"):
             _refuse(f"import {name}")
         return None
 
