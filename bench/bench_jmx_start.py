@@ -63,7 +63,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    from pyprof import _capi, jvm
+    from pyprof.native import capi as _capi
+    from pyprof import jvm
     cp = os.pathsep.join(jvm.classpath())
     env = dict(os.environ, MXNET_LIBRARY_PATH=_capi.library_path())
     rows: dict[str, list[float]] = {}

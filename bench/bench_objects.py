@@ -101,7 +101,8 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=200_000)
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from pyprof import _capi, jvm
+    from pyprof.native import capi as _capi
+    from pyprof import jvm
     lib = _capi.library_path()
     cp = os.pathsep.join(jvm.classpath())
     res = {}

@@ -18,8 +18,8 @@
   ;; No AOT for the library jar (`lein jar`, `lein install`): it holds pyprof's Java classes, its
   ;; Clojure sources and the spec files, never compiled copies of its dependencies (AOT of the
   ;; :main namespace would compile clojure.data.json and tools.cli into it). Only the uberjar,
-  ;; which bundles every dependency anyway, compiles pyprof.matmul for `java -jar`.
-  :main ^:skip-aot pyprof.matmul
+  ;; which bundles every dependency anyway, compiles pyprof.example.matmul for `java -jar`.
+  :main ^:skip-aot pyprof.example.matmul
   ;; A -Dmxnet.library.path given to Leiningen's JVM (JVM_OPTS / LEIN_JVM_OPTS) reaches the
   ;; project JVM too; MXNET_LIBRARY_PATH is inherited from the environment as is.
   :jvm-opts ~(cond-> ["-XX:-OmitStackTraceInFastThrow"]
@@ -27,5 +27,5 @@
                (conj (str "-Dmxnet.library.path=" (System/getProperty "mxnet.library.path"))))
   ;; Tests write their sessions' files in temporary directories: the Java session's output root
   ;; (pyprof.jvm.OutputRoot) is the temp directory there, passed on to child JVMs.
-  :profiles {:uberjar {:aot [pyprof.matmul] :target-path "target/uberjar"}
+  :profiles {:uberjar {:aot [pyprof.example.matmul] :target-path "target/uberjar"}
              :test {:jvm-opts [~(str "-Dpyprof.outputRoot=" (System/getProperty "java.io.tmpdir"))]}})

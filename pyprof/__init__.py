@@ -6,7 +6,7 @@ statistics from a trace (``pyprof.stats``) and trace repair (``pyprof.repair``).
 binding is reached through ``pyprof.jvm``; the trace tools live in ``pyprof.trace``.
 """
 
-from . import _capi
+from .native import capi as _capi
 from .errors import (ConfigError, DeviceError, JVMError, LibraryNotFoundError, MXNetError,
                      PyprofError, StateError)
 from .objects import Counter, Domain, Event, Frame, Marker, Task

@@ -14,7 +14,8 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any, Mapping
 
-from . import _output, rules
+from .process import output as _output
+from . import rules
 from .errors import ConfigError
 
 __all__ = ["ConfigKey", "keys", "validate", "SPEC_PATH"]
@@ -140,7 +141,7 @@ def validate(kwargs: Mapping[str, Any]) -> dict[str, str]:
 
     Raises ConfigError for an unknown key (naming the nearest valid one) or a value the
     key does not accept; for a file key (filename) also config.missing_directory and
-    config.bad_path (a directory, an unwritable place, a full disk: see pyprof._output).
+    config.bad_path (a directory, an unwritable place, a full disk: see pyprof.process.output).
     """
     spec = keys()
     out: dict[str, str] = {}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from . import _capi, gpu, rules
+from .native import capi as _capi
+from . import gpu, rules
 
 #: How to get a GPU build (errors.json's API names, as Python says it).
 CUDA_HINT = rules.CATALOGUE["api"]["cuda_build"]["python"]

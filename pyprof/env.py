@@ -36,8 +36,9 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from . import _capi, config, rules
-from ._importhook import AfterImport
+from .native import capi as _capi
+from . import config, rules
+from .native.importhook import AfterImport
 from .errors import ConfigError
 
 __all__ = ["MODES", "BULK_VARIABLES", "parse_mode", "config_from_environment", "autostart",
@@ -258,8 +259,9 @@ def autostart(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def _finish() -> None:
-    from . import _capi, profiler
-    from ._tracker import TRACKER
+    from .native import capi as _capi
+    from . import profiler
+    from .process.tracker import TRACKER
     if _capi.forked_error():
         return  # a forked child: the trace is the parent's
     state = profiler.state()

@@ -8,8 +8,8 @@ The JVM starts once per process (JPype cannot restart one). ``start()`` twice, o
 ``shutdown()``, raises JVMError; ``call`` and ``require`` start it on first use.
 
 One profiler, one record of it: ``start()`` joins the two API gates and makes Python's tracker
-the JVM layer's (``pyprof._bridge_tracker``), so state, session ownership and the kept trace file
-are the same facts in both languages. Values cross exactly (``pyprof._bridge_values``: big and
+the JVM layer's (``pyprof.native.jvm_tracker``), so state, session ownership and the kept trace file
+are the same facts in both languages. Values cross exactly (``pyprof.native.jvm_values``: big and
 unsigned integers, booleans, strings, maps, vectors, nil), and JVM errors become the Python
 classes api.json ``error_kinds`` names.
 """
@@ -24,9 +24,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import _bridge_signals, _bridge_tracker, _capi, rules
-from ._bridge_values import Keyword, StringKey, to_clojure, to_python, translate_exception
-from ._gate import GATE
+from .native import signals as _bridge_signals, capi as _capi
+from .native import jvm_tracker as _bridge_tracker
+from .native.jvm_values import Keyword, StringKey, to_clojure, to_python, translate_exception
+from . import rules
+from .native.gate import GATE
 from .errors import JVMError
 
 __all__ = ["start", "shutdown", "is_running", "call", "require", "classpath", "jvm_dir",

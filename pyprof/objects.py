@@ -29,7 +29,8 @@ import os
 import threading
 from typing import Any, Callable, TypeVar
 
-from . import _capi, rules
+from .native import capi as _capi
+from . import rules
 
 __all__ = ["Domain", "Task", "Frame", "Event", "Counter", "Marker", "MARKER_SCOPES"]
 

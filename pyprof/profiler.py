@@ -17,8 +17,10 @@ import threading
 import warnings
 from typing import Any
 
-from . import _capi, _keep_file, _output, config, rules
-from ._tracker import TRACKER
+from .native import capi as _capi
+from .process import keep_file as _keep_file, output as _output
+from . import config, rules
+from .process.tracker import TRACKER
 from .errors import MXNetError
 
 __all__ = [
@@ -38,7 +40,7 @@ _kvstore_handle = _capi.handle()  # NULL unless set_kvstore_handle() was called
 
 
 _t = TRACKER  # this module's short name for the process's one tracker (the JVM's too, through
-#               the bridge: pyprof._bridge_tracker)
+#               the bridge: pyprof.native.jvm_tracker)
 
 
 def _trace_name() -> str | None:
@@ -163,7 +165,7 @@ def _switch_file(c_values: dict[str, str]) -> None:
     process's metadata events, which the new file gets too. With continuous_dump off, MXNet's
     dump stopped output: running again restores it.
     """
-    from ._session_windows import METADATA, read_range
+    from .session.windows import METADATA, read_range
 
     old_cfg = dict(_t.config or {})
     old = old_cfg["filename"]
@@ -195,7 +197,7 @@ def _dump_intermediate() -> bool:
 def _configure_same_file(c_values: dict[str, str]) -> None:
     """A config naming the file the profiler has been writing (kept or given again; under the
     tracker lock). MXNet's config unlinks it, so its events are kept in a part first
-    (``pyprof._keep_file``), joined with the file by the finished dump, or at exit."""
+    (``pyprof.process.keep_file``), joined with the file by the finished dump, or at exit."""
     path = c_values["filename"]
     if (_t.config or {}).get("continuous_dump") != "false" and not os.path.exists(path) \
             and _output.file_problem(path) is None:
@@ -328,7 +330,7 @@ def _finish_file(path: str) -> None:
     if _join_kept(path):
         return
     if _t.repair_on_finish:
-        from ._session_windows import complete_headless_trace
+        from .session.windows import complete_headless_trace
         complete_headless_trace(path)
 
 

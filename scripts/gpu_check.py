@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = ".venv/bin/python"
-LIBMXNET = f"$({PY} -c 'import pyprof._capi as c; print(c.library_path())')"
+LIBMXNET = f"$({PY} -c 'import pyprof.native.capi as c; print(c.library_path())')"
 N = 4096
 MATMUL = f"--size {N} --iters 3 --begin 1 --end 2"  # one steady-state profiled iteration
 CHECK = "scripts/gpu_check.py"
@@ -157,7 +157,8 @@ def check_step(s: Step, out: Path) -> None:
 
 def probe(path: Path) -> int:
     """The build and the gpu(0) context: what pyprof and MXNet say, as JSON at ``path``."""
-    from pyprof import _capi, context, gpu
+    from pyprof.native import capi as _capi
+    from pyprof import context, gpu
 
     lib = _capi.library_path()
     data = {"library": lib, "build": asdict(gpu.describe_build(lib)),
@@ -193,7 +194,8 @@ def memory(outdir: Path, kind: str = "gpu") -> int:
     import mxnet as mx
 
     import pyprof.trace
-    from pyprof import _capi, profiler
+    from pyprof.native import capi as _capi
+    from pyprof import profiler
 
     outdir.mkdir(parents=True, exist_ok=True)
     trace = outdir / "memory-trace.json"

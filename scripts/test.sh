@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
 # Every test: set up (once), then the Python suite (pytest) and the JVM suite (lein test).
 # Extra arguments go to pytest.
+# `--fast` runs only the pure-logic tests (pytest -m fast: no MXNet, no JVM, no child process;
+# tests/conftest.py gives the marker and guards the lane), in under a minute.
 # `--gpu [CUDA]` first sets up the CUDA build of MXNet (scripts/setup.sh --gpu), and after the
 # suites runs the GPU check (scripts/gpu-check.sh) into $GPU_CHECK_OUT (default ./gpu-check-out).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=scripts/gpu-args.sh
 . "$root/scripts/gpu-args.sh"
+fast=0 args=()
+for a in "$@"; do if [ "$a" = --fast ]; then fast=1; else args+=("$a"); fi; done
+set -- "${args[@]}"
 split_gpu_args "$@"
 set -- "${rest[@]}"
 "$root/scripts/setup.sh" "${setup[@]}"
 cd "$root"
+if ((fast)); then
+  echo "== Pure-logic tests (pytest -m fast)"
+  exec .venv/bin/python -m pytest -m fast "$@"
+fi
 status=0
 echo "== Python tests (pytest)"
 .venv/bin/python -m pytest "$@" || status=$?
-libmxnet="$("$root/.venv/bin/python" -c 'import pyprof._capi as c; print(c.library_path())')"
+libmxnet="$("$root/.venv/bin/python" -c 'import pyprof.native.capi as c; print(c.library_path())')"
 echo "== JVM tests (lein test in jvm/)"
 (cd jvm && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?
 echo "== The seed's Clojure example (lein test in examples/matmul/)"

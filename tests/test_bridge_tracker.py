@@ -18,7 +18,7 @@ def test_the_jvm_layer_uses_pythons_tracker_and_names_the_same_fields(tmp_path):
     r = run_scenario("""
 import jpype
 from pyprof import jvm
-from pyprof._tracker import TRACKER, Tracker
+from pyprof.process.tracker import TRACKER, Tracker
 jvm.start()
 t = jpype.JClass("pyprof.jvm.Tracker")
 result = {"java": [str(f) for f in t.FIELDS], "python": list(Tracker.FIELDS),
@@ -38,7 +38,7 @@ def test_a_config_without_filename_keeps_the_file_whichever_language_configured(
 import os
 import mxnet as mx
 from pyprof import jvm, profiler
-from pyprof._tracker import TRACKER
+from pyprof.process.tracker import TRACKER
 p = jvm.require("pyprof.profiler")
 profiler.set_config(filename="a.json", profile_imperative=True)
 profiler.set_state("run")
@@ -134,7 +134,7 @@ import threading
 import mxnet as mx
 import pyprof
 from pyprof import jvm, profiler
-from pyprof._tracker import TRACKER
+from pyprof.process.tracker import TRACKER
 s = jvm.require("pyprof.session")
 p = jvm.require("pyprof.profiler")
 out = {{}}

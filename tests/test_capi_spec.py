@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pyprof import _capi, rules
+from pyprof.native import capi as _capi
+from pyprof import rules
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = rules.spec("capi.json")

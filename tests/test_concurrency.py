@@ -18,7 +18,7 @@ import pytest
 from child import ROOT, load_trace, run_scenario
 from stress_harness import CASES, run_case
 
-from pyprof._gate import Gate
+from pyprof.native.gate import Gate
 from pyprof.errors import StateError
 
 TRIALS = int(os.environ.get("PYPROF_STRESS_TRIALS", "3"))

@@ -20,7 +20,7 @@ from child import ROOT, load_trace, operator_pairs, run_cli, run_scenario
 
 import pytest
 
-from pyprof import _raw_dir
+from pyprof.session import rawdir as _raw_dir
 from pyprof.trace import validate
 
 #: A complete "dot" end event as MXNet writes it (multi-line JSON, fields in this order).

@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from child import ROOT
-from pyprof import _capi, context, gpu
+from pyprof.native import capi as _capi
+from pyprof import context, gpu
 from pyprof.errors import DeviceError
 
 

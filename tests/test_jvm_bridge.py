@@ -6,7 +6,7 @@ from child import load_trace, run_scenario
 def test_jvm_binds_to_the_library_python_loaded_and_shares_the_profiler(tmp_path):
     r = run_scenario("""
 import mxnet as mx
-import pyprof._capi as capi
+import pyprof.native.capi as capi
 from pyprof import jvm, profiler
 p = jvm.require("pyprof.profiler")
 # Configure from the JVM, record from both, dump from Python: one trace.

@@ -1,6 +1,6 @@
 """The codebase's layout rules (docs/architecture.md), checked on the sources themselves:
 no import cycle inside pyprof, no module using another's private names, ctypes only in
-_capi, no source file over about 450 lines."""
+pyprof.native.capi, no source file over about 450 lines."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_no_import_cycle_inside_pyprof():
 
 
 def test_no_module_uses_another_modules_private_names():
-    """Private modules (_capi, _gate, ...) are package-internal and may be imported; the
+    """Package-internal modules (pyprof.native.capi, ...) may be imported and may be imported; the
     private names inside another module may not (``mod._x``, ``from .mod import _x``)."""
     modules = _modules()
     offences = []
@@ -89,7 +89,7 @@ def test_no_module_uses_another_modules_private_names():
 
 def test_ctypes_only_in_capi():
     users = [str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")
-             if p.name != "_capi.py" and any(
+             if p.relative_to(PACKAGE).as_posix() != "native/capi.py" and any(
                  isinstance(n, (ast.Import, ast.ImportFrom)) and any(
                      (getattr(n, "module", None) or a.name).split(".")[0] == "ctypes"
                      for a in n.names)
@@ -103,3 +103,130 @@ def test_no_source_file_over_450_lines():
     long = {str(p.relative_to(ROOT)): n for p in sources
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert long == {}, "split these by purpose (docs/architecture.md)"
+
+
+# --- docs/architecture.md: the module map and the restated-lines table cannot drift ---------
+
+DOC = ROOT / "docs" / "architecture.md"
+JVM_SRC = ROOT / "jvm" / "src"
+
+
+def _module_map() -> dict[tuple[str, str], list[str]]:
+    """(language, layer) -> the names the document's ```modules block lists (``=...`` kept)."""
+    text = DOC.read_text()
+    block = text.split("```modules\n", 1)[1].split("```", 1)[0]
+    out = {}
+    for line in block.splitlines():
+        if line.strip():
+            head, _, names = line.partition(":")
+            language, layer = head.split(None, 1)
+            out[(language, layer.strip())] = [n.strip() for n in names.split(",") if n.strip()]
+    return out
+
+
+def _listed(language: str) -> list[str]:
+    return [n.partition("=")[0] for (lang, _), names in _module_map().items()
+            if lang == language for n in names]
+
+
+def _clojure_namespaces() -> dict[str, Path]:
+    return {".".join(p.relative_to(JVM_SRC / "clj").with_suffix("").parts).replace("_", "-"): p
+            for p in (JVM_SRC / "clj").rglob("*.clj")}
+
+
+def _java_classes() -> dict[str, Path]:
+    return {".".join(p.relative_to(JVM_SRC / "java").with_suffix("").parts): p
+            for p in (JVM_SRC / "java").rglob("*.java")}
+
+
+def _tree(language: str) -> set[str]:
+    if language == "python":
+        return set(_modules())
+    return set(_clojure_namespaces() if language == "clojure" else _java_classes())
+
+
+def test_module_map_lists_every_module_and_namespace_once_and_nothing_else():
+    languages = {lang for lang, _ in _module_map()}
+    assert languages == {"python", "clojure", "java"}
+    for language in sorted(languages):
+        listed = _listed(language)
+        twice = sorted({n for n in listed if listed.count(n) > 1})
+        assert twice == [], f"{language}: listed more than once in docs/architecture.md"
+        tree = _tree(language)
+        assert sorted(tree - set(listed)) == [], \
+            f"{language}: in the tree, missing from the module map of docs/architecture.md"
+        assert sorted(set(listed) - tree) == [], \
+            f"{language}: in the module map of docs/architecture.md, not in the tree"
+
+
+def test_what_a_jvm_entry_restates_is_a_python_module():
+    python = set(_modules())
+    restated = {n.partition("=")[2] for (lang, _), names in _module_map().items()
+                if lang != "python" for n in names if "=" in n}
+    assert sorted(restated - python) == []
+
+
+def test_example_namespaces_are_required_only_by_the_example_and_compat():
+    """The example's MXNet (pyprof.example.*, pyprof.jvm.example.*) is not the profiler:
+    no namespace or class of the profiler uses it."""
+    offenders = []
+    for name, path in {**_clojure_namespaces(), **_java_classes()}.items():
+        if name.startswith(("pyprof.example.", "pyprof.jvm.example.", "org.apache.clojure-mxnet.")):
+            continue
+        text = path.read_text()
+        if "pyprof.example." in text.replace("pyprof.example.context/gpu", "") \
+                or "pyprof.jvm.example" in text:
+            offenders.append(name)
+    assert offenders == []
+
+
+def _restated_lines():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("restated_lines",
+                                                  ROOT / "scripts" / "restated_lines.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_restated_lines_table_is_what_the_tree_holds():
+    """Every ``=`` entry of the module map is a row; each row's after column is the file's line
+    count now (0 once it is gone): fix with ``scripts/restated_lines.py --write``."""
+    rl = _restated_lines()
+    text = DOC.read_text()
+    rows = rl.rows(text)
+    files = {r["file"] for r in rows}
+    assert len(files) == len(rows), "a file twice in the restated-lines table"
+    paths = {**_clojure_namespaces(), **_java_classes()}
+    marked = {str(paths[n.partition("=")[0]].relative_to(JVM_SRC)): n.partition("=")[2]
+              for (lang, _), names in _module_map().items() if lang != "python"
+              for n in names if "=" in n}
+    assert sorted(set(marked) - files) == [], "restating files missing from the table"
+    for r in rows:
+        if r["file"] in marked:
+            assert r["module"] == marked[r["file"]], r["file"]
+        else:
+            assert not (JVM_SRC / r["file"]).exists(), \
+                f"{r['file']} is in the table but not marked as restating in the module map"
+    assert rl.render(text) == text, "run scripts/restated_lines.py --write"
+    assert {r["file"]: r["after"] for r in rows} == {r["file"]: rl.lines_of(r["file"]) for r in rows}
+
+
+def test_no_submodule_is_shadowed_by_a_name_of_its_package():
+    """``pyprof.trace.stats`` is a function, so no module may be called ``pyprof/trace/stats.py``:
+    once imported it would be unreachable as ``pyprof.trace.stats`` (``statistics`` is the
+    module). Checked for every package on what its ``__init__`` binds."""
+    shadowed = []
+    for init in PACKAGE.rglob("__init__.py"):
+        subs = {p.stem for p in init.parent.glob("*.py") if p.name != "__init__.py"} | \
+               {p.name for p in init.parent.iterdir() if (p / "__init__.py").is_file()}
+        for node in ast.parse(init.read_text()).body:
+            bound = []
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                bound = [node.name]
+            elif isinstance(node, ast.ImportFrom) and not (node.level == 1 and node.module is None):
+                bound = [a.asname or a.name for a in node.names]
+            elif isinstance(node, ast.Assign):
+                bound = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            shadowed += [f"{init.parent.relative_to(ROOT)}/{n}" for n in bound if n in subs]
+    assert shadowed == []

@@ -84,7 +84,7 @@ def test_bad_options_are_usage_errors(tmp_path):
 
 
 def _libmxnet() -> str:
-    import pyprof._capi as capi
+    import pyprof.native.capi as capi
 
     return capi.library_path()
 

@@ -14,7 +14,8 @@ import subprocess
 
 import pytest
 
-from pyprof import _output, config, errors, rules, trace
+from pyprof.process import output as _output
+from pyprof import config, errors, rules, trace
 from tests.child import run_scenario
 
 

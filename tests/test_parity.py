@@ -32,8 +32,8 @@ if BINDING == "python":
 else:
     from pyprof import jvm
     p = jvm.require("pyprof.profiler")
-    nd, sym, ctx = (jvm.require(f"pyprof.{n}") for n in ("ndarray", "symbol", "context"))
-    ex = jvm.require("pyprof.executor")
+    nd, sym, ctx = (jvm.require(f"pyprof.example.{n}") for n in ("ndarray", "symbol", "context"))
+    ex = jvm.require("pyprof.example.executor")
     cpu = ctx.cpu()
     a = nd.random_uniform(-1.0, 1.0, [N, N], {"ctx": cpu})
     b = nd.random_uniform(-1.0, 1.0, [N, N], {"ctx": cpu})

@@ -85,7 +85,7 @@ def test_exact_statistics_agree_with_pyprof_trace_stats(tmp_path):
     """The JVM records a trace; Python's pyprof.trace.stats and the JVM's pyprof.stats read it."""
     run_scenario("""
 from pyprof import jvm
-p, nd = jvm.require("pyprof.profiler"), jvm.require("pyprof.ndarray")
+p, nd = jvm.require("pyprof.profiler"), jvm.require("pyprof.example.ndarray")
 p.profiler_set_config({"filename": "trace.json", "profile-imperative": True,
                        "continuous-dump": False, "aggregate-stats": True})
 d = p.domain("stats")

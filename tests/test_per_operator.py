@@ -31,7 +31,7 @@ def test_the_variables_are_the_specs_and_all_set_to_zero():
 
 def test_libmxnet_reads_each_variable_and_writes_imperative_bulk():
     """The names come from MXNet 1.9.1 itself: each is a string in the wheel's libmxnet.so."""
-    from pyprof import _capi
+    from pyprof.native import capi as _capi
 
     with open(_capi.library_path(), "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
         for name in (*env.BULK_VARIABLES, "ImperativeBulk"):

@@ -96,7 +96,8 @@ result = errors
 def test_dump_before_run_and_dumps_without_aggregate_stats(tmp_path):
     r = run_scenario("""
 import pyprof
-from pyprof import profiler, _capi
+from pyprof import profiler
+from pyprof.native import capi as _capi
 errors = {}
 try:
     profiler.dump()
@@ -126,7 +127,7 @@ def test_mxnet_profiler_and_pyprof_share_one_library(tmp_path):
     r = run_scenario("""
 import mxnet as mx
 from mxnet import profiler as mxprof
-import pyprof.profiler as profiler, pyprof._capi as capi
+import pyprof.profiler as profiler, pyprof.native.capi as capi
 mxprof.set_config(filename="t.json", profile_imperative=True, continuous_dump=False)
 profiler.set_state("run")
 mx.nd.dot(mx.nd.ones((8, 8)), mx.nd.ones((8, 8))).wait_to_read()

@@ -265,7 +265,8 @@ profiler.dump()
 def test_raw_trace_is_started_afresh_between_windows_when_large(tmp_path, wait, dots, aggregate):
     r = run_scenario("""
 import os, mxnet as mx, pyprof
-from pyprof import _session_raw as raw, profiler
+from pyprof import profiler
+from pyprof.session import raw
 os.environ["PYPROF_RAW_ROTATE_BYTES"] = "1"   # rotate before every window but the first
 rotations, sizes, configs = [], [], []
 rotate, reconfigure = raw.RAW.rotate, raw.RAW.reconfigure

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 import pyprof
-from pyprof import Action, _session_schedule as spec
+from pyprof import Action
+from pyprof.session import scheduling as spec
 
 SPEC = json.loads((Path(pyprof.__file__).parent / "spec" / "schedule.json").read_text())
 

@@ -67,7 +67,7 @@ def _emit(text: str, o: argparse.Namespace) -> None:
 def execute(o: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from . import comparison as cmp
     from . import registry, runner
-    from ..trace.diff import format_diff
+    from ..trace.diffing import format_diff
 
     fmt = o.output_format or ("json" if (o.output_file or "").endswith(".json") else "md")
     try:

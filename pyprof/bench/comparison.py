@@ -1,7 +1,7 @@
 """Comparisons: two result files (per case, with a noise estimate), and ``nd`` vs ``np``.
 
 :func:`compare` pairs the cases of two reports by (namespace, operator, inputs, phase) and
-hands their per-run samples to :func:`pyprof.trace.diff.compare_samples`, the trace tools'
+hands their per-run samples to :func:`pyprof.trace.compare_samples`, the trace tools'
 own comparison: medians, a bootstrap confidence interval of the change, and a verdict
 (``slower``, ``faster``, ``unchanged``, ``added``, ``removed``).
 """
@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from .. import rules
-from ..trace.diff import DiffResult, compare_samples
+from ..trace.diffing import DiffResult, compare_samples
 from . import registry
 from .inputs import Tensor, cases_for
 from .report import Report, load
@@ -59,7 +59,7 @@ def compare(base: str | os.PathLike[str] | Report, new: str | os.PathLike[str] |
     """Per-case change from ``base`` to ``new`` (result files or reports), times in ms.
 
     ``threshold`` (percent) marks a ``slower`` case as a regression (``exit_code`` 1);
-    ``options`` go to :func:`pyprof.trace.diff.compare_samples` (``min_effect_pct``,
+    ``options`` go to :func:`pyprof.trace.compare_samples` (``min_effect_pct``,
     ``confidence``, ``n_boot``, ``min_samples``, ``seed``).
     """
     a = base if isinstance(base, Report) else load(base)

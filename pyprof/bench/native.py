@@ -5,7 +5,7 @@ case is one ``b``/``e`` pair of the task ``<case id>/<phase>`` in the ``pyprof.b
 An operator call (a ``B``/``E`` pair on the device's pid) belongs to the window its begin falls
 in; the engine is drained inside the window, so it also ends there. Per run, the phase's time is
 the sum of its operator calls, engine bookkeeping (:data:`BOOKKEEPING`) left out. Each kernel's
-calls are summarised by :meth:`pyprof.trace.stats.OpStats.from_durations` (exact percentiles,
+calls are summarised by :meth:`pyprof.trace.OpStats.from_durations` (exact percentiles,
 integer microseconds). Memory: the ``Memory: <device>`` counter, in bytes, as MXNet's pooled
 storage manager hands storage out; a window's figure is the largest rise of the counter above
 the lowest value it had since the window opened (the value before the window included).
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..trace.reader import TraceReader
-from ..trace.stats import OpStats
+from ..trace.statistics import OpStats
 
 __all__ = ["DOMAIN", "BOOKKEEPING", "Window", "attribute"]
 

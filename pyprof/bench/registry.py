@@ -14,7 +14,8 @@ import dataclasses
 import functools
 import re
 
-from .. import _capi, rules
+from ..native import capi as _capi
+from .. import rules
 
 __all__ = ["Operator", "CATEGORIES", "operators", "categorize", "by_category",
            "without_benchmark", "resolve"]

@@ -27,7 +27,8 @@ def environment() -> dict[str, Any]:
     """pyprof and MXNet versions, the library, the build's runtime features, the machine."""
     import mxnet as mx
 
-    from .. import __version__, _capi
+    from .. import __version__
+    from ..native import capi as _capi
     features = {name: bool(f.enabled) for name, f in sorted(mx.runtime.Features().items())}
     return {"pyprof": __version__, "mxnet": mx.__version__, "mxnet_version": _capi.version(),
             "library": _capi.library_path(), "runtime_features": features,

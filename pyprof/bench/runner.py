@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _capi, context, rules
+from ..native import capi as _capi
+from .. import context, rules
 from . import native, registry
 from .native import DOMAIN
 from .inputs import Tensor, cases_for, describe

@@ -8,12 +8,12 @@ Quick start::
     print(dnnl.format_stats(s, "table"))
     dnnl.merge("dnnl.log", "profile.json", "merged.json").coverage   # per operator
 
-Modules: :mod:`~pyprof.dnnl.parse` (the verbose line layouts), :mod:`~pyprof.dnnl.stats`,
+Modules: :mod:`~pyprof.dnnl.parse` (the verbose line layouts), :mod:`~pyprof.dnnl.statistics`,
 :mod:`~pyprof.dnnl.merge` (primitives as trace events), :mod:`~pyprof.dnnl.capture`
 (``pyprof run --dnnl`` and ``pyprof.profile(dnnl=True)``), :mod:`~pyprof.dnnl.cli`.
 """
 
 from .parse import Primitive, Signature
-from .stats import DnnlStats, LogInfo, Row, format_stats, stats
+from .statistics import DnnlStats, LogInfo, Row, format_stats, stats
 
 __all__ = ["stats", "format_stats", "DnnlStats", "Row", "LogInfo", "Primitive", "Signature"]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import PyprofError
 from . import capture
-from .stats import FORMATS, GROUPINGS, format_stats, stats
+from .statistics import FORMATS, GROUPINGS, format_stats, stats
 
 if TYPE_CHECKING:
     from . import merge

@@ -23,7 +23,8 @@ import time
 from typing import Any
 from dataclasses import dataclass, field
 
-from .. import _capi, env, rules, session
+from ..native import capi as _capi
+from .. import env, rules, session
 from ..errors import ConfigError
 from . import _cli
 

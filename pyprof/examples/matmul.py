@@ -17,7 +17,8 @@ import time
 from typing import Any
 from dataclasses import dataclass
 
-from .. import _capi, context, env, profiler, rules
+from ..native import capi as _capi
+from .. import context, env, profiler, rules
 from ..errors import ConfigError
 from . import _cli
 
@@ -167,13 +168,13 @@ def _result(binding: str, o: argparse.Namespace, table: str, wall_ms: float) -> 
 
 
 def run_jvm(o: argparse.Namespace) -> MatmulResult:
-    """Run the Clojure example (pyprof.matmul/run) in a JVM inside this process."""
+    """Run the Clojure example (pyprof.example.matmul/run) in a JVM inside this process."""
     from .. import jvm
 
     _capi.load()
     context.check_context(o.ctx, o.device_id)
     os.makedirs(os.path.dirname(os.path.abspath(o.output)), exist_ok=True)
-    out = jvm.call("pyprof.matmul", "run", {
+    out = jvm.call("pyprof.example.matmul", "run", {
         "size": o.size, "iters": o.iters, "begin": o.begin, "end": o.end, "mode": o.mode,
         "output": o.output, "ctx": o.ctx, "device-id": o.device_id})
     return _result("jvm", o, out["stats-table"], float(out["wall-ms"]))

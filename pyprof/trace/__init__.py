@@ -20,30 +20,30 @@ Quick start::
 
 Modules: :mod:`~pyprof.trace.reader` (with :mod:`~pyprof.trace.framing`,
 :mod:`~pyprof.trace.bodyparser`, :mod:`~pyprof.trace.readreport`) reads traces;
-:mod:`~pyprof.trace.stats` computes statistics (with :mod:`~pyprof.trace.accumulate`,
+:mod:`~pyprof.trace.statistics` computes statistics (with :mod:`~pyprof.trace.accumulate`,
 :mod:`~pyprof.trace.fastpath`, :mod:`~pyprof.trace.parallel`) into :mod:`~pyprof.trace.records`;
-:mod:`~pyprof.trace.crosscheck`, :mod:`~pyprof.trace.report`, :mod:`~pyprof.trace.diff`,
-:mod:`~pyprof.trace.merge`, :mod:`~pyprof.trace.repair`, :mod:`~pyprof.trace.plot` and
+:mod:`~pyprof.trace.crosscheck`, :mod:`~pyprof.trace.report`, :mod:`~pyprof.trace.diffing`,
+:mod:`~pyprof.trace.merging`, :mod:`~pyprof.trace.repairing`, :mod:`~pyprof.trace.plotting` and
 :mod:`~pyprof.trace.html` (the HTML report) build on
 them; :mod:`~pyprof.trace.writer` writes traces, whose slices and ids
 :mod:`~pyprof.trace.slices` and :mod:`~pyprof.trace.ids` make valid and
-:mod:`~pyprof.trace.validate` checks; :mod:`~pyprof.trace.naming` holds what MXNet's
+:mod:`~pyprof.trace.validation` checks; :mod:`~pyprof.trace.naming` holds what MXNet's
 categories and names mean, :mod:`~pyprof.trace.cli` the command line.
 """
 
 from .crosscheck import CrossCheck, Mismatch, cross_check, load_aggregate
-from .diff import DiffResult, DiffRow, compare_samples, diff, format_diff
+from .diffing import DiffResult, DiffRow, compare_samples, diff, format_diff
 from .errors import AggregateFormatError, TraceError, TraceFormatError, TraceNotFoundError
-from .merge import CompactResult, MergeResult, compact, merge
+from .merging import CompactResult, MergeResult, compact, merge
 from .naming import API_CATEGORY, ASYNC_COPY_CATEGORIES, BULK_NOTE, is_bulk_name
-from .plot import plot
+from .plotting import plot
 from .reader import ReadReport, TraceReader, iter_events
 from .records import CounterStats, MemoryStats, OpStats, TraceStats
-from .repair import RepairResult, repair
+from .repairing import RepairResult, repair
 from .report import summarize
 from .slices import SliceCounts
-from .stats import stats
-from .validate import ValidationResult, validate
+from .statistics import stats
+from .validation import ValidationResult, validate
 from .html import ReportResult, report_html
 
 __all__ = [

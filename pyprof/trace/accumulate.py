@@ -6,7 +6,7 @@ reference loop :meth:`~Accumulator.add_events`) or as fast-path chunks
 update the same :class:`FileState` with the same results (``tests/trace/test_fast_path.py``).
 :meth:`~Accumulator.end_file` resolves the file's pids to device names and pools its durations
 with those of earlier files; :meth:`~Accumulator.result` builds the
-:class:`~pyprof.trace.records.TraceStats`. Nothing here reads files: :mod:`pyprof.trace.stats`
+:class:`~pyprof.trace.records.TraceStats`. Nothing here reads files: :mod:`pyprof.trace.statistics`
 does, and describes how calls are counted.
 """
 

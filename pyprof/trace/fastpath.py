@@ -35,7 +35,7 @@ Anything else (names with quotes, ``X`` events, other layouts, damaged chunks) r
 the caller parses that chunk with orjson, as before. Pairing of begin/end events is vectorised in
 :func:`pair_stack` with exactly the stack semantics of the dict-based loop.
 
-Package-internal (used by :mod:`pyprof.trace.stats`, :mod:`pyprof.trace.accumulate` and
+Package-internal (used by :mod:`pyprof.trace.statistics`, :mod:`pyprof.trace.accumulate` and
 :mod:`pyprof.trace.parallel`), not part of :mod:`pyprof.trace`'s API.
 """
 

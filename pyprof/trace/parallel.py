@@ -12,7 +12,7 @@ construction, durations order included.
 Workers are forked (no re-import of :mod:`pyprof` and its start-up hooks); where ``fork`` is not
 available the sequential path is used.
 
-Package-internal (used by :mod:`pyprof.trace.stats`), not part of :mod:`pyprof.trace`'s API.
+Package-internal (used by :mod:`pyprof.trace.statistics`), not part of :mod:`pyprof.trace`'s API.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from .._workers import available, default_workers
+from ..process.workers import available, default_workers
 from .fastpath import FastChunk, parse_body
 
 __all__ = ["ChunkPool", "available", "default_workers", "pread", "LAST_RUN"]

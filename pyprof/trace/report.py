@@ -12,7 +12,7 @@ import orjson
 
 from .. import rules
 from .naming import BULK_NOTE, bulk_share_note, bulk_shares
-from .stats import API_CATEGORY, OpStats, TraceStats, stats
+from .statistics import API_CATEGORY, OpStats, TraceStats, stats
 
 __all__ = ["summarize", "summary_notes", "SORT_KEYS", "FORMATS", "API_CATEGORY"]
 

@@ -16,7 +16,8 @@ from typing import IO, Any
 
 import orjson
 
-from .. import _output, rules
+from ..process import output as _output
+from .. import rules
 from .phases import TOP_LEVEL
 
 __all__ = ["TraceWriter", "KEPT_TOP_LEVEL", "kept_top_level", "check_output"]
@@ -112,7 +113,7 @@ class TraceWriter:
 
 def check_output(path: str | os.PathLike[str]) -> None:
     """Check an output path before any work, with the checks pyprof makes on trace paths
-    (:func:`pyprof._output.file_problem`: text, directory exists, not a directory nor a device,
+    (:func:`pyprof.process.output.file_problem`: text, directory exists, not a directory nor a device,
     a file can be created there, free space).
 
     Raises:

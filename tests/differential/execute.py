@@ -39,7 +39,7 @@ def _command(language: str, batch: Path, workdir: Path, clj: Path | None) -> lis
     if language in ("python", "bridge"):
         return [sys.executable, str(RUNNER), "--batch", str(batch), str(workdir)] + (
             ["--bridge"] if language == "bridge" else [])
-    from pyprof import _capi
+    from pyprof.native import capi as _capi
 
     form = (f"(require 'pyprof.conformance-batch) (pyprof.conformance-batch/-main-batch "
             f"{json.dumps(str(batch))} {json.dumps(language)} {json.dumps(str(workdir))})")

@@ -47,7 +47,7 @@ def test_blocks_of_any_size_give_the_same_result(log, block, monkeypatch, tmp_pa
     cut = tmp_path / log.name
     cut.write_bytes(log.read_bytes().rstrip(b"\n"))
     whole = dnnl.stats(cut, by="shape", workers=1)
-    monkeypatch.setattr(importlib.import_module("pyprof.dnnl.stats"), "_BLOCK", block)
+    monkeypatch.setattr(importlib.import_module("pyprof.dnnl.statistics"), "_BLOCK", block)
     small = dnnl.stats(cut, by="shape", workers=1)
     assert [(r.primitive, r.detail, r.exec_count, r.exec_min_ms, r.exec_max_ms, r.create_count)
             for r in small.rows] == [(r.primitive, r.detail, r.exec_count, r.exec_min_ms,

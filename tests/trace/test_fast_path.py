@@ -11,7 +11,7 @@ import pytest
 
 from pyprof.trace import summarize
 
-S = sys.modules["pyprof.trace.stats"]
+S = sys.modules["pyprof.trace.statistics"]
 F = sys.modules["pyprof.trace.fastpath"]
 
 KWARGS = [{}, {"exclude_categories": {"MXNET_C_API"}}, {"categories": {"operator"}},
@@ -139,7 +139,7 @@ def test_fixtures_identical(engines, fx, kw):
 
 
 @pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("chunk", [1 << 10, 1 << 14, 16 << 20])
+@pytest.mark.parametrize("chunk", [pytest.param(1 << 10, marks=pytest.mark.slow), 1 << 14, 16 << 20])
 def test_random_clean_traces_take_fast_path(engines, tmp_path, seed, chunk):
     rng = random.Random(seed)
     p = write_trace(tmp_path / "t.json", random_events(rng, 3000, CLEAN), mid_meta=("dom", DOM_PID))

@@ -10,7 +10,7 @@ import pytest
 from pyprof.trace import TraceFormatError, stats, summarize
 from pyprof.trace.cli import main
 
-S = importlib.import_module("pyprof.trace.stats")
+S = importlib.import_module("pyprof.trace.statistics")
 
 
 def _write(path, doc, text=None):

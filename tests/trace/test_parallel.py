@@ -11,9 +11,9 @@ from pyprof.trace import TraceReader, summarize
 
 from test_fast_path import CLEAN, DOM_PID, KWARGS, TID, canon, ev, random_events, write_trace
 
-S = sys.modules["pyprof.trace.stats"]
+S = sys.modules["pyprof.trace.statistics"]
 from pyprof.trace import parallel as P  # noqa: E402
-from pyprof import _workers as W  # noqa: E402
+from pyprof.process import workers as W  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not P.available(), reason="needs fork")
 

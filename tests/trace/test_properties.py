@@ -43,7 +43,7 @@ import tracetext
 
 import pyprof.trace as trace
 
-S = sys.modules["pyprof.trace.stats"]
+S = sys.modules["pyprof.trace.statistics"]
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "properties"
 SPEC = json.loads((ROOT / "pyprof" / "spec" / "trace.json").read_text())

@@ -15,7 +15,7 @@ from pyprof.trace.cli import main
 
 from test_fast_path import API_PID, CLEAN, KWARGS, TID, engines, ev, random_events, write_trace  # noqa: F401
 
-S = sys.modules["pyprof.trace.stats"]
+S = sys.modules["pyprof.trace.statistics"]
 P = sys.modules["pyprof.trace.parallel"]
 
 #: MXNet's header followed by a bare comma (``"traceEvents": [,``: second session in one process).

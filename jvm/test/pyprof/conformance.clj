@@ -10,7 +10,7 @@
             [clojure.java.io :as io]
             [clojure.java.shell :as sh]
             [clojure.string :as str]
-            [pyprof.ndarray :as nd]
+            [pyprof.example.ndarray :as nd]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
             [pyprof.session :as session]

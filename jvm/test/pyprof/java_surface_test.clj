@@ -7,7 +7,7 @@
   (:require [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
-            [pyprof.ndarray :as nd]
+            [pyprof.example.ndarray :as nd]
             [pyprof.profiler :as p]
             [pyprof.test-util :refer [java-child temp-dir]])
   (:import (clojure.lang ExceptionInfo IPersistentCollection Keyword)

@@ -5,7 +5,7 @@
             [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
-            [pyprof.ndarray :as nd]
+            [pyprof.example.ndarray :as nd]
             [pyprof.test-util :refer [java-child temp-dir]])
   (:import (com.sun.tools.attach VirtualMachine)
            (java.util.concurrent TimeUnit)

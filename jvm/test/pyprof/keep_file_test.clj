@@ -9,7 +9,7 @@
             [pyprof.test-util :refer [java-child temp-dir]]))
 
 (def ^:private body
-  "(require '[pyprof.profiler :as p] '[pyprof.ndarray :as nd] '[clojure.java.io :as io])
+  "(require '[pyprof.profiler :as p] '[pyprof.example.ndarray :as nd] '[clojure.java.io :as io])
    (defn work [n] (dotimes [_ n] (let [a (nd/random-uniform -1 1 [4 4])] (nd/wait-to-read a) (nd/close a))))
    (p/profiler-set-config {:filename \"t.json\" :profile-imperative true :profile-api false
                            :profile-memory false :continuous-dump CD :dump-period 0.1})

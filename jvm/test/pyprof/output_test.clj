@@ -44,7 +44,7 @@
   (is (= "a\uD83D\uDE00b" (ProfileObject/checkName "Domain" "a\uD83D\uDE00b")) "a pair is fine"))
 
 (def ^:private dump-after-rmdir
-  "(require '[pyprof.profiler :as p] '[pyprof.ndarray :as nd] '[clojure.java.io :as io])
+  "(require '[pyprof.profiler :as p] '[pyprof.example.ndarray :as nd] '[clojure.java.io :as io])
    (.mkdir (io/file \"gone\"))
    (p/profiler-set-config {:filename \"gone/t.json\" :profile-imperative true :profile-api false
                            :profile-memory false :continuous-dump CD})

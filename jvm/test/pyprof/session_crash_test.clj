@@ -7,7 +7,7 @@
             [clojure.java.shell :as sh]
             [clojure.string :as str]
             [clojure.test :refer [deftest is]]
-            [pyprof.ndarray :as nd]
+            [pyprof.example.ndarray :as nd]
             [pyprof.session :as session]
             [pyprof.session.rawdir :as rawdir]
             [pyprof.test-util :refer [java-child temp-dir]])
@@ -94,7 +94,7 @@
 (def ^:private keep-victim
   "Continuous dump into t.json, 3 ops, a dump, a config without :filename (t.json is kept in a
   part), 4 more ops flushed by the dump timer, then kill -9 of itself."
-  "(require '[pyprof.profiler :as p] '[pyprof.ndarray :as nd] '[clojure.java.shell :as sh])
+  "(require '[pyprof.profiler :as p] '[pyprof.example.ndarray :as nd] '[clojure.java.shell :as sh])
    (defn work [n] (dotimes [_ n] (let [a (nd/random-uniform -1 1 [4 4])] (nd/wait-to-read a) (nd/close a))))
    (p/profiler-set-config {:filename \"t.json\" :profile-imperative true :continuous-dump true
                            :dump-period 0.05})

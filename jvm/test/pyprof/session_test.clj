@@ -4,7 +4,7 @@
             [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.test :refer [are deftest is testing]]
-            [pyprof.ndarray :as nd]
+            [pyprof.example.ndarray :as nd]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
             [pyprof.session :as session]

@@ -3,7 +3,7 @@
   processes and counts aborts and hangs): worker threads busy with small NDArray work, and a
   thread that switches API profiling on and off. Used from a plain JVM (`jvm-jvm`) and from a
   Python process through the JPype bridge (`start-workers!`, `toggle!`)."
-  (:require [pyprof.ndarray :as nd]
+  (:require [pyprof.example.ndarray :as nd]
             [pyprof.profiler :as profiler]))
 
 (defonce ^:private workers (atom nil))

@@ -6,12 +6,12 @@
             [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
-            [pyprof.ndarray :as nd]
+            [pyprof.example.ndarray :as nd]
             [pyprof.profiler :as profiler]
             [pyprof.session :as session]
             [pyprof.test-util :refer [java-child temp-dir]])
   (:import (java.util.concurrent LinkedBlockingQueue TimeUnit)
-           (pyprof.jvm NDArray)))
+           (pyprof.jvm.example NDArray)))
 
 (defn child-stress
   "Child JVM body; prints one EDN summary line."

@@ -6,7 +6,7 @@
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.test :refer [deftest is testing]]
-            [pyprof.ndarray :as nd]
+            [pyprof.example.ndarray :as nd]
             [pyprof.profiler :as profiler]
             [pyprof.session :as session]
             [pyprof.test-util :refer [java-child python-json temp-dir]]

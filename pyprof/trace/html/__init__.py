@@ -1,12 +1,12 @@
 """One self-contained HTML file a person opens: the report of a trace, or of two compared.
 
 ``pyprof report TRACE [TRACE2] -o report.html`` is :func:`report_html`; :mod:`.build` assembles
-the page from the summaries and the difference pyprof already computes, :mod:`.timeline` turns a
+the page from the summaries and the difference pyprof already computes, :mod:`.columns` turns a
 trace into the timeline's columns, and ``assets/`` holds the page's code (hand-written timeline on
 a canvas, the tables) and the vendored uPlot for the memory chart.
 """
 
 from .build import CSP, UPLOT_VERSION, ReportResult, report_html
-from .timeline import timeline
+from .columns import timeline
 
 __all__ = ["report_html", "ReportResult", "timeline", "CSP", "UPLOT_VERSION"]

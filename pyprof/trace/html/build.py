@@ -4,7 +4,7 @@ The page's figures are not computed here: the operator table is
 :func:`~pyprof.trace.summarize` ``fmt="json"`` and the difference :func:`~pyprof.trace.diff`
 rendered by :func:`~pyprof.trace.format_diff` ``"json"``, on the same statistics
 (:func:`~pyprof.trace.stats`, read once per trace, so a trace summarize cannot read fails here
-with the same error). The timeline's events (:func:`~pyprof.trace.html.timeline.timeline`) are
+with the same error). The timeline's events (:func:`~pyprof.trace.html.columns.timeline`) are
 gzip-compressed and base64-encoded in the file; the page inflates them with the browser's
 ``DecompressionStream``. Scripts and styles (the page's own and the vendored uPlot, see
 ``assets/vendor/README.md``) are inlined, and a Content-Security-Policy allows nothing but inline
@@ -24,12 +24,12 @@ from importlib import resources
 import orjson
 
 from ... import __version__, rules
-from ..diff import diff, format_diff
+from ..diffing import diff, format_diff
 from ..naming import API_CATEGORY
 from ..report import summarize
-from ..stats import stats
+from ..statistics import stats
 from ..writer import check_output
-from .timeline import timeline
+from .columns import timeline
 
 __all__ = ["report_html", "ReportResult", "CSP", "UPLOT_VERSION"]
 

@@ -137,7 +137,7 @@
 
 (defn- check-file!
   "For a key marked `\"file\": true` in the spec: MXNet must be able to write the path, since it
-  silently writes no trace otherwise (as pyprof._output.check_config_path in Python):
+  silently writes no trace otherwise (as pyprof.process.output.check_config_path in Python):
   config.missing_directory, else config.bad_path (`pyprof.output/file-problem`)."
   [{:keys [file name]} k ^String c-val]
   (when file

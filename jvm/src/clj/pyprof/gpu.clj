@@ -2,7 +2,7 @@
   "CUDA builds of MXNet 1.9.1: whether the build in use has kernels for a card, as Python's
   `pyprof/gpu.py` decides it (that module documents the rules and the fatbin layout). The wheels
   come from `gpu.json` (pyprof/spec on the classpath), the kernels from libmxnet.so's
-  `.nv_fatbin` section, the card from the NVIDIA driver (libcuda, through JNA). `pyprof.context/gpu`
+  `.nv_fatbin` section, the card from the NVIDIA driver (libcuda, through JNA). `pyprof.example.context/gpu`
   throws `device.gpu_unsupported` when `unsupported` says so."
   (:require [clojure.java.io :as io]
             [clojure.string :as str]

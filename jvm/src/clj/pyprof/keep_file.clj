@@ -1,6 +1,6 @@
 (ns pyprof.keep-file
   "The trace file a config names again while MXNet writes it: its events are kept in parts, as
-  Python's pyprof._keep_file (the rule is api.json keep_filename). MXNet's config unlinks its
+  Python's pyprof.process.keep_file (the rule is api.json keep_filename). MXNet's config unlinks its
   target file, so before a config that names the file the profiler has been writing, the file's
   bytes are kept in a hidden part beside it: a hard link (a continuous-dump write that lands
   before the config goes to the same inode); where the file system has none, a rename after the

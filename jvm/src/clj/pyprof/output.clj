@@ -1,6 +1,6 @@
 (ns pyprof.output
   "Checks of a trace file's path, before MXNet is told to write there and around each dump, as
-  the Python reference's `pyprof._output`. MXNet 1.9.1 opens its trace file at every dump and
+  the Python reference's `pyprof.process.output`. MXNet 1.9.1 opens its trace file at every dump and
   never checks the result: a directory, a place it cannot create a file in, or a full disk give
   no error and no trace. The rules are api.json `names` (text) and `output_paths` (free space);
   the problems and fixes are errors.json `path_problems` (`pyprof.rules/path-problem`)."
@@ -43,7 +43,7 @@
 
 (defn file-in-the-way
   "The nearest existing ancestor of `directory` (itself included) when that is not a directory
-  (a file in the way: no 'create it first' can help), else nil; as pyprof._output."
+  (a file in the way: no 'create it first' can help), else nil; as pyprof.process.output."
   [^String directory]
   (let [exists? #(Files/exists (.toPath ^File %) (into-array LinkOption [LinkOption/NOFOLLOW_LINKS]))
         d (loop [^File d (io/file directory)]
@@ -57,7 +57,7 @@
 
 (defn file-problem
   "What keeps MXNet from writing a trace at `path` (whose absolute parent is `directory`), or
-  nil, as pyprof._output.file_problem: the text, the directory exists, `path` is no directory
+  nil, as pyprof.process.output.file_problem: the text, the directory exists, `path` is no directory
   nor device, pipe or socket, a file can be created in the directory (a hidden probe file,
   created and deleted at once), and the file system has `min-free` bytes free (default
   `min-free-bytes`)."

@@ -1,7 +1,7 @@
 (ns pyprof.tracker
   "The process's one record of what was asked of MXNet's profiler singleton (MXNet has no
   getters), seen from Clojure: `pyprof.jvm.Tracker/current`, which is Python's
-  `pyprof._tracker.TRACKER` (through a proxy) when JPype hosts this JVM, else this JVM's own
+  `pyprof.process.tracker.TRACKER` (through a proxy) when JPype hosts this JVM, else this JVM's own
   `pyprof.jvm.LocalTracker`. Fields are keywords here (:ever-ran), snake_case strings at the
   interface (\"ever_ran\"); `config` is a map of C strings, `kept-parts` a vector.
 

@@ -11,7 +11,7 @@ var PyprofTimeline = (function () {
     return (h >>> 0) % 360;
   }
 
-  // Columns of one file's timeline (see pyprof/trace/html/timeline.py) to lanes of typed arrays.
+  // Columns of one file's timeline (see pyprof/trace/html/columns.py) to lanes of typed arrays.
   function prepare(file, fileIndex) {
     var tl = file.timeline, c = tl.slices, n = c.track.length;
     var start = new Float64Array(n), s = 0;

@@ -1,7 +1,7 @@
 (ns pyprof.session.raw
   "The raw trace: the one MXNet trace file sessions append to for the life of the process (the
   design is in `pyprof.session`), and windows cut from it. The JVM side of Python's
-  `pyprof._session_raw` and `pyprof._session_windows`: the profiler calls that keep the raw
+  `pyprof.session.raw` and `pyprof.session.windows`: the profiler calls that keep the raw
   file's size an exact boundary between events (`quiesce!`, `drain!`), configuration and
   rotation of the file, reading byte ranges of it (`parse-range`), writing them as valid traces
   with every metadata event seen first (`cut!`), and the `.partial` files recovery reads.
@@ -290,7 +290,7 @@
   "Joins the kept `parts` (in order; MXNet traces with or without header and closing bytes) and
   the trace at `path` into one valid trace at `path`, every metadata event seen so far first,
   then deletes the parts; returns the number of events written. `pyprof.profiler` calls this
-  at the finished dump when configs kept parts of the file (as Python's pyprof._keep_file.join)."
+  at the finished dump when configs kept parts of the file (as Python's pyprof.process.keep_file.join)."
   [parts ^String path]
   (let [events (mapcat #(parse-range (read-range % 0 Long/MAX_VALUE)) (concat parts [path]))
         metadata (remember-metadata! events)

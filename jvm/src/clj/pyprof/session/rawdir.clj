@@ -1,6 +1,6 @@
 (ns pyprof.session.rawdir
   "The private directory of this process's raw trace, and the leftovers of dead processes: the
-  JVM side of Python's `pyprof._raw_dir`, by the same rule (api.json `raw_trace`):
+  JVM side of Python's `pyprof.session.rawdir`, by the same rule (api.json `raw_trace`):
   `<base>/pyprof-raw-<pid>-<start>-<random>`, base = $PYPROF_RAW_DIR or java.io.tmpdir, <start>
   = field 22 of /proc/<pid>/stat (0 without /proc). A directory whose pid no longer runs, or
   runs with another start time (a reused pid), is a leftover: its unsaved windows are recovered
@@ -141,7 +141,7 @@
   "Makes (empty, failing if it exists) and returns the file beside `window` that the sweep
   writes the window of dead process `p` to: <stem>.recovered-<pid><suffix> (api.json raw_trace
   recovered_name), else <stem>.recovered-<pid>-<n><suffix> for the first n = 1, 2, ... not
-  taken. Never an existing file, as `pyprof._raw_dir.recovered_path`."
+  taken. Never an existing file, as `pyprof.session.rawdir.recovered_path`."
   ^String [^String window ^long p]
   (let [f (io/file window)
         [stem suffix] (splitext (.getName f))]

@@ -1,6 +1,6 @@
 (ns pyprof.session.schedule
   "Step schedules of sessions, interpreted from `schedule.json` (pyprof/spec, on the classpath),
-  the file Python's `pyprof._session_schedule` reads too: the actions, the schedule's parameters
+  the file Python's `pyprof.session.scheduling` reads too: the actions, the schedule's parameters
   and their limits, the phases of a cycle with the action of each step, and the transition
   table: for the action of the step that ended and the action of the step that begins, the
   operations a session performs (:stop, :save, :open, :run). Nothing here restates a rule; it

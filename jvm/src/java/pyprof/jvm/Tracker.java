@@ -10,7 +10,7 @@ import java.util.Map;
  *
  * <p>There is one per process. A JVM on its own uses {@link LocalTracker}; when JPype hosts this
  * JVM inside Python, {@code pyprof.jvm.start()} installs ({@link #use}) a proxy over Python's
- * {@code pyprof._tracker.TRACKER}, so every read and write of the JVM layer goes to Python's record
+ * {@code pyprof.process.tracker.TRACKER}, so every read and write of the JVM layer goes to Python's record
  * under Python's lock, and both languages see the same facts.
  *
  * <p>Fields, by their snake_case names ({@link #FIELDS}, the attribute names of Python's tracker):

@@ -1,6 +1,6 @@
 (ns org.apache.clojure-mxnet.context
   "Compatibility: device contexts of MXNet's retired Clojure package."
-  (:require [pyprof.context :as c]))
+  (:require [pyprof.example.context :as c]))
 
 (defn cpu
   "The CPU context."

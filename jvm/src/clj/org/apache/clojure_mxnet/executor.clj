@@ -1,7 +1,7 @@
 (ns org.apache.clojure-mxnet.executor
   "Compatibility: the executor calls of MXNet's retired Clojure package that the profiler example
   uses."
-  (:require [pyprof.executor :as e]))
+  (:require [pyprof.example.executor :as e]))
 
 (defn forward
   "Runs the forward pass (asynchronous); returns `executor`."

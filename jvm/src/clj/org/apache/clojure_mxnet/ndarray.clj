@@ -1,7 +1,7 @@
 (ns org.apache.clojure-mxnet.ndarray
   "Compatibility: the NDArray calls of MXNet's retired Clojure package that the profiler example
-  uses. Arrays are `pyprof.jvm.NDArray` (AutoCloseable)."
-  (:require [pyprof.ndarray :as nd]))
+  uses. Arrays are `pyprof.jvm.example.NDArray` (AutoCloseable)."
+  (:require [pyprof.example.ndarray :as nd]))
 
 (defn wait-to-read
   "Blocks until pending writes to `ndarray` are done; returns it."

@@ -1,7 +1,7 @@
 (ns org.apache.clojure-mxnet.random
   "Compatibility: random arrays of MXNet's retired Clojure package."
-  (:require [pyprof.context :as c]
-            [pyprof.ndarray :as nd]))
+  (:require [pyprof.example.context :as c]
+            [pyprof.example.ndarray :as nd]))
 
 (defn uniform
   "A new float32 NDArray of `shape-vec` drawn uniformly from [low, high). Options: {:ctx ctx}."

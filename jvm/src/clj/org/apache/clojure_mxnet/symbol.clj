@@ -1,7 +1,7 @@
 (ns org.apache.clojure-mxnet.symbol
   "Compatibility: the symbol calls of MXNet's retired Clojure package that the profiler example
   uses."
-  (:require [pyprof.symbol :as s]))
+  (:require [pyprof.example.symbol :as s]))
 
 (defn variable
   "A variable (placeholder) symbol `var-name`."

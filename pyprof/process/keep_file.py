@@ -1,0 +1,133 @@
+"""The trace file a config names again while MXNet writes it: its events are kept in parts.
+
+The rule is data (``api.json`` ``keep_filename``), shared with the JVM layer: MXNet's config
+unlinks its target file, so before a config that names the file the profiler has been writing,
+the file's bytes are kept in a hidden part beside it (a hard link; where the file system has
+none, a rename after the dump timer was stopped). MXNet then writes later dumps into a new file,
+without its header. The finished dump joins the parts and the file into one valid trace
+(:func:`join`). Package-internal: ``pyprof.profiler`` calls these under its tracker lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import string
+import time
+from collections.abc import Callable
+
+from .. import rules
+
+__all__ = ["SPEC", "part_path", "keep", "retry_while_timer_exits", "join", "parse_part",
+           "join_leftover"]
+
+SPEC: dict[str, str] = rules.API["keep_filename"]
+_FIELDS = {"pid": r"(?P<pid>\d+)", "index": r"(?P<index>\d+)", "name": r"(?P<name>.+)"}
+_PART = re.compile("".join(re.escape(text) + (_FIELDS[field] if field else "")
+                           for text, field, _, _ in string.Formatter().parse(SPEC["part_name"]))
+                   + r"\Z")
+
+
+def _beside(path: str, pattern: str, **fields: object) -> str:
+    full = os.path.abspath(path)
+    name = pattern.format(pid=os.getpid(), name=os.path.basename(full), **fields)
+    return os.path.join(os.path.dirname(full), name)
+
+
+def part_path(path: str, index: int) -> str:
+    """The ``index``-th part kept of ``path``: ``.pyprof-<pid>-kept-<index>-<name>.json``
+    beside it (the leftover cleanup joins a dead process's into ``path``: :func:`join_leftover`)."""
+    return _beside(path, SPEC["part_name"], index=index)
+
+
+def keep(path: str, index: int, stop_timer: Callable[[str], None]) -> str | None:
+    """Keep the bytes of ``path`` in its ``index``-th part, just before a config to ``path``.
+
+    A hard link: a continuous-dump write that lands before the config goes to the same inode,
+    so it is kept too. Without hard links (``os.link`` fails), ``stop_timer(scratch)`` must
+    configure MXNet to the scratch path with continuous_dump off (no write can land any more,
+    MXNet keeps its queued events), then the file is renamed. Returns the part, or None when
+    there is no file (nothing was dumped yet: MXNet still holds every event).
+    """
+    part = part_path(path, index)
+    try:
+        os.link(path, part)
+        return part
+    except FileNotFoundError:
+        return None
+    except OSError:
+        pass  # no hard links on this file system (EPERM, ENOTSUP, EMLINK)
+    scratch = _beside(path, SPEC["scratch_name"])
+    try:
+        stop_timer(scratch)
+        os.replace(path, part)
+    except FileNotFoundError:
+        return None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(scratch)
+    return part
+
+
+def retry_while_timer_exits(config: Callable[[], None], wait_s: float) -> None:
+    """Call ``config`` (a config call to MXNet), retried for up to ``wait_s`` seconds while it
+    fails with "auto_remove_ == false": a dump timer stopped by :func:`keep`'s fallback exits at
+    its next wake-up (up to dump_period later), and until then MXNet starts no new one."""
+    from ..errors import MXNetError
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            config()
+            return
+        except MXNetError as exc:
+            if "auto_remove_" not in exc.mxnet_message or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def join(parts: list[str], path: str) -> int:
+    """Join the kept ``parts`` (in order) and ``path`` into one valid trace at ``path``, with
+    every metadata event this process has seen first, then delete the parts. Returns the
+    events written. The parts are deleted only once the joined file is in place."""
+    from ..session.windows import METADATA, join_traces
+
+    full = os.path.abspath(path)
+    count = join_traces([*parts, full], full, METADATA)
+    for part in parts:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(part)
+    return count
+
+
+def parse_part(name: str) -> tuple[int, int, str] | None:
+    """``(pid, index, name of the kept file)`` of a part's file name, or None if not a part."""
+    m = _PART.match(name)
+    return None if m is None else (int(m["pid"]), int(m["index"]), m["name"])
+
+
+def join_leftover(parts: list[str], path: str) -> None:
+    """Join the kept ``parts`` of a dead process (in order) and the bytes ``path`` holds now
+    (MXNet's headless, unfinished continuation; maybe absent) into ``path``, byte for byte, then
+    delete the parts. The result is an unfinished trace that ``pyprof repair`` makes valid.
+    Written to a temporary file beside ``path`` and moved in place, so a failure (OSError,
+    raised) leaves the parts and ``path`` as they were."""
+    full = os.path.abspath(path)
+    temp = _beside(full, rules.API["raw_trace"]["temp_prefix"] + "{pid}-kept-join-{name}.tmp")
+    try:
+        with open(temp, "wb") as out:
+            for source in [*parts, full]:
+                with contextlib.suppress(FileNotFoundError), open(source, "rb") as f:
+                    shutil.copyfileobj(f, out)
+        with contextlib.suppress(OSError):
+            shutil.copymode(parts[0], temp)
+        os.replace(temp, full)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    for part in parts:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(part)

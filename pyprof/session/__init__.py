@@ -1,0 +1,439 @@
+"""Profiling sessions: ``pyprof.profile`` with a step schedule, many windows per process.
+
+Quick start::
+
+    import pyprof
+    with pyprof.profile(schedule=pyprof.schedule(wait=1, warmup=1, active=2, repeat=3),
+                        path="trace_{window}.json",
+                        on_trace_ready=lambda w: print(w.path, w.summary(top=5))) as prof:
+        for batch in data:
+            train_step(batch)
+            prof.step()
+
+Design
+======
+
+**The schedule is data.** ``pyprof/spec/schedule.json`` holds the rules, and both Python and
+the JVM layer interpret it (:mod:`pyprof.session.scheduling`, ``pyprof.session.schedule`` in
+Clojure): the schedule's parameters, the phases of a cycle with the action of each step
+(``none``, ``warmup``, ``record``, ``record_and_save``), and the transition table: for the
+action of the step that ended and that of the step that begins, the operations the session
+performs in order, out of ``stop`` (wait for queued operators, stop, append to the raw trace:
+the open window ends there), ``save`` (write the window that ended), ``open`` (open a window at
+the raw trace's current end) and ``run`` (start the profiler). ``start()`` moves from ``none``
+to step 0's action, ``step()`` from one step's action to the next, ``stop()`` to ``none``.
+Between back-to-back windows the table saves after the next window started recording, so only
+the boundary itself (a few milliseconds) separates them, not the time to write a large window.
+
+**One raw trace per process.** MXNet's profiler is a process-wide singleton that can finish
+exactly one trace file: after ``dump(finished=True)`` it never writes a valid file again, and a
+second session in one process yields a file with a bare leading comma or no header. pyprof
+therefore never finishes a trace while the process lives. It configures MXNet once with
+``continuous_dump=True`` and a file it owns, and only ever calls ``dump(finished=False)``, which
+*appends* the events collected so far. It is never a trace a user sees. It lives in a private
+directory (mode 0700) ``pyprof-raw-<pid>-<start>-<random>`` in ``$PYPROF_RAW_DIR`` or the
+system temp directory (the rule is ``api.json`` ``raw_trace``, shared with the JVM layer;
+:mod:`pyprof.session.rawdir`).
+
+**Windows are byte ranges of the raw file.** Every window boundary is made at a quiescent point:
+``MXNDArrayWaitAll`` (every operator pushed so far finishes while the profiler still records
+it), ``set_state('stop')``, then ``dump(finished=False)`` (everything collected is appended). With
+the profiler stopped and its queues empty, MXNet's timer thread appends nothing, so the file
+size right then is an exact boundary between events. A window is the range ``[size at its start,
+size at its end)``. It is read by :class:`pyprof.trace.TraceReader`, which accepts what MXNet
+writes there (the header only in the first range, leading or trailing commas, unescaped names),
+and written as a new, compact, valid Chrome trace (a temporary file renamed into place). Warm-up
+steps record too (so MXNet's one-off costs fall there) but their range is skipped: the window
+starts after a boundary taken at the warm-up/record transition.
+
+**A window holds exactly its active steps.** Opening a window first waits for every operator
+pushed so far while the profiler is stopped (they run unrecorded), then appends what MXNet
+queued while stopped to the raw file, before the window's start. MXNet records custom objects
+(``Task``, ``Counter``, memory counters, ...) whenever it is not *paused*, and a profiler that
+never ran is neither running nor paused: before the first window of a process pyprof starts and
+stops it once, which pauses it until recording starts (stopping pauses, running un-pauses).
+Otherwise a wait step before the first window, or an operator pushed in a wait step and run
+after the window started, landed in that window.
+
+**Metadata is carried into every window.** MXNet writes a ``process_name`` metadata event per
+device only in its very first dump, and one for a new category pid when it first appears. pyprof
+remembers every metadata event (``ph == "M"``) it has read, in order, and writes all of them at
+the head of each window, followed by the window's own events (a metadata event already written is
+not repeated). Every window therefore names its processes, whatever window came first.
+
+**Events in flight at a boundary.** Operators pushed before the boundary are waited for and land
+in the window that is ending. Operators pushed by other threads after the wait land in the next
+recorded range. A user ``Task``/``Frame``/``Event`` started in one window and stopped while the
+profiler is stopped is dropped by MXNet (MXNet records a duration only at ``stop()``, and only
+while running); one stopped inside a later window appears there, with its true start time before
+that window began. Between windows (``wait`` and ``skip_first`` steps) nothing is recorded
+(unless the user calls ``profiler.resume()`` there: what MXNet then queues is appended before
+the next window, never into it).
+
+**Real time spans.** Every :class:`Window` carries ``start_us`` and ``end_us``: when recording
+into it started and stopped (microseconds since the epoch, the clock of the trace's ``ts``).
+A step that takes longer than planned shows as a longer span, never as extra windows. (Python
+has no timed steps: ``step()`` is the caller's. The JVM's timed sessions, JMX ``step_seconds``,
+schedule each step one period after the previous one began, skipping missed ticks.)
+
+**Disk.** The raw file holds what was recorded (warm-ups and windows) since it was last started
+afresh. MXNet opens it by name in append mode at every dump, so deleting it at a quiescent
+boundary starts a new one without reconfiguring (MXNet's aggregate statistics stay). Between
+windows, once it holds ``rotate_bytes`` (64 MiB, ``$PYPROF_RAW_ROTATE_BYTES``) or more, pyprof
+deletes it (a window that ended but is not cut yet is cut first). The bound while a session
+runs is therefore ``rotate_bytes`` plus what one cycle records (its warm-up and window, and
+the next window's first step when windows are back to back): a single window is never cut
+short. When the session closes, the directory is deleted (the next session makes it again);
+at exit too (kept with ``PYPROF_KEEP_RAW=1``).
+
+**Configuration.** The recording options (``profile_symbolic``, ``profile_imperative``,
+``profile_api``, ``profile_memory``, ``profile_all``, ``aggregate_stats``, ``dump_period``) are
+given per session. A session whose options equal the configuration in force reuses the raw file;
+otherwise pyprof reconfigures MXNet, which deletes the raw file and starts a new one without a
+header (carried metadata fills that gap). ``filename``, ``continuous_dump`` and
+``profile_process`` are pyprof's and cannot be given.
+
+**Ownership.** While a session is open it owns the profiler: ``pyprof.profiler.set_config``,
+``set_state`` and ``dump`` raise :class:`~pyprof.errors.StateError` (``pause``/``resume`` and
+``dumps`` still work). Sessions do not nest; consecutive sessions in one process are fine.
+
+**Exit and crashes.** At interpreter exit an open session is closed (its window written), and
+the raw file is finished and deleted. While a window records, a small ``<window>.partial`` file
+beside it names the raw file, the window's start offset and start time, and a note in the raw
+trace's directory names the window; MXNet appends the raw file every ``dump_period`` seconds.
+If the process dies, the first session started afterwards (in any process, either language)
+finds the directory of the dead process (its pid no longer runs, or runs with another start
+time), writes what was flushed as the window's trace beside the window's path, as
+``<stem>.recovered-<pid><suffix>`` (``loop_0.recovered-12345.json``; ``-1``, ``-2``... added when
+that exists; never over a file: the most common next start is a rerun of the same script, which
+writes the window's path again), prints one line on stderr naming it, and deletes the
+directory and the temporary files the dead process left beside its window. :func:`recover`
+does the same by hand, but writes at the path it is given (its caller chose that path).
+
+**Plain sessions afterwards.** ``pyprof.profiler.set_config(filename=...)`` after a session (or
+after any run) gets a file that MXNet writes without its header; the finished
+``pyprof.profiler.dump()`` completes it with the carried metadata
+(:func:`complete_headless_trace`, in :mod:`pyprof.session.windows`, which does not import
+:mod:`pyprof.profiler`), so that file is valid too.
+
+**Modules.** :mod:`pyprof.session.scheduling` (the schedule file's interpreter),
+:mod:`pyprof.session.raw` (the raw trace and its boundaries), :mod:`pyprof.session.windows`
+(cutting ranges into window traces, metadata, ``.partial`` files),
+:mod:`pyprof.session.recovery` (:func:`recover`) and this module (the ``profile`` object).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from ..native import capi as _capi
+from ..process import output as _output
+from .. import config, profiler, rules
+from .raw import RAW, ROTATE_BYTES, owner  # noqa: F401 - ROTATE_BYTES re-exported
+from .recovery import recover
+from .scheduling import (
+    DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS, Action, check_action, operations,
+    saves_many, schedule)
+from .windows import PARTIAL, Window, complete_headless_trace, now_us, write_partial
+from ..process.tracker import TRACKER
+
+__all__ = ["Action", "schedule", "profile", "Window", "recover", "raw_trace_path",
+           "complete_headless_trace"]
+
+#: Recording options a session does not take, with why (api.json ``reserved_session_keys``).
+_RESERVED: dict[str, str] = rules.API["reserved_session_keys"]
+
+_open_sessions: weakref.WeakSet[profile] = weakref.WeakSet()
+
+
+def raw_trace_path() -> str | None:
+    """Path of this process's raw MXNet trace (None before the first session)."""
+    return RAW.path
+
+
+def _at_exit() -> None:
+    """Save the windows of sessions still open, then finish and delete the raw trace."""
+    if _capi.forked_error():
+        return  # a forked child: the sessions and the raw trace are the parent's
+    for session in list(_open_sessions):
+        _report_at_exit(session.stop, f"could not save the open window of {session._name}")
+    _report_at_exit(RAW.finish, f"could not finish the raw trace {RAW.path}")
+
+
+def _report_at_exit(fn: Callable[[], Any], what: str) -> None:
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 - at exit: one line on stderr, never a traceback
+        print(f"pyprof: {what}: {exc}", file=sys.stderr)
+
+
+class profile:  # noqa: N801 - named like torch.profiler.profile, used as a context manager
+    """Profile a block, or the windows of a step schedule, one valid trace per window.
+
+    Args (keyword only):
+        schedule: ``pyprof.schedule(...)`` or any ``step -> Action`` function. Default: one
+            window from ``start()`` to ``stop()``.
+        on_trace_ready: called with each saved :class:`Window` (after its file is written).
+        path: trace file of each window; ``{window}`` (0, 1, ...), ``{step}`` (first step) and
+            ``{pid}`` are filled in. Must contain ``{window}`` when the schedule has more than
+            one window. Relative paths are resolved now, against the current directory.
+        dnnl: ``True`` or a log path: record oneDNN's primitives (``DNNL_VERBOSE``, split out
+            of standard output into the log, ``pyprof_dnnl_<pid>.log`` beside the windows by
+            default) and merge them into each window (:mod:`pyprof.dnnl.capture`). Raises
+            StateError at ``start()`` when oneDNN already read its settings in this process.
+        **options: recording options, as in ``pyprof.profiler.set_config``: profile_symbolic,
+            profile_imperative, profile_api, profile_memory, profile_all, aggregate_stats,
+            dump_period (seconds between appends to the raw trace: what survives a crash).
+
+    Use as ``with pyprof.profile(...) as prof:`` and call ``prof.step()`` after each step; on
+    exit (also when the body raises) the profiler stops and an open window is saved. Or call
+    :meth:`start` and :meth:`stop`.
+
+    Attributes:
+        windows: the saved :class:`Window` objects, in order.
+        step_num: steps taken so far.
+    """
+
+    def __init__(self, *, schedule: Callable[[int], Action] | None = None,
+                 on_trace_ready: Callable[[Window], Any] | None = None,
+                 path: str | os.PathLike[str] = "pyprof_trace_{window}.json",
+                 dnnl: bool | str | os.PathLike[str] = False, **options: Any) -> None:
+        for key in options:
+            if key in _RESERVED:
+                raise rules.error("session.reserved_option", option=key, why=_RESERVED[key])
+        self._options = config.validate(options)  # unknown key: ConfigError with nearest match
+        if schedule is not None and not callable(schedule):
+            raise rules.error("session.not_callable", option="schedule", value=schedule)
+        if on_trace_ready is not None and not callable(on_trace_ready):
+            raise rules.error("session.not_callable", option="on_trace_ready",
+                              value=on_trace_ready)
+        self._schedule = schedule if schedule is not None else (lambda step: DEFAULT_ACTION)
+        self._on_trace_ready = on_trace_ready
+        self._path = os.path.abspath(os.fspath(path))
+        first = self._path.format(window=0, step=0, pid=os.getpid())
+        problem = _output.file_problem(first)  # windows are written there (MXNet is silent)
+        if problem is not None:
+            raise rules.error("session.bad_path", value=os.fspath(path), **problem)
+        if schedule is not None and "{window}" not in self._path and saves_many(schedule):
+            raise rules.error("session.path_needs_window", path=os.fspath(path))
+        self.windows: list[Window] = []
+        self.step_num = 0
+        self._action = INITIAL_ACTION
+        self._state = "new"  # new -> open -> closed
+        self._running = False
+        self._window: _OpenWindow | None = None  # recording
+        self._ended: _EndedWindow | None = None  # stopped, not cut yet
+        self._opened = 0  # windows opened so far
+        self._stopped_us: int | None = None  # when the last "stop" operation stopped recording
+        self._final = False
+        self._saved_now: list[Window] = []
+        self._name = f"<pyprof.profile {id(self):#x}>"
+        self._dnnl_log, self._dnnl = dnnl, None
+
+    # -- public API --------------------------------------------------------------------------
+    def __enter__(self) -> profile:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    @property
+    def current_action(self) -> Action:
+        return self._action
+
+    def start(self) -> None:
+        """Take ownership of the profiler and begin step 0. A failed start (the schedule's
+        first action, another session open, MXNet) leaves the profiler as it was."""
+        if self._state != "new":
+            raise rules.error("session.already_started", session=self._name)
+        if self._dnnl_log and self._dnnl is None:
+            from ..dnnl.capture import SessionCapture
+            self._dnnl = SessionCapture(self._dnnl_log, self._path)  # StateError when too late
+        t = TRACKER
+        with t.lock, self._dnnl_undone_on_error():
+            if t.session is not None:
+                raise rules.error("session.nested", session=t.session)
+            with owner(self._name):
+                RAW.configure(self._options, os.path.dirname(self._path))
+            t.session = self._name
+            self._state = "open"
+        _open_sessions.add(self)
+        atexit.unregister(_at_exit)  # (re)register last, so it runs before mxnet's own atexit
+        atexit.register(_at_exit)
+        try:
+            self._transition(self._action, self._action_for(0))
+        except BaseException:
+            # a failed start (the schedule's first action, MXNet) gives the profiler back and
+            # leaves this session closed, as on the JVM
+            with contextlib.suppress(Exception):
+                self.stop()
+            raise
+
+    @contextlib.contextmanager
+    def _dnnl_undone_on_error(self):
+        try:
+            yield
+        except BaseException:
+            if self._dnnl is not None:
+                self._dnnl.stop()
+                self._dnnl = None
+            raise
+
+    def step(self) -> None:
+        """Mark the end of one step; saves a window when its last active step ends."""
+        if self._state != "open":
+            raise rules.error("session.not_open", state=self._state)
+        self.step_num += 1
+        self._transition(self._action, self._action_for(self.step_num))
+
+    def stop(self) -> None:
+        """Stop recording, save an open window and give the profiler back. Idempotent."""
+        if self._state != "open":
+            return
+        try:
+            self._transition(self._action, FINAL_ACTION, final=True)
+        finally:
+            self._state = "closed"
+            if self._dnnl is not None:
+                self._dnnl.stop()
+            _open_sessions.discard(self)
+            with TRACKER.lock:
+                if TRACKER.session == self._name:
+                    TRACKER.session = None
+                    _report_at_exit(RAW.release, f"could not delete the raw trace {RAW.path}")
+
+    def stats(self, **options: Any):
+        """Exact statistics of all saved windows together (:func:`pyprof.trace.stats`)."""
+        if not self.windows:
+            raise rules.error("session.no_window")
+        from ..trace import stats
+        return stats([w.path for w in self.windows], **options)
+
+    # -- the schedule's transitions (pyprof/spec/schedule.json) --------------------------------
+    def _action_for(self, step: int) -> Action:
+        return check_action(self._schedule(step), step)
+
+    def _transition(self, prev: Action, cur: Action, final: bool = False) -> None:
+        """Move from ``prev`` (the last step's action) to ``cur`` (the next step's): perform
+        the operations the transition table lists for the pair, in order.
+
+        Profiler calls run as the session's owner; cutting a window's file and the
+        ``on_trace_ready`` callback run outside (the callback gets no owner rights).
+        """
+        self._final = final
+        self._saved_now = []
+        for op in operations(prev, cur):
+            if op == "save":
+                self._save()
+            else:
+                with owner(self._name):
+                    self._OPERATIONS[op](self)
+        self._action = cur
+        if self._on_trace_ready is not None:
+            for window in self._saved_now:
+                self._on_trace_ready(window)
+
+    def _stop(self) -> None:
+        """Stop recording; the open window ends here (cut by the next ``save``)."""
+        if self._running:
+            self._running = False
+            self._stopped_us = RAW.quiesce()
+        if self._window is not None:
+            if self._ended is not None:  # a table that stops twice before saving
+                self._save()
+            last_step = self.step_num - (0 if self._final else 1)
+            w = self._window
+            self._ended = _EndedWindow(w, RAW.size(), self._stopped_us or now_us(),
+                                       max(w.first_step, last_step))
+            self._window = None
+            assert RAW.path is not None  # recovery reads the window's range only
+            write_partial(w.path, RAW.path, w.start, w.index, w.start_us, end=self._ended.end)
+
+    def _save(self) -> None:
+        """Write the window that ended at the last ``stop``: its raw bytes, as a valid trace."""
+        ended, self._ended = self._ended, None
+        if ended is None:
+            return
+        w = ended.window
+        events = RAW.cut(w.start, ended.end, w.path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(w.path + PARTIAL)
+        self._note_windows()
+        window = Window(w.index, w.path, w.first_step, ended.last_step, events,
+                        start_us=w.start_us, end_us=ended.end_us)
+        if self._dnnl is not None:
+            self._dnnl.merge_window(window)
+        self.windows.append(window)
+        self._saved_now.append(window)
+        if self._window is not None:  # the window recording now: its .partial gets the
+            self._write_partial()      # metadata events of the range just cut
+
+    def _write_partial(self) -> None:
+        w = self._window
+        assert w is not None and RAW.path is not None
+        write_partial(w.path, RAW.path, w.start, w.index, w.start_us)
+        self._note_windows()
+
+    def _note_windows(self) -> None:
+        RAW.note_windows([w.path for w in (self._ended and self._ended.window, self._window)
+                          if w is not None])
+
+    def _open(self) -> None:
+        """Open a window at the raw trace's current end (the profiler stopped, drained)."""
+        if self._window is not None:
+            return
+        if self._running:  # only a transition table that opens while recording gets here
+            self._stop()
+        if RAW.rotation_due():
+            self._save()  # a window that ended but is not cut yet lives in the old raw file
+            RAW.rotate()
+        RAW.drain()
+        start = RAW.size()
+        ended = self._ended
+        RAW.harvest(start, skip=(ended.window.start, ended.end) if ended else None)
+        index = self._opened
+        self._opened += 1
+        path = self._path.format(window=index, step=self.step_num, pid=os.getpid())
+        self._window = _OpenWindow(index, start, self.step_num, path, now_us())
+        self._write_partial()
+
+    def _run(self) -> None:
+        if not self._running:
+            profiler.set_state("run")
+            self._running = True
+
+    _OPERATIONS: dict[str, Callable[[profile], None]] = {
+        "stop": _stop, "open": _open, "run": _run}
+
+
+class _OpenWindow:
+    """The window being recorded: its index, where it starts in the raw trace, and when."""
+
+    __slots__ = ("index", "start", "first_step", "path", "start_us")
+
+    def __init__(self, index: int, start: int, first_step: int, path: str,
+                 start_us: int) -> None:
+        self.index, self.start, self.first_step = index, start, first_step
+        self.path, self.start_us = path, start_us
+
+
+class _EndedWindow:
+    """A window whose recording stopped, not yet cut: where and when it ended."""
+
+    __slots__ = ("window", "end", "end_us", "last_step")
+
+    def __init__(self, window: _OpenWindow, end: int, end_us: int, last_step: int) -> None:
+        self.window, self.end, self.end_us, self.last_step = window, end, end_us, last_step
+
+
+_missing = set(OPERATIONS) - set(profile._OPERATIONS) - {"save"}
+if _missing:  # the schedule file names an operation this module does not implement
+    raise ImportError(f"pyprof/spec/schedule.json: unknown session operations {sorted(_missing)}; "
+                      "fix: name only operations pyprof.session implements")

@@ -1,0 +1,207 @@
+"""Windows of profiling sessions: byte ranges of a raw MXNet trace, written as valid traces.
+
+A window is the range ``[start, end)`` of the raw trace MXNet appends to (see
+:mod:`pyprof.session` for the design). It is read by :class:`pyprof.trace.TraceReader`, which
+accepts what MXNet writes there (the header only in the first range, leading or trailing commas,
+unescaped names), and written as a new, compact, valid Chrome trace with every metadata event
+this process has seen first (:data:`METADATA`).
+
+This module does not import :mod:`pyprof.profiler`: ``profiler.dump`` uses
+:func:`complete_headless_trace` from here. Package-internal: the public names are re-exported by
+:mod:`pyprof.session`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import IO, Any
+
+import orjson
+
+__all__ = ["Window", "METADATA", "PARTIAL", "metadata_key", "read_range", "write_partial",
+           "complete_headless_trace", "join_traces", "now_us"]
+
+#: Suffix of the file beside an open window that names its raw trace (for recovery).
+PARTIAL = ".partial"
+
+#: Every metadata event (``ph == "M"``) this process has read from a raw trace, in order, by
+#: :func:`metadata_key`. MXNet writes a ``process_name`` event per device only in its first
+#: dump; every window carries all of them.
+METADATA: dict[bytes, dict[str, Any]] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """One recorded window, saved as a valid Chrome trace.
+
+    Attributes:
+        index: 0 for the first window of the session, then 1, 2, ...
+        path: absolute path of the trace file.
+        first_step, last_step: the session steps recorded (``last_step`` included).
+        events: events written (metadata included).
+        start_us, end_us: the real time span the window recorded: when the profiler started
+            recording into it and when it stopped, in microseconds since the epoch (the clock
+            of the trace's ``ts``). ``end_us`` is None for a window rebuilt by
+            :func:`pyprof.recover`.
+    """
+
+    index: int
+    path: str
+    first_step: int
+    last_step: int
+    events: int
+    start_us: int | None = None
+    end_us: int | None = None
+
+    def stats(self, **options: Any):
+        """Exact statistics of this window: :func:`pyprof.trace.stats` on :attr:`path`."""
+        from ..trace import stats
+        return stats(self.path, **options)
+
+    def summary(self, **options: Any) -> str:
+        """Text summary of this window (:func:`pyprof.trace.summarize`); notes bulk names."""
+        from ..trace import summarize
+        return summarize(self.path, **options)
+
+
+def now_us() -> int:
+    """Now, in microseconds since the epoch (MXNet's ``ts`` clock)."""
+    return time.time_ns() // 1000
+
+
+def metadata_key(event: dict[str, Any]) -> bytes:
+    """The identity of a metadata event (its canonical JSON)."""
+    return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+
+
+def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],
+               out: str | None, scratch: str | None = None) -> int:
+    """Read the events in bytes ``[start, end)`` of ``raw`` (``end`` None: to the end).
+
+    New metadata events are added to ``metadata``. With ``out``, a valid trace is written there:
+    all known metadata events first, then the range's other events; returns events written.
+    The window is valid as every trace pyprof writes (docs/trace-format.md): ``B``/``E`` pairs
+    are kept as they are, but a slice that partially overlaps another of its thread moves to a
+    new thread (as an ``X`` event), slices with a negative duration and unmatched begins and ends
+    are left out, and ids JavaScript cannot hold (MXNet's 64-bit pids, tids and async ids) are
+    renumbered to small integers no other id of the window uses. The range is read twice, from
+    a copy in ``scratch`` (default: beside ``out``, else ``raw``), named
+    ``.pyprof-<pid>-segment-*.json`` so that a dead process's copy is recognised and deleted.
+    """
+    fd, segment = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-segment-", suffix=".json",
+                                   dir=scratch or os.path.dirname(out or raw) or ".")
+    try:
+        with os.fdopen(fd, "wb") as dst:
+            _copy_range(raw, start, end, dst)
+        return _write_events([segment] if os.path.getsize(segment) > 0 else [], metadata, out)
+    finally:
+        os.unlink(segment)
+
+
+def join_traces(sources: list[str], out: str, metadata: dict[bytes, dict[str, Any]]) -> int:
+    """Write the events of ``sources`` (MXNet traces, finished or not, with or without their
+    header; none being written any more), in order, as one valid trace at ``out`` (which may be
+    one of them), as :func:`read_range` writes a window: known metadata first. New metadata
+    events are added to ``metadata``. Returns the events written. A source that does not exist
+    or holds no event adds nothing."""
+    present = [s for s in sources if os.path.exists(s) and os.path.getsize(s) > 0]
+    return _write_events(present, metadata, out)
+
+
+def _write_events(paths: list[str], metadata: dict[bytes, dict[str, Any]],
+                  out: str | None) -> int:
+    """The body of :func:`read_range` and :func:`join_traces`: read ``paths`` (twice when
+    writing), in order, and write their events as one valid trace at ``out``."""
+    from ..trace import TraceReader
+    from ..errors import TraceFormatError
+
+    def read(path: str, phases: set[str] | None = None) -> Iterator[dict[str, Any]]:
+        try:
+            yield from TraceReader(path, progress=False, phases=phases)
+        except TraceFormatError:
+            return  # a header, or separators, without any event
+
+    if out is None:
+        for path in paths:
+            for ev in read(path, {"M"}):
+                metadata.setdefault(metadata_key(ev), ev)
+        return 0
+    known = dict(metadata)
+
+    def events(record: bool) -> Iterator[dict[str, Any]]:
+        """The window's events: known metadata first, then the paths', each once."""
+        written = set(known)
+        yield from known.values()
+        for path in paths:
+            for ev in read(path):
+                if ev.get("ph") == "M":
+                    key = metadata_key(ev)
+                    if key in written:
+                        continue
+                    written.add(key)
+                    if record:
+                        metadata[key] = ev
+                yield ev
+
+    # The trace package's writer and slice planning (package-internal, not in
+    # pyprof.trace.__all__), imported late, as pyprof.trace is.
+    from ..trace.ids import IdMap
+    from ..trace.slices import Rewriter, plan_slices
+    from ..trace.writer import TraceWriter
+
+    ids = IdMap(renumber_all=False)
+    rewriter = Rewriter(plan_slices(events(record=True), ids), ids, keep_pairs=True)
+    with TraceWriter(out, gzip=False) as w:
+        for ev in rewriter.rewrite(events(record=False)):
+            w.write(ev)
+    return w.count
+
+
+def _copy_range(path: str, start: int, end: int | None, dst: IO[bytes]) -> None:
+    try:
+        src = open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        return  # nothing was ever flushed
+    with src:
+        src.seek(start)
+        left = None if end is None else max(0, end - start)
+        while left is None or left > 0:
+            chunk = src.read(1 << 20 if left is None else min(1 << 20, left))
+            if not chunk:
+                break
+            dst.write(chunk)
+            if left is not None:
+                left -= len(chunk)
+
+
+def write_partial(path: str, raw: str, start: int, index: int, start_us: int,
+                  end: int | None = None) -> None:
+    """Record where a window starts (``<path>.partial``), so that ``recover`` works after a
+    crash; ``end`` once it ended (not cut yet). The JVM layer writes the same format."""
+    info = {"raw": raw, "start": start, "window": index, "pid": os.getpid(),
+            "start_us": start_us, "metadata": list(METADATA.values())}
+    if end is not None:
+        info["end"] = end
+    # atomically: a process killed while writing must not leave a cut .partial (the temporary
+    # file is named with the pid, so that the next start deletes it)
+    fd, tmp = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-", suffix=".tmp",
+                               dir=os.path.dirname(path) or ".")
+    with os.fdopen(fd, "wb") as f:
+        f.write(orjson.dumps(info))
+    os.replace(tmp, path + PARTIAL)
+
+
+def complete_headless_trace(path: str | os.PathLike[str]) -> int:
+    """Make a finished trace of a second session in this process valid, with process names.
+
+    MXNet writes only its first dump with the ``{"traceEvents": [`` header and the
+    ``process_name`` events; a later session's file starts with a bare comma.
+    ``pyprof.profiler.dump`` calls this for such a file: it is rewritten with every metadata
+    event this process has seen first. Returns the events written.
+    """
+    out = os.path.abspath(os.fspath(path))
+    return read_range(out, 0, None, dict(METADATA), out=out)
