@@ -63,9 +63,6 @@ class _Eval:
         self.ins = [list(map(int, s)) for s in ins]
         self.attrs = {k: parse_attr(v) for k, v in attrs.items()}
 
-    def bad(self, why: str) -> Exception:
-        return rules.error("flops.bad_input", op=self.op, why=why)
-
     def ev(self, e: Any, env: dict[str, Any]) -> Any:
         if e is None or isinstance(e, (bool, int)):
             return e
@@ -77,14 +74,14 @@ class _Eval:
         if op == "if":
             c = self.ev(args[0], env)
             if not isinstance(c, bool):
-                raise self.bad(f"'if' needs a boolean, got {c!r}")
+                raise rules.error("flops.bad_input", op=self.op, why=f"'if' needs a boolean, got {c!r}")
             return self.ev(args[1] if c else args[2], env)
         if op == "attr":
             v = self.attrs.get(args[0])
             if v is not None:
                 return v
             if len(args) < 2:
-                raise self.bad(f"attribute {args[0]!r} is required")
+                raise rules.error("flops.bad_input", op=self.op, why=f"attribute {args[0]!r} is required")
             return self.ev(args[1], env)
         if op == "str":
             return args[0]
@@ -96,7 +93,7 @@ class _Eval:
     def apply(self, op: str, v: list[Any]) -> Any:
         if op == "in":
             if v[0] >= len(self.ins):
-                raise self.bad(f"needs input {v[0]}, got {len(self.ins)} shape(s)")
+                raise rules.error("flops.bad_input", op=self.op, why=f"needs input {v[0]}, got {len(self.ins)} shape(s)")
             return self.ins[v[0]]
         if op == "out":
             if self.outs is None or v[0] >= len(self.outs):
@@ -123,7 +120,7 @@ class _Eval:
         if op == "at":
             s = self.shape(v[0])
             if not -len(s) <= v[1] < len(s):
-                raise self.bad(f"shape {s} has no axis {v[1]}")
+                raise rules.error("flops.bad_input", op=self.op, why=f"shape {s} has no axis {v[1]}")
             return s[v[1]]
         if op == "slice":
             return self.shape(v[0])[v[1]:v[2]]
@@ -143,12 +140,12 @@ class _Eval:
 
     def shape(self, s: Any) -> list[int]:
         if not isinstance(s, list):
-            raise self.bad(f"expected a shape, got {s!r}")
+            raise rules.error("flops.bad_input", op=self.op, why=f"expected a shape, got {s!r}")
         return s
 
     def scalar(self, x: Any) -> int:
         if isinstance(x, bool) or not isinstance(x, int):
-            raise self.bad(f"expected an integer, got {x!r}")
+            raise rules.error("flops.bad_input", op=self.op, why=f"expected an integer, got {x!r}")
         return x
 
     def arith(self, op: str, a: Any, b: Any) -> Any:
@@ -157,11 +154,11 @@ class _Eval:
             aa = a if isinstance(a, list) else [a] * n
             bb = b if isinstance(b, list) else [b] * n
             if len(aa) != len(bb):
-                raise self.bad(f"{op!r} of shapes of different lengths {aa} and {bb}")
+                raise rules.error("flops.bad_input", op=self.op, why=f"{op!r} of shapes of different lengths {aa} and {bb}")
             return [self.arith(op, x, y) for x, y in zip(aa, bb)]
         a, b = self.scalar(a), self.scalar(b)
         if op == "//" and b == 0:
-            raise self.bad("division by zero (a stride or group of 0)")
+            raise rules.error("flops.bad_input", op=self.op, why="division by zero (a stride or group of 0)")
         return {"+": a + b, "*": a * b, "-": a - b, "//": a // b if b else 0, ">": a > b}[op]
 
     def broadcast(self, shapes: list[list[int]]) -> list[int]:
@@ -170,7 +167,7 @@ class _Eval:
         for s in shapes:
             for i, d in enumerate([1] * (n - len(s)) + list(s)):
                 if d != out[i] and 1 not in (d, out[i]):
-                    raise self.bad(f"shapes {shapes} do not broadcast")
+                    raise rules.error("flops.bad_input", op=self.op, why=f"shapes {shapes} do not broadcast")
                 out[i] = d if out[i] == 1 else out[i]
         return out
 
