@@ -126,6 +126,8 @@ class _Eval:
             return self.shape(v[0])[v[1]:v[2]]
         if op == "set":
             s = list(self.shape(v[0]))
+            if not -len(s) <= v[1] < len(s):
+                raise rules.error("flops.bad_input", op=self.op, why=f"shape {s} has no axis {v[1]}")
             s[v[1]] = v[2]
             return s
         if op == "vec":
@@ -293,3 +295,6 @@ def check_spec(spec: Mapping[str, Any] = SPEC) -> None:
         walk(fam["flops"], f"families.{name}.flops")
         for e in fam.get("out", []):
             walk(e, f"families.{name}.out")
+
+
+check_spec()  # a malformed entry fails at import, as the JVM's pyprof.flops fails at load
