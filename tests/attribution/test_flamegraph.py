@@ -114,3 +114,33 @@ def test_cli_writes_the_file_and_refuses_a_missing_directory(tmp_path):
                           "-o", str(tmp_path / "no" / "such" / "x.folded")],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "fix: " in bad.stderr
+
+
+def test_real_mxnet_trace_totals_equal_the_operator_time(tmp_path):
+    """A trace MXNet 1.9.1 really wrote (a child process: the profiler is one per process)."""
+    from child import run_scenario
+
+    run_scenario("""
+        import mxnet as mx
+        import pyprof
+        pyprof.set_config(profile_all=True, filename="real.json")
+        pyprof.set_state("run")
+        x = mx.nd.ones((64, 64))
+        for _ in range(5):
+            y = mx.nd.relu(mx.nd.dot(x, x) - 1)
+            z = mx.nd.Convolution(mx.nd.ones((1, 3, 16, 16)), mx.nd.ones((4, 3, 3, 3)),
+                                  kernel=(3, 3), num_filter=4, no_bias=True)
+        mx.nd.waitall()
+        pyprof.set_state("stop")
+        pyprof.dump()
+        result = True
+    """, tmp_path)
+    path = tmp_path / "real.json"
+    parsed = _parse(fg.folded(path).text())
+    st = trace.stats(path, categories={"operator"})
+    expected = {(r.device, r.name): r.total_us for r in st.operators if r.total_us > 0}
+    assert {"dot", "relu", "Convolution"} <= {name for _, name in expected}
+    assert _by_operator(parsed) == expected
+    assert sum(n for _, n in parsed) == sum(expected.values())
+    assert all(f[0] == "cpu/0" for f, _ in parsed)  # device;thread;operator, no frames today
+    assert all(len(f) == 3 for f, _ in parsed)
