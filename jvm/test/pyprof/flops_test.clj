@@ -38,6 +38,7 @@
          (flops/flops "Convolution" [[1 3 8 8] [4 3 3 3]] {"kernel" "(3, 3)" "no_bias" "True"})
          (* 2 4 36 3 9)))
   (is (nil? (flops/flops "_random_uniform" [] {})))
+  (is (= 24576 (flops/bytes-moved "dot" [[64 64] [64 64]] {} {:dtypes "float16"})) "docs/attribution.md")
   (is (= 36 (flops/bytes-moved "_random_uniform" [] {} {:output-shapes [[3 3]]}))))
 
 (deftest planted-malformed-entries-are-catalogue-errors
