@@ -52,8 +52,18 @@
                 :else t))))
 
 
-(defn- shape [op s] (if (vector? s) s (throw (rules/error "flops.bad_input" {:op op :why (str "expected a shape, got " (show s))}))))
-(defn- scalar [op x] (if (integer? x) (long x) (throw (rules/error "flops.bad_input" {:op op :why (str "expected an integer, got " (show x))}))))
+(defn- input "The fields of a flops.bad_input error." [op why] {:op op :why why})
+(defn- entry "The fields of a flops.bad_spec error." [where why] {:where where :why why})
+
+(defn- shape [op s]
+  (if (vector? s)
+    s
+    (throw (rules/error "flops.bad_input" (input op (str "expected a shape, got " (show s)))))))
+
+(defn- scalar [op x]
+  (if (integer? x)
+    (long x)
+    (throw (rules/error "flops.bad_input" (input op (str "expected an integer, got " (show x)))))))
 
 (defn- arith [op f a b]
   (if (or (vector? a) (vector? b))
@@ -61,16 +71,16 @@
           aa (if (vector? a) a (vec (repeat n a)))
           bb (if (vector? b) b (vec (repeat n b)))]
       (when (not= (count aa) (count bb))
-        (throw (rules/error "flops.bad_input" {:op op :why (str (show f) " of shapes of different lengths " (show aa) " and " (show bb))})))
+        (throw (rules/error "flops.bad_input" (input op (str (show f) " of shapes of different lengths " (show aa) " and " (show bb))))))
       (mapv #(arith op f %1 %2) aa bb))
     (let [a (scalar op a) b (scalar op b)]
       (case f
         "+" (+ a b) "*" (* a b) "-" (- a b) ">" (> a b)
-        "//" (if (zero? b) (throw (rules/error "flops.bad_input" {:op op :why "division by zero (a stride or group of 0)"})) (Math/floorDiv (long a) (long b)))))))
+        "//" (if (zero? b) (throw (rules/error "flops.bad_input" (input op "division by zero (a stride or group of 0)"))) (Math/floorDiv (long a) (long b)))))))
 
 (defn- index [op s i]
   (let [n (count s) j (if (neg? i) (+ n i) i)]
-    (if (< -1 j n) j (throw (rules/error "flops.bad_input" {:op op :why (str "shape " (show s) " has no axis " i)})))))
+    (if (< -1 j n) j (throw (rules/error "flops.bad_input" (input op (str "shape " (show s) " has no axis " i)))))))
 
 (defn- py-slice [s from to]
   (let [n (count s)
@@ -83,7 +93,7 @@
     (reduce (fn [out s]
               (mapv (fn [o d]
                       (cond (= o d) o (= 1 o) d (= 1 d) o
-                            :else (throw (rules/error "flops.bad_input" {:op op :why (str "shapes " (show shapes) " do not broadcast")}))))
+                            :else (throw (rules/error "flops.bad_input" (input op (str "shapes " (show shapes) " do not broadcast"))))))
                     out (concat (repeat (- n (count s)) 1) s)))
             (vec (repeat n 1)) shapes)))
 
@@ -96,16 +106,16 @@
     (cond
       (or (nil? e) (boolean? e)) e
       (integer? e) (long e)
-      (string? e) (if (contains? env e) (env e) (throw (rules/error "flops.bad_spec" {:where op :why (str "no let name '" e "'")})))
+      (string? e) (if (contains? env e) (env e) (throw (rules/error "flops.bad_spec" (entry op (str "no let name '" e "'")))))
       :else
       (let [[f & args] e]
         (case f
           "if" (let [v (ev c env (first args))]
-                 (when-not (boolean? v) (throw (rules/error "flops.bad_input" {:op op :why (str "'if' needs a boolean, got " (show v))})))
+                 (when-not (boolean? v) (throw (rules/error "flops.bad_input" (input op (str "'if' needs a boolean, got " (show v))))))
                  (ev c env (if v (second args) (nth args 2))))
           "attr" (let [v (get (:attrs c) (first args))]
                    (cond (some? v) v
-                         (< (count args) 2) (throw (rules/error "flops.bad_input" {:op op :why (str "attribute '" (first args) "' is required")}))
+                         (< (count args) 2) (throw (rules/error "flops.bad_input" (input op (str "attribute '" (first args) "' is required"))))
                          :else (ev c env (second args))))
           "str" (first args)
           "call" (flops (first args) (mapv #(ev c env %) (second args)) (:attrs c))
@@ -113,7 +123,7 @@
             (case f
               "in" (let [i (first v)]
                      (if (< i (count (:ins c))) ((:ins c) i)
-                         (throw (rules/error "flops.bad_input" {:op op :why (str "needs input " i ", got " (count (:ins c)) " shape(s)")}))))
+                         (throw (rules/error "flops.bad_input" (input op (str "needs input " i ", got " (count (:ins c)) " shape(s)"))))))
               "out" (let [i (first v)]
                       (if (and (:outs c) (< i (count (:outs c)))) ((:outs c) i)
                           (throw (ex-info "unknown-output" {::unknown true}))))
@@ -131,7 +141,7 @@
               "cat" (vec (mapcat #(shape op %) v))
               "fill" (vec (repeat (first v) (second v)))
               "broadcast" (broadcast op (first v))
-              (throw (rules/error "flops.bad_spec" {:where op :why (str "unknown operation '" f "'")})))))))))
+              (throw (rules/error "flops.bad_spec" (entry op (str "unknown operation '" f "'")))))))))))
 
 (defn- call [op ins attrs outs]
   {:op op :ins (mapv #(mapv long %) ins) :outs (some->> outs (mapv #(mapv long %)))
@@ -171,7 +181,7 @@
 (defn- nbytes [shapes dtypes default]
   (reduce + 0 (map (fn [s dt]
                      (* (or (dtype-bytes dt)
-                            (throw (rules/error "flops.bad_input" {:op "bytes" :why (str "unknown dtype " (show dt))})))
+                            (throw (rules/error "flops.bad_input" (input "bytes" (str "unknown dtype " (show dt))))))
                         (reduce * 1 (map long s))))
                    shapes (if (sequential? dtypes) dtypes (repeat (or dtypes default))))))
 
@@ -211,22 +221,22 @@
          walk (fn walk [e where]
                 (when (sequential? e)
                   (let [[f & args] e [lo hi] (ar f)]
-                    (when-not lo (throw (rules/error "flops.bad_spec" {:where where :why (str "unknown operation [" (show f) "]")})))
+                    (when-not lo (throw (rules/error "flops.bad_spec" (entry where (str "unknown operation [" (show f) "]")))))
                     (when-not (<= lo (count args) (or hi (count args)))
-                      (throw (rules/error "flops.bad_spec" {:where where :why (str (show f) " takes " lo " to " (show hi) " arguments, got " (count args))})))
+                      (throw (rules/error "flops.bad_spec" (entry where (str (show f) " takes " lo " to " (show hi) " arguments, got " (count args))))))
                     (cond (= "call" f) (do (when-not (contains? (s "operators") (first args))
-                                             (throw (rules/error "flops.bad_spec" {:where where :why (str "calls unknown " (show (first args)))})))
+                                             (throw (rules/error "flops.bad_spec" (entry where (str "calls unknown " (show (first args)))))))
                                            (doseq [a (second args)] (walk a where)))
                           (not= "str" f) (doseq [a args] (walk a where))))))]
      (doseq [[op n] (s "operators")]
        (when-not (contains? (s "families") n)
-         (throw (rules/error "flops.bad_spec" {:where (str "operators." op) :why (str "no family " (show n))}))))
+         (throw (rules/error "flops.bad_spec" (entry (str "operators." op) (str "no family " (show n)))))))
      (doseq [[n fam] (s "families")]
        (when-not (and (contains? fam "flops") (sequential? (fam "let")))
-         (throw (rules/error "flops.bad_spec" {:where (str "families." n) :why "needs let and flops"})))
+         (throw (rules/error "flops.bad_spec" (entry (str "families." n) "needs let and flops"))))
        (doseq [pair (fam "let")]
          (when-not (and (sequential? pair) (= 2 (count pair)) (string? (first pair)))
-           (throw (rules/error "flops.bad_spec" {:where (str "families." n ".let") :why (str (show pair) " is not a [name, expression] pair")})))
+           (throw (rules/error "flops.bad_spec" (entry (str "families." n ".let") (str (show pair) " is not a [name, expression] pair")))))
          (walk (second pair) (str "families." n ".let." (first pair))))
        (walk (fam "flops") (str "families." n ".flops"))
        (doseq [e (fam "out")] (walk e (str "families." n ".out"))))
