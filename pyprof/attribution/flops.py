@@ -11,6 +11,7 @@ No C function is called: this is pure logic over shapes.
 
 from __future__ import annotations
 
+import numbers
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -39,6 +40,8 @@ def parse_attr(value: Any) -> Any:
     missing, ``"None"`` and an empty tuple (the default applies)."""
     if isinstance(value, (list, tuple)):
         return [int(v) for v in value] or None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)  # numpy integers too
     if not isinstance(value, str):
         return value
     text = value.strip()

@@ -61,6 +61,9 @@ def test_mxnet_attribute_strings_parse():
     assert F.parse_attr("True") is True and F.parse_attr("false") is False
     assert F.parse_attr("64") == 64 and F.parse_attr("relu") == "relu"
     assert F.parse_attr("()") is None and F.parse_attr("None") is None
+    np = pytest.importorskip("numpy")
+    assert F.parse_attr(np.int64(16)) == 16 and type(F.parse_attr(np.int64(16))) is int
+    assert F.flops("dot", [np.array([4, 8]), (np.int64(8), 2)], {}) == 2 * 4 * 2 * 8
     # native values work as MXNet's strings do
     assert F.flops("Convolution", [(1, 3, 8, 8), (4, 3, 3, 3)], {"kernel": (3, 3), "no_bias": True}) \
         == F.flops("Convolution", [(1, 3, 8, 8), (4, 3, 3, 3)], {"kernel": "(3, 3)", "no_bias": "True"}) \
