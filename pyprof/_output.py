@@ -18,7 +18,7 @@ import tempfile
 
 from . import rules
 
-__all__ = ["MIN_FREE_BYTES", "min_free_bytes", "absolute", "text_problem", "file_problem",
+__all__ = ["MIN_FREE_BYTES", "min_free_bytes", "absolute", "same_file", "text_problem", "file_problem",
            "check_config_path", "size", "check_dumped"]
 
 #: Free bytes a trace's file system must have (api.json ``output_paths.min_free_bytes``);
@@ -32,6 +32,12 @@ def absolute(path: str) -> str:
     with the leading ``//`` posixpath keeps made ``/``."""
     full = os.path.abspath(path)
     return full[1:] if full.startswith("//") else full
+
+
+def same_file(a: str, b: str) -> bool:
+    """True when the paths ``a`` and ``b`` name the same file by grammar.json ``paths``: their
+    :func:`absolute` forms are equal (``"a.json"``, ``"./a.json"``, ``"<cwd>/a.json"``)."""
+    return absolute(a) == absolute(b)
 
 
 def min_free_bytes() -> int:

@@ -194,3 +194,29 @@ def test_c_float_agrees_with_the_jvm_on_many_doubles():
     differ = [(d, p, j) for d, p, j in zip(doubles, py, jvm) if p != j]
     assert not differ, differ[:5]
     assert all(float(p) == d for p, d in zip(py, doubles))  # each reads back
+
+
+def test_the_same_file_spelt_another_way_keeps_its_events(tmp_path):
+    """grammar.json paths: "./a.json" while "a.json" records is the same file, so the events
+    already dumped there are kept (compared as strings, it was a new file that MXNet's config
+    deleted). The JVM runs the same (jvm/test/pyprof/template_test.clj)."""
+    r = run_scenario("""
+import json, mxnet as mx
+from pyprof import profiler
+profiler.set_config(filename="a.json", profile_imperative=True)
+profiler.set_state("run")
+mx.nd.ones((4, 4)).wait_to_read()
+profiler.dump(finished=False)
+profiler.set_config(filename="./a.json", profile_imperative=True)
+mx.nd.zeros((4, 4)).wait_to_read()
+os.mkdir("sub")  # the OS resolves sub/.. only through an existing sub
+profiler.set_config(filename=os.path.join(os.getcwd(), "sub", "..", "a.json"), profile_imperative=True)
+mx.nd.full((4, 4), 2).wait_to_read()
+profiler.set_state("stop")
+profiler.dump()
+events = json.load(open("a.json"))["traceEvents"]
+result = sorted({e["name"] for e in events if e.get("cat") == "operator"})
+""", tmp_path)
+    assert {"_ones", "_zeros", "_full"} <= set(r)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".json"
+                  and not p.name.startswith("result")) == ["a.json"]

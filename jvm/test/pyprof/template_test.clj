@@ -7,6 +7,7 @@
             [clojure.test :refer [deftest is testing]]
             [pyprof.config :as config]
             [pyprof.ndarray :as nd]
+            [pyprof.profiler :as profiler]
             [pyprof.session :as session]
             [pyprof.session.template :as template]
             [pyprof.test-util :refer [java-child temp-dir]])
@@ -93,3 +94,29 @@
     (is (= [(str dir "/r{oot}/j_000_{x}.json")] java))
     (doseq [p (concat clj java)]
       (is (.isFile (io/file p)) p))))
+
+(defn child-same-file
+  "Run in a child JVM: the trace file named again in another spelling while recording."
+  [dir]
+  (let [work #(with-open [a (nd/random-uniform -1 1 [8 8])] (nd/wait-to-read a))]
+    (profiler/profiler-set-config {:filename (str dir "/a.json") :profile-imperative true})
+    (profiler/profiler-set-state :run)
+    (work)
+    (profiler/dump-profile false)
+    (profiler/profiler-set-config {:filename (str dir "/./a.json") :profile-imperative true})
+    (work)
+    (.mkdirs (io/file dir "sub")) ; the OS resolves sub/.. only through an existing sub
+    (profiler/profiler-set-config {:filename (str dir "/sub/../a.json") :profile-imperative true})
+    (work)
+    (profiler/profiler-set-state :stop)
+    (profiler/dump-profile)))
+
+(deftest the-same-file-spelt-another-way-keeps-its-events
+  (let [dir (str (.getCanonicalFile (temp-dir)))
+        {:keys [exit err]} (java-child ["-e" (str "(require 'pyprof.template-test)"
+                                                   "(pyprof.template-test/child-same-file \"" dir "\")")])
+        events (get (json/read-str (slurp (io/file dir "a.json"))) "traceEvents")
+        ops (frequencies (keep #(when (= "operator" (% "cat")) [(% "name") (% "ph")]) events))]
+    (is (= 0 exit) err)
+    (is (= 3 (ops ["_random_uniform" "B"])) "the events dumped before each config are kept")
+    (is (= ["a.json" "sub"] (sort (map #(.getName ^java.io.File %) (.listFiles (io/file dir))))))))

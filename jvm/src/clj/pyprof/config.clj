@@ -111,6 +111,12 @@
   (let [abs (Paths/get (abspath path) (make-array String 0))]
     (str (or (.getParent abs) abs))))
 
+(defn same-file?
+  "True when the paths `a` and `b` name the same file by grammar.json `paths`: their `abspath`
+  forms are equal (\"a.json\", \"./a.json\", \"<user.dir>/a.json\")."
+  [^String a ^String b]
+  (= (abspath a) (abspath b)))
+
 (defn- check-file!
   "For a key marked `\"file\": true` in the spec: MXNet must be able to write the path, since it
   silently writes no trace otherwise (as pyprof._output.check_config_path in Python):
