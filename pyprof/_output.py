@@ -18,8 +18,8 @@ import tempfile
 
 from . import rules
 
-__all__ = ["MIN_FREE_BYTES", "min_free_bytes", "absolute", "same_file", "text_problem", "file_problem",
-           "check_config_path", "size", "check_dumped"]
+__all__ = ["MIN_FREE_BYTES", "min_free_bytes", "absolute", "same_file", "text_problem",
+           "file_problem", "check_config_path", "size", "check_dumped"]
 
 #: Free bytes a trace's file system must have (api.json ``output_paths.min_free_bytes``);
 #: ``$PYPROF_MIN_FREE_BYTES`` (``min_free_env``) overrides it, 0 turns the check off.

@@ -223,7 +223,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         problem = _output.file_problem(self._path)  # windows are written there (MXNet is silent)
         if problem is not None:
             raise rules.error("session.bad_path", value=os.fspath(path), **problem)
-        if schedule is not None and not self._template.has(_template.WINDOW_FIELD) and saves_many(schedule):
+        if schedule is not None and not self._template.has(_template.WINDOW_FIELD) \
+                and saves_many(schedule):
             raise rules.error("session.path_needs_window", path=os.fspath(path))
         self.windows: list[Window] = []
         self.step_num = 0

@@ -210,7 +210,8 @@ profiler.dump(finished=False)
 profiler.set_config(filename="./a.json", profile_imperative=True)
 mx.nd.zeros((4, 4)).wait_to_read()
 os.mkdir("sub")  # the OS resolves sub/.. only through an existing sub
-profiler.set_config(filename=os.path.join(os.getcwd(), "sub", "..", "a.json"), profile_imperative=True)
+profiler.set_config(filename=os.path.join(os.getcwd(), "sub", "..", "a.json"),
+                    profile_imperative=True)
 mx.nd.full((4, 4), 2).wait_to_read()
 profiler.set_state("stop")
 profiler.dump()
