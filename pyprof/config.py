@@ -8,7 +8,9 @@ so a bad key or value never reaches C.
 from __future__ import annotations
 
 import math
+import numbers
 import os
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
@@ -18,11 +20,52 @@ from .process import output as _output
 from . import rules
 from .errors import ConfigError
 
-__all__ = ["ConfigKey", "keys", "validate", "SPEC_PATH"]
+__all__ = ["ConfigKey", "keys", "validate", "number", "boolean", "c_float", "SPEC_PATH"]
 
 SPEC_PATH = rules.SPEC_DIR / "profiler_config.json"
 
 _VALUES = rules.API["config_values"]  # accepted spellings and the C strings (api.json)
+_GRAMMAR = rules.spec("grammar.json")  # how numbers and booleans are spelt in strings
+_NUMBER = re.compile(_GRAMMAR["number"]["regex"])
+
+
+def _trim(text: str) -> str:
+    """``text`` without the ASCII whitespace of grammar.json at either end."""
+    return text.strip(_GRAMMAR["whitespace"])
+
+
+def number(value: Any) -> float | None:
+    """``value`` as a float by grammar.json ``native_numbers`` and ``number``, or None: a
+    number of Python (not a bool) as the nearest float, a string spelt by the decimal regex
+    (after trimming ASCII whitespace) as the float it reads. Infinite results are None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (numbers.Real, Decimal)):
+        try:
+            result = float(value)
+        except (OverflowError, ValueError):  # 10**400: no float holds it; Decimal("sNaN")
+            return None
+    elif isinstance(value, str) and _NUMBER.fullmatch(_trim(value)):
+        result = float(_trim(value))
+    else:
+        return None
+    return result if math.isfinite(result) else None
+
+
+def boolean(value: Any) -> bool | None:
+    """``value`` as a bool by grammar.json ``boolean``, or None."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral):
+        text = _VALUES["bool_numbers"].get(str(int(value)))
+        return None if text is None else text == _VALUES["c_true"]
+    if isinstance(value, str) and _trim(value).isascii():
+        word = _trim(value).lower()
+        if word in _VALUES["bool_true"]:
+            return True
+        if word in _VALUES["bool_false"]:
+            return False
+    return None
 
 
 def c_float(number: float) -> str:
@@ -65,17 +108,8 @@ class ConfigKey:
 
     def _convert(self, value: Any) -> str | None:
         if self.type == "bool":
-            if isinstance(value, bool):
-                return _VALUES["c_true"] if value else _VALUES["c_false"]
-            if isinstance(value, int):
-                return _VALUES["bool_numbers"].get(str(value))
-            if isinstance(value, str):
-                word = value.strip().lower()
-                if word in _VALUES["bool_true"]:
-                    return _VALUES["c_true"]
-                if word in _VALUES["bool_false"]:
-                    return _VALUES["c_false"]
-            return None
+            flag = boolean(value)
+            return None if flag is None else _VALUES["c_true"] if flag else _VALUES["c_false"]
         if self.type == "string":
             if isinstance(value, (str, os.PathLike)) and str(os.fspath(value)):
                 text = str(os.fspath(value))
@@ -85,14 +119,10 @@ class ConfigKey:
                 return text
             return None
         if self.type == "float":
-            try:
-                number = float(value) if not isinstance(value, bool) else math.nan
-            except (TypeError, ValueError, OverflowError):  # 10**400: no float holds it
+            x = number(value)
+            if x is None or (self.min_exclusive is not None and x <= self.min_exclusive):
                 return None
-            if not math.isfinite(number) or (self.min_exclusive is not None
-                                             and number <= self.min_exclusive):
-                return None
-            return c_float(number)
+            return c_float(x)
         if self.type == "enum":
             return value if isinstance(value, str) and value in self.choices else None
         raise AssertionError(f"spec: unknown type {self.type!r} for {self.name}; fix: use a type "

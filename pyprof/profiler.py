@@ -137,13 +137,14 @@ def set_config(**kwargs: Any) -> None:
         keeps = process == "worker" and _t.ever_ran  # api.json keep_filename
         if keeps and "filename" not in c_values:
             c_values = {**c_values, "filename": current}
-        if process == "worker" and _t.running and _t.config and \
-                c_values.get("filename", current) != current:
+        # another file, by grammar.json paths ("./a.json" is "a.json")
+        moves = not _output.same_file(c_values.get("filename", current), current)
+        if process == "worker" and _t.running and _t.config and moves:
             _switch_file(c_values)
-        elif keeps and c_values["filename"] == current:
+        elif keeps and not moves:
             _configure_same_file(c_values)
         else:
-            if process == "worker" and c_values.get("filename", current) != current:
+            if process == "worker" and moves:
                 _join_kept(current)  # stopped, away from a kept file: its parts end there
             _capi.set_process_profiler_config(c_values, _kvstore_handle)
         if process == "worker":

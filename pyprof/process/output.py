@@ -18,12 +18,26 @@ import tempfile
 
 from .. import rules
 
-__all__ = ["MIN_FREE_BYTES", "min_free_bytes", "text_problem", "file_problem", "check_config_path", "size",
-           "check_dumped"]
+__all__ = ["MIN_FREE_BYTES", "min_free_bytes", "absolute", "same_file", "text_problem",
+           "file_problem", "check_config_path", "size", "check_dumped"]
 
 #: Free bytes a trace's file system must have (api.json ``output_paths.min_free_bytes``);
 #: ``$PYPROF_MIN_FREE_BYTES`` (``min_free_env``) overrides it, 0 turns the check off.
 MIN_FREE_BYTES: int = rules.API["output_paths"]["min_free_bytes"]
+
+
+def absolute(path: str) -> str:
+    """``path`` made absolute against the working directory and normalised lexically, by the
+    rule of grammar.json ``paths`` (the JVM: Path.toAbsolutePath().normalize()): os.path.abspath,
+    with the leading ``//`` posixpath keeps made ``/``."""
+    full = os.path.abspath(path)
+    return full[1:] if full.startswith("//") else full
+
+
+def same_file(a: str, b: str) -> bool:
+    """True when the paths ``a`` and ``b`` name the same file by grammar.json ``paths``: their
+    :func:`absolute` forms are equal (``"a.json"``, ``"./a.json"``, ``"<cwd>/a.json"``)."""
+    return absolute(a) == absolute(b)
 
 
 def min_free_bytes() -> int:
@@ -69,7 +83,7 @@ def file_problem(path: str, min_free: int | None = None) -> dict[str, str] | Non
     problem = text_problem(path)
     if problem is not None:
         return problem
-    full = os.path.abspath(path)
+    full = absolute(path)
     directory = os.path.dirname(full)
     if not os.path.isdir(directory):
         return _missing(directory)
@@ -109,7 +123,7 @@ def check_config_path(key: str, path: str) -> None:
     as config key ``key``."""
     problem = text_problem(path)
     if problem is None:
-        directory = os.path.dirname(os.path.abspath(path))
+        directory = os.path.dirname(absolute(path))
         if not os.path.isdir(directory) and file_in_the_way(directory) is None:
             raise rules.error("config.missing_directory", value=path, key=key,
                               directory=directory)

@@ -116,10 +116,9 @@ after any run) gets a file that MXNet writes without its header; the finished
 (:func:`complete_headless_trace`, in :mod:`pyprof.session.windows`, which does not import
 :mod:`pyprof.profiler`), so that file is valid too.
 
-**Modules.** :mod:`pyprof.session.scheduling` (the schedule file's interpreter),
-:mod:`pyprof.session.raw` (the raw trace and its boundaries), :mod:`pyprof.session.windows`
-(cutting ranges into window traces, metadata, ``.partial`` files),
-:mod:`pyprof.session.recovery` (:func:`recover`) and this module (the ``profile`` object).
+**Modules.** ``scheduling`` (the schedule file's interpreter), ``raw`` (the raw trace and its
+boundaries), ``windows`` (cutting ranges into window traces, metadata, ``.partial`` files),
+``recovery`` (:func:`recover`), ``template`` (window paths) and this one (``profile``).
 """
 
 from __future__ import annotations
@@ -135,11 +134,11 @@ from typing import Any
 from ..native import capi as _capi
 from ..process import output as _output
 from .. import config, profiler, rules
+from . import template as _template
 from .raw import RAW, ROTATE_BYTES, owner  # noqa: F401 - ROTATE_BYTES re-exported
 from .recovery import recover
-from .scheduling import (
-    DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS, Action, check_action, operations,
-    saves_many, schedule)
+from .scheduling import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS, Action,
+                         check_action, operations, saves_many, schedule)
 from .windows import PARTIAL, Window, complete_headless_trace, now_us, write_partial
 from ..process.tracker import TRACKER
 
@@ -180,9 +179,12 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         schedule: ``pyprof.schedule(...)`` or any ``step -> Action`` function. Default: one
             window from ``start()`` to ``stop()``.
         on_trace_ready: called with each saved :class:`Window` (after its file is written).
-        path: trace file of each window; ``{window}`` (0, 1, ...), ``{step}`` (first step) and
-            ``{pid}`` are filled in. Must contain ``{window}`` when the schedule has more than
-            one window. Relative paths are resolved now, against the current directory.
+        path: trace file of each window, a template (grammar.json ``window_path``): the fields
+            ``{window}`` (0, 1, ...), ``{step}`` (first step) and ``{pid}`` are filled in, each
+            optionally zero-padded to a width (``{window:02d}``); ``{{`` and ``}}`` are literal
+            braces. Must contain ``{window}`` when the schedule has more than one window.
+            Relative paths are resolved against the current directory of now. An unknown field,
+            another format or a lone brace raises ConfigError ``template.*``.
         dnnl: ``True`` or a log path: record oneDNN's primitives (``DNNL_VERBOSE``, split out
             of standard output into the log, ``pyprof_dnnl_<pid>.log`` beside the windows by
             default) and merge them into each window (:mod:`pyprof.dnnl.capture`). Raises
@@ -215,12 +217,16 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                               value=on_trace_ready)
         self._schedule = schedule if schedule is not None else (lambda step: DEFAULT_ACTION)
         self._on_trace_ready = on_trace_ready
-        self._path = os.path.abspath(os.fspath(path))
-        first = self._path.format(window=0, step=0, pid=os.getpid())
-        problem = _output.file_problem(first)  # windows are written there (MXNet is silent)
+        # a template (grammar.json window_path), filled per window, then made absolute against
+        # the working directory of now (grammar.json paths)
+        self._template = _template.parse(os.fspath(path))
+        self._cwd = os.getcwd()
+        self._path = self._window_path(window=0, step=0)  # the first window's file
+        problem = _output.file_problem(self._path)  # windows are written there (MXNet is silent)
         if problem is not None:
             raise rules.error("session.bad_path", value=os.fspath(path), **problem)
-        if schedule is not None and "{window}" not in self._path and saves_many(schedule):
+        if schedule is not None and not self._template.has(_template.WINDOW_FIELD) \
+                and saves_many(schedule):
             raise rules.error("session.path_needs_window", path=os.fspath(path))
         self.windows: list[Window] = []
         self.step_num = 0
@@ -235,6 +241,11 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._saved_now: list[Window] = []
         self._name = f"<pyprof.profile {id(self):#x}>"
         self._dnnl_log, self._dnnl = dnnl, None
+
+    def _window_path(self, *, window: int, step: int) -> str:
+        """The absolute path of the window ``window`` starting at step ``step``."""
+        filled = self._template.fill(window=window, step=step, pid=os.getpid())
+        return _output.absolute(os.path.join(self._cwd, filled))
 
     # -- public API --------------------------------------------------------------------------
     def __enter__(self) -> profile:
@@ -400,7 +411,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         RAW.harvest(start, skip=(ended.window.start, ended.end) if ended else None)
         index = self._opened
         self._opened += 1
-        path = self._path.format(window=index, step=self.step_num, pid=os.getpid())
+        path = self._window_path(window=index, step=self.step_num)
         self._window = _OpenWindow(index, start, self.step_num, path, now_us())
         self._write_partial()
 

@@ -26,6 +26,10 @@ case("config bool as 2", [err("set_config", {"profile_api": 2}, "config.bad_valu
 case("config dump_period 0", [err("set_config", {"dump_period": 0}, "config.bad_value")])
 case("config dump_period negative", [err("set_config", {"dump_period": -1.5}, "config.bad_value")])
 case("config dump_period text", [err("set_config", {"dump_period": "soon"}, "config.bad_value")])
+# grammar.json: only the decimal regex, ASCII whitespace (no CPython float() spellings)
+case("config dump_period with underscores", [err("set_config", {"dump_period": "1_000"}, "config.bad_value")])
+case("config dump_period in non-ASCII digits", [err("set_config", {"dump_period": "\u0661\u0662"}, "config.bad_value")])
+case("config bool in a no-break space", [err("set_config", {"profile_api": "\u00a0true"}, "config.bad_value")])
 case("config empty filename", [err("set_config", {"filename": ""}, "config.bad_value")])
 case("config bad profile_process", [err("set_config", {"profile_process": "both"}, "config.bad_value")])
 case("config missing directory", [err("set_config", {"filename": "{dir}/missing/t.json"}, "config.missing_directory")])
@@ -134,6 +138,11 @@ for name, path, words, java_code in [("a directory", "{dir}", "is a directory", 
                                      ("with a lone surrogate", "{dir}/w\udcff_{window}.json", "surrogate", None)]:
     case(f"session window path {name}", [err("profile", {"path": path}, bad_window(java_code), message_has=[words])])
 case("session window path under a file", [{"call": "write_file", "args": {"path": "f.txt", "text": "x"}}, err("profile", {"path": "{dir}/f.txt/sub/w_{window}.json"}, bad_window("root.file_in_the_way"), message_has=["is a file, not a directory"])])
+# grammar.json window_path: refused when the session is made, in every language
+for name, path, code in [("unknown field", "{dir}/w_{windw}.json", "template.unknown_field"),
+                         ("format spec", "{dir}/w_{window:>3}.json", "template.bad_spec"),
+                         ("lone brace", "{dir}/w_{window.json", "template.unbalanced")]:
+    case(f"session window path template {name}", [err("profile", {"path": path}, code, message_has=["window path"])])
 NS = {"not_in": ["java"], "why": "no schedule object in Java"}
 case("schedule repeat negative", [err("schedule", {"repeat": -1}, "schedule.bad_value", **NS)])
 case("schedule warmup negative", [err("schedule", {"warmup": -2}, "schedule.bad_value", **NS)])

@@ -145,7 +145,8 @@
     (is (empty? (remove (set (keys (rules/catalogue "errors"))) raised)))))
 
 (deftest accepted-phrases
-  (is (= "a number > 0 s" (rules/accepted "float_min" {:min "0" :unit "s"})))
+  (is (= "a number > 0 s (a number, or a decimal string such as \"0.5\" or \"2e-3\")"
+         (rules/accepted "float_min" {:min "0" :unit "s"})))
   (is (= "one of \"worker\", \"server\"" (rules/accepted "enum" {:choices ["worker" "server"]})))
   (is (= "true/false, 1/0, or the strings \"true\"/\"false\"/\"1\"/\"0\" (any case)"
          (rules/accepted "bool" {}))))

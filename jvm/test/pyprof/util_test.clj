@@ -77,7 +77,7 @@
                 " its key (docs/configuration.md lists what each key takes)")
            (ex-message e)))))
 
-(deftest c-float-is-python-c-float
+(deftest c-float-is-the-shortest-plain-decimal
   (testing "the plain shortest decimal, trailing zeros dropped"
     (are [d s] (= s (util/c-float d))
       0.5 "0.5"
@@ -91,9 +91,8 @@
       -0.0 "-0"
       0.1 "0.1"
       (+ 0.1 0.2) "0.30000000000000004"
-      ##NaN "NaN"
-      ##Inf "Infinity"
-      ##-Inf "-Infinity"))
+      5e-324 (str "0." (apply str (repeat 323 \0)) "5")
+      Double/MAX_VALUE (str "17976931348623157" (apply str (repeat 292 \0)))))
   (testing "where Double/toString before JDK 19 is not the shortest (2.82879384806159008E17,
             9.999999999999999E22)"
     (is (= "282879384806159000" (util/c-float 2.82879384806159E17)))
@@ -111,40 +110,70 @@
                                  (mapv #(format "%016x" (Double/doubleToRawLongBits %)) ds))]
         (is (= py (mapv util/c-float ds)))))))
 
-(deftest python-float-parsing
-  (are [s d] (= d (util/parse-py-float s))
-    "1" 1.0
-    " 2.5\n" 2.5
-    "1_000.5" 1000.5
-    "1e1_0" 1e10
-    "+.5" 0.5
-    "5." 5.0
-    "\uff11\uff12" 12.0
-    "\u00a01\u2003" 1.0
-    "-inf" ##-Inf
-    "Infinity" ##Inf
-    "1e400" ##Inf
-    "1__0" nil
-    "_1" nil
-    "0x10" nil
-    "1.5f" nil
-    "" nil
-    "1 0" nil
-    "\u200b1" nil)
-  (is (Double/isNaN (util/parse-py-float "NaN")))
-  (are [v d] (= d (util/py-float v))
-    1 1.0
-    9007199254740993 9007199254740992.0
-    1/3 (/ 1.0 3.0)
-    true nil
-    nil nil
-    :x nil))
+(deftest numbers-by-the-grammar
+  (testing "strings: grammar.json number, after trimming ASCII whitespace"
+    (are [s d] (= d (util/number s))
+      "1" 1.0
+      " 2.5\n" 2.5
+      "\u000b2.5\f\r\t" 2.5
+      "+.5" 0.5
+      "5." 5.0
+      "-1e-3" -0.001
+      "1E3" 1000.0
+      "00.50" 0.5
+      "1e400" nil
+      "1_000.5" nil
+      "1e1_0" nil
+      "\uff11\uff12" nil
+      "\u0661" nil
+      "\u00a01\u2003" nil
+      "-inf" nil
+      "Infinity" nil
+      "NaN" nil
+      "0x10" nil
+      "1.5f" nil
+      "1.5d" nil
+      "" nil
+      "." nil
+      "1 0" nil
+      "\u200b1" nil))
+  (testing "numbers of the language, booleans never"
+    (are [v d] (= d (util/number v))
+      1 1.0
+      (int 3) 3.0
+      9007199254740993 9007199254740992.0
+      100000000000000000000N 1e20
+      1/3 (/ 1.0 3.0)
+      1.50M 1.5
+      (float 1.5) 1.5
+      ##Inf nil
+      ##NaN nil
+      (bigint (.pow (biginteger 10) 400)) nil
+      true nil
+      nil nil
+      :x nil)))
 
-(deftest python-whitespace
-  (testing "py-space? is Python's str.isspace, over every code point"
-    (is (= [0x9 0xa 0xb 0xc 0xd 0x1c 0x1d 0x1e 0x1f 0x20 0x85 0xa0 0x1680 0x2000 0x2001 0x2002
-            0x2003 0x2004 0x2005 0x2006 0x2007 0x2008 0x2009 0x200a 0x2028 0x2029 0x202f 0x205f
-            0x3000]
-           (filterv util/py-space? (range 0x110000)))))
-  (is (= "a b" (util/py-strip "\u3000\u0085 a b\u00a0\n")))
-  (is (= "" (util/py-strip " \t "))))
+(deftest booleans-by-the-grammar
+  (are [v b] (= b (util/boolean-value v))
+    true true
+    false false
+    1 true
+    0 false
+    1N true
+    (short 0) false
+    2 nil
+    1.0 nil
+    "TRUE" true
+    " fAlSe\n" false
+    "\t1\r" true
+    "0" false
+    "\u00a0true" nil
+    "fal\u017fe" nil
+    "yes" nil
+    "" nil
+    nil nil))
+
+(deftest trim-is-ascii-whitespace-only
+  (is (= "a b" (util/trim " \t\n\u000b\f\ra b\r ")))
+  (is (= "\u00a0a\u3000" (util/trim "\u00a0a\u3000")))
+  (is (= "" (util/trim " \t "))))

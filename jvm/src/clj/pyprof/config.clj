@@ -1,7 +1,8 @@
 (ns pyprof.config
   "Profiler configuration keys, checked against the one spec, `profiler_config.json` (shared with
-  the Python package and read from the classpath), before anything reaches C. Values convert as
-  `pyprof.config` (Python) converts them: the same C strings, the same accept/reject decisions.
+  the Python package and read from the classpath), before anything reaches C. Values convert by
+  the grammar of `grammar.json`, as `pyprof.config` (Python) does: the same C strings, the same
+  accept/reject decisions.
 
   Errors come from the catalogue (`pyprof.rules/error`), with Python's fields: config.unknown_key
   (`:key` as C spells it, `:nearest`, `:valid`), config.bad_value (`:value` as given, `:key`,
@@ -12,7 +13,8 @@
             [clojure.string :as str]
             [pyprof.output :as output]
             [pyprof.rules :as rules]
-            [pyprof.util :as util]))
+            [pyprof.util :as util])
+  (:import (java.nio.file Paths)))
 
 (set! *warn-on-reflection* true)
 
@@ -67,11 +69,9 @@
       (rules/accepted type {:unit unit :choices (vec choices)}))))
 
 (defn- bool->c [v]
-  (cond (boolean? v) (if v rules/c-true rules/c-false)
-        (integer? v) (get-in rules/config-values ["bool_numbers" (str v)])
-        (string? v) (let [word (.toLowerCase (util/py-strip v) java.util.Locale/ROOT)]
-                      (cond (some #{word} (rules/config-values "bool_true")) rules/c-true
-                            (some #{word} (rules/config-values "bool_false")) rules/c-false))))
+  (let [b (util/boolean-value v)]
+    (cond (true? b) rules/c-true
+          (false? b) rules/c-false)))
 
 (defn- value->c
   "The C string for `v` under key spec `ks`, or nil when `v` is not acceptable: the decisions of
@@ -87,53 +87,35 @@
                    (when-let [problem (output/text-problem s)] ; C takes UTF-8 text without NUL
                      (throw (rules/error "config.bad_path" (merge {:value s :key name} problem))))
                    s))
-      "float" (when-let [x (util/py-float v)]
-                (let [x (double x)]
-                  (when (and (Double/isFinite x)
-                             (or (nil? min_exclusive) (> x (double min_exclusive))))
-                    (util/c-float x))))
+      "float" (when-let [x (util/number v)]
+                (when (or (nil? min_exclusive) (> (double x) (double min_exclusive)))
+                  (util/c-float x)))
       "enum" (when (and (string? v) (some #{v} choices)) v)
       (throw (ex-info (str "profiler_config.json: unknown type " (pr-str type) " for " name
                            ". fix: use a type the spec defines")
                       {:pyprof/error :invalid-spec})))))
 
-;; ------------------------------------------------------------------ paths as Python's posixpath
-
-(defn- normpath
-  "posixpath.normpath: `.` and empty parts dropped, `..` taken back, one or two leading slashes kept."
-  ^String [^String path]
-  (if (= path "")
-    "."
-    (let [initial (cond (and (str/starts-with? path "//") (not (str/starts-with? path "///"))) "//"
-                        (str/starts-with? path "/") "/"
-                        :else "")
-          parts (reduce (fn [out part]
-                          (cond (#{"" "."} part) out
-                                (or (not= part "..") (and (= initial "") (empty? out))
-                                    (= ".." (peek out))) (conj out part)
-                                (seq out) (pop out)
-                                :else out))
-                        [] (str/split path #"/" -1))
-          p (str initial (str/join "/" parts))]
-      (if (= p "") "." p))))
+;; ------------------------------------------------------------------ paths (grammar.json paths)
 
 (defn abspath
-  "`os.path.abspath(path)`: against the working directory (user.dir), normalised as posixpath
-  does; any text (a NUL included: it is checked afterwards, as in Python)."
+  "`path` made absolute against the working directory (user.dir) and normalised lexically, by the
+  rule of grammar.json `paths`: `Path.toAbsolutePath().normalize()`. Check the text first
+  (`pyprof.output/text-problem`): Paths/get refuses a NUL."
   ^String [^String path]
-  (let [cwd (System/getProperty "user.dir")]
-    (normpath (cond (str/starts-with? path "/") path
-                    (str/ends-with? cwd "/") (str cwd path)
-                    :else (str cwd "/" path)))))
+  (str (.normalize (.toAbsolutePath (Paths/get path (make-array String 0))))))
 
 (defn parent-directory
-  "`os.path.dirname(os.path.abspath(path))`: the directory pyprof.config checks for a file key."
+  "The directory of `path` by grammar.json `paths`: its `abspath` without the last segment (the
+  root for a file directly under it). The directory a file key (filename) is checked in."
   ^String [^String path]
-  (let [abs (abspath path)
-        head (subs abs 0 (inc (.lastIndexOf abs "/")))]
-    (if (and (seq head) (not (re-matches #"/+" head)))
-      (str/replace head #"/+$" "")
-      head)))
+  (let [abs (Paths/get (abspath path) (make-array String 0))]
+    (str (or (.getParent abs) abs))))
+
+(defn same-file?
+  "True when the paths `a` and `b` name the same file by grammar.json `paths`: their `abspath`
+  forms are equal (\"a.json\", \"./a.json\", \"<user.dir>/a.json\")."
+  [^String a ^String b]
+  (= (abspath a) (abspath b)))
 
 (defn- check-file!
   "For a key marked `\"file\": true` in the spec: MXNet must be able to write the path, since it

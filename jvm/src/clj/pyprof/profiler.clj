@@ -119,12 +119,14 @@
             ;; api.json keep_filename: once the profiler ran, a config without it keeps it
             c-opts (if (and ever-ran (not (contains? c-opts "filename")))
                      (assoc c-opts "filename" current)
-                     c-opts)]
-        (cond (and running config (not= (get c-opts "filename" current) current))
+                     c-opts)
+            ;; another file, by grammar.json paths ("./a.json" is "a.json")
+            moves (not (config/same-file? (get c-opts "filename" current) current))]
+        (cond (and running config moves)
               (trace-file/switch-file! c-opts)
-              (and ever-ran (= (c-opts "filename") current))
+              (and ever-ran (not moves))
               (trace-file/configure-same-file! c-opts)
-              :else (do (when (not= (get c-opts "filename" current) current)
+              :else (do (when moves
                           ;; stopped, away from a kept file: its parts end there
                           (trace-file/join-kept! current))
                         (trace-file/send-config! c-opts)))

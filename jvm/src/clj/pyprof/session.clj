@@ -39,16 +39,15 @@
     open sessions are stopped, their windows saved, and the raw file finished and deleted.
 
   All functions are thread safe: one session's calls are serialised on the session."
-  (:require [clojure.string :as str]
-            [pyprof.config :as config]
+  (:require [pyprof.config :as config]
             [pyprof.output :as output]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
             [pyprof.session.raw :as raw]
             [pyprof.session.schedule :as sched]
+            [pyprof.session.template :as template]
             [pyprof.stats :as stats]
-            [pyprof.util :as util])
-  (:import (java.nio.file Paths)))
+            [pyprof.util :as util]))
 
 (set! *warn-on-reflection* true)
 
@@ -88,11 +87,11 @@
 (defonce ^:private open-sessions (atom #{}))
 (defonce ^:private counter (atom 0))
 
-(defn- fill-path [template window step]
-  (-> template
-      (str/replace "{window}" (str window))
-      (str/replace "{step}" (str step))
-      (str/replace "{pid}" (str (raw/pid)))))
+(defn- fill-path
+  "The absolute path of window `window` starting at step `step`: the template filled
+  (grammar.json window_path), then made absolute (grammar.json paths)."
+  [parts window step]
+  (config/abspath (template/fill parts {"window" window "step" step "pid" (raw/pid)})))
 
 (declare make-session)
 
@@ -100,18 +99,21 @@
   "A new session (not started). Options (all optional):
     :schedule        (schedule {...}) or any fn step -> action; default: one window from
                      `start!` to `stop!`
-    :path            trace file of each window, \"{window}\" (0, 1, ...), \"{step}\" (first
-                     step) and \"{pid}\" filled in; must hold {window} when the schedule saves
-                     several windows (\"pyprof_trace_{window}.json\")
+    :path            trace file of each window, a template (grammar.json window_path,
+                     `pyprof.session.template`): \"{window}\" (0, 1, ...), \"{step}\" (first
+                     step) and \"{pid}\" filled in, optionally zero-padded to a width
+                     (\"{window:02d}\"), \"{{\" and \"}}\" literal braces; must hold {window}
+                     when the schedule saves several windows (\"pyprof_trace_{window}.json\");
+                     relative to the working directory
     :on-trace-ready  called with each saved window map {:index :path :first-step :last-step
                      :events :start-us :end-us}, after its file is written
     recording keys as in `profiler-set-config`: :profile-symbolic :profile-imperative
     :profile-api :profile-memory :profile-all :aggregate-stats :dump-period.
   Use `with-session`, or `start!`, `step!` after each step, and `stop!`. Throws ex-info
   (errors.json): session.reserved_option, config errors of the recording keys,
-  session.not_callable, session.bad_path (the first window's file cannot be written: its
-  directory is missing, it is a directory, nothing can be created there, too little space),
-  session.path_needs_window."
+  session.not_callable, template.unknown_field, template.bad_spec, template.unbalanced,
+  session.bad_path (the first window's file cannot be written: its directory is missing, it is a
+  directory, nothing can be created there, too little space), session.path_needs_window."
   ([] (profile {}))
   ([opts] (make-session opts true)))
 
@@ -139,24 +141,27 @@
         _ (when (and (some? on-trace-ready) (not (callable? on-trace-ready)))
             (throw (rules/error "session.not_callable" {:option "on_trace_ready"
                                                         :value on-trace-ready})))
-        ;; windows are written there, and MXNet is silent when it cannot write: checked now,
-        ;; as pyprof.session.Session does (before Paths/get, which refuses a NUL untold)
-        first-path (fill-path (config/abspath (str path)) 0 0)
-        ;; a NUL or lone surrogate always (Paths/get would refuse it untold), the file when asked
-        _ (when-let [problem (or (output/text-problem (str path))
-                                 (and check-file?
-                                      (output/file-problem first-path
-                                                           (config/parent-directory first-path))))]
+        parts (template/parse (str path)) ; template.* errors
+        ;; a NUL or lone surrogate always (Paths/get would refuse it untold)
+        _ (when-let [problem (output/text-problem (str path))]
             (throw (rules/error "session.bad_path" (merge {:value (str path)} problem))))
-        path (str (.toAbsolutePath (Paths/get (str path) (make-array String 0))))]
-    (when (and schedule (not (str/includes? path "{window}")) (sched/saves-many? schedule))
+        ;; windows are written there, and MXNet is silent when it cannot write: checked now,
+        ;; as pyprof.session.profile does, when asked
+        first-path (fill-path parts 0 0)
+        _ (when-let [problem (and check-file?
+                                  (output/file-problem first-path
+                                                       (config/parent-directory first-path)))]
+            (throw (rules/error "session.bad_path" (merge {:value (str path)} problem))))]
+    (when (and schedule (not (template/has? parts template/window-field))
+               (sched/saves-many? schedule))
       (throw (rules/error "session.path_needs_window" {:path (str (:path opts))})))
     {::name (str "<pyprof.session " (swap! counter inc) ">")
      ::recording rec
      ::options c-opts
      ::schedule (or schedule (constantly sched/default-action))
      ::on-trace-ready on-trace-ready
-     ::path path
+     ::path first-path ; the first window's file
+     ::template parts
      ::state (atom {:state :new, :step 0, :action sched/initial-action, :running false,
                     :window nil      ; recording: {:index :start :first-step :path :start-us}
                     :ended nil       ; stopped, not cut: {:window :end :end-us :last-step}
@@ -215,7 +220,7 @@
         (raw/harvest! start (when ended [(get-in ended [:window :start]) (:end ended)]))
         (swap! st assoc :opened (inc opened)
                :window {:index opened :start start :first-step step :start-us (raw/now-us)
-                        :path (fill-path (::path s) opened step)})
+                        :path (fill-path (::template s) opened step)})
         (write-partial! s)))))
 
 (defn- run-op! [s]

@@ -1,7 +1,7 @@
 (ns pyprof.util
-  "Turning Clojure options into the strings MXNet's C API takes, by the rules of the Python
-  reference (`pyprof.config`): one float format, Python's `float()` for numbers and numeric
-  strings, Python's whitespace for trimming."
+  "Turning Clojure options into the strings MXNet's C API takes, by the grammar both languages
+  implement (pyprof/spec/grammar.json): numbers and booleans spelt in strings, the one float
+  format."
   (:require [clojure.string :as str]
             [pyprof.rules :as rules])
   (:import (java.math BigDecimal MathContext RoundingMode)))
@@ -18,11 +18,26 @@
     (or (keyword? k) (symbol? k)) (str/replace (name k) \- \_)
     :else (throw (rules/error "config.bad_key_type" {:key k}))))
 
-;; ------------------------------------------------------------------ numbers as Python has them
+;; ------------------------------------------------------------------ numbers (grammar.json)
+
+(def grammar
+  "grammar.json (pyprof/spec): how numbers and booleans are spelt in strings, paths, window-path
+  templates; string keys as in the file."
+  (rules/read-spec "grammar.json"))
+
+(def ^:private number-regex (re-pattern (get-in grammar ["number" "regex"])))
+
+(defn trim
+  "`s` without grammar.json's ASCII whitespace at either end (no other character is trimmed)."
+  ^String [^String s]
+  (let [ws (grammar "whitespace")
+        ws? #(str/index-of ws (.charAt s (int %)))
+        start (loop [i 0] (if (and (< i (count s)) (ws? i)) (recur (inc i)) i))]
+    (loop [j (count s)] (if (and (> j start) (ws? (dec j))) (recur (dec j)) (subs s start j)))))
 
 (defn- ratio->double
-  "A ratio as the nearest double (ties to even), as Python's int / int: Clojure's own conversion
-  rounds to 16 digits first, which can land one ulp off."
+  "The double nearest to the ratio `r` (ties to even): Clojure's own conversion rounds to 16
+  digits first, which can land one ulp off."
   ^double [^clojure.lang.Ratio r]
   (let [n (BigDecimal. (.numerator r))
         d (BigDecimal. (.denominator r))
@@ -36,84 +51,50 @@
              (sort-by (juxt off #(bit-and (Double/doubleToRawLongBits %) 1)))
              first)))))
 
-(defn py-space?
-  "Python's `str.isspace` for one code point: what `str.strip()` and `float()` trim (wider than
-  Java's `Character/isWhitespace`: also no-break spaces and U+0085)."
-  [^long cp]
-  (or (Character/isWhitespace (int cp)) (Character/isSpaceChar (int cp)) (== cp 0x85)))
-
-(defn py-strip
-  "`s` without leading and trailing whitespace, as Python's `s.strip()`."
-  ^String [^String s]
-  (let [cps (.codePoints s)
-        arr (.toArray cps)
-        n (alength arr)
-        start (loop [i 0] (if (and (< i n) (py-space? (aget arr i))) (recur (inc i)) i))
-        end (loop [j n] (if (and (> j start) (py-space? (aget arr (dec j)))) (recur (dec j)) j))]
-    (String. arr (int start) (int (- end start)))))
-
-(def ^:private float-literal
-  ;; Python's float() syntax for finite numbers (PEP 515 underscores between digits) and inf/nan.
-  #"(?i)[+-]?(?:(?:\d(?:_?\d)*)?\.\d(?:_?\d)*(?:e[+-]?\d(?:_?\d)*)?|\d(?:_?\d)*\.?(?:e[+-]?\d(?:_?\d)*)?|inf|infinity|nan)")
-
-(defn- ascii-digits
-  "`s` with every Unicode decimal digit replaced by its ASCII digit, as Python's float() reads it."
-  ^String [^String s]
-  (let [sb (StringBuilder.)]
-    (doseq [cp (.toArray (.codePoints s))]
-      (let [cp (int cp)]
-        (if (and (> cp 127) (Character/isDigit cp))
-          (.append sb (char (+ 48 (Character/digit cp 10))))
-          (.appendCodePoint sb cp))))
-    (.toString sb)))
-
-(defn parse-py-float
-  "The double Python's `float(s)` gives for the string `s`, or nil where it raises ValueError:
-  surrounding whitespace, underscores between digits, any Unicode decimal digits, inf and nan."
-  [^String s]
-  (let [t (ascii-digits (py-strip s))]
-    (when (re-matches float-literal t)
-      (let [u (str/lower-case (str/replace t "_" ""))
-            sign (if (str/starts-with? u "-") -1.0 1.0)]
-        (case (str/replace u #"^[+-]" "")
-          ("inf" "infinity") (* sign Double/POSITIVE_INFINITY)
-          "nan" Double/NaN
-          (Double/parseDouble u))))))
-
-(defn py-float
-  "The double Python's `float(v)` gives, or nil where it raises: numbers (ratios and big numbers
-  correctly rounded; too large ones are infinite, where Python raises OverflowError), numeric
-  strings as `parse-py-float`. Booleans, nil and anything else: nil."
+(defn number
+  "`v` as a finite double by grammar.json `native_numbers` and `number`, or nil: a number (Long,
+  Double, BigInt, BigDecimal, Ratio, ...) as the nearest double, a string of the decimal regex
+  (after `trim`) as `Double/parseDouble` reads it. Booleans, infinite results, anything else:
+  nil."
   [v]
-  (cond (boolean? v) nil
-        (ratio? v) (ratio->double v)
-        (number? v) (.doubleValue ^Number v)
-        (string? v) (parse-py-float v)
-        :else nil))
+  (let [d (cond (ratio? v) (ratio->double v)
+                (number? v) (.doubleValue ^Number v)
+                (and (string? v) (re-matches number-regex (trim v))) (Double/parseDouble (trim v)))]
+    (when (some? d)
+      (let [x (double d)] (when (Double/isFinite x) x)))))
+
+(defn boolean-value
+  "`v` as a boolean by grammar.json `boolean` (api.json config_values), or nil: a boolean, an
+  integer of bool_numbers, a string of bool_true / bool_false after `trim`, ASCII letters in any
+  case."
+  [v]
+  (let [{:strs [bool_numbers bool_true bool_false c_true]} rules/config-values]
+    (cond (boolean? v) v
+          (integer? v) (some-> (bool_numbers (str v)) (= c_true))
+          (and (string? v) (every? #(< (int %) 128) (trim v)))
+          (let [word (.toLowerCase (trim v) java.util.Locale/ROOT)]
+            (cond (some #{word} bool_true) true
+                  (some #{word} bool_false) false)))))
 
 (defn c-float
-  "A double as the C string pyprof sends (pyprof.config.c_float): the shortest decimal that
-  reads back as `d`, in plain notation, trailing zeros dropped (0.5 -> \"0.5\", 1.0 -> \"1\",
-  1e-05 -> \"0.00001\", 1e8 -> \"100000000\", -0.0 -> \"-0\"). Not Double/toString, which before
-  JDK 19 is not always the shortest (2.82879384806159E17 -> \"2.82879384806159008E17\")."
+  "A finite double as the C string pyprof sends (grammar.json float_text): the fewest significant
+  digits (1 to 17) whose decimal reads back as `d` (rounding the exact value down and up at each
+  precision, the nearer of the two that read back; an even last digit breaks a tie), in plain
+  notation, trailing zeros dropped (0.5 -> \"0.5\", 1.0 -> \"1\", 1e-05 -> \"0.00001\", 1e8 ->
+  \"100000000\", -0.0 -> \"-0\"). Not Double/toString, which before JDK 19 is not always the
+  shortest (2.82879384806159E17 -> \"2.82879384806159008E17\")."
   ^String [^double d]
-  (cond
-    (Double/isNaN d) "NaN" ; as Python's Decimal: c_float(nan) is "NaN", c_float(inf) "Infinity"
-    (Double/isInfinite d) (if (pos? d) "Infinity" "-Infinity")
-    (zero? d) (if (neg? (Math/copySign 1.0 d)) "-0" "0")
-    :else
-    (let [exact (BigDecimal. d)
-          mag (.abs exact)
-          ;; Python's repr: the fewest significant digits that read back as d; of two such
-          ;; decimals the nearer, of two as near the one ending in an even digit.
+  (if (zero? d)
+    (if (neg? (Math/copySign 1.0 d)) "-0" "0")
+    (let [mag (.abs (BigDecimal. d))
+          reads-back? #(== (Math/abs d) (.doubleValue ^BigDecimal %))
+          nearest (fn [cands] (first (sort-by (juxt #(.abs (.subtract ^BigDecimal % mag))
+                                                    #(.testBit (.unscaledValue ^BigDecimal %) 0))
+                                              cands)))
           shortest (some (fn [p]
-                           (let [mc #(MathContext. (int p) %)
-                                 cands (->> [(.round mag (mc RoundingMode/FLOOR))
-                                             (.round mag (mc RoundingMode/CEILING))]
-                                            (filter #(== (Math/abs d) (.doubleValue ^BigDecimal %))))]
-                             (first (sort-by (juxt #(.abs (.subtract ^BigDecimal % mag))
-                                                   #(.testBit (.unscaledValue ^BigDecimal %) 0))
-                                             cands))))
+                           (nearest (filter reads-back?
+                                            (for [mode [RoundingMode/FLOOR RoundingMode/CEILING]]
+                                              (.round mag (MathContext. (int p) mode))))))
                          (range 1 18))]
       (str (when (neg? d) "-") (.toPlainString (.stripTrailingZeros ^BigDecimal shortest))))))
 
@@ -129,7 +110,8 @@
     (string? v) v
     (boolean? v) (if v rules/c-true rules/c-false)
     (integer? v) (str v)
-    (number? v) (c-float (py-float v))
+    (number? v) (let [d (double (if (ratio? v) (ratio->double v) (.doubleValue ^Number v)))]
+                  (if (Double/isFinite d) (c-float d) (str d)))
     (or (keyword? v) (symbol? v)) (name v)
     :else (throw (rules/error "config.bad_value_type" {:value v}))))
 

@@ -48,6 +48,7 @@ public final class ProfilerSession implements AutoCloseable {
     static final IFn STATS;
     static final IFn WRITE_WINDOWS;
     static final IFn RECORDING_BYTES;
+    static final IFn ESCAPE;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.session"));
@@ -60,6 +61,7 @@ public final class ProfilerSession implements AutoCloseable {
       STATE = Clojure.var("pyprof.session", "session-state");
       STATS = Clojure.var("pyprof.session", "session-stats");
       WRITE_WINDOWS = Clojure.var("pyprof.session", "write-windows!");
+      ESCAPE = Clojure.var("pyprof.session.template", "escape"); // loaded by pyprof.session
       RECORDING_BYTES = Clojure.var("pyprof.session", "recording-bytes");
     }
   }
@@ -103,12 +105,23 @@ public final class ProfilerSession implements AutoCloseable {
     try {
       // the options' errors in the caller's words first; the path's file is checked once resolved
       Vars.CHECK_OPTIONS.invoke(toClojure(opts));
-      opts.put("path", root.resolve("path",
-          path == null ? "pyprof_trace_{window}.json" : String.valueOf(path)).toString());
+      opts.put("path", underRoot(path == null ? "pyprof_trace_{window}.json"
+          : String.valueOf(path)));
       session = Vars.PROFILE.invoke(toClojure(opts));
     } catch (Throwable t) {
       throw PyprofException.wrap(t);
     }
+  }
+
+  /**
+   * The window path template {@code template} resolved under the root (checked by {@link
+   * OutputRoot#resolve}), the root's own text escaped (grammar.json window_path: braces in its
+   * name stay literal).
+   */
+  private String underRoot(String template) {
+    java.nio.file.Path p = root.resolve("path", template);
+    return Vars.ESCAPE.invoke(root.toString()) + java.io.File.separator
+        + root.path().relativize(p);
   }
 
   /** The directory this session writes under. */

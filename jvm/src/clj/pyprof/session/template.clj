@@ -1,0 +1,68 @@
+(ns pyprof.session.template
+  "Window-path templates by the grammar of `grammar.json` `window_path` (pyprof/spec, shared with
+  Python's `pyprof.session.template`): literal text, fields `{window}`, `{step}`, `{pid}` (optionally
+  `{window:02d}`: zero padding and a width) and the escapes `{{` and `}}`. Used by
+  `pyprof.session` and, through it, `pyprof.jvm.ProfilerSession` and the JMX MBean.
+  `tests/grammar/window_path_cases.json` holds the cases both languages run."
+  (:require [clojure.string :as str]
+            [pyprof.rules :as rules]))
+
+(set! *warn-on-reflection* true)
+
+(def ^:private spec (get (rules/read-spec "grammar.json") "window_path"))
+(def fields "The field names, as in grammar.json." (set (keys (spec "fields"))))
+(def window-field "The field a schedule saving several windows needs." (spec "needs_window_field"))
+(def ^:private token (re-pattern (spec "token")))
+(def ^:private field (re-pattern (str "(?s)" (spec "field"))))
+(def ^:private fmt (re-pattern (spec "spec")))
+
+(defn parse
+  "The template `text` as a vector of parts: strings and field maps {:name :fill :width}. Throws
+  the catalogue's template.unknown_field, template.bad_spec or template.unbalanced (kind
+  :invalid-option), each naming the index in `text`."
+  [^String text]
+  (let [m (re-matcher token text)]
+    (loop [pos 0, parts []]
+      (if (>= pos (count text))
+        parts
+        (let [_ (.find m (int pos))
+              tok (.group m)
+              inside (.group m 1)
+              ;; the index in code points, as Python counts the characters of a str
+              fail #(throw (rules/error %1 (merge {:path text :position (.codePointCount text 0 (int pos))}
+                                                  %2)))]
+          (recur (.end m)
+                 (conj parts
+                       (cond (#{"{{" "}}"} tok) (subs tok 0 1)
+                             inside (let [[_ nm sp] (re-matches field inside)
+                                          [_ zero width] (re-matches fmt (or sp ""))]
+                                      (cond (not (fields nm))
+                                            (fail "template.unknown_field" {:field nm})
+                                            (not (re-matches fmt (or sp "")))
+                                            (fail "template.bad_spec" {:field nm :spec sp})
+                                            :else {:name nm :fill (if (seq zero) \0 \space)
+                                                   :width (if width (Long/parseLong width) 0)}))
+                             (#{"{" "}"} tok) (fail "template.unbalanced" {:brace tok})
+                             :else tok))))))))
+
+(defn has?
+  "True when the parsed template `parts` hold the field `name` (an escaped `{{window}}` is text)."
+  [parts name]
+  (boolean (some #(and (map? %) (= name (:name %))) parts)))
+
+(defn fill
+  "The parsed template `parts` with each field replaced by its value in `values` (a map of
+  field name -> non-negative integer, e.g. {\"window\" 0 \"step\" 0 \"pid\" 42})."
+  ^String [parts values]
+  (str/join (map (fn [p]
+                   (if (string? p)
+                     p
+                     (let [v (str (values (:name p)))]
+                       (str (str/join (repeat (- (:width p) (count v)) (:fill p))) v))))
+                 parts)))
+
+(defn escape
+  "`text` as template text that fills to itself: every brace doubled (a directory such as the
+  output root put in front of a caller's template)."
+  ^String [^String text]
+  (-> text (str/replace "{" "{{") (str/replace "}" "}}")))
