@@ -146,13 +146,23 @@ def set_config(**kwargs: Any) -> None:
         else:
             if process == "worker" and moves:
                 _join_kept(current)  # stopped, away from a kept file: its parts end there
-            _capi.set_process_profiler_config(c_values, _kvstore_handle)
+            _send_config(c_values)
         if process == "worker":
             _t.config = config.effective(c_values)
             _t.repair_on_finish = _t.ever_ran
     effective = config.effective(c_values)
     if effective.get("profile_symbolic") == "false" and effective.get("profile_all") != "true":
         warnings.warn(SYMBOLIC_OFF_WARNING, stacklevel=2)
+
+
+def _send_config(c_values: dict[str, str]) -> None:
+    """MXSetProcessProfilerConfig, retried while MXNet's last dump timer exits ("auto_remove_ ==
+    false": a config that stopped continuous dumps leaves the timer thread running up to
+    dump_period, and until it exits MXNet starts no new one), for up to the last dump_period
+    + 2 s. The JVM's pyprof.trace-file/send-config-retrying! does the same."""
+    wait = float((_t.config or {}).get("dump_period", "1")) + 2.0
+    _keep_file.retry_while_timer_exits(
+        lambda: _capi.set_process_profiler_config(c_values, _kvstore_handle), wait)
 
 
 def _switch_file(c_values: dict[str, str]) -> None:
@@ -172,7 +182,7 @@ def _switch_file(c_values: dict[str, str]) -> None:
     old = old_cfg["filename"]
     # False too when MXNet finished the old file already (continuous_dump off)
     dumped = _output.file_problem(old) is None and _dump_intermediate()
-    _capi.set_process_profiler_config(c_values, _kvstore_handle)
+    _send_config(c_values)
     if old_cfg.get("continuous_dump") == "false":
         _capi.call("MXSetProcessProfilerState", STATES["run"], 0, _kvstore_handle)
         if _t.paused:

@@ -19,18 +19,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "conformance"))
 
 import runner  # noqa: E402
 
-# Today's main diverges in the classes of issue 20's six examples (bridge state, bridge values,
-# error translation, templates, window cutting): docs/performance.md lists the shrunk cases.
-# REMOVE THIS FLAG once the fixes of the bridge, jvmtrace and grammar branches are merged: the
-# test must then pass (strict: an unexpected pass fails, as a reminder to remove it).
-KNOWN_DIVERGENT_MAIN = True
 
 
 @pytest.mark.differential
 @pytest.mark.jvm
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(KNOWN_DIVERGENT_MAIN, strict=True,
-                   reason="today's main diverges (issue 20); remove KNOWN_DIVERGENT_MAIN after the merge")
 def test_python_clojure_java_and_the_bridge_agree_on_generated_sequences():
     result = run.check()
     assert not result["divergences"], "divergences (first per language and sequence):\n" + \
@@ -71,8 +64,6 @@ def test_the_bridge_scenarios_expect_what_the_python_reference_does():
 
 @pytest.mark.differential
 @pytest.mark.jvm
-@pytest.mark.xfail(KNOWN_DIVERGENT_MAIN, strict=True,
-                   reason="today's main diverges (issue 20); remove KNOWN_DIVERGENT_MAIN after the merge")
 def test_the_bridge_gives_the_bridge_scenarios_outcomes():
     diffs = _bridge_differences("bridge")
     assert not diffs, "\n".join(diffs)

@@ -53,6 +53,15 @@
     (mx MXSetProcessProfilerConfig (count c-opts) (native/strings ks) (native/strings (map c-opts ks))
         nil)))
 
+(defn send-config-retrying!
+  "`send-config!`, retried while MXNet's last dump timer exits (\"auto_remove_ == false\": a
+  config that stopped continuous dumps leaves the timer thread running up to dump_period, and
+  until it exits MXNet starts no new one), for up to the last dump_period + 2 s, as
+  pyprof.profiler._send_config."
+  [c-opts]
+  (let [period (Double/parseDouble (get (:config (tracker/snapshot)) "dump_period" "1"))]
+    (keep-file/retry-while-timer-exits! #(send-config! c-opts) (+ period 2.0))))
+
 (defn hasnt-run?
   "True when MXNet refused because the profiler never ran."
   [^MXNetException e]
@@ -72,7 +81,7 @@
                          true
                          (catch MXNetException e
                            (if (hasnt-run? e) false (throw e)))))]
-    (send-config! c-opts)
+    (send-config-retrying! c-opts)
     (when (= rules/c-false (config "continuous_dump"))
       (mx MXSetProcessProfilerState (int (rules/states "run")) (int worker) nil)
       (when paused (mx MXProcessProfilePause 1 (int worker) nil)))
