@@ -214,21 +214,16 @@ def _configure_same_file(c_values: dict[str, str]) -> None:
             and _output.file_problem(path) is None:
         _dump_intermediate()  # nothing dumped yet: so no timer write lands between link and config
 
-    stopped = []
-
     def stop_timer(scratch: str) -> None:  # no hard links: stop continuous dumps first
         _capi.set_process_profiler_config(
             {**(_t.config or {}), "filename": scratch, "continuous_dump": "false"},
             _kvstore_handle)
-        stopped.append(float((_t.config or {}).get("dump_period", 1.0)))
 
     part = _keep_file.keep(path, len(_t.kept_parts), stop_timer)
     if part is not None:
         _t.kept_parts.append(part)
     finish_kept_file_at_exit()
-    _keep_file.retry_while_timer_exits(
-        lambda: _capi.set_process_profiler_config(c_values, _kvstore_handle),
-        stopped[0] + 2.0 if stopped else 0.0)
+    _send_config(c_values)  # retried while a dump timer (stopped here or before) exits
 
 
 def finish_kept_file_at_exit() -> None:

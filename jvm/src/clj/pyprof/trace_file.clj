@@ -93,12 +93,11 @@
   "A config naming the file the profiler has been writing (kept or given again; under the
   lock), as Python's _configure_same_file: MXNet's config unlinks it, so its events are kept in
   a part first (pyprof.keep-file), joined with the file by the finished dump (the shutdown hook
-  makes it when the program does not). Without hard links, the config is retried until MXNet's
-  stopped dump timer has exited (up to dump_period + 2 s)."
+  makes it when the program does not). The config is retried until a dump timer stopped here
+  (no hard links) or before has exited (up to dump_period + 2 s)."
   [c-opts]
   (let [^String path (c-opts "filename")
-        config (:config (tracker/snapshot))
-        stopped (atom nil)]
+        config (:config (tracker/snapshot))]
     (when (and (not= rules/c-false (get config "continuous_dump"))
                (not (.exists (java.io.File. path)))
                (nil? (output/file-problem path (config/parent-directory path))))
@@ -108,12 +107,9 @@
     (when-let [part (keep-file/keep! path (count (:kept-parts (tracker/snapshot)))
                                      (fn [scratch]
                                        (send-config! (assoc config "filename" scratch
-                                                            "continuous_dump" rules/c-false))
-                                       (reset! stopped (Double/parseDouble
-                                                        (get config "dump_period" "1")))))]
+                                                            "continuous_dump" rules/c-false))))]
       (tracker/update! update :kept-parts conj part))
-    (keep-file/retry-while-timer-exits! #(send-config! c-opts)
-                                        (if @stopped (+ @stopped 2.0) 0.0))))
+    (send-config-retrying! c-opts))) ; retried while a dump timer (stopped here or before) exits
 
 (defn check-dumped!
   "After MXDumpProcessProfile: MXNet reports no failure to write, so look at the file
