@@ -40,11 +40,9 @@ MUTATIONS = [
     ("a schedule step: one wait step too many", "clojure", "jvm/src/clj/pyprof/session/schedule.clj",
      "(cond (< pos n) (if (= pos (dec n)) last each)",
      "(cond (<= pos n) (if (= pos (dec n)) last each)", "sessions.json"),
-    ("a stats field: calls counted one too many", "clojure", "jvm/src/clj/pyprof/trace/records.clj",
-     "{:category cat :name name :device device :count n\n       :total-us total :min-us (aget arr 0)"
-     " :max-us (aget arr (dec n))\n       :mean-us (true-div",
-     "{:category cat :name name :device device :count (inc n)\n       :total-us total :min-us (aget arr 0)"
-     " :max-us (aget arr (dec n))\n       :mean-us (true-div", "trace_tools.json"),
+    ("a stats field: calls counted one too many", "clojure", "jvm/src/clj/pyprof/stats.clj",
+     "{:category cat :name name :device device :count n :total-us total",
+     "{:category cat :name name :device device :count (inc n) :total-us total", "trace_tools.json"),
     ("marker scope always process", "clojure", "jvm/src/clj/pyprof/objects.clj",
      "(mx MXProfileSetMarker (.pointer d) ^String name ^String s)",
      '(mx MXProfileSetMarker (.pointer d) ^String name "process")', "markers.json"),

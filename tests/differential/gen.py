@@ -47,7 +47,8 @@ name_values = st.one_of(
 domain_names = st.sampled_from(["d", "é", "名字", "\U0001F600", "x" * 127])
 counter_values = st.sampled_from([0, 1, 2 ** 63 - 1, 2 ** 63, 2 ** 64 - 1, 2 ** 64, -1, 2 ** 70])
 deltas = st.sampled_from([1, 0, -1, 2 ** 62, 2 ** 63 - 1, 2 ** 63, -(2 ** 63), 2 ** 64])
-templates = st.sampled_from(["w_{window}.json", "w_{window:02d}.json", "w_{window:03}.json",
+templates = st.sampled_from(["w_{window}.json", "w_{window:02d}.json", "w_{window:3d}.json",
+                             "w_{window:03}.json",
                              "w_{window}_{step}.json", "w_{window}_{pid}.json",
                              "w_{{x}}_{window}.json", "w_{window}_{nope}.json",
                              "w_{window!r}.json", "w_{window:>4}.json", "w.json"])
@@ -113,6 +114,7 @@ def objects_seq(draw: Any) -> list[dict[str, Any]]:
         if kind == "Counter":
             args = {"domain": "$d", "name": name, "value": draw(counter_values)}
             steps.append(_step("Counter", lang, args=args, **{"as": obj}))
+            steps.append(_step("Counter.value", lang, target=f"${obj}"))  # as made
             for _ in range(draw(st.integers(1, 3))):
                 op = draw(st.sampled_from(["Counter.set_value", "Counter.increment",
                                            "Counter.decrement", "Counter.value"]))

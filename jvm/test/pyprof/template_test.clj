@@ -6,7 +6,7 @@
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
             [pyprof.config :as config]
-            [pyprof.ndarray :as nd]
+            [pyprof.example.ndarray :as nd]
             [pyprof.profiler :as profiler]
             [pyprof.session :as session]
             [pyprof.session.template :as template]
