@@ -143,7 +143,7 @@ def set_config(**kwargs: Any) -> None:
         else:
             if process == "worker" and c_values.get("filename", current) != current:
                 _join_kept(current)  # stopped, away from a kept file: its parts end there
-            _capi.set_process_profiler_config(c_values, _kvstore_handle)
+            _send_config(c_values)
         if process == "worker":
             _t.config = config.effective(c_values)
             _t.repair_on_finish = _t.ever_ran
@@ -169,7 +169,7 @@ def _switch_file(c_values: dict[str, str]) -> None:
     old = old_cfg["filename"]
     # False too when MXNet finished the old file already (continuous_dump off)
     dumped = _output.file_problem(old) is None and _dump_intermediate()
-    _capi.set_process_profiler_config(c_values, _kvstore_handle)
+    _send_config(c_values)
     if old_cfg.get("continuous_dump") == "false":
         _capi.call("MXSetProcessProfilerState", STATES["run"], 0, _kvstore_handle)
         if _t.paused:
@@ -213,9 +213,17 @@ def _configure_same_file(c_values: dict[str, str]) -> None:
     if part is not None:
         _t.kept_parts.append(part)
     finish_kept_file_at_exit()
+    _send_config(c_values, stopped[0] if stopped else 0.0)
+
+
+def _send_config(c_values: dict[str, str], stopped_period: float = 0.0) -> None:
+    """MXSetProcessProfilerConfig with ``c_values``, retried while MXNet's dump timer that an
+    earlier config stopped is still exiting (api.json ``timer_exit``): for up to the larger
+    dump_period of the config in force, the one sent and ``stopped_period``, plus extra_s."""
+    periods = [float(c.get("dump_period", 1.0)) for c in (_t.config or {}, c_values)]
     _keep_file.retry_while_timer_exits(
         lambda: _capi.set_process_profiler_config(c_values, _kvstore_handle),
-        stopped[0] + 2.0 if stopped else 0.0)
+        max(*periods, stopped_period) + float(rules.API["timer_exit"]["extra_s"]))
 
 
 def finish_kept_file_at_exit() -> None:

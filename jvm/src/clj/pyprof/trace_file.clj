@@ -47,11 +47,21 @@
     (when (:repair-on-finish (tracker/snapshot)) (rewrite-trace! path))))
 
 (defn send-config!
-  "MXSetProcessProfilerConfig with the C strings of `c-opts`."
-  [c-opts]
-  (let [ks (keys c-opts)]
-    (mx MXSetProcessProfilerConfig (count c-opts) (native/strings ks) (native/strings (map c-opts ks))
-        nil)))
+  "MXSetProcessProfilerConfig with the C strings of `c-opts`, retried while MXNet's dump timer
+  that an earlier config stopped is still exiting (api.json timer_exit, as Python's
+  _send_config): for up to the larger dump_period of the config in force, `c-opts` and
+  `stopped-period`, plus extra_s."
+  ([c-opts] (send-config! c-opts 0.0))
+  ([c-opts stopped-period]
+   (let [ks (keys c-opts)
+         period #(Double/parseDouble (str (get % "dump_period" "1")))
+         wait (+ (max (period (or (:config (tracker/snapshot)) {})) (period c-opts)
+                      (double stopped-period))
+                 (double (get (rules/api "timer_exit") "extra_s")))]
+     (keep-file/retry-while-timer-exits!
+      #(mx MXSetProcessProfilerConfig (count c-opts) (native/strings ks)
+           (native/strings (map c-opts ks)) nil)
+      wait))))
 
 (defn hasnt-run?
   "True when MXNet refused because the profiler never ran."
@@ -103,8 +113,7 @@
                                        (reset! stopped (Double/parseDouble
                                                         (get config "dump_period" "1")))))]
       (tracker/update! update :kept-parts conj part))
-    (keep-file/retry-while-timer-exits! #(send-config! c-opts)
-                                        (if @stopped (+ @stopped 2.0) 0.0))))
+    (send-config! c-opts (or @stopped 0.0))))
 
 (defn check-dumped!
   "After MXDumpProcessProfile: MXNet reports no failure to write, so look at the file
