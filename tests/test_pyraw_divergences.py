@@ -3,6 +3,7 @@ process with real MXNet (and, for the bridge, a real JVM hosted by JPype):
 
 * a config that turns continuous dumps on again while MXNet's stopped dump timer is still
   exiting failed with MXNetError "auto_remove_ == false" in Python (api.json ``timer_exit``);
+* a kept part that the JVM made too was missing from its "traces" (the batch harness);
 * a Python session after a JVM session in one process got no process_name events, since each
   language kept its own metadata store (pyprof.jvm.MetadataStore is Python's METADATA now).
 """
@@ -58,3 +59,24 @@ result = seen_by_python
         procs = {e["args"]["name"] for e in load_trace(tmp_path / name)
                  if e.get("name") == "process_name"}
         assert "cpu/0" in procs, name
+
+
+def test_a_kept_part_is_compared_in_both_languages_traces():
+    """Run, stop, then a config without filename (the default profile.json): both languages keep
+    the file's events in a hidden part (api.json keep_filename). The JVM's batch harness listed
+    the part as ``.pyprof-PID-kept-0-...`` but looked for that literal name, so its "traces"
+    left the part out (jvm/test/pyprof/conformance_batch.clj): the divergence was the harness's."""
+    from differential import compare, execute
+
+    steps = [{"call": "set_state", "lang": "python", "args": {"state": "run"}},
+             {"call": "workload", "lang": "python"},
+             {"call": "set_state", "lang": "python", "args": {"state": "stop"}},
+             {"call": "set_config", "lang": "python", "args": {"profile_api": False}},
+             {"call": "all_files", "lang": "python"},
+             {"call": "traces", "lang": "python"}]
+    batch = [{"steps": steps}]
+    run = execute.run_batch(batch, ("python", "clojure"))
+    assert compare.first_divergences(batch, run) == []
+    traces = run["outcomes"]["python"][0][-1]["ok"]
+    assert ".pyprof-PID-kept-0-profile.json.json" in traces, traces
+    assert run["outcomes"]["clojure"][0][-1]["ok"] == traces
