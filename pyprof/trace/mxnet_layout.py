@@ -6,8 +6,8 @@ range of the raw trace a session appends to, a trace file MXNet appended to) are
 the grammar stated as data in the spec, as the JVM's ``pyprof.trace.reader/parse-raw`` reads
 them: both languages give the same events for the same bytes
 (``tests/cases/mxnet_layout.json``). General files of unknown origin go to
-:class:`pyprof.trace.TraceReader`, which uses :func:`is_layout` and :func:`escape_lines` where a
-body is MXNet's layout line by line.
+:class:`pyprof.trace.TraceReader`, which uses :func:`escape_lines` once a file
+:func:`shows_raw_layout`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import orjson
 
 from .. import rules
 
-__all__ = ["parse_raw", "escape_lines", "is_layout"]
+__all__ = ["parse_raw", "escape_lines", "shows_raw_layout"]
 
 _LAYOUT = rules.spec("trace.json")["mxnet_layout"]
 _HEADER = re.compile(_LAYOUT["header"])
@@ -44,11 +44,24 @@ def escape_lines(text: str) -> str:
     return text
 
 
-def is_layout(body: bytes) -> bool:
-    """True when ``body`` (bytes of a trace) shows MXNet's own event layout line by line (an
-    event at 4 spaces whose fields are at 8, as MXNet writes it and no indenting JSON writer of
-    a ``{"traceEvents": [...]}`` object does), so that its strings are raw, not JSON-escaped."""
-    return _SUB_EVENT_FIELD.search(body) is not None
+def shows_raw_layout(body: bytes) -> bool:
+    """True when ``body`` (bytes of a trace) is MXNet's own layout with raw strings, as far as
+    that can be decided: its events are laid out line by line as MXNet writes them (an event at
+    4 spaces whose fields are at 8, which no indenting JSON writer gives a
+    ``{"traceEvents": [...]}`` object), and at least one string value on a ``raw_string_lines``
+    line is no JSON string (a back slash before a letter JSON has no escape for, a lone quote,
+    a back slash at the end), so its writer did not escape. A layout whose strings all read
+    as JSON (``C:\\tmp`` alone) cannot be told from an escaped one and is read as JSON."""
+    if _SUB_EVENT_FIELD.search(body) is None:
+        return False
+    text = body.decode("utf-8", "replace")
+    for line in _LINES:
+        for m in line.finditer(text):
+            try:
+                orjson.loads('"' + m.group(2) + '"')
+            except orjson.JSONDecodeError:
+                return True
+    return False
 
 
 def _parse_array(body: str) -> list[Any]:
