@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .native import signals as _bridge_signals, capi as _capi
-from .native import jvm_tracker as _bridge_tracker
+from .native import jvm_metadata as _bridge_metadata, jvm_tracker as _bridge_tracker
 from .native.jvm_values import Keyword, StringKey, to_clojure, to_python, translate_exception
 from . import rules
 from .native.gate import GATE
@@ -175,6 +175,7 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
         _capi.note_user("a JVM (pyprof.jvm)")
         _join_gates()
         _bridge_tracker.install()  # before any JVM code reads the tracker
+        _bridge_metadata.install()  # likewise the metadata events of the raw traces
         atexit.register(_part_gates)  # runs before JPype's own exit handler (LIFO)
         rt = jpype.JClass("clojure.java.api.Clojure")
         _clj["var"] = rt.var
@@ -207,6 +208,7 @@ def _part_gates() -> None:
     try:
         jpype.JClass("pyprof.jvm.capi.Gate").setPeer(None)
         _bridge_tracker.uninstall()
+        _bridge_metadata.uninstall()
     except Exception:  # noqa: BLE001 - exiting: nothing left to report to
         pass
     for peer in [p for p in GATE.peers() if isinstance(p, _JVMGate)]:
@@ -249,6 +251,7 @@ def shutdown() -> None:
             for peer in [p for p in GATE.peers() if isinstance(p, _JVMGate)]:
                 GATE.remove_peer(peer)
             _bridge_tracker.uninstall()
+            _bridge_metadata.uninstall()
             jpype.shutdownJVM()
             _state = "shut down"
 

@@ -155,16 +155,6 @@ def set_config(**kwargs: Any) -> None:
         warnings.warn(SYMBOLIC_OFF_WARNING, stacklevel=2)
 
 
-def _send_config(c_values: dict[str, str]) -> None:
-    """MXSetProcessProfilerConfig, retried while MXNet's last dump timer exits ("auto_remove_ ==
-    false": a config that stopped continuous dumps leaves the timer thread running up to
-    dump_period, and until it exits MXNet starts no new one), for up to the last dump_period
-    + 2 s. The JVM's pyprof.trace-file/send-config-retrying! does the same."""
-    wait = float((_t.config or {}).get("dump_period", "1")) + 2.0
-    _keep_file.retry_while_timer_exits(
-        lambda: _capi.set_process_profiler_config(c_values, _kvstore_handle), wait)
-
-
 def _switch_file(c_values: dict[str, str]) -> None:
     """A new filename while profiling runs (under the tracker lock): as in MXNet, later events
     go to the new file; unlike MXNet, the old file is finished as a valid trace.
@@ -224,6 +214,17 @@ def _configure_same_file(c_values: dict[str, str]) -> None:
         _t.kept_parts.append(part)
     finish_kept_file_at_exit()
     _send_config(c_values)  # retried while a dump timer (stopped here or before) exits
+
+
+def _send_config(c_values: dict[str, str]) -> None:
+    """MXSetProcessProfilerConfig with ``c_values``, retried while MXNet's dump timer that an
+    earlier config stopped is still exiting (api.json ``timer_exit``: "auto_remove_ == false"
+    until it exits, up to one dump_period): for up to the larger dump_period of the config in
+    force and the one sent, plus extra_s. The JVM's pyprof.trace-file/send-config! does the same."""
+    periods = [float(c.get("dump_period", 1.0)) for c in (_t.config or {}, c_values)]
+    _keep_file.retry_while_timer_exits(
+        lambda: _capi.set_process_profiler_config(c_values, _kvstore_handle),
+        max(periods) + float(rules.API["timer_exit"]["extra_s"]))
 
 
 def finish_kept_file_at_exit() -> None:

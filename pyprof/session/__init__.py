@@ -40,9 +40,9 @@ system temp directory (the rule is ``api.json`` ``raw_trace``, shared with the J
 it), ``set_state('stop')``, then ``dump(finished=False)`` (everything collected is appended). With
 the profiler stopped and its queues empty, MXNet's timer thread appends nothing, so the file
 size right then is an exact boundary between events. A window is the range ``[size at its start,
-size at its end)``. It is read by :class:`pyprof.trace.TraceReader`, which accepts what MXNet
-writes there (the header only in the first range, leading or trailing commas, unescaped names),
-and written as a new, compact, valid Chrome trace (a temporary file renamed into place). Warm-up
+size at its end)``. It is read by the grammar of trace.json ``mxnet_layout``
+(:func:`pyprof.trace.mxnet_layout.parse_raw`, which the JVM implements too: the header only in
+the first range, leading or trailing commas, names copied unescaped), and written as a new, compact, valid Chrome trace (a temporary file renamed into place). Warm-up
 steps record too (so MXNet's one-off costs fall there) but their range is skipped: the window
 starts after a boundary taken at the warm-up/record transition.
 

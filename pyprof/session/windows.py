@@ -1,9 +1,10 @@
 """Windows of profiling sessions: byte ranges of a raw MXNet trace, written as valid traces.
 
 A window is the range ``[start, end)`` of the raw trace MXNet appends to (see
-:mod:`pyprof.session` for the design). It is read by :class:`pyprof.trace.TraceReader`, which
-accepts what MXNet writes there (the header only in the first range, leading or trailing commas,
-unescaped names), and written as a new, compact, valid Chrome trace with every metadata event
+:mod:`pyprof.session` for the design). It is read by the grammar of trace.json ``mxnet_layout``
+(:func:`pyprof.trace.mxnet_layout.parse_raw`, as the JVM reads it: the header only in the first
+range, leading or trailing commas, names copied unescaped, a last event cut short dropped), and
+written as a new, compact, valid Chrome trace with every metadata event
 this process has seen first (:data:`METADATA`).
 
 This module does not import :mod:`pyprof.profiler`: ``profiler.dump`` uses
@@ -116,14 +117,15 @@ def _write_events(paths: list[str], metadata: dict[bytes, dict[str, Any]],
                   out: str | None) -> int:
     """The body of :func:`read_range` and :func:`join_traces`: read ``paths`` (twice when
     writing), in order, and write their events as one valid trace at ``out``."""
-    from ..trace import TraceReader
-    from ..errors import TraceFormatError
+    from ..trace.mxnet_layout import parse_raw
 
     def read(path: str, phases: set[str] | None = None) -> Iterator[dict[str, Any]]:
-        try:
-            yield from TraceReader(path, progress=False, phases=phases)
-        except TraceFormatError:
-            return  # a header, or separators, without any event
+        # bytes MXNet wrote: its own layout (trace.json mxnet_layout), names unescaped
+        with open(path, encoding="utf-8", errors="replace") as f:
+            events = parse_raw(f.read(), path)
+        for ev in events:
+            if phases is None or ev.get("ph") in phases:
+                yield ev
 
     if out is None:
         for path in paths:

@@ -62,7 +62,9 @@
   (let [root (io/file (or *batch-root* workdir))]
     (into {}
           (for [n (listed workdir) :when (str/ends-with? n ".json")
-                :let [f (if (str/includes? n "/") (io/file (.getParentFile (io/file workdir)) n) (io/file root n))]
+                ;; the listed name has PID for the pid (as runner.py's): the file has the pid
+                :let [real (str/replace n "-PID-" (str "-" (.pid (java.lang.ProcessHandle/current)) "-"))
+                      f (if (str/includes? n "/") (io/file (.getParentFile (io/file workdir)) real) (io/file root real))]
                 :when (.isFile f)]
             [n (summary f)]))))
 

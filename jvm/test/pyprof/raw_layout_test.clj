@@ -3,9 +3,10 @@
   quotes, unicode) are kept by the JVM's reader as Python's reader keeps them, in bytes laid out
   as MXNet 1.9.1 writes them and in a real session's window (a child JVM with real MXNet,
   events named past pyprof's name check by MXProfileCreateEvent itself); the window passes
-  Python's `pyprof validate`."
-  (:require [clojure.java.io :as io]
-            [clojure.string :as str]
+  Python's `pyprof validate`. The byte cases are tests/fixtures/mxnet_layout_cases.json, which
+  Python's tests/trace/test_mxnet_layout.py reads too."
+  (:require [clojure.data.json :as json]
+            [clojure.java.io :as io]
             [clojure.test :refer [deftest is testing]]
             [pyprof.native :refer [mx]]
             [pyprof.native :as native]
@@ -20,67 +21,32 @@
   ["C:\\tmp\\q" "a\"b" "x\\y" "na\u00efve \u2211 \ud835\udefc" "brace}, {x" "tab\tin"])
 
 (def ^:private python-misreads
-  "Names Python's damaged-trace reader reads as JSON escapes, although MXNet never escapes
-  (pyprof/trace/bodyparser.py tries orjson first): the JVM's reading is checked instead."
-  ["x\\\\y" "C:\\tmp"])
+  "Names a JSON reader would take for escapes, although MXNet never escapes: both languages
+  read them by the grammar (Python's pyprof.trace.mxnet_layout, tests/trace/test_mxnet_layout.py)."
+  ["x\\\\y" "C:\\tmp" "tab\\there"])
 
-(defn- event-text
-  "One event as MXNet 1.9.1 writes it (src/profiler/profiler.h EmitSubEvent)."
-  [name ph ts]
-  (str "    {\n        \"name\": \"" name "\",\n        \"cat\": \"event\",\n        \"ph\": \"" ph
-       "\",\n        \"ts\": " ts ",\n        \"pid\": 0,\n        \"tid\": 11063534467229197503\n    }\n"))
+(def ^:private cases-file
+  "The shared cases (raw bytes -> events) that Python's tests/trace/test_mxnet_layout.py reads
+  too: found from this file (jvm/test/pyprof/)."
+  (-> (io/resource "pyprof/raw_layout_test.clj") io/file .getParentFile .getParentFile
+      .getParentFile .getParentFile (io/file "tests" "fixtures" "mxnet_layout_cases.json")))
 
-(def ^:private meta-text
-  (str "{\n    \"traceEvents\": [\n        {\n            \"ph\": \"M\",\n            \"args\": {\n"
-       "                \"name\": \"cpu/0\"\n            },\n            \"pid\": 0,\n"
-       "            \"name\": \"process_name\"\n        }"))
-
-(defn- raw-bytes
-  "A first dump of `ns` (header, metadata, B/E pairs, a counter), then a second range's
-  leading comma, cut inside its last event (a crash)."
-  [ns]
-  (str meta-text
-       (str/join (map-indexed (fn [i n] (str ",\n\n" (event-text n "B" (* 10 i)) ",\n\n" (event-text n "E" (inc (* 10 i)))))
-                              ns))
-       ",\n    {\n        \"name\": \"my\\ctr\",\n        \"cat\": \"dom\",\n        \"ph\": \"C\",\n"
-       "        \"ts\": 5,\n        \"args\": { \"my\\ctr\": 7 },\n        \"pid\": 1,\n        \"tid\": 2\n    }\n"
-       ",\n    {\n        \"name\": \"cut"))
-
-(defn- python-events
-  "The events Python's reader gives for the file at `path` (nil without the .venv)."
-  [path]
-  (python-json (str "import json, sys\nfrom pyprof.trace import TraceReader\n"
-                    "print(json.dumps(list(TraceReader(json.load(sys.stdin), progress=False))))\n")
-               (str path)))
+(defn- big [ev] (cond-> ev (contains? ev "tid") (update "tid" biginteger)))
 
 (deftest the-grammar-reads-mxnet-bytes-as-python-does
-  (let [dir (temp-dir)
-        f (io/file dir "raw.json")
-        text (raw-bytes names)]
-    (spit f text)
-    (let [evs (raw/parse-range text)]
-      (testing "every name kept, the counter's name too; the cut event dropped"
-        (is (= (concat ["process_name"] (mapcat #(vector % %) names) ["my\\ctr"]) (map #(get % "name") evs)))
-        (is (= {"my\\ctr" 7} (get (last evs) "args")))
-        (is (= 11063534467229197503N (get (second evs) "tid"))))
-      (testing "Python's reader gives the same events for the same bytes"
-        (when-let [py (python-events f)]
-          (is (= (map #(update % "tid" biginteger) (filter #(contains? % "tid") evs))
-                 (map #(update % "tid" biginteger) (filter #(contains? % "tid") py))))
-          (is (= (count evs) (count py))))))
-    (testing "names Python misreads as JSON escapes: the JVM keeps MXNet's bytes"
-      (let [evs (raw/parse-range (raw-bytes python-misreads))]
-        (is (= (mapcat #(vector % %) python-misreads) (butlast (rest (map #(get % "name") evs)))))))
-    (testing "ranges: header only in the first, leading and trailing commas, the footer"
-      (is (= [] (raw/parse-range "")))
-      (is (= [] (raw/parse-range ",\n")))
-      (is (= ["C:\\tmp\\q"] (map #(get % "name") (raw/parse-range (str ",\n" (event-text "C:\\tmp\\q" "B" 1) ",\n")))))
-      (is (= 2 (count (raw/parse-range (str meta-text ",\n" (event-text "a\"b" "B" 1)
-                                            "\n\n    ],\n    \"displayTimeUnit\": \"ms\"\n}\n"))))))
-    (testing "bytes in no such layout: one line naming pyprof repair"
-      (let [e (try (raw/parse-range "{\"a\": }\n    }\n, {") (catch clojure.lang.ExceptionInfo e e))]
-        (is (= "trace.not_valid" (:pyprof/code (ex-data e))))
-        (is (re-find #"pyprof repair" (ex-message e)))))))
+  (let [cases (get (with-open [r (io/reader cases-file :encoding "UTF-8")] (json/read r)) "cases")]
+    (is (<= 8 (count cases)))
+    (doseq [{:strs [about text events error]} cases]
+      (testing about
+        (if error
+          (let [e (try (raw/parse-range text) (catch clojure.lang.ExceptionInfo e e))]
+            (is (= error (:pyprof/code (ex-data e))))
+            (is (re-find #"pyprof repair" (str (ex-message e)))))
+          (is (= (map big events) (map big (raw/parse-range text)))))))
+    (testing "the cases hold what they claim: names kept byte for byte, the cut event dropped"
+      (is (= ["process_name" "x\\\\y" "x\\\\y" "C:\\tmp" "C:\\tmp"]
+             (take 5 (map #(get % "name") (get (nth cases 1) "events")))))
+      (is (= {"my\\ctr" 7} (get (last (get (first cases) "events")) "args"))))))
 
 (defn child-window
   "Run in a child JVM: one window holding events named `names` (made by MXProfileCreateEvent,

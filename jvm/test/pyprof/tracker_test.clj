@@ -14,7 +14,7 @@
    "kept_parts"])
 
 (deftest fields-and-start-values
-  (is (= fields (vec Tracker/FIELDS)) "the names of Python's pyprof._tracker.Tracker.FIELDS")
+  (is (= fields (vec Tracker/FIELDS)) "the names of Python's pyprof.process.tracker.Tracker.FIELDS")
   (is (= {"config" nil "running" false "ever_ran" false "paused" false "finished" false
           "session" nil "internal" nil "repair_on_finish" false "kept_parts" []}
          (into {} (.read (LocalTracker. nil))))))

@@ -129,7 +129,7 @@
               :else (do (when moves
                           ;; stopped, away from a kept file: its parts end there
                           (trace-file/join-kept! current))
-                        (trace-file/send-config-retrying! c-opts)))
+                        (trace-file/send-config! c-opts)))
         (tracker/update! (fn [t] (assoc t :config (config/effective c-opts)
                                         :repair-on-finish (:ever-ran t))))
         c-opts))))

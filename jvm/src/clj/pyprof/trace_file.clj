@@ -47,20 +47,19 @@
     (when (:repair-on-finish (tracker/snapshot)) (rewrite-trace! path))))
 
 (defn send-config!
-  "MXSetProcessProfilerConfig with the C strings of `c-opts`."
+  "MXSetProcessProfilerConfig with the C strings of `c-opts`, retried while MXNet's dump timer
+  that an earlier config stopped is still exiting (api.json timer_exit, as Python's
+  _send_config): for up to the larger dump_period of the config in force and of `c-opts`,
+  plus extra_s."
   [c-opts]
-  (let [ks (keys c-opts)]
-    (mx MXSetProcessProfilerConfig (count c-opts) (native/strings ks) (native/strings (map c-opts ks))
-        nil)))
-
-(defn send-config-retrying!
-  "`send-config!`, retried while MXNet's last dump timer exits (\"auto_remove_ == false\": a
-  config that stopped continuous dumps leaves the timer thread running up to dump_period, and
-  until it exits MXNet starts no new one), for up to the last dump_period + 2 s, as
-  pyprof.profiler._send_config."
-  [c-opts]
-  (let [period (Double/parseDouble (get (:config (tracker/snapshot)) "dump_period" "1"))]
-    (keep-file/retry-while-timer-exits! #(send-config! c-opts) (+ period 2.0))))
+  (let [ks (keys c-opts)
+        period #(Double/parseDouble (str (get % "dump_period" "1")))
+        wait (+ (max (period (or (:config (tracker/snapshot)) {})) (period c-opts))
+                (double (get (rules/api "timer_exit") "extra_s")))]
+    (keep-file/retry-while-timer-exits!
+     #(mx MXSetProcessProfilerConfig (count c-opts) (native/strings ks)
+          (native/strings (map c-opts ks)) nil)
+     wait)))
 
 (defn hasnt-run?
   "True when MXNet refused because the profiler never ran."
@@ -81,7 +80,7 @@
                          true
                          (catch MXNetException e
                            (if (hasnt-run? e) false (throw e)))))]
-    (send-config-retrying! c-opts)
+    (send-config! c-opts)
     (when (= rules/c-false (config "continuous_dump"))
       (mx MXSetProcessProfilerState (int (rules/states "run")) (int worker) nil)
       (when paused (mx MXProcessProfilePause 1 (int worker) nil)))
@@ -109,7 +108,7 @@
                                        (send-config! (assoc config "filename" scratch
                                                             "continuous_dump" rules/c-false))))]
       (tracker/update! update :kept-parts conj part))
-    (send-config-retrying! c-opts))) ; retried while a dump timer (stopped here or before) exits
+    (send-config! c-opts))) ; retried while a dump timer (stopped here or before) exits
 
 (defn check-dumped!
   "After MXDumpProcessProfile: MXNet reports no failure to write, so look at the file

@@ -17,6 +17,7 @@
             [pyprof.trace.ids :as ids]
             [pyprof.trace.reader :as reader])
   (:import (java.io RandomAccessFile)
+           (pyprof.jvm MetadataStore)
            (java.nio.charset StandardCharsets)
            (java.nio.file Files Paths StandardCopyOption)
            (java.nio.file.attribute FileAttribute PosixFilePermissions)
@@ -48,10 +49,13 @@
   []
   (:path @raw))
 
+(declare remember-metadata!)
+
 (defn metadata
-  "Every metadata event (`ph` M) read from the raw trace so far, in order."
+  "Every metadata event (`ph` M) read from the raw trace so far, in order (the process's one
+  store: Python's when JPype hosts this JVM, pyprof.jvm.MetadataStore)."
   []
-  (:metadata @raw))
+  (remember-metadata! []))
 
 (defn pid [] (rawdir/pid))
 
@@ -93,14 +97,20 @@
   (reader/parse-raw text))
 
 (defn- remember-metadata!
-  "Adds the metadata events among `events` not yet known; returns the known metadata."
+  "Adds the metadata events among `events` not yet known; returns the known metadata. Kept
+  here in a JVM on its own, else by the installed pyprof.jvm.MetadataStore (Python's)."
   [events]
-  (:metadata (swap! raw (fn [r]
-                          (reduce (fn [r e]
-                                    (if (and (= "M" (get e "ph")) (not ((:metadata-keys r) e)))
-                                      (-> r (update :metadata conj e) (update :metadata-keys conj e))
-                                      r))
-                                  r events)))))
+  (let [events (filterv #(= "M" (get % "ph")) events)]
+    (if-let [^MetadataStore store (MetadataStore/current)]
+      (mapv #(into {} (map (fn [[k v]] [k (if (instance? java.util.Map v) (into {} v) v)])) %)
+            (.remember store events))
+      (:metadata (swap! raw (fn [r]
+                              (reduce (fn [r e]
+                                        (if ((:metadata-keys r) e)
+                                          r
+                                          (-> r (update :metadata conj e)
+                                              (update :metadata-keys conj e))))
+                                      r events)))))))
 
 (defn harvest!
   "Remembers the metadata events of the bytes not yet scanned, up to `end`. They matter when
