@@ -175,6 +175,7 @@ ps.step()
 ps.stop()
 out["py_windows"] = len(ps.windows)
 out["state_after"] = p.state()
+jvm.eval_clojure("(shutdown-agents)")  # the future above: else the JVM waits a minute at exit
 result = out
 """, tmp_path)
     assert r["py_sees_session"] is not None
