@@ -134,7 +134,8 @@ def set_config(**kwargs: Any) -> None:
         if _t.finished:
             raise rules.error("state.finished_config", trace=_trace_name())
         current = (_t.config or config.effective({}))["filename"]
-        keeps = process == "worker" and _t.ever_ran  # api.json keep_filename
+        # api.json keep_filename (never a session's raw trace: internal, and deleted by now)
+        keeps = process == "worker" and _t.ever_ran and not _session_raw_trace(current)
         if keeps and "filename" not in c_values:
             c_values = {**c_values, "filename": current}
         # another file, by grammar.json paths ("./a.json" is "a.json")
@@ -153,6 +154,15 @@ def set_config(**kwargs: Any) -> None:
     effective = config.effective(c_values)
     if effective.get("profile_symbolic") == "false" and effective.get("profile_all") != "true":
         warnings.warn(SYMBOLIC_OFF_WARNING, stacklevel=2)
+
+
+def _session_raw_trace(path: str) -> bool:
+    """True for this process's session raw trace (api.json ``raw_trace``: ``<file>`` in a
+    directory ``<dir_prefix><pid>-...``), which sessions own: keep_filename does not keep it."""
+    spec = rules.API["raw_trace"]
+    parent = os.path.basename(os.path.dirname(path))
+    return os.path.basename(path) == spec["file"] and \
+        parent.startswith(f"{spec['dir_prefix']}{os.getpid()}-")
 
 
 def _switch_file(c_values: dict[str, str]) -> None:

@@ -93,6 +93,17 @@
       (throw (rules/error "process.server_in_jvm" {:key "profile_process" :value p})))
     code))
 
+(defn- session-raw-trace?
+  "True for this process's session raw trace (api.json raw_trace: <file> in a directory
+  <dir_prefix><pid>-...), which sessions own: keep_filename does not keep it."
+  [^String path]
+  (let [spec (rules/api "raw_trace")
+        f (java.io.File. path)
+        parent (some-> (.getParentFile f) .getName)]
+    (and (= (.getName f) (spec "file"))
+         (some? parent)
+         (str/starts-with? parent (str (spec "dir_prefix") (.pid (java.lang.ProcessHandle/current)) "-")))))
+
 (defn profiler-set-config
   "Configures the profiler (C: MXSetProcessProfilerConfig). `options` is a map of keyword keys
   (:profile-symbolic, :filename, :aggregate-stats, :dump-period, ...) or C's string keys
@@ -117,14 +128,16 @@
             _ (when finished (throw (rules/error "state.finished_config" {:trace (trace-name)})))
             current ((or config (config/effective {})) "filename")
             ;; api.json keep_filename: once the profiler ran, a config without it keeps it
-            c-opts (if (and ever-ran (not (contains? c-opts "filename")))
+            ;; (never a session's raw trace: internal, and deleted by now)
+            keeps (and ever-ran (not (session-raw-trace? current)))
+            c-opts (if (and keeps (not (contains? c-opts "filename")))
                      (assoc c-opts "filename" current)
                      c-opts)
             ;; another file, by grammar.json paths ("./a.json" is "a.json")
             moves (not (config/same-file? (get c-opts "filename" current) current))]
         (cond (and running config moves)
               (trace-file/switch-file! c-opts)
-              (and ever-ran (not moves))
+              (and keeps (not moves))
               (trace-file/configure-same-file! c-opts)
               :else (do (when moves
                           ;; stopped, away from a kept file: its parts end there
