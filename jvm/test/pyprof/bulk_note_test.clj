@@ -31,10 +31,10 @@
                                          ["[a]" 1] ["relu" 3]])]))))))
 
 (deftest one-operator-names-and-notes-as-python
-  (is (every? stats/one-operator-segment? ["[dot]" "[relu]" "[_backward_FullyConnected]"]))
-  (is (not-any? stats/one-operator-segment?
+  (is (every? @#'stats/one-operator-segment? ["[dot]" "[relu]" "[_backward_FullyConnected]"]))
+  (is (not-any? @#'stats/one-operator-segment?
                 ["ImperativeBulk" "[dot,relu]" "[Convolution,relu,Pooling" "Activation,Pooling" "dot"
                  "[a]b]" "x[dot]"]))
-  (is (= one-dot (stats/one-operator-note ["[dot]"])))
+  (is (= one-dot (@#'stats/one-operator-note ["[dot]"])))
   (is (= "'[a]', '[b]', '[c]', ... are bulk segments of one operator each: each one's time is that operator's time"
-         (stats/one-operator-note ["[a]" "[b]" "[c]" "[d]"]))))
+         (@#'stats/one-operator-note ["[a]" "[b]" "[c]" "[d]"]))))

@@ -47,8 +47,12 @@
   (is (= "schedule.bad_value" (first (error-of #(session/schedule {:active 1.0})))))
   (is (= ["schedule.unknown_option"
           (str "unknown schedule option(s) \"cycles\": expected one of \"wait\", \"warmup\", \"active\","
-               " \"repeat\", \"skip_first\". fix: use only those options")]
+               " \"repeat\", \"skip-first\". fix: use only those options")]
          (error-of #(session/schedule {:cycles 2}))))
+  (is (= (str "unknown schedule option(s) \"skip_first\": expected one of \"wait\", \"warmup\", \"active\","
+              " \"repeat\", \"skip-first\". fix: use only those options")
+         (second (error-of #(session/schedule {:skip_first 1}))))
+      "a keyword with an underscore: the choices say how Clojure spells the option")
   (let [e (thrown #(sched/check-action "record" 7))]
     (is (= ["schedule.bad_action"
             (str "the schedule returned \"record\" for step 7, expected one of \"none\", \"warmup\","

@@ -56,13 +56,13 @@
 (def ^:private one-operator ((spec "bulk") "one_operator"))
 (def ^:private one-operator-re (re-pattern (str "(?d)" (one-operator "pattern"))))
 
-(defn one-operator-segment?
+(defn- one-operator-segment?
   "A bulk segment of one operator, e.g. \"[dot]\", whose time is that operator's time
   (trace.json bulk.one_operator)."
   [^String name]
   (boolean (re-find one-operator-re name)))
 
-(defn one-operator-note
+(defn- one-operator-note
   "The note naming one-operator segments `names` (non-empty), each in single quotes, the first 3
   then \", ...\"; no advice, since nothing is merged (trace.json bulk.one_operator)."
   [names]

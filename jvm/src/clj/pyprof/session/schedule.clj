@@ -64,12 +64,6 @@
   (mapv (fn [{:strs [name min default]}] {:key (kw name) :name name :min min :default default})
         (spec "parameters")))
 
-(defn- option-name
-  "An option key as the file (and Python) names it: a keyword with its dashes as underscores
-  (:skip-first -> \"skip_first\"); anything else as given."
-  [k]
-  (if (keyword? k) (str/replace (name k) "-" "_") k))
-
 (defn- step-count
   "An integer option's value: a long, or a BigInt past the range of long (as Python's ints)."
   [v]
@@ -85,8 +79,11 @@
    (let [known (mapv :key parameters)
          unknown (remove (set known) (keys opts))]
      (when (seq unknown)
-       (throw (rules/error "schedule.unknown_option" {:options (mapv option-name unknown)
-                                                       :choices (mapv :name parameters)})))
+       ;; the options as the caller wrote them, the choices in the same spelling (:skip-first
+       ;; for a keyword, "skip_first" for a string key, as the Java facade passes them)
+       (throw (rules/error "schedule.unknown_option"
+                           {:options (vec unknown)
+                            :choices (if (every? keyword? unknown) known (mapv :name parameters))})))
      (let [values (reduce (fn [m {:keys [key name min default]}]
                             (let [v (get opts key default)]
                               (when-not (and (integer? v) (>= v min))
