@@ -1,9 +1,6 @@
 """Turning a body of trace text into events, repairing what MXNet writes wrong.
 
-A body (see :mod:`pyprof.trace.framing`) is parsed with **one** ``orjson.loads`` call (fast path),
-after its raw strings are JSON-escaped by the grammar of trace.json ``mxnet_layout`` once the file
-showed MXNet's own layout with raw strings (:func:`pyprof.trace.mxnet_layout.shows_raw_layout`:
-MXNet never escapes, so ``C:\tmp`` there is a back slash and a ``t``, not a tab).
+A body (see :mod:`pyprof.trace.framing`) is parsed with **one** ``orjson.loads`` call (fast path).
 If that call fails (an unescaped quote in a name, a broken seam), the body is split at every
 separator and each piece is parsed alone; a piece that still fails is repaired (quotes, back
 slashes and control characters inside ``name``/``cat``/``args`` strings are escaped by
@@ -26,7 +23,6 @@ import orjson
 
 from .framing import EVENT_SEPARATOR, KEPT_KEYS, record_tail, skip_seam
 from .jsonscan import scan_object, split_values
-from .mxnet_layout import escape_lines, shows_raw_layout
 from .naming import ASYNC_COPY_CATEGORIES
 from .readreport import ReadReport
 
@@ -96,7 +92,6 @@ class BodyParser:
         self.skipped_cats = self.excluded | self.copies
         self.skip_marks = (_marks(self.excluded), _marks(self.copies)) if self.skipped_cats else None
         self.saw_event = False
-        self.layout = False  # the file showed raw strings in MXNet's layout (shows_raw_layout)
         self.carry = b""
         self._sep = b","
         self._escaped: set[int] = set()  # ids of events repaired in this parse call
@@ -124,11 +119,6 @@ class BodyParser:
         before, self._sep = self._sep, sep
         if self.tail is not None:
             return self._feed_tail(body + end if last and end else body, last, before)
-        self.layout = self.layout or (b"\\" in body and shows_raw_layout(body))
-        if self.layout and b"\\" in body:
-            # MXNet's own layout line by line: its strings are raw (trace.json mxnet_layout),
-            # so a back slash is a back slash, not a JSON escape (the carry is escaped already)
-            body = escape_lines(body.decode("utf-8", "replace")).encode()
         if self.carry:
             body, self.carry = self.carry + before + body, b""
             self.report.carried_events += 1
