@@ -10,6 +10,8 @@ process with real MXNet (and, for the bridge, a real JVM hosted by JPype):
 
 from __future__ import annotations
 
+import pytest
+
 from child import load_trace, run_scenario
 
 DOT = "mx.nd.dot(mx.nd.ones((8, 8)), mx.nd.ones((8, 8))).wait_to_read()"
@@ -61,6 +63,7 @@ result = seen_by_python
         assert "cpu/0" in procs, name
 
 
+@pytest.mark.jvm  # child processes and a JVM (execute.run_batch)
 def test_a_kept_part_is_compared_in_both_languages_traces():
     """Run, stop, then a config without filename (the default profile.json): both languages keep
     the file's events in a hidden part (api.json keep_filename). The JVM's batch harness listed
