@@ -58,8 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
     args = build_parser(command).parse_args(argv)
+    from .errors import PyprofError
+
     try:
         return int(args.func(args) or 0)
+    except PyprofError as exc:  # every command's errors: one line with the fix, exit 1
+        print(f"pyprof {args.command}: error: {exc}", file=sys.stderr)
+        return 1
     except BrokenPipeError:  # `pyprof summarize t.json | head`: the reader left, not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

@@ -11,7 +11,6 @@ import json
 import sys
 from typing import Any
 
-from ..errors import PyprofError
 
 __all__ = ["register"]
 
@@ -44,16 +43,6 @@ def _budget(text: str) -> float:
     return v
 
 
-def _guard(fn):
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except PyprofError as exc:
-            print(f"pyprof {args.command}: error: {exc}", file=sys.stderr)
-            return 1
-    return run
-
-
 def register(subparsers: Any) -> None:
     """Add the ``flamegraph`` and ``peaks`` subcommands (each sets ``func`` and ``command``)."""
     p = subparsers.add_parser(
@@ -64,7 +53,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("trace", nargs="+", help="trace file(s), plain or .gz; several are pooled")
     p.add_argument("-o", "--output", required=True, help="the folded-stacks file to write")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
-    p.set_defaults(func=_guard(_flamegraph), command="flamegraph")
+    p.set_defaults(func=_flamegraph, command="flamegraph")
 
     p = subparsers.add_parser(
         "peaks", help="this machine's GEMM peak (numpy), copy bandwidth and MXNet dot peak",
@@ -74,4 +63,4 @@ def register(subparsers: Any) -> None:
                    help="seconds for the whole measurement (default 5)")
     p.add_argument("--no-mxnet", action="store_true", help="skip MXNet's dot")
     p.add_argument("--format", choices=("table", "json"), default="table")
-    p.set_defaults(func=_guard(_peaks), command="peaks")
+    p.set_defaults(func=_peaks, command="peaks")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import PyprofError
@@ -22,16 +21,6 @@ if TYPE_CHECKING:
     from . import merge
 
 __all__ = ["register", "format_coverage", "matmul_dnnl"]
-
-
-def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return fn(args)
-        except PyprofError as exc:
-            print(f"pyprof {args.command}: error: {exc}", file=sys.stderr)
-            return 1
-    return run
 
 
 def _mtime(path: str | None) -> int | None:
@@ -129,7 +118,7 @@ def register(subparsers: Any) -> None:
                                    "(needs DNNL_VERBOSE_TIMESTAMP=1 lines)")
     p.add_argument("-o", "--output", help="merged trace to write (with --trace)")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
-    p.set_defaults(func=_guard(_dnnl), command="dnnl", parser=p)
+    p.set_defaults(func=_dnnl, command="dnnl", parser=p)
 
     p = subparsers.add_parser(
         "run", help="run a command with oneDNN's verbose output split into a log (--dnnl), "
@@ -146,7 +135,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--level", type=int, choices=(1, 2), default=1,
                    help="DNNL_VERBOSE: 1 executions, 2 creations too (default 1)")
     p.add_argument("argv", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
-    p.set_defaults(func=_guard(_run), command="run", parser=p)
+    p.set_defaults(func=_run, command="run", parser=p)
 
 
 def matmul_dnnl(o: argparse.Namespace) -> int:
