@@ -16,18 +16,19 @@ split_gpu_args "$@"
 set -- "${rest[@]}"
 "$root/scripts/setup.sh" "${setup[@]}"
 cd "$root"
+took() { echo "== ($1: $((SECONDS - $2)) s)"; }  # each part's wall time, for docs/performance
 if ((fast)); then
   echo "== Pure-logic tests (pytest -m fast)"
   exec .venv/bin/python -m pytest -m fast "$@"
 fi
 status=0
 echo "== Python tests (pytest)"
-.venv/bin/python -m pytest "$@" || status=$?
+t=$SECONDS; .venv/bin/python -m pytest "$@" || status=$?; took pytest $t
 libmxnet="$("$root/.venv/bin/python" -c 'import pyprof.native.capi as c; print(c.library_path())')"
 echo "== JVM tests (lein test in jvm/)"
-(cd jvm && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?
+t=$SECONDS; (cd jvm && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?; took "lein test in jvm/" $t
 echo "== The seed's Clojure example (lein test in examples/matmul/)"
-(cd examples/matmul && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?
+t=$SECONDS; (cd examples/matmul && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?; took "lein test in examples/matmul/" $t
 if ((${#setup[@]})); then
   echo "== The GPU check (scripts/gpu-check.sh)"
   scripts/gpu-check.sh "${GPU_CHECK_OUT:-$root/gpu-check-out}" || status=$?
