@@ -16,10 +16,18 @@
 
 (set! *warn-on-reflection* true)
 
+(declare ^:private read-spec*)
+
 (defn read-spec
   "The spec file `name` of pyprof/spec (on the classpath), parsed (string keys; `opts` go to
   `clojure.data.json/read`, e.g. `:key-fn keyword`): the one reader of the spec files for the
-  JVM layer. Throws ex-info (:pyprof/error :missing-spec) when the file is not on the classpath."
+  JVM layer, each file (with the same `opts`) parsed once per JVM, as Python's `rules.spec`.
+  Shared: do not modify what it returns (it is immutable anyway). Throws ex-info
+  (:pyprof/error :missing-spec) when the file is not on the classpath."
+  [name & opts]
+  (apply read-spec* name opts))
+
+(defn- read-spec-uncached
   [name & opts]
   (let [url (or (io/resource name)
                 (throw (ex-info (str name " is not on the classpath. fix: add ../pyprof/spec to"
@@ -27,6 +35,8 @@
                                 {:pyprof/error :missing-spec :resource name})))]
     (with-open [r (io/reader url)]
       (apply json/read r opts))))
+
+(def ^:private read-spec* (memoize read-spec-uncached))
 
 (def api
   "api.json: the constants (string keys, as in the file)."
