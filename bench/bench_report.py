@@ -97,7 +97,7 @@ def measure(html: Path, repeat: int, chromium: str) -> dict:
             page.on("pageerror", lambda e: out["errors"].append(str(e)))
             page.on("console", lambda m: out["errors"].append(m.text) if m.type == "error" else None)
             page.goto(url)
-            page.wait_for_function("document.body.dataset.ready", timeout=120000)
+            page.wait_for_selector("body[data-ready]", state="attached", timeout=120000)
             r = page.evaluate("""() => { const s = pyprofReport, tl = s.timeline, t = [];
               const time = (f) => { const a = performance.now(); for (let i = 0; i < 5; i++) f();
                                     return (performance.now() - a) / 5; };

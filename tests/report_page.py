@@ -52,7 +52,9 @@ class Page:
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.goto(self.url)
-        self.page.wait_for_function("document.body.dataset.ready", timeout=30000)
+        # Not wait_for_function: once its first check is false it polls with eval, which the
+        # report's CSP (no unsafe-eval) refuses on a slow machine.
+        self.page.wait_for_selector("body[data-ready]", state="attached", timeout=30000)
         self.ready = self.page.evaluate("document.body.dataset.ready")
 
     def js(self, expr: str):
