@@ -46,3 +46,8 @@ _capi.install_import_hook()
 from .env import autostart as _autostart  # noqa: E402
 
 _autostart()
+
+# PYPROF_STEADY=1: steady mode from here to exit (pyprof.session.steady); nothing when unset.
+from .session.steady import begin_from_environment as _steady_from_environment  # noqa: E402
+
+_steady_from_environment()

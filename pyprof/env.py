@@ -261,10 +261,8 @@ def autostart(environ: Mapping[str, str] | None = None) -> bool:
         return _started
     if _started:
         return True
-    if steady:  # PYPROF_STEADY: steady mode (pyprof.session.steady finishes it at exit)
-        from .session import steady as _steady
-        _started = _steady.begin_from_environment(env)
-        return _started
+    if steady:  # PYPROF_STEADY: pyprof.session.steady.begin_from_environment's (at import)
+        return False
     from . import profiler
     kwargs = config_from_environment(env)
     profiler.set_config(**kwargs)

@@ -18,7 +18,7 @@ import warnings
 from typing import Any
 
 from .native import capi as _capi
-from .process import keep_file as _keep_file, output as _output
+from .process import keep_file as _keep_file, output as _output, steady_checks as _steady
 from . import config, rules
 from .process.tracker import TRACKER
 from .errors import MXNetError
@@ -57,27 +57,6 @@ def _check_owner(call: str, process_code: int = 0, arg: Any = None) -> None:
         if arg is not None:
             call = f"{call}({arg!r})"
         raise rules.error("state.session_owns", call=call, session=_t.session)
-
-
-def _check_steady_switch(call: str, process_code: int = 0) -> None:
-    """In steady mode (api.json ``steady``), refuse a call that would change MXNet's
-    IsProfiling: a state switch or a finished dump (``call`` names it), except pyprof's own
-    (steady mode's beginning and end, and the exit handler, run as the owner)."""
-    if process_code == 0 and _t.steady is not None and _t.internal != threading.get_ident():
-        code = "steady.finished_dump" if call.startswith("dump") else "steady.set_state"
-        raise rules.error(code, call=call, steady=_t.steady)
-
-
-def _check_steady_config(c_values: dict[str, str]) -> None:
-    """In steady mode, refuse a config that changes the effective value of a mode key
-    (api.json ``steady.mode_keys``: they make MXNet's mode bits, which IsProfiling reads)."""
-    if _t.steady is None:
-        return
-    old, new = _t.config or config.effective({}), config.effective(c_values)
-    changed = [k for k in rules.API["steady"]["mode_keys"] if old.get(k) != new.get(k)]
-    if changed:
-        raise rules.error("steady.config_mode", call="set_config()", steady=_t.steady,
-                          keys=", ".join(changed))
 
 
 def _process_code(profile_process: str) -> int:
@@ -153,7 +132,7 @@ def set_config(**kwargs: Any) -> None:
     with _t.lock:
         _check_owner("set_config()", PROCESSES[process])
         if process == "worker":
-            _check_steady_config(c_values)
+            _steady.check_config(c_values)
         if _t.finished:
             raise rules.error("state.finished_config", trace=_trace_name())
         current = (_t.config or config.effective({}))["filename"]
@@ -299,7 +278,7 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
     code = _process_code(profile_process)
     with _t.lock:
         _check_owner("set_state", code, state)
-        _check_steady_switch(f"set_state({state!r})", code)
+        _steady.check_switch(f"set_state({state!r})", code)
         if state == "run" and _t.finished:
             raise rules.error("state.finished_run", trace=_trace_name())
         _capi.call("MXSetProcessProfilerState", STATES[state], code, _kvstore_handle)
@@ -329,7 +308,7 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
     with _t.lock:
         _check_owner("dump()", code)
         if fin:
-            _check_steady_switch("dump(finished=True)", code)
+            _steady.check_switch("dump(finished=True)", code)
         if code == 0 and _t.finished:
             raise rules.error("state.finished_dump", trace=_trace_name())
         path = _trace_name() if code == 0 else None

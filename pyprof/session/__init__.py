@@ -119,8 +119,7 @@ after any run) gets a file that MXNet writes without its header; the finished
 **Modules.** ``scheduling`` (the schedule file's interpreter), ``raw`` (the raw trace and its
 boundaries), ``windows`` (cutting ranges into window traces, metadata, ``.partial`` files),
 ``recovery`` (:func:`recover`), ``template`` (window paths), ``steady`` (steady mode: sessions
-then perform the table with ``stop``, ``run`` replaced by ``pause``, ``resume``, schedule.json
-``steady``, so ``IsProfiling`` never changes) and this one (``profile``).
+then replace ``stop``, ``run`` by ``pause``, ``resume``: schedule.json ``steady``) and this one.
 """
 
 from __future__ import annotations
