@@ -15,7 +15,8 @@ Cases (8 foreign threads creating and freeing NDArrays: ``MXNDArrayCreateEx`` th
 * ``jvm-session`` a plain JVM: Java threads through the test's own JNA ``Library`` of
   libmxnet (as DJL declares one); windows by a steady ``pyprof.jvm.ProfilerSession``;
 * ``jvm-jmx``     the same threads; windows through the JMX bean
-  (``pyprof.jvm.ProfilerControl``), steady mode from ``-Dpyprof.steady=true``.
+  (``pyprof.jvm.ProfilerControl``), steady mode from ``-Dpyprof.steady=true``;
+* ``jvm-hazard``  the same threads through a plain ProfilerSession (stop/run): the hazard.
 
 In every window the main thread sets a marker ``window-<n>``; a window passes when the
 markers it holds are exactly its own. ``tests/test_steady_foreign.py`` runs a few processes per
@@ -36,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = ("py-session", "py-manual", "py-hazard", "jvm-session", "jvm-jmx")
+CASES = ("py-session", "py-manual", "py-hazard", "jvm-session", "jvm-jmx", "jvm-hazard")
 THREADS = 8
 
 _PY_CHILD = r"""
@@ -135,7 +136,8 @@ def _command(case: str, windows: int, out: Path) -> list[str]:
         sys.path.insert(0, str(ROOT))
         from pyprof import jvm
 
-        props = ["-Dpyprof.steady=true"] if case == "jvm-jmx" else []
+        props = ([f"-Dpyprof.outputRoot={out}"]
+                 + (["-Dpyprof.steady=true"] if case == "jvm-jmx" else []))
         form = _JVM_FORM % (case, out, windows, THREADS)
         return ["java", *props, "-cp", os.pathsep.join(jvm.classpath()), "clojure.main",
                 "-e", form]

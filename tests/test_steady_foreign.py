@@ -30,8 +30,19 @@ def test_python_threads_through_their_own_ctypes_handle(case, tmp_path):
     _clean(tally, WINDOWS)
 
 
+@pytest.mark.parametrize("case", ["jvm-session", "jvm-jmx"])
+def test_java_threads_through_their_own_jna_library(case, tmp_path):
+    """A JVM starts in seconds plus Clojure's load from source: 2 processes here."""
+    processes = PROCESSES if LONG else 2
+    tally = harness.run_case(case, processes=processes, windows=WINDOWS, workdir=tmp_path,
+                             timeout=240)
+    _clean(tally, WINDOWS)
+
+
 @pytest.mark.skipif(not LONG, reason="long mode only (FOREIGN_LONG=1): a demonstration of "
                     "the hazard steady mode removes")
-def test_without_steady_mode_the_same_workload_aborts(tmp_path):
-    tally = harness.run_case("py-hazard", processes=PROCESSES, windows=WINDOWS, workdir=tmp_path)
+@pytest.mark.parametrize("case", ["py-hazard", "jvm-hazard"])
+def test_without_steady_mode_the_same_workload_aborts(case, tmp_path):
+    tally = harness.run_case(case, processes=PROCESSES, windows=WINDOWS, workdir=tmp_path,
+                             timeout=240)
     assert tally.aborts > 0, tally.row()
