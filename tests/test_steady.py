@@ -190,3 +190,31 @@ print(json.dumps({"active": pyprof.steady.active(), "stop": switches[0]}))
     assert got == {"active": "PYPROF_STEADY", "stop": "steady.set_state"}
     names = [e.get("name") for e in load_trace(tmp_path / "auto.json") if e.get("ph") == "B"]
     assert "_mul_scalar" in names and "_plus_scalar" not in names
+
+
+def test_steady_mode_is_one_fact_across_the_bridge(tmp_path):
+    """Begun in Python, steady mode binds the JVM layer in the same process (one tracker):
+    the JVM sees who began it and refuses its own switches with the same code; ended from the
+    JVM, Python sees it ended."""
+    r = run_scenario(_PRELUDE + """
+from pyprof import jvm
+jvm.start()
+pyprof.steady.begin(profile_api=True, profile_imperative=True)
+out = {"jvm_active": jvm.call("pyprof.steady", "active")}
+def jvm_switch():
+    jvm.call("pyprof.profiler", "profiler-set-state", "stop")
+out["jvm_stop"] = code(jvm_switch)
+out["jvm_begin"] = code(lambda: jvm.call("pyprof.steady", "begin!", {}))
+jvm.call("pyprof.steady", "end!")
+out["after"] = [pyprof.steady.active(), profiler.state()["running"]]
+out["raw_dir"] = os.path.dirname(pyprof.session.raw_trace_path())
+jvm.eval_clojure("(shutdown-agents)")
+result = out
+""", tmp_path, timeout=600)
+    assert r["jvm_active"] == "pyprof.steady.begin()"
+    assert r["jvm_stop"][0] == "steady.set_state"
+    assert r["jvm_stop"][1].startswith('(profiler-set-state "stop") in steady mode (begun by '
+                                       "pyprof.steady.begin())")
+    assert r["jvm_begin"][0] == "steady.already"
+    assert r["after"] == [None, False]
+    assert not os.path.exists(r["raw_dir"])  # Python's raw trace: finished and deleted at exit

@@ -197,15 +197,15 @@ def _at_exit() -> None:
     if _capi.forked_error():
         return  # a forked child: the trace is the parent's
     t = TRACKER
-    if t.steady is None or t.finished:
+    on_raw = RAW.path is not None and (t.config or {}).get("filename") == RAW.path
+    if t.finished or (t.steady is None and not on_raw):
         return
     try:
         with t.lock, owner("exit"):
-            profiler.pause()
-            on_raw = RAW.path is not None and (t.config or {}).get("filename") == RAW.path
-            if on_raw:
+            if on_raw:  # (also when the JVM ended steady mode on it: Python's raw trace)
                 RAW.finish()  # finishes and deletes it (no stop in steady mode)
             else:
+                profiler.pause()
                 profiler.dump(True)
     except Exception as exc:  # noqa: BLE001 - at exit: one line on stderr, never a traceback
         print(f"pyprof: could not finish the steady trace at exit: {exc}", file=sys.stderr)

@@ -117,7 +117,7 @@
       (throw (rules/error "process.server_in_jvm" {:key "profile_process" :value p})))
     code))
 
-(defn- session-raw-trace?
+(defn ^:no-doc -session-raw-trace?
   "True for this process's session raw trace (api.json raw_trace: <file> in a directory
   <dir_prefix><pid>-...), which sessions own: keep_filename does not keep it."
   [^String path]
@@ -154,7 +154,7 @@
             current ((or config (config/effective {})) "filename")
             ;; api.json keep_filename: once the profiler ran, a config without it keeps it
             ;; (never a session's raw trace: internal, and deleted by now)
-            keeps (and ever-ran (not (session-raw-trace? current)))
+            keeps (and ever-ran (not (-session-raw-trace? current)))
             c-opts (if (and keeps (not (contains? c-opts "filename")))
                      (assoc c-opts "filename" current)
                      c-opts)

@@ -37,9 +37,12 @@
   []
   (:steady (tracker/snapshot)))
 
-(defn- on-raw? []
-  (let [path (raw/raw-trace-path)]
-    (and path (= path (get (profiler/current-config) "filename")))))
+(defn- on-raw?
+  "True when the profiler records into a session raw trace of this process: this JVM's, or, in a
+  JPype-hosted JVM, Python's (api.json raw_trace: finished and deleted by its owner)."
+  []
+  (let [file (get (profiler/current-config) "filename")]
+    (boolean (and file (or (= file (raw/raw-trace-path)) (profiler/-session-raw-trace? file))))))
 
 (defn begin-as!
   "`begin!` on behalf of `by` (a session's name, the system property); throws the same."
@@ -129,7 +132,7 @@
                        (when-not (or raw? (:finished (tracker/snapshot)))
                          (profiler/dump-profile true)))
                      raw?))))]
-    (when raw? (raw/release!))
+    (when (and raw? (raw/raw-trace-path)) (raw/release!))
     nil))
 
 (defn- at-exit!
