@@ -175,7 +175,8 @@ def _windows(case: str, out: Path, windows: int) -> tuple[int, int, list[str]]:
 def _trial(case: str, windows: int, timeout: float, workdir: Path) -> tuple[str, dict, str]:
     """One child process: ('ok' | 'abort' | 'hang' | 'failure', summary, detail)."""
     out = Path(tempfile.mkdtemp(dir=workdir))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path)
     env.pop("PYPROF_STEADY", None)
     proc = subprocess.Popen(_command(case, windows, out), cwd=out, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
