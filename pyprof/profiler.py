@@ -18,7 +18,7 @@ import warnings
 from typing import Any
 
 from .native import capi as _capi
-from .process import keep_file as _keep_file, output as _output
+from .process import keep_file as _keep_file, output as _output, steady_checks as _steady
 from . import config, rules
 from .process.tracker import TRACKER
 from .errors import MXNetError
@@ -131,6 +131,8 @@ def set_config(**kwargs: Any) -> None:
     _process_code(process)
     with _t.lock:
         _check_owner("set_config()", PROCESSES[process])
+        if process == "worker":
+            _steady.check_config(c_values)
         if _t.finished:
             raise rules.error("state.finished_config", trace=_trace_name())
         current = (_t.config or config.effective({}))["filename"]
@@ -253,8 +255,8 @@ def _finish_at_exit() -> None:
     if _capi.forked_error():
         return  # a forked child: the trace is the parent's
     with _t.lock:
-        if _t.finished or _t.session is not None or not _t.ever_ran:
-            return
+        if _t.finished or _t.session is not None or not _t.ever_ran or _t.steady is not None:
+            return  # (steady mode finishes its trace at exit itself: pyprof.session.steady)
     try:
         if _t.running:
             set_state("stop")
@@ -267,7 +269,8 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
     """Start ('run') or stop ('stop') recording. C: MXSetProcessProfilerState.
 
     'run' also resumes a paused profiler. Raises StateError for an unknown state or
-    process, MXNetError when MXNet rejects the call.
+    process, StateError ``steady.set_state`` in steady mode (:mod:`pyprof.session.steady`:
+    use pause/resume), MXNetError when MXNet rejects the call.
     """
     _capi.ensure_not_forked()
     if state not in STATES:
@@ -275,6 +278,7 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
     code = _process_code(profile_process)
     with _t.lock:
         _check_owner("set_state", code, state)
+        _steady.check_switch(f"set_state({state!r})", code)
         if state == "run" and _t.finished:
             raise rules.error("state.finished_run", trace=_trace_name())
         _capi.call("MXSetProcessProfilerState", STATES[state], code, _kvstore_handle)
@@ -289,7 +293,9 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
 
     With ``finished=True`` (only the literal True, as in mxnet.profiler) the file is
     closed as valid JSON and the profiler stops for good in this process. Raises
-    StateError before the profiler has ever run, MXNetError when MXNet rejects the call.
+    StateError before the profiler has ever run, StateError ``steady.finished_dump`` for a
+    finished dump in steady mode (``pyprof.steady.end()`` finishes it), MXNetError when MXNet
+    rejects the call.
 
     MXNet reports no failure to write the file, so pyprof checks the path first (StateError
     ``dump.unwritable``: nothing was dumped, the events are kept; configure another filename
@@ -301,6 +307,8 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
     fin = 1 if finished is True else 0
     with _t.lock:
         _check_owner("dump()", code)
+        if fin:
+            _steady.check_switch("dump(finished=True)", code)
         if code == 0 and _t.finished:
             raise rules.error("state.finished_dump", trace=_trace_name())
         path = _trace_name() if code == 0 else None
