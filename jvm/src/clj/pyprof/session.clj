@@ -135,7 +135,7 @@
   "session.unknown_option for the key `k` (C spelling `c`): the nearest of the session's own
   options and the recording keys, as pyprof.session does."
   [k c]
-  (let [valid (concat ["schedule" "on_trace_ready" "path"] (remove reserved (config/key-names)))
+  (let [valid (concat ["schedule" "on_trace_ready" "path" "steady"] (remove reserved (config/key-names)))
         nearest (apply min-key #(config/edit-distance c %) (reverse valid))]
     (rules/error "session.unknown_option"
                  {:option c :nearest nearest :valid (str/join ", " valid) :given k
