@@ -20,7 +20,7 @@ from child import ROOT, load_trace, operator_pairs, run_cli, run_scenario
 
 import pytest
 
-from pyprof.session import rawdir as _raw_dir
+from pyprof.session import leftovers as _leftovers
 from pyprof.trace import validate
 
 #: A complete "dot" end event as MXNet writes it (multi-line JSON, fields in this order).
@@ -254,8 +254,12 @@ RECOVERED_NAMES = [("loop_0.json", "loop_0.recovered-7.json"), ("trace", "trace.
 @pytest.mark.parametrize(("name", "first"), RECOVERED_NAMES)
 def test_the_recovered_path_is_beside_the_window_and_never_a_file_there(tmp_path, name, first):
     window = str(tmp_path / name)
-    assert _raw_dir.recovered_path(window, 7) == str(tmp_path / first)
     stem, suffix = (first[:-len(".json")], ".json") if first.endswith(".json") else (first, "")
-    assert _raw_dir.recovered_path(window, 7) == str(tmp_path / f"{stem}-1{suffix}")
-    assert _raw_dir.recovered_path(window, 7) == str(tmp_path / f"{stem}-2{suffix}")
-    assert sorted(os.listdir(tmp_path)) == sorted([first, f"{stem}-1{suffix}", f"{stem}-2{suffix}"])
+    names = [first, f"{stem}-1{suffix}", f"{stem}-2{suffix}"]
+    for i, expected in enumerate(names):
+        tmp = tmp_path / f".pyprof-{os.getpid()}-recover-{i}.tmp"
+        tmp.write_text(f"window {i}")
+        assert _leftovers.link_beside(str(tmp), window, 7) == str(tmp_path / expected)
+        tmp.unlink()
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
+    assert [(tmp_path / n).read_text() for n in names] == [f"window {i}" for i in range(3)]

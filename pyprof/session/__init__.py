@@ -79,12 +79,11 @@ schedule each step one period after the previous one began, skipping missed tick
 **Disk.** The raw file holds what was recorded (warm-ups and windows) since it was last started
 afresh. MXNet opens it by name in append mode at every dump, so deleting it at a quiescent
 boundary starts a new one without reconfiguring (MXNet's aggregate statistics stay). Between
-windows, once it holds ``rotate_bytes`` (64 MiB, ``$PYPROF_RAW_ROTATE_BYTES``) or more, pyprof
-deletes it (a window that ended but is not cut yet is cut first). The bound while a session
-runs is therefore ``rotate_bytes`` plus what one cycle records (its warm-up and window, and
-the next window's first step when windows are back to back): a single window is never cut
-short. When the session closes, the directory is deleted (the next session makes it again);
-at exit too (kept with ``PYPROF_KEEP_RAW=1``).
+windows, once it holds ``rotate_bytes`` (64 MiB, ``$PYPROF_RAW_ROTATE_BYTES``) or half the cap,
+pyprof deletes it (a window that ended but is not cut yet is cut first). The cap (512 MiB,
+``$PYPROF_RAW_MAX_BYTES``, :mod:`pyprof.session.cap`) holds whatever the workload: past it the
+recording stops and the window is saved truncated (:attr:`Window.truncated`). The directory
+is deleted when the session closes and at exit (kept with ``PYPROF_KEEP_RAW=1``).
 
 **Configuration.** The recording options (``profile_symbolic``, ``profile_imperative``,
 ``profile_api``, ``profile_memory``, ``profile_all``, ``aggregate_stats``, ``dump_period``) are
@@ -98,27 +97,16 @@ header (carried metadata fills that gap). ``filename``, ``continuous_dump`` and
 ``dumps`` still work). Sessions do not nest; consecutive sessions in one process are fine.
 
 **Exit and crashes.** At interpreter exit an open session is closed (its window written), and
-the raw file is finished and deleted. While a window records, a small ``<window>.partial`` file
-beside it names the raw file, the window's start offset and start time, and a note in the raw
-trace's directory names the window; MXNet appends the raw file every ``dump_period`` seconds.
-If the process dies, the first session started afterwards (in any process, either language)
-finds the directory of the dead process (its pid no longer runs, or runs with another start
-time), writes what was flushed as the window's trace beside the window's path, as
-``<stem>.recovered-<pid><suffix>`` (``loop_0.recovered-12345.json``; ``-1``, ``-2``... added when
-that exists; never over a file: the most common next start is a rerun of the same script, which
-writes the window's path again), prints one line on stderr naming it, and deletes the
-directory and the temporary files the dead process left beside its window. :func:`recover`
-does the same by hand, but writes at the path it is given (its caller chose that path).
-
-**Plain sessions afterwards.** ``pyprof.profiler.set_config(filename=...)`` after a session (or
-after any run) gets a file that MXNet writes without its header; the finished
-``pyprof.profiler.dump()`` completes it with the carried metadata
-(:func:`complete_headless_trace`, in :mod:`pyprof.session.windows`, which does not import
-:mod:`pyprof.profiler`), so that file is valid too.
+the raw file is finished and deleted. After a crash, the next start recovers the open window
+beside its path, ``<stem>.recovered-<pid><suffix>``, never over a file, without making
+``start()`` wait more than 1 s (:mod:`pyprof.session.leftovers`); :func:`recover` by hand.
+Plain ``pyprof.profiler`` traces after a session are completed with the carried metadata
+(:func:`complete_headless_trace`).
 
 **Modules.** ``scheduling`` (the schedule file's interpreter), ``raw`` (the raw trace and its
 boundaries), ``windows`` (cutting ranges into window traces, metadata, ``.partial`` files),
-``recovery`` (:func:`recover`), ``template`` (window paths) and this one (``profile``).
+``recovery`` (:func:`recover`), ``leftovers`` (the sweep of dead processes' leftovers),
+``cap`` (the bounds), ``template`` (window paths) and this one (``profile``).
 """
 
 from __future__ import annotations
@@ -134,12 +122,15 @@ from typing import Any
 from ..native import capi as _capi
 from ..process import output as _output
 from .. import config, profiler, rules
+from . import cap as _cap
+from . import leftovers as _leftovers
 from . import template as _template
 from .raw import RAW, ROTATE_BYTES, owner  # noqa: F401 - ROTATE_BYTES re-exported
 from .recovery import recover
 from .scheduling import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS, Action,
                          check_action, operations, saves_many, schedule)
-from .windows import PARTIAL, Window, complete_headless_trace, now_us, write_partial
+from .windows import (PARTIAL, EndedWindow, OpenWindow, Window, complete_headless_trace,
+                      now_us, write_partial)
 from ..process.tracker import TRACKER
 
 __all__ = ["Action", "schedule", "profile", "Window", "recover", "raw_trace_path",
@@ -233,14 +224,16 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._action = INITIAL_ACTION
         self._state = "new"  # new -> open -> closed
         self._running = False
-        self._window: _OpenWindow | None = None  # recording
-        self._ended: _EndedWindow | None = None  # stopped, not cut yet
+        self._window: OpenWindow | None = None  # recording
+        self._ended: EndedWindow | None = None  # stopped, not cut yet
         self._opened = 0  # windows opened so far
         self._stopped_us: int | None = None  # when the last "stop" operation stopped recording
         self._final = False
         self._saved_now: list[Window] = []
         self._name = f"<pyprof.profile {id(self):#x}>"
         self._dnnl_log, self._dnnl = dnnl, None
+        self._watchdog: _cap.Watchdog | None = None
+        self._cap_paused = False  # the watchdog paused MXNet at the cap
 
     def _window_path(self, *, window: int, step: int) -> str:
         """The absolute path of the window ``window`` starting at step ``step``."""
@@ -267,15 +260,20 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._dnnl_log and self._dnnl is None:
             from ..dnnl.capture import SessionCapture
             self._dnnl = SessionCapture(self._dnnl_log, self._path)  # StateError when too late
+        _cap.max_bytes()  # a bad $PYPROF_RAW_MAX_BYTES fails here, before anything runs
+        # dead processes' leftovers: waited for at most start_wait_seconds, outside the lock
+        _leftovers.start_sweep(os.path.dirname(self._path))
         t = TRACKER
         with t.lock, self._dnnl_undone_on_error():
             if t.session is not None:
                 raise rules.error("session.nested", session=t.session)
             with owner(self._name):
-                RAW.configure(self._options, os.path.dirname(self._path))
+                RAW.configure(self._options)
             t.session = self._name
             self._state = "open"
         _open_sessions.add(self)
+        self._watchdog = _cap.Watchdog(  # every watch_seconds, under TRACKER.lock
+            lambda: self._state == "open" and self._enforce_cap(watchdog=True), TRACKER.lock)
         atexit.unregister(_at_exit)  # (re)register last, so it runs before mxnet's own atexit
         atexit.register(_at_exit)
         try:
@@ -302,6 +300,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._state != "open":
             raise rules.error("session.not_open", state=self._state)
         self.step_num += 1
+        with TRACKER.lock:
+            self._enforce_cap(watchdog=False)
         self._transition(self._action, self._action_for(self.step_num))
 
     def stop(self) -> None:
@@ -312,6 +312,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             self._transition(self._action, FINAL_ACTION, final=True)
         finally:
             self._state = "closed"
+            if self._watchdog is not None:
+                self._watchdog.stop()
             if self._dnnl is not None:
                 self._dnnl.stop()
             _open_sessions.discard(self)
@@ -326,6 +328,22 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             raise rules.error("session.no_window")
         from ..trace import stats
         return stats([w.path for w in self.windows], **options)
+
+    # -- the cap of the raw trace (api.json raw_trace max_bytes, pyprof.session.cap) ----------
+    def _enforce_cap(self, *, watchdog: bool) -> None:
+        """At the cap (:func:`pyprof.session.cap.check`) a step stops the profiler; the watchdog
+        pauses it (any thread may: ``IsProfiling`` stays) and the next step stops it."""
+        if not self._running or RAW.path is None or (watchdog and self._cap_paused):
+            return
+        if _cap.check(RAW.size(), self._window, self.step_num) is None:
+            return
+        if watchdog:
+            profiler.pause()
+            self._cap_paused = True
+        else:
+            with owner(self._name):
+                self._running, self._cap_paused = False, False
+                self._stopped_us = RAW.quiesce()
 
     # -- the schedule's transitions (pyprof/spec/schedule.json) --------------------------------
     def _action_for(self, step: int) -> Action:
@@ -354,14 +372,14 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
     def _stop(self) -> None:
         """Stop recording; the open window ends here (cut by the next ``save``)."""
         if self._running:
-            self._running = False
+            self._running, self._cap_paused = False, False
             self._stopped_us = RAW.quiesce()
         if self._window is not None:
             if self._ended is not None:  # a table that stops twice before saving
                 self._save()
             last_step = self.step_num - (0 if self._final else 1)
             w = self._window
-            self._ended = _EndedWindow(w, RAW.size(), self._stopped_us or now_us(),
+            self._ended = EndedWindow(w, RAW.size(), self._stopped_us or now_us(),
                                        max(w.first_step, last_step))
             self._window = None
             assert RAW.path is not None  # recovery reads the window's range only
@@ -378,7 +396,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             os.unlink(w.path + PARTIAL)
         self._note_windows()
         window = Window(w.index, w.path, w.first_step, ended.last_step, events,
-                        start_us=w.start_us, end_us=ended.end_us)
+                        start_us=w.start_us, end_us=ended.end_us, truncated=w.truncated)
         if self._dnnl is not None:
             self._dnnl.merge_window(window)
         self.windows.append(window)
@@ -412,36 +430,18 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         index = self._opened
         self._opened += 1
         path = self._window_path(window=index, step=self.step_num)
-        self._window = _OpenWindow(index, start, self.step_num, path, now_us())
+        self._window = OpenWindow(index, start, self.step_num, path, now_us())
         self._write_partial()
 
     def _run(self) -> None:
+        if self._window is not None and self._window.truncated:
+            return  # stopped at the cap: the window's later steps record nothing
         if not self._running:
             profiler.set_state("run")
             self._running = True
 
     _OPERATIONS: dict[str, Callable[[profile], None]] = {
         "stop": _stop, "open": _open, "run": _run}
-
-
-class _OpenWindow:
-    """The window being recorded: its index, where it starts in the raw trace, and when."""
-
-    __slots__ = ("index", "start", "first_step", "path", "start_us")
-
-    def __init__(self, index: int, start: int, first_step: int, path: str,
-                 start_us: int) -> None:
-        self.index, self.start, self.first_step = index, start, first_step
-        self.path, self.start_us = path, start_us
-
-
-class _EndedWindow:
-    """A window whose recording stopped, not yet cut: where and when it ended."""
-
-    __slots__ = ("window", "end", "end_us", "last_step")
-
-    def __init__(self, window: _OpenWindow, end: int, end_us: int, last_step: int) -> None:
-        self.window, self.end, self.end_us, self.last_step = window, end, end_us, last_step
 
 
 _missing = set(OPERATIONS) - set(profile._OPERATIONS) - {"save"}
