@@ -331,16 +331,16 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
 
     # -- the cap of the raw trace (api.json raw_trace max_bytes, pyprof.session.cap) ----------
     def _enforce_cap(self, *, watchdog: bool) -> None:
-        """At the cap (:func:`pyprof.session.cap.check`) a step stops the profiler; the watchdog
-        pauses it (any thread may: ``IsProfiling`` stays) and the next step stops it."""
+        """At the cap (:func:`pyprof.session.cap.check`) MXNet is paused (any thread may:
+        ``IsProfiling`` stays; queued operators then run unrecorded); a step also stops it."""
         if not self._running or RAW.path is None or (watchdog and self._cap_paused):
             return
         if _cap.check(RAW.size(), self._window, self.step_num) is None:
             return
-        if watchdog:
+        if not self._cap_paused:
             profiler.pause()
             self._cap_paused = True
-        else:
+        if not watchdog:
             with owner(self._name):
                 self._running, self._cap_paused = False, False
                 self._stopped_us = RAW.quiesce()
