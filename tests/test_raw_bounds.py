@@ -74,15 +74,15 @@ def _capped(tmp_path, cap, seconds, steps, ops):
 
 def _assert_bounded(result, cap):
     """What MXNet appended past the cap is at most dump_period + watch_seconds (0.05 + 0.25 s)
-    of events (twice that, for a busy machine), far less than it went on recording for."""
+    of events (3 times that, for a busy machine), far less than it went on recording for."""
     assert result["after_s"] > 1.0, result
-    slack = result["rate"] * (0.05 + SPEC["watch_seconds"]) * 2
+    slack = result["rate"] * (0.05 + SPEC["watch_seconds"]) * 3
     assert cap <= result["max"] <= cap + slack, result
     assert result["max"] < cap + result["rate"] * result["after_s"] / 2, result
 
 
 def test_the_watchdog_holds_the_cap_between_steps(tmp_path):
-    cap = 1_000_000
+    cap = 3_000_000
     result, err = _capped(tmp_path, cap, seconds=3, steps=0, ops=0)
     # the watchdog paused MXNet at the cap, while the operators ran on for seconds
     _assert_bounded(result, cap)
