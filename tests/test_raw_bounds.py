@@ -190,8 +190,9 @@ def test_start_waits_at_most_its_bound_and_the_leftover_is_recovered_behind_it(t
     pid, raw = _leftover(work, rawbase, 12 << 20)
     wait = 0.1
     result, err = _next(work, rawbase, PYPROF_RECOVER_WAIT_SECONDS=str(wait))
-    # start() gave up waiting after 0.1 s; the sweep took longer, on its own thread
-    assert result["start_s"] < wait + 0.5 < result["swept_s"], result
+    # start() gave up waiting after 0.1 s (its own work, configuring MXNet, comes on top: up to
+    # a second on a busy 2-core machine); the sweep took longer, on its own thread
+    assert result["start_s"] < wait + 1.0 and result["swept_s"] > result["start_s"] + 0.2, result
     recovered = work / f"big.recovered-{pid}.json"
     assert f"pyprof: recovered window {work / 'big.json'} of dead process {pid} as " \
            f"{recovered}" in err.splitlines(), err
@@ -208,7 +209,7 @@ def test_a_leftover_of_several_gigabytes_is_reported_once_not_converted(tmp_path
     size = 5 << 30
     os.truncate(raw, size)  # a real trace with a sparse tail: 5 GiB, hardly any disk
     result, err = _next(work, rawbase)  # the defaults: wait 1 s, recover up to 1 GiB
-    assert result["start_s"] < SPEC["start_wait_seconds"] + 0.5, result
+    assert result["start_s"] < SPEC["start_wait_seconds"] + 1.0, result
     window = work / "big.json"
     start = json.loads((work / "big.json.partial").read_text())["start"]
     reported = [line for line in err.splitlines() if line.startswith("pyprof: did not recover")]
@@ -222,7 +223,7 @@ def test_a_leftover_of_several_gigabytes_is_reported_once_not_converted(tmp_path
     # a later start leaves the reported leftover alone and says nothing
     result, err = _next(work, rawbase)
     assert "big.json" not in err and raw.exists() and (raw.parent / "reported").exists(), err
-    assert result["start_s"] < SPEC["start_wait_seconds"] + 0.5
+    assert result["start_s"] < SPEC["start_wait_seconds"] + 1.0
 
 
 #: A next start that never ends by itself (the test kills it while its sweep recovers).

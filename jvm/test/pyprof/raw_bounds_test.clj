@@ -108,7 +108,10 @@
       (let [p (kill! (* 6 1024 1024))
             [r err] (next! {"PYPROF_RECOVER_WAIT_SECONDS" "0.1"})
             recovered (str (io/file dir (str "big.recovered-" p ".json")))]
-        (is (< (:start-s r) 0.6 (:swept-s r)) (pr-str r))
+        ;; start! gave up waiting after 0.1 s (its own work comes on top: up to a second on a
+        ;; busy 2-core machine); the sweep ended later, on its own thread
+        (is (< (:start-s r) 1.1) (pr-str r))
+        (is (> (:swept-s r) (+ (:start-s r) 0.2)) (pr-str r))
         (is (some #{(str "pyprof: recovered window " window " of dead process " p " as " recovered)}
                   (str/split-lines err)) err)
         (is (< 1000 (count (filter #(= "E" (% "ph")) (get (json/read-str (slurp recovered)) "traceEvents")))))
@@ -121,7 +124,7 @@
             start ((json/read-str (slurp (str window ".partial"))) "start")
             _ (with-open [f (java.io.RandomAccessFile. ^java.io.File raw "rw")] (.setLength f size))
             [r err] (next! {})]
-        (is (< (:start-s r) (+ 0.5 (spec "start_wait_seconds"))) (pr-str r))
+        (is (< (:start-s r) (+ 1.0 (spec "start_wait_seconds"))) (pr-str r))
         (is (= [(str "pyprof: did not recover window " window " of dead process " p ": its range holds "
                      (- size start) " bytes, more than " (spec "recover_max_bytes")
                      " (set PYPROF_RECOVER_MAX_BYTES to recover it at start); its raw trace " raw
