@@ -5,8 +5,8 @@ trace holds --mb MiB, then SIGKILLs itself. With --sparse-gb the raw trace is th
 a sparse tail to that size (hardly any disk). A second child then times ``start()`` and how
 long the sweep of the leftover took behind it, each run in a fresh directory.
 
-    .venv/bin/python scripts/leftover_start.py --mb 12 --runs 3
-    .venv/bin/python scripts/leftover_start.py --mb 1 --sparse-gb 5 --runs 3
+    .venv/bin/python bench/bench_leftover_start.py --mb 12 --runs 3
+    .venv/bin/python bench/bench_leftover_start.py --mb 1 --sparse-gb 5 --runs 3
 """
 
 from __future__ import annotations
