@@ -317,7 +317,7 @@
         (transition! s (:action @st) (action-for s 0) false)
         (catch Throwable t
           (try (transition! s (:action @st) sched/final-action true) (catch Throwable _))
-          ((:stop (:watchdog @st)))
+          (when-let [w (:watchdog @st)] ((:stop w)))
           (swap! st assoc :state :closed)
           (swap! open-sessions disj s)
           (profiler/-update-tracker! assoc :session nil)
@@ -347,7 +347,7 @@
           (transition! s (:action @st) sched/final-action true)
           (finally
             (swap! st assoc :state :closed)
-            ((:stop (:watchdog @st)))
+            (when-let [w (:watchdog @st)] ((:stop w)))
             (swap! open-sessions disj s)
             (let [t (profiler/-update-tracker!
                      (fn [t] (if (= (:session t) (::name s)) (assoc t :session nil) t)))]
