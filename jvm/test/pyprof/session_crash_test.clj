@@ -76,7 +76,10 @@
       ;; the next start (another JVM) recovers window 1 and deletes every leftover
       (let [{:keys [exit err]} (java-child ["-e" (str "(require 'pyprof.session)"
                                                        "(pyprof.session/stop! (pyprof.session/start! (pyprof.session/profile {:path \"" dir "/next.json\"})))")]
-                                           :env {"PYPROF_RAW_DIR" (str rawbase)})]
+                                           :env {"PYPROF_RAW_DIR" (str rawbase)
+                                                 ;; start! waits until the sweep is done (a
+                                                 ;; bound, not a delay)
+                                                 "PYPROF_RECOVER_WAIT_SECONDS" "60"})]
         (is (= 0 exit) err)
         (is (some #{(str "pyprof: recovered window " window " of dead process " (.pid p) " as "
                          (recovered window (.pid p)))}
