@@ -11,12 +11,15 @@ mid-way that leaves no empty file and is reported, not started over.
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
-from child import load_trace, operator_pairs, run_cli, run_scenario
+from child import ROOT, load_trace, operator_pairs, run_cli, run_scenario
 
 from pyprof import rules
+from pyprof.session import leftovers
 from pyprof.trace import validate
 
 SPEC = rules.API["raw_trace"]
@@ -236,9 +239,6 @@ time.sleep(60)
 
 
 def test_a_recovery_killed_mid_way_leaves_no_empty_file_and_is_reported_not_restarted(tmp_path):
-    import subprocess
-    import sys
-    from child import ROOT
     work, rawbase = tmp_path / "work", tmp_path / "rawbase"
     pid, raw = _leftover(work, rawbase, 12 << 20)
     env = dict(os.environ, PYPROF_RAW_DIR=str(rawbase), PYPROF_RECOVER_WAIT_SECONDS="0",
@@ -278,3 +278,23 @@ def test_a_recovery_killed_mid_way_leaves_no_empty_file_and_is_reported_not_rest
     assert len(operator_pairs(load_trace(recovered), ("_plus_scalar",))) > 100
     assert list(rawbase.iterdir()) == [] and not (work / "big.json.partial").exists()
     _no_empty_file(work)
+
+
+def test_a_failed_recovery_deletes_its_temporary_file_and_is_reported_once(tmp_path, capsys):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    pid = int(dead.stdout)  # a process that has ended
+    leftover = tmp_path / f"pyprof-raw-{pid}-0-abc"
+    leftover.mkdir()
+    (leftover / "raw.json").mkdir()  # a raw trace that cannot be read
+    window = tmp_path / "w.json"
+    (leftover / "window.json").write_text(json.dumps({"windows": [str(window)]}))
+    Path(f"{window}.partial").write_text(json.dumps(
+        {"raw": str(leftover / "raw.json"), "start": 0, "window": 0, "pid": pid, "metadata": []}))
+    assert leftovers.sweep_dir(str(leftover), pid) is False
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"pyprof: did not recover window {window} of dead process {pid}: "), err
+    assert not [n for n in os.listdir(tmp_path) if n.startswith((".pyprof-", "w.recovered"))]
+    assert leftovers.sweep_dir(str(leftover), pid) is False
+    assert capsys.readouterr().err == "", "reported once"

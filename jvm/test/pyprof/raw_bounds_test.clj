@@ -152,3 +152,20 @@
             (no-empty-file dir)
             (is (= "" (with-out-str (binding [*err* *out*] (leftovers/sweep-dir! d p))))
                 "reported once")))))))
+
+(deftest a-failed-recovery-deletes-its-temporary-file-and-is-reported-once
+  (let [dir (temp-dir)
+        p (let [pr (.start (ProcessBuilder. ^java.util.List ["true"]))] (.waitFor pr) (.pid pr))
+        d (io/file dir (str "pyprof-raw-" p "-0-abc"))
+        window (str (io/file dir "w.json"))]
+    (.mkdirs (io/file d "raw.json")) ; a raw trace that cannot be read
+    (spit (io/file d "window.json") (json/write-str {"windows" [window]}))
+    (spit (str window ".partial") (json/write-str {"raw" (str (io/file d "raw.json")) "start" 0
+                                                   "window" 0 "pid" p "metadata" []}))
+    (let [out (with-out-str (binding [*err* *out*] (is (false? (leftovers/sweep-dir! d p)))))]
+      (is (= 1 (count (str/split-lines out))) out)
+      (is (str/starts-with? out (str "pyprof: did not recover window " window " of dead process " p ": "))
+          out))
+    (is (empty? (filter #(or (str/starts-with? % ".pyprof-") (str/starts-with? % "w.recovered"))
+                        (files dir))))
+    (is (= "" (with-out-str (binding [*err* *out*] (leftovers/sweep-dir! d p)))) "reported once")))

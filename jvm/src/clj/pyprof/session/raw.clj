@@ -330,10 +330,12 @@
   process's) at `out` (the sweep of leftovers gives a temporary file beside the window, linked
   to its recovered name afterwards): events from its start to its end (or to the raw trace's
   end), metadata first. Leaves the .partial and the raw trace; returns the number of events
-  written."
+  written. Throws session.raw_trace_gone when the raw trace is no file."
   [path out]
   (let [info (json/read-str (slurp (partial-path path)))
         raw-path (info "raw")
+        _ (when-not (.isFile (io/file ^String raw-path)) ; as Python's read_partial
+            (throw (rules/error "session.raw_trace_gone" {:raw raw-path :path (str path)})))
         start (long (info "start"))
         end (long (or (info "end") (.length (io/file ^String raw-path))))
         events (parse-range (read-range raw-path start end))
