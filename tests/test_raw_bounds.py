@@ -149,10 +149,21 @@ with pyprof.profile(path="big.json", profile_imperative=True, profile_api=True,
     os.kill(os.getpid(), signal.SIGKILL)
 """
 
-#: The next start: how long start() took, and the sweep's thread joined afterwards.
+#: The next start: how long start() took, how much of it start_sweep (all that start() does
+#: about leftovers: its own work, configuring MXNet, comes on top) took, and the sweep's thread
+#: joined afterwards.
 NEXT = """
 import time, pyprof
 from pyprof.session import leftovers
+spent = []
+sweep = leftovers.start_sweep
+def timed(window_dir):
+    t = time.monotonic()
+    try:
+        return sweep(window_dir)
+    finally:
+        spent.append(time.monotonic() - t)
+leftovers.start_sweep = timed
 t0 = time.monotonic()
 prof = pyprof.profile(path="next.json")
 prof.start()
@@ -160,7 +171,7 @@ took = time.monotonic() - t0
 prof.stop()
 thread = leftovers.start_sweep(None)
 thread.join(120)
-result = {"start_s": took, "swept_s": time.monotonic() - t0}
+result = {"start_s": took, "swept_s": time.monotonic() - t0, "leftovers_s": spent[0]}
 """
 
 
@@ -193,9 +204,10 @@ def test_start_waits_at_most_its_bound_and_the_leftover_is_recovered_behind_it(t
     pid, raw = _leftover(work, rawbase, 12 << 20)
     wait = 0.1
     result, err = _next(work, rawbase, PYPROF_RECOVER_WAIT_SECONDS=str(wait))
-    # start() gave up waiting after 0.1 s (its own work, configuring MXNet, comes on top: up to
-    # a second on a busy 2-core machine); the sweep took longer, on its own thread
-    assert result["start_s"] < wait + 1.0 and result["swept_s"] > result["start_s"] + 0.2, result
+    # start() gave up waiting for the leftover after 0.1 s (its own work, configuring MXNet,
+    # comes on top: seconds on a busy 2-core machine); the sweep took longer, on its own thread
+    assert wait <= result["leftovers_s"] < wait + 0.3, result
+    assert result["start_s"] < wait + 5 and result["swept_s"] > result["start_s"] + 0.2, result
     recovered = work / f"big.recovered-{pid}.json"
     assert f"pyprof: recovered window {work / 'big.json'} of dead process {pid} as " \
            f"{recovered}" in err.splitlines(), err
@@ -212,7 +224,7 @@ def test_a_leftover_of_several_gigabytes_is_reported_once_not_converted(tmp_path
     size = 5 << 30
     os.truncate(raw, size)  # a real trace with a sparse tail: 5 GiB, hardly any disk
     result, err = _next(work, rawbase)  # the defaults: wait 1 s, recover up to 1 GiB
-    assert result["start_s"] < SPEC["start_wait_seconds"] + 1.0, result
+    assert result["leftovers_s"] < SPEC["start_wait_seconds"] + 0.3, result
     window = work / "big.json"
     start = json.loads((work / "big.json.partial").read_text())["start"]
     reported = [line for line in err.splitlines() if line.startswith("pyprof: did not recover")]
@@ -226,7 +238,7 @@ def test_a_leftover_of_several_gigabytes_is_reported_once_not_converted(tmp_path
     # a later start leaves the reported leftover alone and says nothing
     result, err = _next(work, rawbase)
     assert "big.json" not in err and raw.exists() and (raw.parent / "reported").exists(), err
-    assert result["start_s"] < SPEC["start_wait_seconds"] + 1.0
+    assert result["leftovers_s"] < SPEC["start_wait_seconds"] + 0.3
 
 
 #: A next start that never ends by itself (the test kills it while its sweep recovers).
