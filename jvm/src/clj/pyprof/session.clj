@@ -42,8 +42,7 @@
     open sessions are stopped, their windows saved, and the raw file finished and deleted.
 
   All functions are thread safe: one session's calls are serialised on the session."
-  (:require [clojure.string :as str]
-            [pyprof.config :as config]
+  (:require [pyprof.config :as config]
             [pyprof.output :as output]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
@@ -136,17 +135,6 @@
   (make-session opts false)
   nil)
 
-(defn- unknown-option
-  "session.unknown_option for the key `k` (C spelling `c`): the nearest of the session's own
-  options and the recording keys, as pyprof.session does."
-  [k c]
-  (let [valid (concat ["schedule" "on_trace_ready" "path" "steady"] (remove reserved (config/key-names)))
-        nearest (apply min-key #(config/edit-distance c %) (reverse valid))]
-    (rules/error "session.unknown_option"
-                 {:option c :nearest nearest :valid (str/join ", " valid) :given k
-                  :nearest_as_written (if (keyword? k) (keyword (str/replace nearest "_" "-"))
-                                          (pr-str nearest))})))
-
 (defn- make-session
   "`profile`, with the window path's file check when `check-file?`."
   [opts check-file?]
@@ -156,8 +144,10 @@
             (let [c (util/key->c k)]
               (when-let [why (reserved c)]
                 (throw (rules/error "session.reserved_option" {:option c :why why})))
-              (when-not (some #{c} (config/key-names))
-                (throw (unknown-option k c)))))
+              (when-not (some #{c} (config/key-names)) ; the own options and recording keys
+                (throw (config/unknown-option-error
+                        k c (concat ["schedule" "on_trace_ready" "path" "steady"]
+                                    (remove reserved (config/key-names))))))))
         c-opts (config/validate rec)
         ;; nil is no schedule (no callback); false, a map, ... are not functions
         _ (when (and (some? schedule) (not (callable? schedule)))
