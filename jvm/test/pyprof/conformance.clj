@@ -15,7 +15,7 @@
             [pyprof.rules :as rules]
             [pyprof.session :as session]
             [pyprof.stats :as stats]
-            [pyprof.test-util :refer [java-child temp-dir]])
+            [pyprof.test-util :refer [compiled-classpath fast-start-jvm-args java-child temp-dir]])
   (:import (java.lang.reflect Method Modifier)
            (pyprof.jvm ProfileDomain ProfileObject)))
 
@@ -397,8 +397,10 @@
                                                       "(pyprof.conformance/-main "
                                                       (pr-str (str f)) " " (pr-str language) " "
                                                       (pr-str workdir) ")")]
-                                          :dir workdir :timeout-s timeout-s :jvm-args jvm-args
-                                          :classpath classpath)]
+                                          :dir workdir :timeout-s timeout-s
+                                          :jvm-args (or jvm-args fast-start-jvm-args)
+                                          :classpath (or classpath
+                                                         (compiled-classpath '[pyprof.conformance])))]
     (when-not (zero? exit)
       (throw (ex-info (str (.getName ^java.io.File f) " (" language "): the child exited " exit
                            "\n" (subs err (max 0 (- (count err) 3000))))

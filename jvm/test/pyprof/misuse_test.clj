@@ -12,7 +12,7 @@
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
             [pyprof.conformance :as c]
-            [pyprof.test-util :refer [java-child temp-dir]])
+            [pyprof.test-util :refer [compiled-classpath temp-dir]])
   (:import (java.util.concurrent Callable Executors TimeUnit)))
 
 (def cases (get (c/load-json (io/file (.getParentFile ^java.io.File c/suite-dir) "misuse" "cases.json"))
@@ -22,27 +22,7 @@
   "As tests/test_misuse.py: the message ends in a fix after a sentence's end."
   #"(?s)[.;)] fix: \S.*$")
 
-(def ^:private child-jvm-args
-  "A child runs a few calls: C1 only and the serial collector start it in about 1.3 s instead of
-  2.1 s (and 1.4 s of CPU instead of 3.8 s) on the 2-core machine."
-  ["-XX:TieredStopAtLevel=1" "-XX:+UseSerialGC"])
-
 (def ^:private timeout-s 120)
-
-(defn- compiled-classpath
-  "This JVM's classpath behind a fresh directory of pyprof.conformance and the namespaces it
-  loads compiled ahead of time (in a child JVM, so that this one reloads nothing): a child then
-  loads classes instead of compiling sources, 0.6 s of CPU instead of 1.6 s. Made per run, so
-  it never holds a stale class."
-  []
-  (let [dir (str (temp-dir))
-        cp (str dir java.io.File/pathSeparator (System/getProperty "java.class.path"))
-        {:keys [exit err]} (java-child ["-e" (str "(binding [*compile-path* " (pr-str dir) "]"
-                                                  " (compile 'pyprof.conformance))")]
-                                       :classpath cp :jvm-args child-jvm-args :timeout-s 300)]
-    (when-not (zero? exit)
-      (throw (ex-info (str "compiling pyprof.conformance failed:\n" err) {:exit exit})))
-    cp))
 
 (defn- run-case
   "One case through `language` in its own child JVM: {:outcomes ...}, {:abort exit-and-stderr},
@@ -53,7 +33,7 @@
     (let [f (io/file (temp-dir) "case.json")
           t0 (System/nanoTime)]
       (spit f (json/write-str {"steps" steps}) :encoding "UTF-8")
-      (try (assoc {:outcomes (c/run-scenario f language :timeout-s timeout-s :jvm-args child-jvm-args
+      (try (assoc {:outcomes (c/run-scenario f language :timeout-s timeout-s
                                                          :classpath classpath)}
                   :seconds (/ (- (System/nanoTime) t0) 1e9))
            (catch clojure.lang.ExceptionInfo e
@@ -88,7 +68,7 @@
   (let [pool (Executors/newFixedThreadPool 2)
         t0 (System/nanoTime)]
     (try
-      (let [classpath (compiled-classpath)
+      (let [classpath (compiled-classpath '[pyprof.conformance])
             jobs (vec (for [case cases, language languages] [case language]))
             futures (mapv (fn [[case language]]
                             (.submit pool ^Callable (fn [] (run-case case language classpath))))
