@@ -6,7 +6,7 @@
             [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
-            [pyprof.test-util :refer [java-child temp-dir]]))
+            [pyprof.test-util :refer [java-child side-by-side temp-dir]]))
 
 (def ^:private body
   "(require '[pyprof.profiler :as p] '[pyprof.example.ndarray :as nd] '[clojure.java.io :as io])
@@ -32,16 +32,24 @@
      :process-names (boolean (some #(= "process_name" (% "name")) events))}))
 
 (deftest a-config-without-filename-keeps-every-event
-  (doseq [cd [true false]
-          [label middump twice finish] [["plain" false false true] ["after an intermediate dump" true false true]
-                                        ["twice" false true true] ["exit without dump" false true false]]]
-    (testing (str label (if cd ", continuous dump" ", no continuous dump"))
-      (let [dir (temp-dir)
-            code (-> body (str/replace "CD" (str cd)) (str/replace "MIDDUMP" (str middump))
-                     (str/replace "TWICE" (str twice)) (str/replace "FINISH" (str finish)))
-            {:keys [exit out err]} (java-child ["-e" code] :dir (str dir))]
+  ;; each case a child JVM that mostly sleeps and waits for MXNet's dump timer: run side by side
+  (let [cases (for [cd [true false]
+                    [label middump twice finish] [["plain" false false true]
+                                                  ["after an intermediate dump" true false true]
+                                                  ["twice" false true true]
+                                                  ["exit without dump" false true false]]]
+                [(str label (if cd ", continuous dump" ", no continuous dump")) cd middump twice finish])
+        runs (side-by-side
+              (fn [[_ cd middump twice finish]]
+                (let [dir (temp-dir)
+                      code (-> body (str/replace "CD" (str cd)) (str/replace "MIDDUMP" (str middump))
+                               (str/replace "TWICE" (str twice)) (str/replace "FINISH" (str finish)))]
+                  (assoc (java-child ["-e" code] :dir (str dir)) :dir dir)))
+              cases)]
+    (doseq [[[label _ _ twice] {:keys [exit out err dir]}] (map vector cases runs)]
+      (testing label
         (is (zero? exit) err)
         (is (str/includes? out "sent t.json") out)
         (is (not (str/includes? out "profile.json")) out)
         (is (= {:uniform (if twice 12 7) :api true :process-names true} (ops (io/file dir "t.json"))))
-        (is (= ["t.json"] (vec (sort (.list dir)))) "no part and no ./profile.json left")))))
+        (is (= ["t.json"] (vec (sort (.list ^java.io.File dir)))) "no part and no ./profile.json left")))))

@@ -94,3 +94,14 @@
        (when-not (zero? exit)
          (throw (ex-info (str "compiling " names " failed:\n" err) {:exit exit})))
        cp))))
+
+(defn side-by-side
+  "(mapv f coll), at most `n` (default 3) at a time, for calls that mostly wait on a child
+  process; results in coll's order. Assert on them in the test's thread."
+  ([f coll] (side-by-side 3 f coll))
+  ([n f coll]
+   (let [pool (java.util.concurrent.Executors/newFixedThreadPool n)]
+     (try
+       (mapv #(.get ^java.util.concurrent.Future %)
+             (mapv (fn [x] (.submit pool ^Callable (fn [] (f x)))) coll))
+       (finally (.shutdown pool))))))
