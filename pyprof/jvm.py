@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shlex
 import shutil
 import subprocess
 import threading
@@ -174,8 +175,9 @@ def _compile_namespaces(d: Path, aot: Path, entries: list[str]) -> None:
 
 def start(extra_jvm_args: list[str] | None = None) -> None:
     """Start the JVM in this process with the pyprof classpath, its API gate joined with
-    Python's and Python's tracker its tracker (one record of the profiler). Raises JVMError
-    when a JVM runs already or ran before (JPype cannot start a second one)."""
+    Python's and Python's tracker its tracker (one record of the profiler). JVM options:
+    ``$PYPROF_JVM_ARGS`` (split as a shell does, e.g. ``-Xmx2g``), then ``extra_jvm_args``.
+    Raises JVMError when a JVM runs already or ran before (JPype cannot start a second one)."""
     global _state
     import jpype
 
@@ -186,6 +188,7 @@ def start(extra_jvm_args: list[str] | None = None) -> None:
         if jpype.isJVMStarted():  # another library started it, without pyprof's setup
             raise _break(rules.error("jvm.started_elsewhere"))
         args = [f"-Dmxnet.library.path={_capi.library_path()}", "-Xss4m"]
+        args += shlex.split(os.environ.get("PYPROF_JVM_ARGS", ""))  # e.g. -Xmx2g
         args += list(extra_jvm_args or ())
         saved = _bridge_signals.saved_handlers()
         entries = classpath()
