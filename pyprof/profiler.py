@@ -18,7 +18,7 @@ import warnings
 from typing import Any
 
 from .native import capi as _capi
-from .process import keep_file as _keep_file, output as _output
+from .process import claim as _claim, keep_file as _keep_file, output as _output
 from . import config, rules
 from .process.tracker import TRACKER
 from .errors import MXNetError
@@ -71,8 +71,7 @@ def _process_code(profile_process: str) -> int:
 
 def _adopt_mxnet_kvstore_handle() -> None:
     """Use the handle ``mx.kv.create('dist_*')`` gave mxnet.profiler, as mxnet.profiler does."""
-    mxprof = sys.modules.get("mxnet.profiler")
-    handle = getattr(mxprof, "profiler_kvstore_handle", None)
+    handle = getattr(sys.modules.get("mxnet.profiler"), "profiler_kvstore_handle", None)
     if handle is not None and getattr(handle, "value", None):
         set_kvstore_handle(handle)
 
@@ -122,7 +121,10 @@ def set_config(**kwargs: Any) -> None:
         StateError: after ``dump(finished=True)``: MXNet cannot start a second trace
             session in one process.
         ConfigError: ``config.missing_directory``, ``config.bad_path``: a filename MXNet
-            could not write (MXNet itself would write no trace, silently).
+            could not write (MXNet itself would write no trace, silently);
+            ``config.filename_claimed``: another process configured this file first and has
+            not finished its trace (api.json ``trace_claims``; ``config.claim_failed`` when no
+            claim can be taken).
         MXNetError: MXNet rejected the call.
     """
     _capi.ensure_not_forked()
@@ -140,15 +142,21 @@ def set_config(**kwargs: Any) -> None:
             c_values = {**c_values, "filename": current}
         # another file, by grammar.json paths ("./a.json" is "a.json")
         moves = not _output.same_file(c_values.get("filename", current), current)
-        if process == "worker" and _t.running and _t.config and moves:
-            _switch_file(c_values)
-        elif keeps and not moves:
-            _configure_same_file(c_values)
-        else:
-            if process == "worker" and moves:
-                _join_kept(current)  # stopped, away from a kept file: its parts end there
-            _send_config(c_values)
+        target = config.effective(c_values)["filename"]  # the C default when left out
+        # api.json trace_claims, before MXNet deletes the file (a session's raw trace is private)
+        with _claim.claiming("filename", target,
+                             process == "worker" and not _session_raw_trace(target)):
+            if process == "worker" and _t.running and _t.config and moves:
+                _switch_file(c_values)
+            elif keeps and not moves:
+                _configure_same_file(c_values)
+            else:
+                if process == "worker" and moves:
+                    _join_kept(current)  # stopped, away from a kept file: its parts end there
+                _send_config(c_values)
         if process == "worker":
+            if moves and not _t.ever_ran:
+                _claim.release(current)  # nothing of this process's can be in it
             _t.config = config.effective(c_values)
             _t.repair_on_finish = _t.ever_ran
     effective = config.effective(c_values)
@@ -314,6 +322,7 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             if "hasn't been run" in exc.mxnet_message:
                 if _t.ever_ran:  # dumps() finished the file (continuous_dump off)
                     _t.finished = True
+                    _claim.release_all()
                     if _t.config:
                         _join_kept(_t.config["filename"])
                     raise rules.error("state.trace_finished_by_dumps",
@@ -328,8 +337,12 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             if path is not None:
                 _output.check_dumped(path, final)
         finally:  # kept parts are joined even when the check reports a lost dump
-            if code == 0 and final and _t.config:
-                _finish_file(_t.config["filename"])
+            try:
+                if code == 0 and final and _t.config:
+                    _finish_file(_t.config["filename"])
+            finally:
+                if code == 0 and fin:  # the trace is finished: its files are free again
+                    _claim.release_all()
 
 
 def _join_kept(path: str) -> bool:
