@@ -1,0 +1,251 @@
+"""No silent loss across processes (issue 21 item 4, MXNet #16702).
+
+Several processes configured with one trace filename used to overwrite each other's file at
+every dump: with two processes of 50 operators each the file held 50 events and neither said a
+word. Now the first claims the file (api.json ``trace_claims``) and every later one is refused
+at set_config with ``config.filename_claimed``, naming the owner's pid and a file with its own
+pid in it; it configures that one and profiles. Real MXNet, real JVMs, real files: each test
+starts 2 or 4 child processes (Python, Clojure, Java facade) that all try the shared file, wait
+until all have tried, then profile 50 operators each and dump. Then every file must hold 50
+operators for each process that configured it without an error: every event of every process
+is in a file that process named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from child import ROOT, load_trace, operator_pairs
+
+OPS = 50
+_OPS = ("_mul_scalar", "_random_uniform")
+
+# A Python child: the same steps as jvm/test/pyprof/claim_child.clj.
+_PY_CHILD = r"""
+import json, os, sys, time
+import mxnet as mx
+import pyprof
+from pyprof import profiler
+shared, d, n, ops = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+def configure(path):
+    try:
+        profiler.set_config(filename=path, profile_imperative=True)
+    except pyprof.PyprofError as e:
+        return {"code": e.code, "fields": {k: str(v) for k, v in e.fields.items()},
+                "message": str(e)}
+err = configure(shared)
+path = err["fields"]["example"] if err else shared
+retry = configure(path) if err else None
+open(os.path.join(d, f"configured-{os.getpid()}"), "w").close()
+deadline = time.monotonic() + 60
+while sum(f.startswith("configured-") for f in os.listdir(d)) < n and time.monotonic() < deadline:
+    time.sleep(0.02)
+if not retry:
+    x = mx.nd.ones((4, 4))
+    mx.nd.waitall()
+    profiler.set_state("run")
+    for _ in range(ops):
+        y = x * 2.0
+    mx.nd.waitall()
+    profiler.set_state("stop")
+    profiler.dump()
+print(json.dumps({"pid": os.getpid(), "lang": "python", "api": "python", "file": path,
+                  "op": "_mul_scalar", "code": err and err["code"],
+                  "fields": err and err["fields"], "message": err and err["message"],
+                  "retry": retry and retry["message"]}))
+"""
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+
+
+def _command(kind: str, shared: Path, n: int) -> list[str]:
+    d = str(shared.parent / "markers")
+    if kind == "python":
+        return [sys.executable, "-c", _PY_CHILD, str(shared), d, str(n), str(OPS)]
+    from pyprof import jvm
+
+    form = (f"(require (quote pyprof.claim-child)) "
+            f"(pyprof.claim-child/run {json.dumps(kind)} {json.dumps(str(shared))} "
+            f"{json.dumps(d)} {n} {OPS})")
+    return ["java", "-cp", os.pathsep.join(jvm.classpath()), "clojure.main", "-e", form]
+
+
+def _run_all(kinds: list[str], tmp_path: Path) -> tuple[Path, list[dict]]:
+    """Start one child per entry of ``kinds`` at once, all configured with one filename."""
+    shared = tmp_path / "trace.json"
+    (tmp_path / "markers").mkdir()
+    procs = [subprocess.Popen(_command(k, shared, len(kinds)), cwd=tmp_path, env=_env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for k in kinds]
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=240)
+        assert p.returncode == 0, f"child exited {p.returncode}\n{err[-3000:]}"
+        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+        assert lines, f"no result line\n{out[-2000:]}\n{err[-2000:]}"
+        results.append(json.loads(lines[-1]))
+    return shared, results
+
+
+def _ops_in(path: Path) -> int:
+    return len(operator_pairs(load_trace(path), _OPS))
+
+
+def _check(shared: Path, results: list[dict]) -> None:
+    """One process got the shared file; every other one was refused before profiling, naming
+    the owner, and profiled into the file the fix named; every file holds 50 operators for each
+    process that configured it without an error."""
+    by_file: dict[str, list[dict]] = {}
+    for r in results:
+        by_file.setdefault(r["file"], []).append(r)
+    for f, rs in by_file.items():
+        # every event of every process is in a file that process named
+        assert _ops_in(Path(f)) == OPS * len(rs), \
+            f"{f} holds {_ops_in(Path(f))} operators of the {OPS * len(rs)} of processes {[r['pid'] for r in rs]}"
+    owners = [r for r in results if r["code"] is None]
+    assert len(owners) == 1, f"{len(owners)} processes configured {shared} without a word"
+    owner = owners[0]
+    assert owner["file"] == str(shared)
+    for r in results:
+        if r is owner:
+            continue
+        assert r["code"] == "config.filename_claimed", r
+        assert f"process {owner['pid']}" in r["message"], r["message"]
+        assert " fix: " in r["message"] and str(r["pid"]) in r["fields"]["example"]
+        assert r["retry"] is None, f"the fix's file was refused too: {r['retry']}"
+        assert r["file"] == str(shared.parent / f"trace-{r['pid']}.json")
+    assert len(by_file) == len(results)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_python_processes_with_one_filename(tmp_path, n):
+    _check(*_run_all(["python"] * n, tmp_path))
+
+
+@pytest.mark.parametrize("kinds", [["clojure", "java"], ["clojure", "java", "clojure", "java"]],
+                         ids=["2", "4"])
+def test_jvm_processes_with_one_filename(tmp_path, kinds):
+    _check(*_run_all(kinds, tmp_path))
+
+
+def test_a_python_and_a_jvm_process_with_one_filename(tmp_path):
+    _check(*_run_all(["python", "clojure"], tmp_path))
+
+
+_HOLDER = r"""
+import os, sys, time
+from pyprof import profiler
+profiler.set_config(filename=sys.argv[1])
+print("claimed", flush=True)
+time.sleep(120)
+"""
+
+_TAKER = r"""
+import json, sys
+import mxnet as mx
+import pyprof
+from pyprof import profiler
+try:
+    profiler.set_config(filename=sys.argv[1], profile_imperative=True)
+except pyprof.PyprofError as e:
+    print(json.dumps({"code": e.code, "pid": str(e.fields["pid"])}))
+    sys.exit(0)
+x = mx.nd.ones((4, 4))
+profiler.set_state("run")
+for _ in range(50):
+    y = x * 2.0
+mx.nd.waitall()
+profiler.set_state("stop")
+profiler.dump()
+print(json.dumps({"code": None}))
+"""
+
+
+def _taker(shared: Path) -> dict:
+    p = subprocess.run([sys.executable, "-c", _TAKER, str(shared)], cwd=shared.parent,
+                       env=_env(), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def test_a_sigkilled_owner_gives_its_claim_back(tmp_path):
+    shared = tmp_path / "trace.json"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, str(shared)], cwd=tmp_path,
+                              env=_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "claimed"
+        assert _taker(shared) == {"code": "config.filename_claimed", "pid": str(holder.pid)}
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    assert holder.returncode == -signal.SIGKILL
+    assert _taker(shared) == {"code": None}  # the OS dropped the lock with the process
+    assert _ops_in(shared) == OPS
+
+
+def test_a_finished_dump_gives_the_claim_back_and_a_config_away_before_running(tmp_path):
+    """In one process: a claim lasts until the finished dump; a config away from a file before
+    the profiler ever ran gives that file back. Another process (the taker, which profiles 50
+    operators into the file when it gets it) sees both."""
+    body = r"""
+import json, subprocess, sys
+import mxnet as mx
+from pyprof import profiler
+from pyprof.process import claim
+def other(path):  # another process: the code of its refusal, or None when it profiled there
+    p = subprocess.run([sys.executable, "-c", sys.argv[1], path], capture_output=True, text=True)
+    return json.loads(p.stdout.splitlines()[-1])["code"]
+profiler.set_config(filename="a.json")
+out = {"held_a": claim.held()}
+profiler.set_config(filename="b.json", profile_imperative=True)   # away from a.json, never ran
+out["held_b"] = claim.held()
+out["a"] = other("a.json")
+x = mx.nd.ones((2, 2))
+profiler.set_state("run"); y = x * 2.0; mx.nd.waitall(); profiler.set_state("stop")
+profiler.dump(finished=False)
+out["b_open"] = other("b.json")
+profiler.dump()
+out["held_after"] = claim.held()
+out["b_after"] = other("b.json")
+print(json.dumps(out))
+"""
+    p = subprocess.run([sys.executable, "-c", body, _TAKER], cwd=tmp_path, env=_env(),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.splitlines()[-1])
+    assert out["held_a"] == [str(tmp_path / "a.json")]
+    assert out["held_b"] == [str(tmp_path / "b.json")]
+    assert out["a"] is None and _ops_in(tmp_path / "a.json") == OPS
+    assert out["b_open"] == "config.filename_claimed"
+    assert out["held_after"] == []
+    assert out["b_after"] is None and _ops_in(tmp_path / "b.json") == OPS  # after our finish
+
+
+def test_claim_files_follow_the_rule(tmp_path, monkeypatch):
+    """api.json trace_claims: the private per-user directory under $PYPROF_RAW_DIR, named by the
+    hash of the absolute path; relative and absolute spellings are one claim."""
+    import hashlib
+
+    from pyprof.process import claim
+
+    monkeypatch.setenv("PYPROF_RAW_DIR", str(tmp_path / "base"))
+    monkeypatch.chdir(tmp_path)
+    f = claim.claim_file("x/../t.json")
+    digest = hashlib.sha256(str(tmp_path / "t.json").encode()).hexdigest()[:32]
+    assert f == str(tmp_path / "base" / f"pyprof-claims-{os.getuid()}" / f"{digest}.claim")
+    assert claim.claim_file(str(tmp_path / "t.json")) == f
+    monkeypatch.delenv("PYPROF_RAW_DIR")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    assert claim.base_dir() == str(tmp_path / "tmp")
+    monkeypatch.delenv("TMPDIR")
+    assert claim.base_dir() == "/tmp"
