@@ -249,3 +249,45 @@ def test_claim_files_follow_the_rule(tmp_path, monkeypatch):
     assert claim.base_dir() == str(tmp_path / "tmp")
     monkeypatch.delenv("TMPDIR")
     assert claim.base_dir() == "/tmp"
+
+
+def test_a_hosted_jvm_claims_through_python(tmp_path):
+    """Python and the JVM it hosts (JPype) are one process: one holder of its claims, Python's
+    (POSIX locks are per process; a second descriptor's close would drop Python's lock). The
+    JVM's config of Python's file passes, moves the claim as Python's would, and a file another
+    process holds is refused with the same catalogue error, as its Python class."""
+    body = r"""
+import json, subprocess, sys, time
+import pyprof
+from pyprof import jvm, profiler
+from pyprof.process import claim
+jvm.start()
+jvm.require("pyprof.profiler")
+holder = subprocess.Popen([sys.executable, "-c", sys.argv[1], "c.json"], stdout=subprocess.PIPE,
+                          text=True)
+assert holder.stdout.readline().strip() == "claimed"
+out = {}
+profiler.set_config(filename="a.json")
+jvm.eval_clojure('(pyprof.profiler/profiler-set-config {:filename "a.json"})')
+out["a"] = claim.held()
+jvm.eval_clojure('(pyprof.profiler/profiler-set-config {:filename "b.json"})')
+out["b"] = claim.held()
+try:
+    jvm.eval_clojure('(pyprof.profiler/profiler-set-config {:filename "c.json"})')
+except pyprof.PyprofError as e:
+    out["c"] = [type(e).__name__, e.code, str(e.fields["pid"]) == str(holder.pid)]
+out["after_c"] = claim.held()
+out["jvm_holds_b"] = bool(jvm.eval_clojure(
+    '(.holds (pyprof.jvm.Tracker/current) (pyprof.config/abspath "b.json"))'))
+holder.kill(); holder.wait()
+print(json.dumps(out))
+"""
+    p = subprocess.run([sys.executable, "-c", body, _HOLDER], cwd=tmp_path, env=_env(),
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.splitlines()[-1])
+    assert out["a"] == [str(tmp_path / "a.json")]
+    assert out["b"] == [str(tmp_path / "b.json")]
+    assert out["c"] == ["ConfigError", "config.filename_claimed", True]
+    assert out["after_c"] == [str(tmp_path / "b.json")]
+    assert out["jvm_holds_b"] is True
