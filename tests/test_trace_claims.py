@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+import pyprof
+
 from child import ROOT, load_trace, operator_pairs
 
 OPS = 50
@@ -291,3 +293,23 @@ print(json.dumps(out))
     assert out["c"] == ["ConfigError", "config.filename_claimed", True]
     assert out["after_c"] == [str(tmp_path / "b.json")]
     assert out["jvm_holds_b"] is True
+
+
+def test_a_claim_directory_that_is_not_private_is_refused(tmp_path, monkeypatch):
+    """config.claim_failed, before anything is configured, when the claim directory is another's
+    or open to others (a planted directory must not collect claims)."""
+    from pyprof.process import claim
+
+    monkeypatch.setenv("PYPROF_RAW_DIR", str(tmp_path / "base"))
+    os.makedirs(claim.claim_dir(), mode=0o755)
+    os.chmod(claim.claim_dir(), 0o755)
+    with pytest.raises(pyprof.ConfigError) as e:
+        claim.claim("filename", str(tmp_path / "t.json"))
+    assert e.value.code == "config.claim_failed"
+    assert str(e.value).endswith("fix: set PYPROF_RAW_DIR to a directory of your own on a local "
+                                 "file system with POSIX locks")
+    assert claim.held() == []
+    os.chmod(claim.claim_dir(), 0o700)
+    assert claim.claim("filename", str(tmp_path / "t.json")) is True
+    claim.release_all()
+    assert claim.held() == [] and (tmp_path / "base").exists()

@@ -120,8 +120,9 @@ def _proxy(jpype: Any) -> Any:
             try:
                 return _claim.owner(str(path))
             except OSError as exc:
+                # the reason of the JVM's config.claim_failed, which gives the fix
                 raise jpype.JClass("java.io.IOException")(
-                    f"{exc.strerror or type(exc).__name__}. fix: see config.claim_failed") from exc
+                    exc.strerror or type(exc).__name__) from exc
 
         @jpype.JOverride
         def holds(self, path: Any) -> bool:

@@ -35,6 +35,7 @@ __all__ = ["SPEC", "base_dir", "claim_dir", "claim_file", "owner", "claim", "cla
 
 SPEC: dict = rules.API["trace_claims"]
 _BLOCKED = (errno.EACCES, errno.EAGAIN)
+_NOT_PRIVATE = "not a private directory of this user (mode 0700)"  # config.claim_failed's reason
 
 _lock = threading.Lock()
 _held: dict[str, int] = {}  # absolute trace path -> the descriptor of its locked claim file
@@ -68,7 +69,7 @@ def _private_dir(directory: str) -> None:
         pass
     st = os.lstat(directory)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o777 != 0o700:
-        raise OSError(errno.EPERM, "not a private directory of this user (mode 0700)")
+        raise OSError(errno.EPERM, _NOT_PRIVATE)
 
 
 def _read_pid(fd: int) -> int:

@@ -41,8 +41,11 @@
     (str (File. (claim-dir) ^String (rules/render (spec "file")
                                                   {:hash (subs hex 0 (spec "hash_chars"))})))))
 
+(def ^:private not-private "not a private directory of this user (mode 0700)")
+
 (defn- private-dir!
-  "Makes `dir` (rwx------) or checks it: a directory of this user, no symlink, as Python's."
+  "Makes `dir` (rwx------) or checks it: a directory of this user, no symlink, as Python's.
+  Returns nil, or why it is not (the reason of config.claim_failed)."
   [^String dir]
   (let [p (Paths/get dir (make-array String 0))
         no-follow (into-array LinkOption [LinkOption/NOFOLLOW_LINKS])]
@@ -55,7 +58,7 @@
                      (= (long (.getUid (UnixSystem.))) (long (Files/getAttribute p "unix:uid" no-follow)))
                      (= perms #{PosixFilePermission/OWNER_READ PosixFilePermission/OWNER_WRITE
                                 PosixFilePermission/OWNER_EXECUTE}))
-        (throw (IOException. "not a private directory of this user (mode 0700)"))))))
+        not-private))))
 
 (defn- splitext
   "[stem suffix] of a file name, as Python's os.path.splitext splits it."
@@ -74,16 +77,16 @@
         t (Tracker/current)
         new? (not (.holds t full))
         deadline (+ (System/nanoTime) (long (* 1e9 (double (spec "pid_wait_s")))))
-        pid (try (private-dir! (claim-dir))
+        failed #(rules/error "config.claim_failed" {:path path :claim file :reason %1
+                                                    :env (first (spec "base_env"))} %2)
+        pid (try (when-let [why (private-dir! (claim-dir))] (throw (failed why nil)))
                  ;; -1: the owner has locked but not yet written its pid (or is giving it back)
                  (loop [] (let [p (.claim t full file)]
                             (if (and (== p -1) (< (System/nanoTime) deadline))
                               (do (Thread/sleep 10) (recur))
                               p)))
                  (catch IOException e
-                   (throw (rules/error "config.claim_failed"
-                                       {:path path :claim file :env (first (spec "base_env"))
-                                        :reason (or (.getMessage e) (.getName (class e)))} e))))]
+                   (throw (failed (or (.getMessage e) (.getName (class e))) e))))]
     (when-not (zero? pid)
       (let [[stem suffix] (splitext (.getName (File. full)))
             parent (.getParent (File. path))
