@@ -66,25 +66,59 @@ print(json.dumps({"pid": os.getpid(), "lang": "python", "api": "python", "file":
 """
 
 
+# A Python session child: the same steps with pyprof.profile and a window-path template.
+_PY_SESSION_CHILD = r"""
+import json, os, sys, time
+import mxnet as mx
+import pyprof
+shared, d, n, ops = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+def start(path):
+    s = pyprof.profile(path=path, profile_imperative=True)
+    try:
+        s.start()
+        return s, None
+    except pyprof.PyprofError as e:
+        return None, {"code": e.code, "fields": {k: str(v) for k, v in e.fields.items()},
+                      "message": str(e)}
+s, err = start(shared)
+s, retry = start(err["fields"]["example"]) if err else (s, None)
+open(os.path.join(d, f"configured-{os.getpid()}"), "w").close()
+deadline = time.monotonic() + 60
+while sum(f.startswith("configured-") for f in os.listdir(d)) < n and time.monotonic() < deadline:
+    time.sleep(0.02)
+if s is not None:
+    x = mx.nd.ones((4, 4))
+    for _ in range(ops):
+        y = x * 2.0
+    mx.nd.waitall()
+    s.stop()
+print(json.dumps({"pid": os.getpid(), "lang": "python", "api": "session",
+                  "file": s.windows[0].path if s else None, "op": "_mul_scalar",
+                  "code": err and err["code"], "fields": err and err["fields"],
+                  "message": err and err["message"], "retry": retry and retry["message"]}))
+"""
+
+
 def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 
 
 def _command(kind: str, shared: Path, n: int) -> list[str]:
     d = str(shared.parent / "markers")
-    if kind == "python":
-        return [sys.executable, "-c", _PY_CHILD, str(shared), d, str(n), str(OPS)]
+    if kind in ("python", "python-session"):
+        child = _PY_CHILD if kind == "python" else _PY_SESSION_CHILD
+        return [sys.executable, "-c", child, str(shared), d, str(n), str(OPS)]
     from pyprof import jvm
 
+    call = "run-session" if kind == "clojure-session" else f"run {json.dumps(kind)}"
     form = (f"(require (quote pyprof.claim-child)) "
-            f"(pyprof.claim-child/run {json.dumps(kind)} {json.dumps(str(shared))} "
-            f"{json.dumps(d)} {n} {OPS})")
+            f"(pyprof.claim-child/{call} {json.dumps(str(shared))} {json.dumps(d)} {n} {OPS})")
     return ["java", "-cp", os.pathsep.join(jvm.classpath()), "clojure.main", "-e", form]
 
 
-def _run_all(kinds: list[str], tmp_path: Path) -> tuple[Path, list[dict]]:
+def _run_all(kinds: list[str], tmp_path: Path, name: str = "trace.json") -> tuple[Path, list[dict]]:
     """Start one child per entry of ``kinds`` at once, all configured with one filename."""
-    shared = tmp_path / "trace.json"
+    shared = tmp_path / name
     (tmp_path / "markers").mkdir()
     procs = [subprocess.Popen(_command(k, shared, len(kinds)), cwd=tmp_path, env=_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -103,7 +137,8 @@ def _ops_in(path: Path) -> int:
     return len(operator_pairs(load_trace(path), _OPS))
 
 
-def _check(shared: Path, results: list[dict]) -> None:
+def _check(shared: Path, results: list[dict], code: str = "config.filename_claimed",
+           own: str = "trace-{pid}.json", first: str | None = None) -> None:
     """One process got the shared file; every other one was refused before profiling, naming
     the owner, and profiled into the file the fix named; every file holds 50 operators for each
     process that configured it without an error."""
@@ -117,15 +152,14 @@ def _check(shared: Path, results: list[dict]) -> None:
     owners = [r for r in results if r["code"] is None]
     assert len(owners) == 1, f"{len(owners)} processes configured {shared} without a word"
     owner = owners[0]
-    assert owner["file"] == str(shared)
+    assert owner["file"] == (first or str(shared))
     for r in results:
         if r is owner:
             continue
-        assert r["code"] == "config.filename_claimed", r
+        assert r["code"] == code, r
         assert f"process {owner['pid']}" in r["message"], r["message"]
-        assert " fix: " in r["message"] and str(r["pid"]) in r["fields"]["example"]
         assert r["retry"] is None, f"the fix's file was refused too: {r['retry']}"
-        assert r["file"] == str(shared.parent / f"trace-{r['pid']}.json")
+        assert r["file"] == str(shared.parent / own.format(pid=r["pid"]))
     assert len(by_file) == len(results)
 
 
@@ -142,6 +176,20 @@ def test_jvm_processes_with_one_filename(tmp_path, kinds):
 
 def test_a_python_and_a_jvm_process_with_one_filename(tmp_path):
     _check(*_run_all(["python", "clojure"], tmp_path))
+
+
+@pytest.mark.parametrize("kinds", [["python-session", "python-session"],
+                                   ["python-session", "clojure-session"]],
+                         ids=["python", "python-jvm"])
+def test_sessions_with_one_window_path(tmp_path, kinds):
+    """A session claims its window path (a template: all its windows) while open: another
+    process's session with that path is refused at start (session.path_claimed) and starts at
+    the path the fix names, with {pid} in it."""
+    shared, results = _run_all(kinds, tmp_path, "w_{window}.json")
+    _check(shared, results, "session.path_claimed", "w_0-{pid}.json",
+           first=str(tmp_path / "w_0.json"))
+    refused = [r for r in results if r["code"]]
+    assert [r["fields"]["example"] for r in refused] == [str(tmp_path / "w_{window}-{pid}.json")]
 
 
 _HOLDER = r"""

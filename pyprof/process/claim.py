@@ -25,13 +25,13 @@ import os
 import stat
 import threading
 import time
-from typing import Iterator
+from typing import Any, Iterator
 
 from .. import rules
 from . import output as _output
 
 __all__ = ["SPEC", "base_dir", "claim_dir", "claim_file", "owner", "claim", "claiming",
-           "release", "release_all", "held"]
+           "claiming_window_path", "release", "release_all", "held"]
 
 SPEC: dict = rules.API["trace_claims"]
 _BLOCKED = (errno.EACCES, errno.EAGAIN)
@@ -108,13 +108,15 @@ def owner(path: str) -> int:
         return 0
 
 
-def claim(key: str, path: str) -> bool:
+def claim(key: str, path: str, code: str = "config.filename_claimed",
+          example: str | None = None) -> bool:
     """Claim ``path``, the value of config key ``key``, before MXNet is told to write there.
     Returns True when the claim is new (the caller gives it back if its config then fails).
 
     Raises:
-        ConfigError: ``config.filename_claimed`` (another process holds it: names its pid) or
-            ``config.claim_failed`` (no claim can be taken: the directory or the locks fail).
+        ConfigError: ``code`` (another process holds it: names its pid and ``example``, by
+            default ``path`` with this process's pid in its name) or ``config.claim_failed``
+            (no claim can be taken: the directory or the locks fail).
     """
     full = _output.absolute(path)
     new = full not in held()
@@ -128,12 +130,36 @@ def claim(key: str, path: str) -> bool:
                           reason=exc.strerror or type(exc).__name__,
                           env=SPEC["base_env"][0]) from exc
     if pid != 0:
-        stem, suffix = os.path.splitext(os.path.basename(full))
-        example = os.path.join(os.path.dirname(path), SPEC["pid_example"].format(
-            stem=stem, pid=os.getpid(), suffix=suffix))
-        raise rules.error("config.filename_claimed", path=path, key=key,
-                          pid=pid if pid > 0 else "(not known yet)", example=example)
+        raise rules.error(code, path=path, key=key, pid=pid if pid > 0 else "(not known yet)",
+                          example=example or _with_pid(path, os.getpid()))
     return new
+
+
+def _with_pid(path: str, pid: int | str) -> str:
+    """``path`` with ``pid`` in its file name (api.json ``trace_claims.pid_example``)."""
+    stem, suffix = os.path.splitext(os.path.basename(path))
+    return os.path.join(os.path.dirname(path),
+                        SPEC["pid_example"].format(stem=stem, pid=pid, suffix=suffix))
+
+
+@contextlib.contextmanager
+def claiming_window_path(template: Any, cwd: str) -> Iterator[str | None]:
+    """A session's claim of its window path, around its start: the window-path ``template``
+    (``pyprof.session.template.Template``) made absolute against ``cwd``, fields as written;
+    none for a template with ``{pid}``. Yields the path claimed anew (None when none), given
+    back when the body raises.
+
+    Raises:
+        StateError: ``session.path_claimed``; ConfigError ``config.claim_failed``.
+    """
+    path = None if template.has("pid") else _output.absolute(os.path.join(cwd, template.text))
+    new = path is not None and claim("path", path, "session.path_claimed",
+                                     _with_pid(template.text, "{pid}"))
+    try:
+        yield path if new else None
+    except BaseException:
+        release(path if new else None)
+        raise
 
 
 @contextlib.contextmanager
@@ -149,8 +175,10 @@ def claiming(key: str, path: str, enabled: bool = True) -> Iterator[None]:
         raise
 
 
-def release(path: str) -> None:
-    """Give the claim of ``path`` back (emptied, not deleted); nothing when not held."""
+def release(path: str | None) -> None:
+    """Give the claim of ``path`` back (emptied, not deleted); nothing when not held or None."""
+    if path is None:
+        return
     with _lock:
         fd = _held.pop(_output.absolute(path), None)
         if fd is not None:

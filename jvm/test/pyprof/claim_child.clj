@@ -7,7 +7,8 @@
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [pyprof.example.ndarray :as nd]
-            [pyprof.profiler :as profiler])
+            [pyprof.profiler :as profiler]
+            [pyprof.session :as session])
   (:import (pyprof.jvm Profiler)))
 
 (defn- configure!
@@ -52,4 +53,35 @@
     (println (json/write-str {:pid pid :lang "jvm" :api api :file file :op "_random_uniform"
                               :code (:pyprof/code err) :fields (dissoc err :pyprof/error :pyprof/code :fix :java-fix)
                               :message (:message err) :retry (:message retry)}))
+    (shutdown-agents)))
+
+(defn- open-session
+  "A started session writing windows at template `path`: [session nil], or [nil error data]."
+  [path]
+  (try
+    (let [s (session/profile {:path path :profile-imperative true})]
+      (session/start! s)
+      [s nil])
+    (catch clojure.lang.ExceptionInfo e
+      [nil (assoc (ex-data e) :message (ex-message e))])))
+
+(defn run-session
+  "As `run`, for a session with the window path `shared` (a template): refused, it starts one at
+  the template the error's fix names."
+  [shared dir n ops]
+  (let [pid (.pid (java.lang.ProcessHandle/current))
+        [s err] (open-session shared)
+        [s retry] (if err (open-session (:example err)) [s nil])]
+    (spit (io/file dir (str "configured-" pid)) "")
+    (await-markers dir n)
+    (when s
+      (dotimes [_ ops]
+        (with-open [a (nd/random-uniform -1 1 [4 4])]
+          (nd/wait-to-read a)))
+      (nd/wait-all))
+    (let [windows (when s (session/stop! s))]
+      (println (json/write-str {:pid pid :lang "jvm" :api "session" :file (:path (first windows))
+                                :op "_random_uniform" :code (:pyprof/code err)
+                                :fields (dissoc err :pyprof/error :pyprof/code :fix :java-fix)
+                                :message (:message err) :retry (:message retry)})))
     (shutdown-agents)))

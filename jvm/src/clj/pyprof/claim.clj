@@ -66,12 +66,22 @@
   (let [i (str/last-index-of name ".")]
     (if (and i (re-find #"[^.]" (subs name 0 i))) [(subs name 0 i) (subs name i)] [name ""])))
 
+(defn- with-pid
+  "`path` with `pid` in its file name (api.json trace_claims pid_example)."
+  ^String [^String path pid]
+  (let [f (File. path)
+        [stem suffix] (splitext (.getName f))
+        name (rules/render (spec "pid_example") {:stem stem :suffix suffix :pid pid})]
+    (if-let [parent (.getParent f)] (str (File. parent ^String name)) name)))
+
 (defn claim!
   "Claims trace file `path`, the value of config key `key`, for this process, before MXNet is
   told to write there, as pyprof.process.claim.claim. Returns true when the claim is new (the
   caller gives it back if its config then fails). Throws :invalid-config
-  config.filename_claimed (another process holds it: names its pid) or config.claim_failed."
-  [key ^String path]
+  config.filename_claimed (another process holds it: names its pid; or `code`, with `example`)
+  or config.claim_failed."
+  ([key path] (claim! key path "config.filename_claimed" nil))
+  ([key ^String path code example]
   (let [full (config/abspath path)
         file (claim-file full)
         t (Tracker/current)
@@ -88,14 +98,20 @@
                  (catch IOException e
                    (throw (failed (or (.getMessage e) (.getName (class e))) e))))]
     (when-not (zero? pid)
-      (let [[stem suffix] (splitext (.getName (File. full)))
-            parent (.getParent (File. path))
-            name (rules/render (spec "pid_example") {:stem stem :suffix suffix
-                                                     :pid (.pid (java.lang.ProcessHandle/current))})]
-        (throw (rules/error "config.filename_claimed"
-                            {:path path :key key :pid (if (pos? pid) pid "(not known yet)")
-                             :example (if parent (str (File. parent ^String name)) name)}))))
-    new?))
+      (throw (rules/error code {:path path :key key :pid (if (pos? pid) pid "(not known yet)")
+                                :example (or example (with-pid path (.pid (java.lang.ProcessHandle/current))))})))
+    new?)))
+
+(defn claim-window-path!
+  "A session's claim of its window path at start, as pyprof.process.claim.claiming_window_path:
+  the template `text` (parsed as `parts`) made absolute, fields as written; none for a template
+  with {pid}. Returns the path claimed anew, or nil. Throws :invalid-state session.path_claimed
+  or :invalid-config config.claim_failed."
+  [^String text parts]
+  (when-not (some #(and (map? %) (= "pid" (:name %))) parts)
+    (let [path (config/abspath text)]
+      (when (claim! "path" path "session.path_claimed" (with-pid text "{pid}"))
+        path))))
 
 (defn release!
   "Gives the claim of `path` back (nil: every claim of this process, after its finished dump)."

@@ -39,7 +39,8 @@
     open sessions are stopped, their windows saved, and the raw file finished and deleted.
 
   All functions are thread safe: one session's calls are serialised on the session."
-  (:require [pyprof.config :as config]
+  (:require [pyprof.claim :as claim]
+            [pyprof.config :as config]
             [pyprof.output :as output]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
@@ -162,6 +163,7 @@
      ::on-trace-ready on-trace-ready
      ::path first-path ; the first window's file
      ::template parts
+     ::template-text (str path)
      ::state (atom {:state :new, :step 0, :action sched/initial-action, :running false,
                     :window nil      ; recording: {:index :start :first-step :path :start-us}
                     :ended nil       ; stopped, not cut: {:window :end :end-us :last-step}
@@ -280,8 +282,12 @@
       (profiler/-as-owner (::name s)
         (when-let [other (:session (profiler/state))]
           (throw (rules/error "session.nested" {:session other})))
-        (raw/configure! (::recording s) (::options s)
-                        (str (.getParent (java.io.File. ^String (::path s)))))
+        ;; api.json trace_claims: given back by stop!, or here if this fails
+        (let [claimed (claim/claim-window-path! (::template-text s) (::template s))]
+          (try (raw/configure! (::recording s) (::options s)
+                               (str (.getParent (java.io.File. ^String (::path s)))))
+               (catch Throwable t (claim/release! claimed) (throw t)))
+          (swap! st assoc :claimed claimed))
         (profiler/-update-tracker! assoc :session (::name s)))
       (swap! st assoc :state :open)
       (swap! open-sessions conj s)
@@ -290,6 +296,7 @@
         (catch Throwable t
           (try (transition! s (:action @st) sched/final-action true) (catch Throwable _))
           (swap! st assoc :state :closed)
+          (some-> (:claimed @st) claim/release!)
           (swap! open-sessions disj s)
           (profiler/-update-tracker! assoc :session nil)
           (throw t)))
@@ -317,6 +324,7 @@
           (transition! s (:action @st) sched/final-action true)
           (finally
             (swap! st assoc :state :closed)
+            (some-> (:claimed @st) claim/release!)
             (swap! open-sessions disj s)
             (let [t (profiler/-update-tracker!
                      (fn [t] (if (= (:session t) (::name s)) (assoc t :session nil) t)))]
