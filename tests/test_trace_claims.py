@@ -282,19 +282,19 @@ print(json.dumps(out))
 
 
 def test_claim_files_follow_the_rule(tmp_path, monkeypatch):
-    """api.json trace_claims: the private per-user directory under $PYPROF_RAW_DIR, named by the
+    """api.json trace_claims: the private per-user directory under $PYPROF_CLAIM_DIR, named by the
     hash of the absolute path; relative and absolute spellings are one claim."""
     import hashlib
 
     from pyprof.process import claim
 
-    monkeypatch.setenv("PYPROF_RAW_DIR", str(tmp_path / "base"))
+    monkeypatch.setenv("PYPROF_CLAIM_DIR", str(tmp_path / "base"))
     monkeypatch.chdir(tmp_path)
     f = claim.claim_file("x/../t.json")
     digest = hashlib.sha256(str(tmp_path / "t.json").encode()).hexdigest()[:32]
     assert f == str(tmp_path / "base" / f"pyprof-claims-{os.getuid()}" / f"{digest}.claim")
     assert claim.claim_file(str(tmp_path / "t.json")) == f
-    monkeypatch.delenv("PYPROF_RAW_DIR")
+    monkeypatch.delenv("PYPROF_CLAIM_DIR")
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     assert claim.base_dir() == str(tmp_path / "tmp")
     monkeypatch.delenv("TMPDIR")
@@ -348,13 +348,13 @@ def test_a_claim_directory_that_is_not_private_is_refused(tmp_path, monkeypatch)
     or open to others (a planted directory must not collect claims)."""
     from pyprof.process import claim
 
-    monkeypatch.setenv("PYPROF_RAW_DIR", str(tmp_path / "base"))
+    monkeypatch.setenv("PYPROF_CLAIM_DIR", str(tmp_path / "base"))
     os.makedirs(claim.claim_dir(), mode=0o755)
     os.chmod(claim.claim_dir(), 0o755)
     with pytest.raises(pyprof.ConfigError) as e:
         claim.claim("filename", str(tmp_path / "t.json"))
     assert e.value.code == "config.claim_failed"
-    assert str(e.value).endswith("fix: set PYPROF_RAW_DIR to a directory of your own on a local "
+    assert str(e.value).endswith("fix: set PYPROF_CLAIM_DIR to a directory of your own on a local "
                                  "file system with POSIX locks")
     assert claim.held() == []
     os.chmod(claim.claim_dir(), 0o700)

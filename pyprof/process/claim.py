@@ -42,7 +42,7 @@ _held: dict[str, int] = {}  # absolute trace path -> the descriptor of its locke
 
 
 def base_dir() -> str:
-    """``$PYPROF_RAW_DIR``, else ``$TMPDIR``, else ``/tmp`` (api.json ``trace_claims``)."""
+    """``$PYPROF_CLAIM_DIR``, else ``$TMPDIR``, else ``/tmp`` (api.json ``trace_claims``)."""
     for name in SPEC["base_env"]:
         if os.environ.get(name):
             return _output.absolute(os.environ[name])

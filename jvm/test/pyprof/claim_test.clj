@@ -49,7 +49,7 @@
 
 (deftest a-claim-directory-that-is-not-private-is-refused
   ;; on a directory of its own: the process's claim directory is shared by every process of the
-  ;; user (tests/test_trace_claims.py checks the error itself, under its own PYPROF_RAW_DIR)
+  ;; user (tests/test_trace_claims.py checks the error itself, under its own PYPROF_CLAIM_DIR)
   (let [private-dir! #'claim/private-dir!
         base (str (Files/createTempDirectory "claim-dir" (make-array java.nio.file.attribute.FileAttribute 0)))
         dir (str base "/pyprof-claims-x")]

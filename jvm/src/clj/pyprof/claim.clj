@@ -20,7 +20,7 @@
 (def spec "api.json trace_claims." (rules/api "trace_claims"))
 
 (defn base-dir
-  "$PYPROF_RAW_DIR, else $TMPDIR, else /tmp (api.json trace_claims base_env, base_default)."
+  "$PYPROF_CLAIM_DIR, else $TMPDIR, else /tmp (api.json trace_claims base_env, base_default)."
   ^String []
   (if-let [v (some #(not-empty (System/getenv ^String %)) (spec "base_env"))]
     (config/abspath v)
