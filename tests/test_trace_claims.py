@@ -361,3 +361,42 @@ def test_a_claim_directory_that_is_not_private_is_refused(tmp_path, monkeypatch)
     assert claim.claim("filename", str(tmp_path / "t.json")) is True
     claim.release_all()
     assert claim.held() == [] and (tmp_path / "base").exists()
+
+
+def test_a_forked_child_holds_no_claim_and_leaves_the_parents(tmp_path):
+    """fork() does not pass POSIX locks on: the child's config of its parent's file is refused
+    (by the claim, or before it by the fork guard), and the child's exit, which closes its
+    copies of the claim descriptors, leaves the parent's claim in place."""
+    body = r"""
+import json, os, subprocess, sys
+import pyprof
+from pyprof import profiler
+from pyprof.process import claim
+profiler.set_config(filename="t.json")
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    out = {"held": claim.held()}
+    try:
+        profiler.set_config(filename="t.json")
+        out["code"] = None
+    except pyprof.PyprofError as e:
+        out["code"] = e.code
+    os.write(w, json.dumps(out).encode())
+    os._exit(0)
+os.close(w)
+child = json.loads(os.read(r, 65536).decode())
+os.waitpid(pid, 0)
+p = subprocess.run([sys.executable, "-c", sys.argv[1], "t.json"], capture_output=True, text=True)
+print(json.dumps({"child": child, "other": json.loads(p.stdout.splitlines()[-1]),
+                  "held": claim.held(), "pid": os.getpid()}))
+"""
+    p = subprocess.run([sys.executable, "-c", body, _TAKER], cwd=tmp_path, env=_env(),
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.splitlines()[-1])
+    assert out["child"]["held"] == []
+    assert out["child"]["code"] in ("process.forked", "config.filename_claimed"), out["child"]
+    assert out["other"] == {"code": "config.filename_claimed", "pid": str(out["pid"])}
+    assert out["held"] == [str(tmp_path / "t.json")]

@@ -65,7 +65,8 @@ public interface Tracker {
    * {@code trace_claims}; its directory exists), which then holds this process's pid. POSIX
    * locks belong to the process, so there is one holder of the claims per process: a JVM on its
    * own holds them here; a JPype-hosted JVM's proxy holds them in Python
-   * ({@code pyprof.process.claim}), which checks that it names the same claim file.
+   * ({@code pyprof.process.claim}), at Python's claim file of {@code path} (the same one by the
+   * rule, unless Python changed its environment after the JVM started).
    *
    * @return 0 when this process holds the claim now (newly, or already), else the pid of the
    *     process that holds it (-1 while that one has not written its pid yet: the caller
