@@ -47,7 +47,7 @@ err = configure(shared)
 path = err["fields"]["example"] if err else shared
 retry = configure(path) if err else None
 open(os.path.join(d, f"configured-{os.getpid()}"), "w").close()
-deadline = time.monotonic() + 60
+deadline = time.monotonic() + 180  # a JVM under load starts slowly
 while sum(f.startswith("configured-") for f in os.listdir(d)) < n and time.monotonic() < deadline:
     time.sleep(0.02)
 if not retry:
@@ -83,7 +83,7 @@ def start(path):
 s, err = start(shared)
 s, retry = start(err["fields"]["example"]) if err else (s, None)
 open(os.path.join(d, f"configured-{os.getpid()}"), "w").close()
-deadline = time.monotonic() + 60
+deadline = time.monotonic() + 180  # a JVM under load starts slowly
 while sum(f.startswith("configured-") for f in os.listdir(d)) < n and time.monotonic() < deadline:
     time.sleep(0.02)
 if s is not None:
@@ -124,12 +124,18 @@ def _run_all(kinds: list[str], tmp_path: Path, name: str = "trace.json") -> tupl
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for k in kinds]
     results = []
-    for p in procs:
-        out, err = p.communicate(timeout=240)
-        assert p.returncode == 0, f"child exited {p.returncode}\n{err[-3000:]}"
-        lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-        assert lines, f"no result line\n{out[-2000:]}\n{err[-2000:]}"
-        results.append(json.loads(lines[-1]))
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            assert p.returncode == 0, f"child exited {p.returncode}\n{err[-3000:]}"
+            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+            assert lines, f"no result line\n{out[-2000:]}\n{err[-2000:]}"
+            results.append(json.loads(lines[-1]))
+    finally:
+        for p in procs:  # a failed or hung child: the others are not left waiting for it
+            if p.poll() is None:
+                p.kill()
+                p.communicate()
     return shared, results
 
 

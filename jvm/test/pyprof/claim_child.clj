@@ -23,9 +23,10 @@
       (assoc (ex-data e) :message (ex-message e)))))
 
 (defn- await-markers
-  "Waits (up to 60 s) until `n` processes left their marker in `dir`."
+  "Waits (up to 180 s: a JVM under load starts slowly) until `n` processes left their marker
+  in `dir`."
   [dir n]
-  (let [deadline (+ (System/currentTimeMillis) 60000)]
+  (let [deadline (+ (System/currentTimeMillis) 180000)]
     (while (and (< (count (filter #(.startsWith (.getName ^java.io.File %) "configured-")
                                   (.listFiles (io/file dir))))
                    n)
