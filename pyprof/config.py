@@ -166,6 +166,14 @@ def unknown_key_error(key: str) -> ConfigError:
                        valid=", ".join(keys()))
 
 
+def unknown_option_error(option: str, valid: list[str]) -> ConfigError:
+    """session.unknown_option: ``option`` is none of ``valid``; names the nearest (ties: the
+    earlier)."""
+    nearest = min(valid, key=lambda name: edit_distance(option, name))
+    return rules.error("session.unknown_option", option=option, nearest=nearest,
+                       nearest_as_written=repr(nearest), valid=", ".join(valid))
+
+
 def validate(kwargs: Mapping[str, Any]) -> dict[str, str]:
     """Check ``kwargs`` against the spec and return the C strings, in the given order.
 

@@ -42,7 +42,12 @@ def _error(fn):
 
 def test_options_are_checked_before_anything_runs():
     assert _error(lambda: pyprof.profile(profile_imperativ=True))[:2] == (
-        "ConfigError", "config.unknown_key")
+        "ConfigError", "session.unknown_option")
+    # the nearest of the session's own options and its recording keys
+    assert _error(lambda: pyprof.profile(shedule=None))[2].startswith(
+        "unknown session option 'shedule': did you mean 'schedule'? a session takes schedule, "
+        "on_trace_ready, path, ")
+    assert "fix: use 'profile_imperative'" in _error(lambda: pyprof.profile(profile_imperativ=1))[2]
     assert _error(lambda: pyprof.profile(filename="x.json")) == (
         "ConfigError", "session.reserved_option",
         "a session does not take 'filename': a session writes one file per window, named by its "

@@ -16,9 +16,16 @@ __all__ = ["register"]
 
 
 def _flamegraph(args: argparse.Namespace) -> int:
-    from .flamegraph import write_folded
+    from .flamegraph import folded, write_folded
 
-    res = write_folded(args.trace, args.output, progress=False if args.no_progress else None)
+    progress = False if args.no_progress else None
+    if args.output == "-":  # the stacks on stdout, for a pipe into flamegraph.pl; the summary on stderr
+        fs = folded(args.trace, progress=progress)
+        sys.stdout.write(fs.text())
+        print(f"{len(fs.lines())} stacks, {fs.events} operator events, "
+              f"{fs.total_us / 1000:.3f} ms of operator time", file=sys.stderr)
+        return 0
+    res = write_folded(args.trace, args.output, progress=progress)
     print(f"wrote {res.out}: {res.stacks} stacks, {res.events} operator events, "
           f"{res.total_us / 1000:.3f} ms of operator time")
     return 0
@@ -51,7 +58,7 @@ def register(subparsers: Any) -> None:
         description="Write folded stacks ('a;b;c N', one line per stack, N whole microseconds "
         "of operator time) that flamegraph.pl, inferno and speedscope read.")
     p.add_argument("trace", nargs="+", help="trace file(s), plain or .gz; several are pooled")
-    p.add_argument("-o", "--output", required=True, help="the folded-stacks file to write")
+    p.add_argument("-o", "--output", required=True, help="the folded-stacks file to write; - for stdout")
     p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
     p.set_defaults(func=_flamegraph, command="flamegraph")
 

@@ -115,10 +115,6 @@ after any run) gets a file that MXNet writes without its header; the finished
 ``pyprof.profiler.dump()`` completes it with the carried metadata
 (:func:`complete_headless_trace`, in :mod:`pyprof.session.windows`, which does not import
 :mod:`pyprof.profiler`), so that file is valid too.
-
-**Modules.** ``scheduling`` (the schedule file's interpreter), ``raw`` (the raw trace and its
-boundaries), ``windows`` (cutting ranges into window traces, metadata, ``.partial`` files),
-``recovery`` (:func:`recover`), ``template`` (window paths) and this one (``profile``).
 """
 
 from __future__ import annotations
@@ -165,10 +161,10 @@ def _at_exit() -> None:
     _report_at_exit(RAW.finish, f"could not finish the raw trace {RAW.path}")
 
 
-def _report_at_exit(fn: Callable[[], Any], what: str) -> None:
+def _report_at_exit(fn: Callable[[], Any], what: str) -> None:  # one line, never a traceback
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001 - at exit: one line on stderr, never a traceback
+    except Exception as exc:  # noqa: BLE001
         print(f"pyprof: {what}: {exc}", file=sys.stderr)
 
 
@@ -192,6 +188,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         **options: recording options, as in ``pyprof.profiler.set_config``: profile_symbolic,
             profile_imperative, profile_api, profile_memory, profile_all, aggregate_stats,
             dump_period (seconds between appends to the raw trace: what survives a crash).
+            Another name raises ConfigError ``session.unknown_option`` naming the nearest.
 
     Use as ``with pyprof.profile(...) as prof:`` and call ``prof.step()`` after each step; on
     exit (also when the body raises) the profiler stops and an open window is saved. Or call
@@ -209,7 +206,10 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         for key in options:
             if key in _RESERVED:
                 raise rules.error("session.reserved_option", option=key, why=_RESERVED[key])
-        self._options = config.validate(options)  # unknown key: ConfigError with nearest match
+            if key not in config.keys():  # the nearest of the own options and recording keys
+                raise config.unknown_option_error(key, [*profile.__init__.__kwdefaults__, *(
+                    k for k in config.keys() if k not in _RESERVED)])
+        self._options = config.validate(options)
         if schedule is not None and not callable(schedule):
             raise rules.error("session.not_callable", option="schedule", value=schedule)
         if on_trace_ready is not None and not callable(on_trace_ready):

@@ -106,6 +106,9 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"{res.path}: {len(res.problems)} problem(s)")
         for problem in res.problems:
             print(f"  {problem}")
+        stem = res.path[:-len(".json")] if res.path.endswith(".json") else res.path
+        print(f"  fix: pyprof repair {res.path} -o {stem}.repaired.json writes a valid copy "
+              f"(without -o it repairs the file in place)")
     return status
 
 

@@ -318,8 +318,10 @@ def test_validate_file_checks(tmp_path, text, counts):
 def test_cli(inp, tmp_path, capsys):
     assert main(["validate", str(inp)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0].endswith("6 problem(s)") and len(out) == 7
+    assert out[0].endswith("6 problem(s)") and len(out) == 8
     assert any("partially overlap" in line and "pid" in line for line in out)
+    fix = f"  fix: pyprof repair {inp} -o {str(inp)[:-5]}.repaired.json writes a valid copy"
+    assert out[-1].startswith(fix)
     assert main(["compact", str(inp), "-o", str(tmp_path / "c.json")]) == 0
     line = capsys.readouterr().out
     assert "4 B/E pairs -> X" in line and "1 overlapping slice(s) moved to 1 overlap track(s)" in line

@@ -77,7 +77,13 @@
     (is (= {:pyprof/code "session.reserved_option" :option (str/replace (name k) "-" "_")
             :why (get-in rules/api ["reserved_session_keys" (str/replace (name k) "-" "_")])}
            (select-keys (ex-data (thrown #(session/profile {k true}))) [:pyprof/code :option :why]))))
-  (is (= "config.unknown_key" (first (error-of #(session/profile {:profile-imperativ true})))))
+  (is (= "session.unknown_option" (first (error-of #(session/profile {:profile-imperativ true})))))
+  ;; the nearest of the session's own options and its recording keys, as Python says it
+  (is (str/starts-with? (second (error-of #(session/profile {:shedule nil})))
+                        (str "unknown session option \"shedule\": did you mean \"schedule\"? a session"
+                             " takes schedule, on_trace_ready, path, profile_all, ")))
+  (is (str/includes? (second (error-of #(session/profile {:on-trace true})))
+                     "fix: use :on-trace-ready"))
   (is (= ["session.path_needs_window"
           (str "path \"fixed.json\" has no window placeholder, but the schedule records several windows,"
                " which would overwrite each other. fix: :path \"trace_{window}.json\"")]

@@ -39,7 +39,8 @@
     open sessions are stopped, their windows saved, and the raw file finished and deleted.
 
   All functions are thread safe: one session's calls are serialised on the session."
-  (:require [pyprof.claim :as claim]
+  (:require [clojure.string :as str]
+            [pyprof.claim :as claim]
             [pyprof.config :as config]
             [pyprof.output :as output]
             [pyprof.profiler :as profiler]
@@ -111,7 +112,8 @@
     recording keys as in `profiler-set-config`: :profile-symbolic :profile-imperative
     :profile-api :profile-memory :profile-all :aggregate-stats :dump-period.
   Use `with-session`, or `start!`, `step!` after each step, and `stop!`. Throws ex-info
-  (errors.json): session.reserved_option, config errors of the recording keys,
+  (errors.json): session.unknown_option, session.reserved_option, config errors of the
+  recording keys,
   session.not_callable, template.unknown_field, template.bad_spec, template.unbalanced,
   session.bad_path (the first window's file cannot be written: its directory is missing, it is a
   directory, nothing can be created there, too little space), session.path_needs_window."
@@ -126,6 +128,17 @@
   (make-session opts false)
   nil)
 
+(defn- unknown-option
+  "session.unknown_option for the key `k` (C spelling `c`): the nearest of the session's own
+  options and the recording keys, as pyprof.session does."
+  [k c]
+  (let [valid (concat ["schedule" "on_trace_ready" "path"] (remove reserved (config/key-names)))
+        nearest (apply min-key #(config/edit-distance c %) (reverse valid))]
+    (rules/error "session.unknown_option"
+                 {:option c :nearest nearest :valid (str/join ", " valid) :given k
+                  :nearest_as_written (if (keyword? k) (keyword (str/replace nearest "_" "-"))
+                                          (pr-str nearest))})))
+
 (defn- make-session
   "`profile`, with the window path's file check when `check-file?`."
   [opts check-file?]
@@ -134,7 +147,9 @@
         _ (doseq [k (keys rec)]
             (let [c (util/key->c k)]
               (when-let [why (reserved c)]
-                (throw (rules/error "session.reserved_option" {:option c :why why})))))
+                (throw (rules/error "session.reserved_option" {:option c :why why})))
+              (when-not (some #{c} (config/key-names))
+                (throw (unknown-option k c)))))
         c-opts (config/validate rec)
         ;; nil is no schedule (no callback); false, a map, ... are not functions
         _ (when (and (some? schedule) (not (callable? schedule)))
