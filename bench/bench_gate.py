@@ -4,10 +4,12 @@ and the per-call cost of one gated C call, in Python and in the JVM.
 
     .venv/bin/python bench/bench_gate.py [--ops 20000] [--rounds 7]
 
-The small-op workload is ``a + 1`` on a 2x2 NDArray, ``ops`` times, then ``waitall``, with
-the profiler running (profile_api and profile_imperative on, continuous dump off). pyprof and
-raw mxnet.profiler alternate in fresh child processes, ``rounds`` each; each child reports the
-median of 3 passes in microseconds per operator. The per-call figure times ``MXGetVersion``
+The small-op workload is ``a + 1`` on a 2x2 NDArray, ``ops`` times, then ``waitall``
+(profile_api and profile_imperative on, continuous dump off), in five modes: raw
+mxnet.profiler and pyprof with the profiler running, pyprof with it configured and stopped,
+and steady mode (``pyprof.steady.begin``) paused and resumed. The modes alternate in fresh
+child processes, ``rounds`` each; each child reports the median of 3 passes in microseconds
+per operator. The per-call figure times ``MXGetVersion``
 (the cheapest C API call) raw and through the gate, in alternating blocks of one process, best
 block of each.
 """
@@ -29,8 +31,8 @@ SMALL_OPS = """
 import json, os, statistics, sys, time
 N = int(sys.argv[1])
 {imports}
-profiler.set_config(profile_api=True, profile_imperative=True, continuous_dump=False,
-                    filename=os.environ["TRACE"])
+CONFIG = dict(profile_api=True, profile_imperative=True, continuous_dump=False)
+{setup}
 a = mx.nd.ones((2, 2))
 def once():
     t0 = time.perf_counter()
@@ -38,16 +40,27 @@ def once():
         b = a + 1
     mx.nd.waitall()
     return (time.perf_counter() - t0) / N * 1e6
-profiler.set_state("run")
 once()  # warm-up
 us = statistics.median(once() for _ in range(3))
-profiler.set_state("stop")
+{teardown}
 print(json.dumps({{"us_per_op": us}}))
 """
 
+_MX = "import mxnet as mx\nfrom mxnet import profiler"
+_PYPROF = "import pyprof\nimport mxnet as mx\nfrom pyprof import profiler"
+_CONFIGURE = 'profiler.set_config(filename=os.environ["TRACE"], **CONFIG)'
+_STEADY = 'pyprof.steady.begin(filename=os.environ["TRACE"], **CONFIG)'
+
+#: The modes measured, each (imports, setup, teardown): raw mxnet.profiler and pyprof with the
+#: profiler running; pyprof configured and stopped; steady mode paused (running, every API call
+#: still pushed and popped by MXNet, nothing recorded) and resumed (recording).
 IMPORTS = {
-    "mxnet.profiler": "import mxnet as mx\nfrom mxnet import profiler",
-    "pyprof": "import pyprof\nimport mxnet as mx\nfrom pyprof import profiler",
+    "mxnet.profiler": (_MX, f'{_CONFIGURE}\nprofiler.set_state("run")',
+                       'profiler.set_state("stop")'),
+    "pyprof": (_PYPROF, f'{_CONFIGURE}\nprofiler.set_state("run")', 'profiler.set_state("stop")'),
+    "pyprof stopped": (_PYPROF, _CONFIGURE, ""),
+    "pyprof steady, paused": (_PYPROF, _STEADY, "pyprof.steady.end()"),
+    "pyprof steady, resumed": (_PYPROF, f"{_STEADY}\nprofiler.resume()", "pyprof.steady.end()"),
 }
 
 PER_CALL = """
@@ -91,8 +104,8 @@ def _python(code: str, *args: str) -> dict:
 def small_ops(ops: int, rounds: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in IMPORTS}
     for _ in range(rounds):
-        for name, imports in IMPORTS.items():
-            code = SMALL_OPS.format(imports=imports)
+        for name, (imports, setup, teardown) in IMPORTS.items():
+            code = SMALL_OPS.format(imports=imports, setup=setup, teardown=teardown)
             times[name].append(_python(code, str(ops))["us_per_op"])
     return times
 
@@ -123,7 +136,11 @@ def main() -> None:
         print(f"| {k} | {med[k]:.2f} | {', '.join(f'{x:.2f}' for x in v)} |")
     best = {k: min(v) for k, v in times.items()}
     print(f"\nratio pyprof / mxnet.profiler: {med['pyprof'] / med['mxnet.profiler']:.3f} "
-          f"(medians), {best['pyprof'] / best['mxnet.profiler']:.3f} (best rounds)\n")
+          f"(medians), {best['pyprof'] / best['mxnet.profiler']:.3f} (best rounds)")
+    for k in ("pyprof stopped", "pyprof steady, paused", "pyprof steady, resumed"):
+        print(f"ratio {k} / mxnet.profiler (running): "
+              f"{med[k] / med['mxnet.profiler']:.3f} (medians)")
+    print()
     print("## One C call (MXGetVersion), ns per call (best of 15 alternating blocks)\n")
     print("| path | ns |")
     print("|---|---|")

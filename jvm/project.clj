@@ -26,6 +26,9 @@
                (System/getProperty "mxnet.library.path")
                (conj (str "-Dmxnet.library.path=" (System/getProperty "mxnet.library.path"))))
   ;; Tests write their sessions' files in temporary directories: the Java session's output root
-  ;; (pyprof.jvm.OutputRoot) is the temp directory there, passed on to child JVMs.
+  ;; (pyprof.jvm.OutputRoot) is the temp directory there, passed on to child JVMs. target/aot
+  ;; holds the namespaces compiled ahead of time by pyprof.jvm.classpath (scripts/setup.sh):
+  ;; Clojure loads a class only when it is newer than its source.
   :profiles {:uberjar {:aot [pyprof.example.matmul] :target-path "target/uberjar"}
-             :test {:jvm-opts [~(str "-Dpyprof.outputRoot=" (System/getProperty "java.io.tmpdir"))]}})
+             :test {:jvm-opts [~(str "-Dpyprof.outputRoot=" (System/getProperty "java.io.tmpdir"))]
+                    :resource-paths ["target/aot"]}})

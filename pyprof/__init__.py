@@ -12,6 +12,7 @@ from .errors import (ConfigError, DeviceError, JVMError, LibraryNotFoundError, M
 from .objects import Counter, Domain, Event, Frame, Marker, Task
 from .profiler import dump, dumps, pause, resume, set_config, set_state
 from .session import Action, Window, profile, recover, schedule
+from . import steady  # noqa: F401 - pyprof.steady.begin(), end(), active()
 from . import dist, env  # noqa: F401 - pyprof.dist.launch_local, pyprof.env.per_operator
 
 __version__ = "0.1.0"
@@ -21,7 +22,7 @@ __all__ = [
     "PyprofError", "MXNetError", "LibraryNotFoundError", "ConfigError", "StateError",
     "DeviceError", "JVMError", "__version__",
     "Domain", "Task", "Frame", "Event", "Counter", "Marker",
-    "profile", "schedule", "Action", "Window", "recover", "stats", "repair",
+    "profile", "schedule", "Action", "Window", "recover", "stats", "repair", "steady",
 ]
 
 
@@ -40,7 +41,13 @@ def __getattr__(name: str):
 # thread inside one (now if mxnet is imported, else as soon as mxnet.base loads).
 _capi.install_import_hook()
 
-# PYPROF_AUTOSTART / PYPROF_MODE / PYPROF_PER_OPERATOR (see pyprof.env); nothing when unset.
+# PYPROF_AUTOSTART / PYPROF_STEADY / PYPROF_MODE / PYPROF_PER_OPERATOR (see pyprof.env); nothing
+# when unset.
 from .env import autostart as _autostart  # noqa: E402
 
 _autostart()
+
+# PYPROF_STEADY=1: steady mode from here to exit (pyprof.session.steady); nothing when unset.
+from .session.steady import begin_from_environment as _steady_from_environment  # noqa: E402
+
+_steady_from_environment()

@@ -12,6 +12,11 @@ imperative operators unless you know that 15 means "everything". pyprof's variab
 ``PYPROF_FILENAME``         trace file, default ``profile.json``.
 ``PYPROF_AGGREGATE_STATS``  ``1``: keep MXNet's aggregate statistics (``profiler.dumps()``).
 ``PYPROF_DUMP_PERIOD``      seconds between continuous appends (default 1; what survives a crash).
+``PYPROF_STEADY``           ``1``: begin steady mode (:mod:`pyprof.session.steady`): the
+                            profiler runs from import to exit, windows by pause and resume;
+                            with ``PYPROF_AUTOSTART=1`` into ``PYPROF_FILENAME``, else into
+                            the raw trace that sessions cut (``PYPROF_MODE`` unset: MXNet's
+                            default modes).
 ``PYPROF_PER_OPERATOR``     ``1``: turn off every kind of bulk execution, so that every operator
                             is recorded under its own name (see :func:`per_operator`); set it
                             before ``import mxnet``.
@@ -41,7 +46,7 @@ from . import config, rules
 from .native.importhook import AfterImport
 from .errors import ConfigError
 
-__all__ = ["MODES", "BULK_VARIABLES", "parse_mode", "config_from_environment", "autostart",
+__all__ = ["MODES", "BULK_VARIABLES", "parse_mode", "config_from_environment", "autostart", "flag",
            "per_operator", "per_operator_requested", "per_operator_too_late", "libmxnet_loaded",
            "mxnet_autostart_problem"]
 
@@ -79,6 +84,12 @@ def parse_mode(text: str) -> dict[str, bool]:
                               modes=", ".join(MODES))
     everything = "all" in names
     return {key: everything or mode in names for mode, key in MODES.items()}
+
+
+def flag(environ: Mapping[str, str], name: str) -> bool:
+    """The variable ``name`` of ``environ`` as a flag: unset or blank is False; else the spec's
+    boolean spellings (ConfigError ``env.bad_flag`` for another)."""
+    return _flag(environ, name)
 
 
 def _flag(environ: Mapping[str, str], name: str) -> bool:
@@ -245,10 +256,13 @@ def autostart(environ: Mapping[str, str] | None = None) -> bool:
         warnings.warn(f"pyprof: {problem}", stacklevel=2)
     if per_operator_requested(env):
         per_operator()  # MXNet reads os.environ, whatever mapping the flags came from
-    if not _flag(env, "PYPROF_AUTOSTART"):
+    steady = _flag(env, str(rules.API["steady"]["env"]))
+    if not _flag(env, "PYPROF_AUTOSTART") and not steady:
         return _started
     if _started:
         return True
+    if steady:  # PYPROF_STEADY: pyprof.session.steady.begin_from_environment's (at import)
+        return False
     from . import profiler
     kwargs = config_from_environment(env)
     profiler.set_config(**kwargs)

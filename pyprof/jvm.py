@@ -99,6 +99,11 @@ def classpath() -> list[str]:
     when it is missing, when it names another checkout's sources (a copied repository), or
     when a JVM source, ``project.clj`` or a spec file is newer than it. ``scripts/setup.sh``
     builds it through this function. Raises JVMError when it cannot be built, saying how.
+
+    The first entry, ``jvm/target/aot``, holds the Clojure namespaces compiled ahead of time
+    when the cache was built: a JVM then loads them instead of compiling pyprof's sources (about
+    3 s of CPU less per JVM start). Clojure loads a compiled namespace only when it is newer
+    than its source, so an edited source is read as it is.
     """
     env = os.environ.get("PYPROF_JVM_CLASSPATH")
     if env:
@@ -140,10 +145,31 @@ def _build_classpath(d: Path, cache: Path, why: str) -> None:
                           capture_output=True)
     if proc.returncode != 0:
         raise rules.error("jvm.lein_failed", directory=d, why=why, stderr=proc.stderr[-2000:])
+    entries = proc.stdout.strip().splitlines()[-1].split(os.pathsep)
+    aot = d / "target" / "aot"
+    _compile_namespaces(d, aot, entries)
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_suffix(".tmp")
-    tmp.write_text(proc.stdout.strip().splitlines()[-1])
+    tmp.write_text(os.pathsep.join([str(aot), *entries]))
     os.replace(tmp, cache)
+
+
+def _compile_namespaces(d: Path, aot: Path, entries: list[str]) -> None:
+    """Compile every namespace under ``d/src/clj`` into ``aot`` (emptied first: no class of a
+    deleted source stays), in a child JVM. A failure leaves ``aot`` empty: JVMs then compile
+    from source, slower but the same."""
+    shutil.rmtree(aot, ignore_errors=True)
+    aot.mkdir(parents=True)
+    src = d / "src" / "clj"
+    names = sorted(str(p.relative_to(src).with_suffix("")).replace(os.sep, ".").replace("_", "-")
+                   for p in src.rglob("*.clj"))
+    form = (f'(binding [*compile-path* "{aot}"] '
+            f'(doseq [n (quote [{" ".join(names)}])] (compile n)))')
+    proc = subprocess.run(["java", "-cp", os.pathsep.join([str(aot), *entries]), "clojure.main",
+                           "-e", form], cwd=d, text=True, capture_output=True)
+    if proc.returncode != 0:
+        shutil.rmtree(aot, ignore_errors=True)
+        aot.mkdir()
 
 
 def start(extra_jvm_args: list[str] | None = None) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from .native import capi as _capi
 from .process import claim as _claim, keep_file as _keep_file, output as _output
+from .process import steady_checks as _steady
 from . import config, rules
 from .process.tracker import TRACKER
 from .errors import MXNetError
@@ -121,10 +122,8 @@ def set_config(**kwargs: Any) -> None:
         StateError: after ``dump(finished=True)``: MXNet cannot start a second trace
             session in one process.
         ConfigError: ``config.missing_directory``, ``config.bad_path``: a filename MXNet
-            could not write (MXNet itself would write no trace, silently);
-            ``config.filename_claimed``: another process configured this file first and has
-            not finished its trace (api.json ``trace_claims``; ``config.claim_failed`` when no
-            claim can be taken).
+            could not write (MXNet itself would write no trace, silently); another process's
+            (``config.filename_claimed``, ``config.claim_failed``: api.json ``trace_claims``).
         MXNetError: MXNet rejected the call.
     """
     _capi.ensure_not_forked()
@@ -133,6 +132,8 @@ def set_config(**kwargs: Any) -> None:
     _process_code(process)
     with _t.lock:
         _check_owner("set_config()", PROCESSES[process])
+        if process == "worker":
+            _steady.check_config(c_values)
         if _t.finished:
             raise rules.error("state.finished_config", trace=_trace_name())
         current = (_t.config or config.effective({}))["filename"]
@@ -142,10 +143,9 @@ def set_config(**kwargs: Any) -> None:
             c_values = {**c_values, "filename": current}
         # another file, by grammar.json paths ("./a.json" is "a.json")
         moves = not _output.same_file(c_values.get("filename", current), current)
-        target = config.effective(c_values)["filename"]  # the C default when left out
-        # api.json trace_claims, before MXNet deletes the file (a session's raw trace is private)
-        with _claim.claiming("filename", target,
-                             process == "worker" and not _session_raw_trace(target)):
+        effective = config.effective(c_values)  # its filename claimed before MXNet deletes it
+        with _claim.claiming("filename", effective["filename"],
+                             process == "worker" and not _session_raw_trace(effective["filename"])):
             if process == "worker" and _t.running and _t.config and moves:
                 _switch_file(c_values)
             elif keeps and not moves:
@@ -155,11 +155,9 @@ def set_config(**kwargs: Any) -> None:
                     _join_kept(current)  # stopped, away from a kept file: its parts end there
                 _send_config(c_values)
         if process == "worker":
-            if moves and not _t.ever_ran:
-                _claim.release(current)  # nothing of this process's can be in it
-            _t.config = config.effective(c_values)
+            _claim.release(current if moves and not _t.ever_ran else None)  # none of ours in it
+            _t.config = effective
             _t.repair_on_finish = _t.ever_ran
-    effective = config.effective(c_values)
     if effective.get("profile_symbolic") == "false" and effective.get("profile_all") != "true":
         warnings.warn(SYMBOLIC_OFF_WARNING, stacklevel=2)
 
@@ -167,8 +165,7 @@ def set_config(**kwargs: Any) -> None:
 def _session_raw_trace(path: str) -> bool:
     """True for this process's session raw trace (api.json ``raw_trace``: ``<file>`` in a
     directory ``<dir_prefix><pid>-...``), which sessions own: keep_filename does not keep it."""
-    spec = rules.API["raw_trace"]
-    parent = os.path.basename(os.path.dirname(path))
+    spec, parent = rules.API["raw_trace"], os.path.basename(os.path.dirname(path))
     return os.path.basename(path) == spec["file"] and \
         parent.startswith(f"{spec['dir_prefix']}{os.getpid()}-")
 
@@ -261,8 +258,8 @@ def _finish_at_exit() -> None:
     if _capi.forked_error():
         return  # a forked child: the trace is the parent's
     with _t.lock:
-        if _t.finished or _t.session is not None or not _t.ever_ran:
-            return
+        if _t.finished or _t.session is not None or not _t.ever_ran or _t.steady is not None:
+            return  # (steady mode finishes its trace at exit itself: pyprof.session.steady)
     try:
         if _t.running:
             set_state("stop")
@@ -275,7 +272,8 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
     """Start ('run') or stop ('stop') recording. C: MXSetProcessProfilerState.
 
     'run' also resumes a paused profiler. Raises StateError for an unknown state or
-    process, MXNetError when MXNet rejects the call.
+    process, StateError ``steady.set_state`` in steady mode (:mod:`pyprof.session.steady`:
+    use pause/resume), MXNetError when MXNet rejects the call.
     """
     _capi.ensure_not_forked()
     if state not in STATES:
@@ -283,6 +281,7 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
     code = _process_code(profile_process)
     with _t.lock:
         _check_owner("set_state", code, state)
+        _steady.check_switch(f"set_state({state!r})", code)
         if state == "run" and _t.finished:
             raise rules.error("state.finished_run", trace=_trace_name())
         _capi.call("MXSetProcessProfilerState", STATES[state], code, _kvstore_handle)
@@ -297,7 +296,9 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
 
     With ``finished=True`` (only the literal True, as in mxnet.profiler) the file is
     closed as valid JSON and the profiler stops for good in this process. Raises
-    StateError before the profiler has ever run, MXNetError when MXNet rejects the call.
+    StateError before the profiler has ever run, StateError ``steady.finished_dump`` for a
+    finished dump in steady mode (``pyprof.steady.end()`` finishes it), MXNetError when MXNet
+    rejects the call.
 
     MXNet reports no failure to write the file, so pyprof checks the path first (StateError
     ``dump.unwritable``: nothing was dumped, the events are kept; configure another filename
@@ -309,6 +310,8 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
     fin = 1 if finished is True else 0
     with _t.lock:
         _check_owner("dump()", code)
+        if fin:
+            _steady.check_switch("dump(finished=True)", code)
         if code == 0 and _t.finished:
             raise rules.error("state.finished_dump", trace=_trace_name())
         path = _trace_name() if code == 0 else None
@@ -337,12 +340,9 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             if path is not None:
                 _output.check_dumped(path, final)
         finally:  # kept parts are joined even when the check reports a lost dump
-            try:
+            with _claim.all_given_back_after(code == 0 and fin):  # the trace is finished
                 if code == 0 and final and _t.config:
                     _finish_file(_t.config["filename"])
-            finally:
-                if code == 0 and fin:  # the trace is finished: its files are free again
-                    _claim.release_all()
 
 
 def _join_kept(path: str) -> bool:

@@ -22,8 +22,12 @@ if ((fast)); then
   exec .venv/bin/python -m pytest -m fast "$@"
 fi
 status=0
-echo "== Python tests (pytest)"
-t=$SECONDS; .venv/bin/python -m pytest "$@" || status=$?; took pytest $t
+# Most tests wait on child processes (MXNet, JVMs): one pytest worker per core keeps both busy.
+# Files stay whole on a worker (module fixtures run once). PYPROF_TEST_WORKERS=0 runs serially.
+workers="${PYPROF_TEST_WORKERS:-$(nproc)}"
+xdist=(); ((workers > 0)) && xdist=(-n "$workers" --dist loadfile)
+echo "== Python tests (pytest${xdist:+ on $workers workers})"
+t=$SECONDS; .venv/bin/python -m pytest "${xdist[@]}" "$@" || status=$?; took pytest $t
 libmxnet="$("$root/.venv/bin/python" -c 'import pyprof.native.capi as c; print(c.library_path())')"
 echo "== JVM tests (lein test in jvm/)"
 t=$SECONDS; (cd jvm && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?; took "lein test in jvm/" $t

@@ -31,7 +31,7 @@ from .. import rules
 from . import output as _output
 
 __all__ = ["SPEC", "base_dir", "claim_dir", "claim_file", "owner", "claim", "claiming",
-           "claiming_window_path", "release", "release_all", "held"]
+           "claiming_window_path", "all_given_back_after", "release", "release_all", "held"]
 
 SPEC: dict = rules.API["trace_claims"]
 _BLOCKED = (errno.EACCES, errno.EAGAIN)
@@ -173,6 +173,17 @@ def claiming(key: str, path: str, enabled: bool = True) -> Iterator[None]:
         if new:
             release(path)
         raise
+
+
+@contextlib.contextmanager
+def all_given_back_after(when: bool) -> Iterator[None]:
+    """Give every claim of this process back after the body (raising or not), ``when`` true:
+    around the end of a finished dump."""
+    try:
+        yield
+    finally:
+        if when:
+            release_all()
 
 
 def release(path: str | None) -> None:

@@ -25,7 +25,7 @@ class Tracker:
     #: The fields, as the JVM's ``pyprof.jvm.Tracker.FIELDS`` names them (the attributes below
     #: except ``lock``).
     FIELDS = ("config", "running", "ever_ran", "paused", "finished", "session", "internal",
-              "repair_on_finish", "kept_parts")
+              "repair_on_finish", "kept_parts", "steady")
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -44,6 +44,10 @@ class Tracker:
         # Parts of the trace file kept before a config named it again (pyprof.process.keep_file),
         # in order: the finished dump joins them with the file.
         self.kept_parts: list[str] = []
+        # Steady mode (pyprof.session.steady, api.json "steady"): who began it ("PYPROF_STEADY",
+        # "pyprof.steady.begin()", a session's name, "-Dpyprof.steady", ...), or None. While set
+        # the profiler stays running: no call may change MXNet's IsProfiling(kAPI).
+        self.steady: str | None = None
 
 
 TRACKER = Tracker()

@@ -133,9 +133,12 @@ from .. import config, profiler, rules
 from . import template as _template
 from .raw import RAW, ROTATE_BYTES, owner  # noqa: F401 - ROTATE_BYTES re-exported
 from .recovery import recover
-from .scheduling import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS, Action,
-                         check_action, operations, saves_many, schedule)
-from .windows import PARTIAL, Window, complete_headless_trace, now_us, write_partial
+from .scheduling import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS,
+                         STEADY_OPERATIONS, Action, check_action, operations, saves_many,
+                         schedule)
+from . import steady
+from .windows import PARTIAL, EndedWindow, OpenWindow, Window, complete_headless_trace, now_us
+from .windows import write_partial
 from ..process.tracker import TRACKER
 
 __all__ = ["Action", "schedule", "profile", "Window", "recover", "raw_trace_path",
@@ -181,6 +184,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             braces. Must contain ``{window}`` when the schedule has more than one window.
             Relative paths are resolved against the current directory of now. An unknown field,
             another format or a lone brace raises ConfigError ``template.*``.
+        steady: begin steady mode (:mod:`pyprof.session.steady`) at :meth:`start` unless it
+            began; :meth:`start` then comes before your own bindings' MXNet threads start.
         dnnl: ``True`` or a log path: record oneDNN's primitives (``DNNL_VERBOSE``, split out
             of standard output into the log, ``pyprof_dnnl_<pid>.log`` beside the windows by
             default) and merge them into each window (:mod:`pyprof.dnnl.capture`). Raises
@@ -202,7 +207,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
     def __init__(self, *, schedule: Callable[[int], Action] | None = None,
                  on_trace_ready: Callable[[Window], Any] | None = None,
                  path: str | os.PathLike[str] = "pyprof_trace_{window}.json",
-                 dnnl: bool | str | os.PathLike[str] = False, **options: Any) -> None:
+                 dnnl: bool | str | os.PathLike[str] = False, steady: bool = False,
+                 **options: Any) -> None:
         for key in options:
             if key in _RESERVED:
                 raise rules.error("session.reserved_option", option=key, why=_RESERVED[key])
@@ -232,13 +238,14 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._action = INITIAL_ACTION
         self._state = "new"  # new -> open -> closed
         self._running, self._claimed = False, None  # _claimed: the window path start claimed
-        self._window: _OpenWindow | None = None  # recording
-        self._ended: _EndedWindow | None = None  # stopped, not cut yet
+        self._window: OpenWindow | None = None  # recording
+        self._ended: EndedWindow | None = None  # stopped, not cut yet
         self._opened = 0  # windows opened so far
         self._stopped_us: int | None = None  # when the last "stop" operation stopped recording
         self._final, self._saved_now = False, []  # _saved_now: list[Window]
         self._name = f"<pyprof.profile {id(self):#x}>"
         self._dnnl_log, self._dnnl = dnnl, None
+        self._begin_steady, self._steady = bool(steady), False  # steady: pause/resume windows
 
     def _window_path(self, *, window: int, step: int) -> str:
         """The absolute path of the window ``window`` starting at step ``step``."""
@@ -269,9 +276,15 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         with t.lock, self._dnnl_undone_on_error():
             if t.session is not None:
                 raise rules.error("session.nested", session=t.session)
-            with _claim.claiming_window_path(self._template, self._cwd) as self._claimed, \
-                    owner(self._name):  # given back by stop(), or here if this fails
-                RAW.configure(self._options, os.path.dirname(self._path))
+            with _claim.claiming_window_path(self._template, self._cwd) as self._claimed:
+                if self._begin_steady and t.steady is None:
+                    steady.begin_as(self._options, None, self._name)
+                self._steady = t.steady is not None
+                if self._steady:
+                    steady.check_session(self._options, self._name)
+                else:
+                    with owner(self._name):
+                        RAW.configure(self._options, os.path.dirname(self._path))
             t.session = self._name
             self._state = "open"
         _open_sessions.add(self)
@@ -340,7 +353,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         """
         self._final = final
         self._saved_now = []
-        for op in operations(prev, cur):
+        for op in operations(prev, cur, steady=self._steady):
             if op == "save":
                 self._save()
             else:
@@ -351,18 +364,18 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             for window in self._saved_now:
                 self._on_trace_ready(window)
 
-    def _stop(self) -> None:
-        """Stop recording; the open window ends here (cut by the next ``save``)."""
+    def _stop(self, quiesce: Callable[[], int] = RAW.quiesce) -> None:
+        """Stop (steady mode's ``pause``: pause) recording; the open window ends here."""
         if self._running:
             self._running = False
-            self._stopped_us = RAW.quiesce()
+            self._stopped_us = quiesce()
         if self._window is not None:
             if self._ended is not None:  # a table that stops twice before saving
                 self._save()
             last_step = self.step_num - (0 if self._final else 1)
             w = self._window
-            self._ended = _EndedWindow(w, RAW.size(), self._stopped_us or now_us(),
-                                       max(w.first_step, last_step))
+            self._ended = EndedWindow(w, RAW.size(), self._stopped_us or now_us(),
+                                      max(w.first_step, last_step))
             self._window = None
             assert RAW.path is not None  # recovery reads the window's range only
             write_partial(w.path, RAW.path, w.start, w.index, w.start_us, end=self._ended.end)
@@ -401,7 +414,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._window is not None:
             return
         if self._running:  # only a transition table that opens while recording gets here
-            self._stop()
+            self._OPERATIONS[STEADY_OPERATIONS["stop"] if self._steady else "stop"](self)
         if RAW.rotation_due():
             self._save()  # a window that ended but is not cut yet lives in the old raw file
             RAW.rotate()
@@ -412,7 +425,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         index = self._opened
         self._opened += 1
         path = self._window_path(window=index, step=self.step_num)
-        self._window = _OpenWindow(index, start, self.step_num, path, now_us())
+        self._window = OpenWindow(index, start, self.step_num, path, now_us())
         self._write_partial()
 
     def _run(self) -> None:
@@ -420,28 +433,14 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             profiler.set_state("run")
             self._running = True
 
+    def _resume(self) -> None:  # steady mode's "run"
+        if not self._running:
+            profiler.resume()
+            self._running = True
+
     _OPERATIONS: dict[str, Callable[[profile], None]] = {
-        "stop": _stop, "open": _open, "run": _run}
-
-
-class _OpenWindow:
-    """The window being recorded: its index, where it starts in the raw trace, and when."""
-
-    __slots__ = ("index", "start", "first_step", "path", "start_us")
-
-    def __init__(self, index: int, start: int, first_step: int, path: str,
-                 start_us: int) -> None:
-        self.index, self.start, self.first_step = index, start, first_step
-        self.path, self.start_us = path, start_us
-
-
-class _EndedWindow:
-    """A window whose recording stopped, not yet cut: where and when it ended."""
-
-    __slots__ = ("window", "end", "end_us", "last_step")
-
-    def __init__(self, window: _OpenWindow, end: int, end_us: int, last_step: int) -> None:
-        self.window, self.end, self.end_us, self.last_step = window, end, end_us, last_step
+        "stop": _stop, "open": _open, "run": _run, "resume": _resume,
+        "pause": lambda self: self._stop(RAW.quiesce_paused)}
 
 
 _missing = set(OPERATIONS) - set(profile._OPERATIONS) - {"save"}

@@ -162,6 +162,20 @@ class RawTrace:
         return stopped
 
     @staticmethod
+    def quiesce_paused() -> int:
+        """Steady mode's :meth:`quiesce`: wait for queued operators, *pause* (the profiler stays
+        running, so MXNet's IsProfiling does not change), append everything to the raw file;
+        return when recording paused (microseconds since the epoch). Paused, MXNet adds no
+        event, so the raw file's size is an exact boundary too."""
+        try:
+            _capi.wait_all()
+        finally:
+            profiler.pause()
+            paused = now_us()
+            profiler.dump(False)
+        return paused
+
+    @staticmethod
     def drain() -> None:
         """With the profiler stopped: make the raw file's size a boundary before recording.
 
@@ -225,7 +239,9 @@ class RawTrace:
                 os.path.dirname(self.path)):
             return  # someone else made our old name: write nothing there
         with owner("exit"):
-            if t.running:
+            if t.steady is not None:  # steady mode: no stop (IsProfiling stays as it is); the
+                profiler.pause()      # finished dump below only disables MXNet's output
+            elif t.running:
                 profiler.set_state("stop")
             t.repair_on_finish = False  # the raw file is deleted next: no need to complete it
             profiler.dump(True)

@@ -18,7 +18,8 @@ from typing import Any
 from .. import rules
 
 __all__ = ["SPEC", "Action", "schedule", "OPERATIONS", "TRANSITIONS", "operations",
-           "DEFAULT_ACTION", "INITIAL_ACTION", "FINAL_ACTION", "check_action", "saves_many"]
+           "DEFAULT_ACTION", "INITIAL_ACTION", "FINAL_ACTION", "check_action", "saves_many",
+           "STEADY_OPERATIONS"]
 
 SPEC_PATH = rules.SPEC_DIR / "schedule.json"
 SPEC: dict[str, Any] = rules.spec(SPEC_PATH.name)
@@ -53,6 +54,20 @@ def _load_transitions() -> dict[tuple[Action, Action], tuple[str, ...]]:
 #: (previous step's action, next step's action) -> the operations to perform, in order.
 TRANSITIONS: dict[tuple[Action, Action], tuple[str, ...]] = _load_transitions()
 
+
+def _load_steady() -> dict[str, str]:
+    mapping = dict(SPEC["steady"]["operations"])
+    unknown = [op for pair in mapping.items() for op in pair if op not in OPERATIONS]
+    if unknown:
+        raise ValueError(f"{SPEC_PATH}: steady operations name unknown operations {unknown}; "
+                         "fix: name only operations of the spec's \"operations\"")
+    return mapping
+
+
+#: Steady mode: an operation -> the one a steady session performs in its place (``stop`` ->
+#: ``pause``, ``run`` -> ``resume``); operations not named are the same.
+STEADY_OPERATIONS: dict[str, str] = _load_steady()
+
 #: The action of every step when a session has no schedule.
 DEFAULT_ACTION: Action = Action(SPEC["without_schedule"])
 #: The action before step 0 (``start()`` moves from it) and after ``stop()``.
@@ -60,9 +75,11 @@ INITIAL_ACTION: Action = Action(SPEC["before_first_step"])
 FINAL_ACTION: Action = Action(SPEC["after_stop"])
 
 
-def operations(prev: Action, cur: Action) -> tuple[str, ...]:
-    """The operations a session performs when ``prev`` (the step that ended) moves to ``cur``."""
-    return TRANSITIONS[(prev, cur)]
+def operations(prev: Action, cur: Action, steady: bool = False) -> tuple[str, ...]:
+    """The operations a session performs when ``prev`` (the step that ended) moves to ``cur``;
+    with ``steady``, each replaced as :data:`STEADY_OPERATIONS` says."""
+    ops = TRANSITIONS[(prev, cur)]
+    return tuple(STEADY_OPERATIONS.get(op, op) for op in ops) if steady else ops
 
 
 def schedule(**params: int) -> Callable[[int], Action]:

@@ -207,3 +207,23 @@ def complete_headless_trace(path: str | os.PathLike[str]) -> int:
     """
     out = os.path.abspath(os.fspath(path))
     return read_range(out, 0, None, dict(METADATA), out=out)
+
+
+class OpenWindow:
+    """The window being recorded: its index, where it starts in the raw trace, and when."""
+
+    __slots__ = ("index", "start", "first_step", "path", "start_us")
+
+    def __init__(self, index: int, start: int, first_step: int, path: str,
+                 start_us: int) -> None:
+        self.index, self.start, self.first_step = index, start, first_step
+        self.path, self.start_us = path, start_us
+
+
+class EndedWindow:
+    """A window whose recording stopped, not yet cut: where and when it ended."""
+
+    __slots__ = ("window", "end", "end_us", "last_step")
+
+    def __init__(self, window: OpenWindow, end: int, end_us: int, last_step: int) -> None:
+        self.window, self.end, self.end_us, self.last_step = window, end, end_us, last_step

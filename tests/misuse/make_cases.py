@@ -156,6 +156,17 @@ case("schedule active as a float", [err("schedule", {"active": 1.5}, "schedule.b
 case("schedule wait as text", [err("schedule", {"wait": "2"}, "schedule.bad_value", **NS)])
 case("schedule unknown option", [err("schedule", {"cycles": 2}, "schedule.unknown_option", **NS)])
 case("dump finished as text", [base, run, work, stop, err("dump", {"finished": "maybe"}, "state.dump_finished_arg", languages=["clojure"], why="Python, as mxnet.profiler, takes any value but the literal True as an intermediate dump; Java's boolean rules the text out"), dump, trace])
+# steady mode (issue 21): the refusals while the profiler stays running
+sbegin = lambda **a: {"call": "steady_begin", "args": a}
+send = {"call": "steady_end"}
+case("steady begin while the profiler runs", [base, run, work, err("steady_begin", {}, "steady.profiler_running"), stop, dump, trace])
+case("steady begin twice", [sbegin(), err("steady_begin", {}, "steady.already"), send])
+case("steady switch, finished dump and mode change refused", [
+    sbegin(filename="{dir}/t.json", profile_imperative=True, continuous_dump=False),
+    {"call": "resume"}, work, {"call": "pause"},
+    err("set_state", {"state": "stop"}, "steady.set_state"), err("dump", {}, "steady.finished_dump"),
+    err("set_config", {"filename": "{dir}/t.json", "profile_imperative": False}, "steady.config_mode"),
+    send, trace])
 doc = {"about": "The misuse matrix (issue 12): each case runs in its own child process, in Python (tests/test_misuse.py) and through Clojure and Java (jvm/test/pyprof/misuse_test.clj). Every case ends in a catalogue error whose message ends in a fix, or in the documented result; data already collected is still written (a 'trace' step reads it back).",
        "cases": C}
 open(__import__("os").path.join(__import__("os").path.dirname(__file__), "cases.json"), "w").write(json.dumps(doc, indent=1) + "\n")

@@ -37,8 +37,13 @@ def both(monkeypatch):
     return run
 
 
-@pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("chunk", [1 << 10, 3000, 1 << 14])
+_CHUNKS = [1 << 10, 3000, 1 << 14]
+# Each seed with one chunk size (each size once); PYPROF_LONG_TESTS=1: every pair.
+_SEED_CHUNKS = ([(s, c) for s in range(3) for c in _CHUNKS]
+                if os.environ.get("PYPROF_LONG_TESTS") == "1" else list(enumerate(_CHUNKS)))
+
+
+@pytest.mark.parametrize(("seed", "chunk"), _SEED_CHUNKS)
 def test_random_traces_many_chunks(both, tmp_path, seed, chunk):
     rng = random.Random(seed)
     p = write_trace(tmp_path / "t.json", random_events(rng, 2500, CLEAN), mid_meta=("dom", DOM_PID))

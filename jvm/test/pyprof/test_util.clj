@@ -7,11 +7,20 @@
             [clojure.string :as str])
   (:import (java.util.concurrent TimeUnit)))
 
+(defn- child-classpath
+  "This JVM's classpath, after target/aot when it is there: the namespaces compiled ahead of
+  time by pyprof.jvm.classpath (scripts/setup.sh), so a child does not compile pyprof's sources
+  again (Clojure loads a class only when it is newer than its source)."
+  []
+  (let [cp (System/getProperty "java.class.path")
+        aot (.getAbsoluteFile (io/file "target" "aot"))]
+    (if (.isDirectory aot) (str aot java.io.File/pathSeparator cp) cp)))
+
 (defn java-child
   "Runs `java -cp <this classpath> <jvm-args> clojure.main <args>` and returns {:exit :out :err}.
   Options: :jvm-args (e.g. [\"-Dmxnet.library.path=...\"]), :env (a map merged into the
   environment; a nil value removes a variable), :timeout-s (default 300), :dir (working
-  directory), :classpath (default this JVM's), :inherit-library (default true: pass on this JVM's
+  directory), :classpath (default this JVM's, after target/aot), :inherit-library (default true: pass on this JVM's
   -Dmxnet.library.path). This JVM's -Dpyprof.outputRoot is passed on (a later one in
   :jvm-args wins)."
   [args & {:keys [jvm-args env timeout-s dir classpath inherit-library]
@@ -21,7 +30,7 @@
                     (when-not (some #(str/starts-with? % "-Dmxnet.library.path=") jvm-args)
                       [(str "-Dmxnet.library.path=" p)]))
         root (when-let [r (System/getProperty "pyprof.outputRoot")] [(str "-Dpyprof.outputRoot=" r)])
-        cmd (concat [java "-cp" (or classpath (System/getProperty "java.class.path"))]
+        cmd (concat [java "-cp" (or classpath (child-classpath))]
                     inherited root jvm-args ["clojure.main"] args)
         pb (ProcessBuilder. ^java.util.List (vec cmd))
         penv (.environment pb)

@@ -11,12 +11,12 @@
 
 (def ^:private fields
   ["config" "running" "ever_ran" "paused" "finished" "session" "internal" "repair_on_finish"
-   "kept_parts"])
+   "kept_parts" "steady"])
 
 (deftest fields-and-start-values
   (is (= fields (vec Tracker/FIELDS)) "the names of Python's pyprof.process.tracker.Tracker.FIELDS")
   (is (= {"config" nil "running" false "ever_ran" false "paused" false "finished" false
-          "session" nil "internal" nil "repair_on_finish" false "kept_parts" []}
+          "session" nil "internal" nil "repair_on_finish" false "kept_parts" [] "steady" nil}
          (into {} (.read (LocalTracker. nil))))))
 
 (deftest writes-change-the-named-fields-and-reads-are-snapshots

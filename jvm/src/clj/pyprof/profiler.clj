@@ -76,6 +76,30 @@
     (when (and session (not= internal (tracker/owner)))
       (throw (rules/error "state.session_owns" {:call call :session session})))))
 
+(defn- check-steady-switch
+  "In steady mode (api.json steady), refuses a call that would change MXNet's IsProfiling: a
+  state switch or a finished dump (`call` names it), except pyprof's own (steady mode's
+  beginning and end, the exit actions, run as the owner); as pyprof.process.steady_checks."
+  [call dump?]
+  (let [{:keys [steady internal]} (tracker/snapshot)]
+    (when (and steady (not= internal (tracker/owner)))
+      (throw (rules/error (if dump? "steady.finished_dump" "steady.set_state")
+                          {:call call :steady steady})))))
+
+(defn- check-steady-config
+  "In steady mode, refuses a config (C strings) that changes the effective value of a mode key
+  (api.json steady mode_keys: MXNet's mode bits, which IsProfiling reads)."
+  [c-opts]
+  (let [{:keys [steady config]} (tracker/snapshot)]
+    (when steady
+      (let [old (or config (config/effective {}))
+            new (config/effective c-opts)
+            changed (filterv #(not= (get old %) (get new %)) ((rules/api "steady") "mode_keys"))]
+        (when (seq changed)
+          (throw (rules/error "steady.config_mode" {:call "(profiler-set-config ...)"
+                                                    :steady steady
+                                                    :keys (str/join ", " changed)})))))))
+
 (defn- trace-name
   "The trace file of the effective configuration, or nil (pyprof.profiler._trace_name)."
   []
@@ -94,7 +118,7 @@
       (throw (rules/error "process.server_in_jvm" {:key "profile_process" :value p})))
     code))
 
-(defn- session-raw-trace?
+(defn ^:no-doc -session-raw-trace?
   "True for this process's session raw trace (api.json raw_trace: <file> in a directory
   <dir_prefix><pid>-...), which sessions own: keep_filename does not keep it."
   [^String path]
@@ -127,12 +151,13 @@
     (process-code (get c-opts "profile_process" "worker"))
     (tracker/with-lock
       (check-owner "(profiler-set-config ...)")
+      (check-steady-config c-opts)
       (let [{:keys [finished running config ever-ran]} (tracker/snapshot)
             _ (when finished (throw (rules/error "state.finished_config" {:trace (trace-name)})))
             current ((or config (config/effective {})) "filename")
             ;; api.json keep_filename: once the profiler ran, a config without it keeps it
             ;; (never a session's raw trace: internal, and deleted by now)
-            keeps (and ever-ran (not (session-raw-trace? current)))
+            keeps (and ever-ran (not (-session-raw-trace? current)))
             c-opts (if (and keeps (not (contains? c-opts "filename")))
                      (assoc c-opts "filename" current)
                      c-opts)
@@ -175,6 +200,7 @@
          run? (= "run" s)]
      (tracker/with-lock
        (check-owner (str "(profiler-set-state " (pr-str state) ")"))
+       (check-steady-switch (str "(profiler-set-state " (pr-str state) ")") false)
        (when (and run? (:finished (tracker/snapshot)))
          (throw (rules/error "state.finished_run" {:trace (trace-name)})))
        (mx MXSetProcessProfilerState (int code) (int worker) nil)
@@ -201,6 +227,7 @@
                  :else (throw (rules/error "state.dump_finished_arg" {:value finished})))]
      (tracker/with-lock
        (check-owner "(dump-profile ...)")
+       (when f (check-steady-switch "(dump-profile true)" true))
        (when (:finished (tracker/snapshot))
          (throw (rules/error "state.finished_dump" {:trace (trace-name)})))
        (when-let [path (trace-name)]
@@ -391,7 +418,7 @@
                (binding [*out* *err*] (println (str "pyprof: at exit, " k ": " (ex-message e)))))))
   (try
     (let [{:keys [ever-ran finished session running]} (tracker/snapshot)]
-      (when (and ever-ran (not finished) (nil? session))
+      (when (and ever-ran (not finished) (nil? session) (nil? (:steady (tracker/snapshot))))
         (tracker/with-lock
           (when running (profiler-set-state :stop))
           (dump-profile true))))

@@ -49,6 +49,7 @@
             [pyprof.session.schedule :as sched]
             [pyprof.session.template :as template]
             [pyprof.stats :as stats]
+            [pyprof.steady :as steady]
             [pyprof.util :as util]))
 
 (set! *warn-on-reflection* true)
@@ -109,6 +110,9 @@
                      relative to the working directory
     :on-trace-ready  called with each saved window map {:index :path :first-step :last-step
                      :events :start-us :end-us}, after its file is written
+    :steady          true: at `start!`, begin steady mode (`pyprof.steady`) with these
+                     recording keys unless it began; in steady mode every session takes its
+                     windows by pause and resume (schedule.json steady)
     recording keys as in `profiler-set-config`: :profile-symbolic :profile-imperative
     :profile-api :profile-memory :profile-all :aggregate-stats :dump-period.
   Use `with-session`, or `start!`, `step!` after each step, and `stop!`. Throws ex-info
@@ -132,7 +136,7 @@
   "session.unknown_option for the key `k` (C spelling `c`): the nearest of the session's own
   options and the recording keys, as pyprof.session does."
   [k c]
-  (let [valid (concat ["schedule" "on_trace_ready" "path"] (remove reserved (config/key-names)))
+  (let [valid (concat ["schedule" "on_trace_ready" "path" "steady"] (remove reserved (config/key-names)))
         nearest (apply min-key #(config/edit-distance c %) (reverse valid))]
     (rules/error "session.unknown_option"
                  {:option c :nearest nearest :valid (str/join ", " valid) :given k
@@ -143,7 +147,7 @@
   "`profile`, with the window path's file check when `check-file?`."
   [opts check-file?]
   (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
-        rec (dissoc opts :schedule :on-trace-ready :path)
+        rec (dissoc opts :schedule :on-trace-ready :path :steady)
         _ (doseq [k (keys rec)]
             (let [c (util/key->c k)]
               (when-let [why (reserved c)]
@@ -179,6 +183,7 @@
      ::path first-path ; the first window's file
      ::template parts
      ::template-text (str path)
+     ::steady (boolean (:steady opts))
      ::state (atom {:state :new, :step 0, :action sched/initial-action, :running false,
                     :window nil      ; recording: {:index :start :first-step :path :start-us}
                     :ended nil       ; stopped, not cut: {:window :end :end-us :last-step}
@@ -192,7 +197,7 @@
 ;; window's file outside (the profiler lock is not held while a large window is written).
 ;; The session's state holds the :window recording now and the :ended one (stopped, not cut).
 
-(declare save-op!)
+(declare save-op! owner-operations)
 
 (defn- note-windows!
   "Names the windows not saved yet in the raw trace's directory (recovery after a crash)."
@@ -206,12 +211,14 @@
     (note-windows! s)))
 
 (defn- stop-op!
-  "Stops recording; the open window ends here (cut by the next :save)."
-  [s]
+  "Stops (steady mode's :pause: pauses, with `quiesce` raw/quiesce-paused!) recording; the open
+  window ends here (cut by the next :save)."
+  ([s] (stop-op! s raw/quiesce!))
+  ([s quiesce]
   (let [st (::state s)]
     (when (:running @st)
       (swap! st assoc :running false)
-      (swap! st assoc :stopped-us (raw/quiesce!)))
+      (swap! st assoc :stopped-us (quiesce)))
     (when-let [w (:window @st)]
       (when (:ended @st) (save-op! s)) ; a table that stops twice before saving
       (let [{:keys [step final stopped-us]} @st
@@ -220,14 +227,15 @@
                :ended {:window w :end end :end-us (or stopped-us (raw/now-us))
                        :last-step (max (:first-step w) (- step (if final 0 1)))})
         ;; recovery reads the window's range only
-        (raw/write-partial! (:path w) (:start w) (:index w) (:start-us w) end)))))
+        (raw/write-partial! (:path w) (:start w) (:index w) (:start-us w) end))))))
 
 (defn- open-op!
   "Opens a window at the raw trace's current end (the profiler stopped, drained)."
   [s]
   (let [st (::state s)]
     (when (nil? (:window @st))
-      (when (:running @st) (stop-op! s)) ; only a table that opens while recording gets here
+      (when (:running @st) ; only a table that opens while recording gets here
+        ((owner-operations (cond->> :stop (:steady @st) (get sched/steady-operations))) s))
       (when (raw/rotation-due?)
         (save-op! s) ; a window that ended but is not cut yet lives in the old raw file
         (raw/rotate!))
@@ -246,6 +254,14 @@
       (profiler/profiler-set-state :run)
       (swap! st assoc :running true))))
 
+(defn- resume-op! "Steady mode's :run." [s]
+  (let [st (::state s)]
+    (when-not (:running @st)
+      (profiler/resume)
+      (swap! st assoc :running true))))
+
+(defn- pause-op! "Steady mode's :stop." [s] (stop-op! s raw/quiesce-paused!))
+
 (defn- save-op!
   "Writes the window that ended at the last :stop: its raw bytes, as a valid trace."
   [s]
@@ -263,7 +279,8 @@
         (when (:window @st) (write-partial! s))
         w))))
 
-(def ^:private owner-operations {:stop #'stop-op!, :open #'open-op!, :run #'run-op!})
+(def ^:private owner-operations {:stop #'stop-op!, :open #'open-op!, :run #'run-op!,
+                                 :pause #'pause-op!, :resume #'resume-op!})
 
 (let [missing (remove (set (conj (keys owner-operations) :save)) (keys sched/operation-names))]
   (when (seq missing) ; schedule.json names an operation this namespace does not perform
@@ -278,7 +295,7 @@
   [s prev cur final?]
   (let [st (::state s)]
     (swap! st assoc :final final? :saved-now [])
-    (doseq [op (sched/operations prev cur)]
+    (doseq [op (sched/operations prev cur (:steady @st))]
       (if (= :save op)
         (save-op! s)
         (profiler/-as-owner (::name s) ((owner-operations op) s))))
@@ -299,9 +316,15 @@
           (throw (rules/error "session.nested" {:session other})))
         ;; api.json trace_claims: given back by stop!, or here if this fails
         (let [claimed (claim/claim-window-path! (::template-text s) (::template s))]
-          (try (raw/configure! (::recording s) (::options s)
-                               (str (.getParent (java.io.File. ^String (::path s)))))
-               (catch Throwable t (claim/release! claimed) (throw t)))
+          (try
+            (when (and (::steady s) (nil? (steady/active)))
+              (steady/begin-as! (::recording s) (::name s)))
+            (if (steady/active)
+              (do (steady/check-session! (::options s))
+                  (swap! st assoc :steady true))
+              (raw/configure! (::recording s) (::options s)
+                              (str (.getParent (java.io.File. ^String (::path s))))))
+            (catch Throwable t (claim/release! claimed) (throw t)))
           (swap! st assoc :claimed claimed))
         (profiler/-update-tracker! assoc :session (::name s)))
       (swap! st assoc :state :open)

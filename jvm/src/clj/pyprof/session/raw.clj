@@ -216,6 +216,20 @@
         (profiler/dump-profile false)))
     @stopped))
 
+(defn quiesce-paused!
+  "Steady mode's `quiesce!`: waits for queued operators, *pauses* (the profiler stays running,
+  so MXNet's IsProfiling does not change), appends everything to the raw file; returns when
+  recording paused. Paused, MXNet adds no event: the raw file's size is an exact boundary too."
+  []
+  (let [paused (volatile! 0)]
+    (try
+      (mx MXNDArrayWaitAll)
+      (finally
+        (profiler/pause)
+        (vreset! paused (now-us))
+        (profiler/dump-profile false)))
+    @paused))
+
 (defn drain!
   "With the profiler stopped: makes the raw file's size a boundary before recording. Operators
   queued before now run to their end unrecorded. MXNet keeps custom-object events (tasks,
@@ -352,12 +366,15 @@
   "At exit: finishes the raw file (MXNet's destructor then writes nothing) and deletes it."
   []
   (let [{:keys [path]} @raw
-        {:keys [finished running]} (profiler/state)]
+        {:keys [finished running]} (profiler/state)
+        steady (:steady (profiler/-update-tracker! identity))]
     (when (and path (not finished) (not (:finished @raw))
                (= path (get (profiler/current-config) "filename"))
                (or (.isDirectory (io/file ^String (raw-dir))) (rawdir/recreate! (raw-dir))))
       (profiler/-as-owner "exit"
-        (when running (profiler/profiler-set-state :stop))
+        (if steady ; steady mode: no stop (IsProfiling stays); the finished dump only ends output
+          (profiler/pause)
+          (when running (profiler/profiler-set-state :stop)))
         (profiler/-update-tracker! assoc :repair-on-finish false) ; deleted next: no rewrite
         (profiler/dump-profile true))
       (swap! raw assoc :finished true)

@@ -50,11 +50,24 @@
                       {:pyprof/error :invalid-spec :missing (vec missing)})))
     table))
 
+(def steady-operations
+  "Steady mode (schedule.json steady): an operation -> the one a steady session performs in its
+  place (:stop -> :pause, :run -> :resume); operations not named are the same."
+  (let [m (into {} (map (fn [[k v]] [(kw k) (kw v)])) (get-in spec ["steady" "operations"]))
+        unknown (remove operation-names (mapcat identity m))]
+    (when (seq unknown)
+      (throw (ex-info (str spec-resource ": steady operations name unknown operations "
+                           (vec unknown) ". fix: name only operations of the spec's \"operations\"")
+                      {:pyprof/error :invalid-spec})))
+    m))
+
 (defn operations
   "The operations a session performs, in order, when `prev` (the action of the step that ended)
-  moves to `cur`."
-  [prev cur]
-  (transitions [prev cur]))
+  moves to `cur`; with `steady?`, each replaced as `steady-operations` says."
+  ([prev cur] (transitions [prev cur]))
+  ([prev cur steady?]
+   (cond->> (transitions [prev cur])
+     steady? (mapv #(get steady-operations % %)))))
 
 (def default-action "Every step's action in a session without a schedule." (kw (spec "without_schedule")))
 (def initial-action "The action before step 0 (start! moves from it)." (kw (spec "before_first_step")))

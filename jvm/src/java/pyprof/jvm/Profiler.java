@@ -46,6 +46,10 @@ public final class Profiler {
     static final IFn STATS;
     static final IFn STATE;
     static final IFn CURRENT_CONFIG;
+    static final IFn STEADY_BEGIN;
+    static final IFn STEADY_END;
+    static final IFn STEADY_ACTIVE;
+    static final IFn STEADY_FROM_PROPERTY;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.profiler"));
@@ -63,6 +67,11 @@ public final class Profiler {
       MARK = Clojure.var("pyprof.profiler", "mark");
       STATE = Clojure.var("pyprof.profiler", "state");
       CURRENT_CONFIG = Clojure.var("pyprof.profiler", "current-config");
+      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.steady"));
+      STEADY_BEGIN = Clojure.var("pyprof.steady", "begin!");
+      STEADY_END = Clojure.var("pyprof.steady", "end!");
+      STEADY_ACTIVE = Clojure.var("pyprof.steady", "active");
+      STEADY_FROM_PROPERTY = Clojure.var("pyprof.steady", "from-property!");
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.stats"));
       STATS = Clojure.var("pyprof.stats", "stats");
     }
@@ -180,6 +189,62 @@ public final class Profiler {
   public static Map<String, String> currentConfig() {
     Object c = call(() -> Vars.CURRENT_CONFIG.invoke());
     return c == null ? null : strings(c);
+  }
+
+  /**
+   * Begins steady mode (Clojure {@code pyprof.steady/begin!}): call it at start-up, before the
+   * service's own MXNet threads start (DJL's engine, a JNI binding: calls pyprof does not gate).
+   * Configures the profiler with {@code options} (C key names as in {@link #setConfig}; with
+   * {@code "filename"}, into that file, recorded while resumed; without, into pyprof's raw trace,
+   * which sessions cut into windows), switches it to run and pauses it. From then on nothing
+   * changes MXNet's {@code IsProfiling} until {@link #steadyEnd()} or exit: sessions take windows
+   * by pause and resume, {@link #setState} and a finished {@link #dump} are refused, and so is a
+   * config that changes a mode key (C: {@code MXSetProcessProfilerConfig},
+   * {@code MXSetProcessProfilerState(1)}, {@code MXProcessProfilePause(1)}).
+   *
+   * @throws PyprofException {@code invalid-state} steady.already, steady.session_open,
+   *     steady.profiler_running; {@code session-finished}; {@code invalid-config} for an option
+   */
+  public static void steadyBegin(Map<String, ?> options) {
+    call(() -> Vars.STEADY_BEGIN.invoke(
+        options == null ? null : PersistentHashMap.create(keywords(options))));
+  }
+
+  /** {@link #steadyBegin(Map)} with MXNet's default recording options, on the raw trace. */
+  public static void steadyBegin() {
+    steadyBegin(Map.of());
+  }
+
+  /**
+   * Ends steady mode: the caller says its MXNet threads have ended. Stops the profiler and, with
+   * a {@code "filename"} of {@link #steadyBegin(Map)}, finishes that trace. Idempotent
+   * (C: {@code MXNDArrayWaitAll}, {@code MXSetProcessProfilerState(0)},
+   * {@code MXDumpProcessProfile(1)}).
+   *
+   * @throws PyprofException {@code invalid-state} steady.session_open while a session is open
+   */
+  public static void steadyEnd() {
+    call(() -> Vars.STEADY_END.invoke());
+  }
+
+  /** Who began steady mode (a session's name, {@code -Dpyprof.steady}, ...), or null. */
+  public static String steadyActive() {
+    return (String) call(() -> Vars.STEADY_ACTIVE.invoke());
+  }
+
+  /**
+   * At start-up: begins steady mode when {@code -Dpyprof.steady=true} (api.json steady property),
+   * with MXNet's default recording options on the raw trace; {@link ProfilerControl#register()}
+   * calls it. Returns whether steady mode is on.
+   */
+  public static boolean steadyFromProperty() {
+    return Boolean.TRUE.equals(call(() -> Vars.STEADY_FROM_PROPERTY.invoke()));
+  }
+
+  private static Map<Object, Object> keywords(Map<String, ?> options) {
+    Map<Object, Object> out = new java.util.HashMap<>();
+    options.forEach((k, v) -> out.put("filename".equals(k) ? clojure.lang.Keyword.intern(k) : k, v));
+    return out;
   }
 
   /**

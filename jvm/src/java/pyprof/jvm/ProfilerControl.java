@@ -96,6 +96,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
    */
   public static ObjectName register() {
     preload();
+    Profiler.steadyFromProperty(); // -Dpyprof.steady=true: at start-up, before MXNet threads
     try {
       ObjectName name = new ObjectName(OBJECT_NAME);
       MBeanServer server = ManagementFactory.getPlatformMBeanServer();
@@ -323,6 +324,34 @@ public final class ProfilerControl implements ProfilerControlMBean {
     } catch (PyprofException e) {
       throw forJmx(e);
     }
+  }
+
+  @Override
+  public synchronized String steadyBegin(String options) {
+    try {
+      Profiler.steadyBegin(parseOptions(options));
+      return Profiler.steadyActive();
+    } catch (PyprofException e) {
+      throw forJmx(e);
+    }
+  }
+
+  @Override
+  public synchronized void steadyEnd() {
+    try {
+      if (active) {
+        stopLocked();
+      }
+      Profiler.steadyEnd();
+    } catch (PyprofException e) {
+      throw forJmx(e);
+    }
+  }
+
+  @Override
+  public String getSteady() {
+    String s = Profiler.steadyActive();
+    return s == null ? "" : s;
   }
 
   @Override

@@ -58,4 +58,21 @@ public interface ProfilerControlMBean {
 
   /** The directory every file is written under ({@code -Dpyprof.outputRoot}). */
   String getOutputRoot();
+
+  /**
+   * Begins steady mode ({@link Profiler#steadyBegin(java.util.Map)}; {@code options} as for
+   * {@link #start}, recording keys only): only safe before the service's own MXNet threads
+   * start, so a service gives {@code -Dpyprof.steady=true} on its command line instead, which
+   * {@link ProfilerControl#register()} reads. Returns who began it.
+   */
+  String steadyBegin(String options);
+
+  /**
+   * Ends steady mode ({@link Profiler#steadyEnd()}): only once the service's own MXNet threads
+   * have ended (stops a running session first).
+   */
+  void steadyEnd();
+
+  /** Who began steady mode ({@code -Dpyprof.steady}, ...), or the empty string when off. */
+  String getSteady();
 }

@@ -142,6 +142,8 @@ public final class ProfilerSession implements AutoCloseable {
       String k = e.getKey();
       if ("path".equals(k)) {
         out.put(Keyword.intern("path"), String.valueOf(e.getValue()));
+      } else if ("steady".equals(k)) { // Boolean, or "true" as JMX and -D options spell it
+        out.put(Keyword.intern("steady"), Boolean.parseBoolean(String.valueOf(e.getValue())));
       } else if ("schedule".equals(k)) {
         Object v = e.getValue();
         if (v == null) {

@@ -26,7 +26,9 @@ import java.util.Map;
  *   <li>{@code internal}: the {@link #owner} identity of the thread making that session's own
  *       calls while it makes them ({@code Long}), or null;
  *   <li>{@code kept_parts}: the parts kept of the trace file before a config named it again
- *       ({@code List<String>}, in order; api.json {@code keep_filename}).
+ *       ({@code List<String>}, in order; api.json {@code keep_filename});
+ *   <li>{@code steady}: who began steady mode (api.json {@code steady}: the profiler stays
+ *       running, so nothing may change MXNet's {@code IsProfiling}), a {@code String}, or null.
  * </ul>
  *
  * <p>Lock order: this lock comes before the API gates (Python's, then the JVM's,
@@ -35,7 +37,7 @@ import java.util.Map;
 public interface Tracker {
   /** The field names, as Python's tracker spells its attributes. */
   List<String> FIELDS = List.of("config", "running", "ever_ran", "paused", "finished", "session",
-      "internal", "repair_on_finish", "kept_parts");
+      "internal", "repair_on_finish", "kept_parts", "steady");
 
   /** Every field's value now, by name (a snapshot: later writes do not change it). */
   Map<String, Object> read();
