@@ -166,7 +166,7 @@
             target ((config/effective c-opts) "filename") ; the C default when left out
             ;; api.json trace_claims, before MXNet deletes the file (a session's raw trace is
             ;; private)
-            new-claim (and (not (session-raw-trace? target)) (claim/claim! "filename" target))]
+            new-claim (and (not (-session-raw-trace? target)) (claim/claim! "filename" target))]
         (try
           (cond (and running config moves)
                 (trace-file/switch-file! c-opts)
