@@ -24,6 +24,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "pyprof.bench.cli": ("bench",),
     "pyprof.attribution.cli": ("flamegraph", "peaks"),
     "pyprof.dnnl.cli": ("dnnl", "run"),
+    "pyprof.session.cli": ("recover",),
 }
 
 

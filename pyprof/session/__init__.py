@@ -10,111 +10,9 @@ Quick start::
             train_step(batch)
             prof.step()
 
-Design
-======
-
-**The schedule is data.** ``pyprof/spec/schedule.json`` holds the rules, and both Python and
-the JVM layer interpret it (:mod:`pyprof.session.scheduling`, ``pyprof.session.schedule`` in
-Clojure): the schedule's parameters, the phases of a cycle with the action of each step
-(``none``, ``warmup``, ``record``, ``record_and_save``), and the transition table: for the
-action of the step that ended and that of the step that begins, the operations the session
-performs in order, out of ``stop`` (wait for queued operators, stop, append to the raw trace:
-the open window ends there), ``save`` (write the window that ended), ``open`` (open a window at
-the raw trace's current end) and ``run`` (start the profiler). ``start()`` moves from ``none``
-to step 0's action, ``step()`` from one step's action to the next, ``stop()`` to ``none``.
-Between back-to-back windows the table saves after the next window started recording, so only
-the boundary itself (a few milliseconds) separates them, not the time to write a large window.
-
-**One raw trace per process.** MXNet's profiler is a process-wide singleton that can finish
-exactly one trace file: after ``dump(finished=True)`` it never writes a valid file again, and a
-second session in one process yields a file with a bare leading comma or no header. pyprof
-therefore never finishes a trace while the process lives. It configures MXNet once with
-``continuous_dump=True`` and a file it owns, and only ever calls ``dump(finished=False)``, which
-*appends* the events collected so far. It is never a trace a user sees. It lives in a private
-directory (mode 0700) ``pyprof-raw-<pid>-<start>-<random>`` in ``$PYPROF_RAW_DIR`` or the
-system temp directory (the rule is ``api.json`` ``raw_trace``, shared with the JVM layer;
-:mod:`pyprof.session.rawdir`).
-
-**Windows are byte ranges of the raw file.** Every window boundary is made at a quiescent point:
-``MXNDArrayWaitAll`` (every operator pushed so far finishes while the profiler still records
-it), ``set_state('stop')``, then ``dump(finished=False)`` (everything collected is appended). With
-the profiler stopped and its queues empty, MXNet's timer thread appends nothing, so the file
-size right then is an exact boundary between events. A window is the range ``[size at its start,
-size at its end)``. It is read by the grammar of trace.json ``mxnet_layout``
-(:func:`pyprof.trace.mxnet_layout.parse_raw`, which the JVM implements too: the header only in
-the first range, leading or trailing commas, names copied unescaped), and written as a new, compact, valid Chrome trace (a temporary file renamed into place). Warm-up
-steps record too (so MXNet's one-off costs fall there) but their range is skipped: the window
-starts after a boundary taken at the warm-up/record transition.
-
-**A window holds exactly its active steps.** Opening a window first waits for every operator
-pushed so far while the profiler is stopped (they run unrecorded), then appends what MXNet
-queued while stopped to the raw file, before the window's start. MXNet records custom objects
-(``Task``, ``Counter``, memory counters, ...) whenever it is not *paused*, and a profiler that
-never ran is neither running nor paused: before the first window of a process pyprof starts and
-stops it once, which pauses it until recording starts (stopping pauses, running un-pauses).
-Otherwise a wait step before the first window, or an operator pushed in a wait step and run
-after the window started, landed in that window.
-
-**Metadata is carried into every window.** MXNet writes a ``process_name`` metadata event per
-device only in its very first dump, and one for a new category pid when it first appears. pyprof
-remembers every metadata event (``ph == "M"``) it has read, in order, and writes all of them at
-the head of each window, followed by the window's own events (a metadata event already written is
-not repeated). Every window therefore names its processes, whatever window came first.
-
-**Events in flight at a boundary.** Operators pushed before the boundary are waited for and land
-in the window that is ending. Operators pushed by other threads after the wait land in the next
-recorded range. A user ``Task``/``Frame``/``Event`` started in one window and stopped while the
-profiler is stopped is dropped by MXNet (MXNet records a duration only at ``stop()``, and only
-while running); one stopped inside a later window appears there, with its true start time before
-that window began. Between windows (``wait`` and ``skip_first`` steps) nothing is recorded
-(unless the user calls ``profiler.resume()`` there: what MXNet then queues is appended before
-the next window, never into it).
-
-**Real time spans.** Every :class:`Window` carries ``start_us`` and ``end_us``: when recording
-into it started and stopped (microseconds since the epoch, the clock of the trace's ``ts``).
-A step that takes longer than planned shows as a longer span, never as extra windows. (Python
-has no timed steps: ``step()`` is the caller's. The JVM's timed sessions, JMX ``step_seconds``,
-schedule each step one period after the previous one began, skipping missed ticks.)
-
-**Disk.** The raw file holds what was recorded (warm-ups and windows) since it was last started
-afresh. MXNet opens it by name in append mode at every dump, so deleting it at a quiescent
-boundary starts a new one without reconfiguring (MXNet's aggregate statistics stay). Between
-windows, once it holds ``rotate_bytes`` (64 MiB, ``$PYPROF_RAW_ROTATE_BYTES``) or more, pyprof
-deletes it (a window that ended but is not cut yet is cut first). The bound while a session
-runs is therefore ``rotate_bytes`` plus what one cycle records (its warm-up and window, and
-the next window's first step when windows are back to back): a single window is never cut
-short. When the session closes, the directory is deleted (the next session makes it again);
-at exit too (kept with ``PYPROF_KEEP_RAW=1``).
-
-**Configuration.** The recording options (``profile_symbolic``, ``profile_imperative``,
-``profile_api``, ``profile_memory``, ``profile_all``, ``aggregate_stats``, ``dump_period``) are
-given per session. A session whose options equal the configuration in force reuses the raw file;
-otherwise pyprof reconfigures MXNet, which deletes the raw file and starts a new one without a
-header (carried metadata fills that gap). ``filename``, ``continuous_dump`` and
-``profile_process`` are pyprof's and cannot be given.
-
-**Ownership.** While a session is open it owns the profiler: ``pyprof.profiler.set_config``,
-``set_state`` and ``dump`` raise :class:`~pyprof.errors.StateError` (``pause``/``resume`` and
-``dumps`` still work). Sessions do not nest; consecutive sessions in one process are fine.
-
-**Exit and crashes.** At interpreter exit an open session is closed (its window written), and
-the raw file is finished and deleted. While a window records, a small ``<window>.partial`` file
-beside it names the raw file, the window's start offset and start time, and a note in the raw
-trace's directory names the window; MXNet appends the raw file every ``dump_period`` seconds.
-If the process dies, the first session started afterwards (in any process, either language)
-finds the directory of the dead process (its pid no longer runs, or runs with another start
-time), writes what was flushed as the window's trace beside the window's path, as
-``<stem>.recovered-<pid><suffix>`` (``loop_0.recovered-12345.json``; ``-1``, ``-2``... added when
-that exists; never over a file: the most common next start is a rerun of the same script, which
-writes the window's path again), prints one line on stderr naming it, and deletes the
-directory and the temporary files the dead process left beside its window. :func:`recover`
-does the same by hand, but writes at the path it is given (its caller chose that path).
-
-**Plain sessions afterwards.** ``pyprof.profiler.set_config(filename=...)`` after a session (or
-after any run) gets a file that MXNet writes without its header; the finished
-``pyprof.profiler.dump()`` completes it with the carried metadata
-(:func:`complete_headless_trace`, in :mod:`pyprof.session.windows`, which does not import
-:mod:`pyprof.profiler`), so that file is valid too.
+Design: docs/sessions.md (the schedule as data, one raw trace per process, windows as byte
+ranges of it, metadata carried into every window, events in flight at a boundary, ownership,
+exit and crashes). Steady mode and the bounds of the raw trace: docs/concurrency.md.
 """
 
 from __future__ import annotations
@@ -130,6 +28,8 @@ from typing import Any
 from ..native import capi as _capi
 from ..process import claim as _claim, output as _output
 from .. import config, profiler, rules
+from . import cap as _cap
+from . import leftovers as _leftovers
 from . import template as _template
 from .raw import RAW, ROTATE_BYTES, owner  # noqa: F401 - ROTATE_BYTES re-exported
 from .recovery import recover
@@ -246,6 +146,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._name = f"<pyprof.profile {id(self):#x}>"
         self._dnnl_log, self._dnnl = dnnl, None
         self._begin_steady, self._steady = bool(steady), False  # steady: pause/resume windows
+        self._watchdog: _cap.Watchdog | None = None
+        self._cap_paused = False  # the watchdog paused MXNet at the cap
 
     def _window_path(self, *, window: int, step: int) -> str:
         """The absolute path of the window ``window`` starting at step ``step``."""
@@ -272,6 +174,9 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._dnnl_log and self._dnnl is None:
             from ..dnnl.capture import SessionCapture
             self._dnnl = SessionCapture(self._dnnl_log, self._path)  # StateError when too late
+        _cap.max_bytes()  # a bad $PYPROF_RAW_MAX_BYTES fails here, before anything runs
+        # dead processes' leftovers: waited for at most start_wait_seconds, outside the lock
+        _leftovers.start_sweep(os.path.dirname(self._path))
         t = TRACKER
         with t.lock, self._dnnl_undone_on_error():
             if t.session is not None:
@@ -284,10 +189,12 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                     steady.check_session(self._options, self._name)
                 else:
                     with owner(self._name):
-                        RAW.configure(self._options, os.path.dirname(self._path))
+                        RAW.configure(self._options)
             t.session = self._name
             self._state = "open"
         _open_sessions.add(self)
+        self._watchdog = _cap.Watchdog(  # every watch_seconds, under TRACKER.lock
+            lambda: self._state == "open" and self._enforce_cap(watchdog=True), TRACKER.lock)
         atexit.unregister(_at_exit)  # (re)register last, so it runs before mxnet's own atexit
         atexit.register(_at_exit)
         try:
@@ -314,6 +221,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._state != "open":
             raise rules.error("session.not_open", state=self._state)
         self.step_num += 1
+        with TRACKER.lock:
+            self._enforce_cap(watchdog=False)
         self._transition(self._action, self._action_for(self.step_num))
 
     def stop(self) -> None:
@@ -325,6 +234,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         finally:
             self._state = "closed"
             _claim.release(self._claimed)
+            if self._watchdog is not None:
+                self._watchdog.stop()
             if self._dnnl is not None:
                 self._dnnl.stop()
             _open_sessions.discard(self)
@@ -339,6 +250,22 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             raise rules.error("session.no_window")
         from ..trace import stats
         return stats([w.path for w in self.windows], **options)
+
+    # -- the cap of the raw trace (api.json raw_trace max_bytes, pyprof.session.cap) ----------
+    def _enforce_cap(self, *, watchdog: bool) -> None:
+        """At the cap (:func:`pyprof.session.cap.check`) MXNet is paused (any thread may:
+        ``IsProfiling`` stays; queued operators then run unrecorded); a step also stops it."""
+        if not self._running or RAW.path is None or (watchdog and self._cap_paused):
+            return
+        if _cap.check(RAW.size(), self._window, self.step_num) is None:
+            return
+        if not self._cap_paused:
+            profiler.pause()
+            self._cap_paused = True
+        if not watchdog:
+            with owner(self._name):
+                self._running, self._cap_paused = False, False
+                self._stopped_us = RAW.quiesce_paused() if self._steady else RAW.quiesce()
 
     # -- the schedule's transitions (pyprof/spec/schedule.json) --------------------------------
     def _action_for(self, step: int) -> Action:
@@ -367,7 +294,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
     def _stop(self, quiesce: Callable[[], int] = RAW.quiesce) -> None:
         """Stop (steady mode's ``pause``: pause) recording; the open window ends here."""
         if self._running:
-            self._running = False
+            self._running, self._cap_paused = False, False
             self._stopped_us = quiesce()
         if self._window is not None:
             if self._ended is not None:  # a table that stops twice before saving
@@ -391,7 +318,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             os.unlink(w.path + PARTIAL)
         self._note_windows()
         window = Window(w.index, w.path, w.first_step, ended.last_step, events,
-                        start_us=w.start_us, end_us=ended.end_us)
+                        start_us=w.start_us, end_us=ended.end_us, truncated=w.truncated)
         if self._dnnl is not None:
             self._dnnl.merge_window(window)
         self.windows.append(window)
@@ -429,6 +356,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._write_partial()
 
     def _run(self) -> None:
+        if self._window is not None and self._window.truncated:
+            return  # stopped at the cap: the window's later steps record nothing
         if not self._running:
             profiler.set_state("run")
             self._running = True

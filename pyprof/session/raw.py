@@ -15,6 +15,7 @@ import threading
 from collections.abc import Iterator
 
 from ..native import capi as _capi
+from . import cap as _cap
 from . import rawdir as _raw_dir
 from .. import config, profiler, rules
 from .windows import METADATA, now_us, read_range
@@ -77,18 +78,17 @@ class RawTrace:
         """The raw trace's private directory (deleted while no session is open)."""
         return None if self.path is None else os.path.dirname(self.path)
 
-    def _ensure_directory(self, window_dir: str) -> None:
-        """Make the private directory: the first time (after deleting dead processes'
-        leftovers), or again after :meth:`release` deleted it."""
-        if self.path is None:
-            _raw_dir.clean_leftovers(window_dir)
-        elif os.path.isdir(self.directory or "") or _raw_dir.recreate(self.directory or ""):
+    def _ensure_directory(self) -> None:
+        """Make the private directory: the first time, or again after :meth:`release` deleted
+        it (dead processes' leftovers are swept by :mod:`pyprof.session.leftovers`)."""
+        if self.path is not None and (os.path.isdir(self.directory or "")
+                                      or _raw_dir.recreate(self.directory or "")):
             return
         # first use, or someone else made our old name: a new directory (MXNet reconfigures)
         self.path = os.path.join(_raw_dir.make_dir(), str(_raw_dir.SPEC["file"]))
         self.scanned = 0
 
-    def configure(self, options: dict[str, str], directory: str) -> None:
+    def configure(self, options: dict[str, str]) -> None:
         """Make MXNet record with ``options`` into the raw file (reconfiguring only if needed).
 
         Called as the session's owner."""
@@ -98,7 +98,7 @@ class RawTrace:
         if t.running:
             raise rules.error("session.profiler_running")
         rotate_bytes()  # a bad $PYPROF_RAW_ROTATE_BYTES fails here, before anything runs
-        self._ensure_directory(directory)
+        self._ensure_directory()
         assert self.path is not None
         wanted = dict(options, filename=self.path, continuous_dump="true")
         if profiler.current_config() != config.effective(wanted):
@@ -111,8 +111,10 @@ class RawTrace:
         self.scanned = 0  # offsets restart at 0 in the new file
 
     def rotation_due(self) -> bool:
-        """True once the raw file holds :func:`rotate_bytes` bytes or more."""
-        return self.size() >= rotate_bytes()
+        """True once the raw file holds :func:`rotate_bytes` bytes or more, or half the cap
+        (:func:`pyprof.session.cap.max_bytes`) when that is less: a window has at least half
+        the cap to record."""
+        return self.size() >= min(rotate_bytes(), _cap.max_bytes() // 2)
 
     def rotate(self) -> None:
         """Between windows (stopped, drained, every window cut): start the raw file afresh.

@@ -1,19 +1,16 @@
-"""The private directory of this process's raw trace, and the leftovers of dead processes.
+"""The private directory of this process's raw trace, and the temporary files of dead processes.
 
 The naming rule is data (``api.json`` ``raw_trace``), shared with the JVM layer
 (``pyprof.session.rawdir``): ``<base>/pyprof-raw-<pid>-<start>-<random>``, where ``<start>`` is
 the process's start time (field 22 of ``/proc/<pid>/stat``, clock ticks since boot; 0 without
 ``/proc``). A directory whose pid no longer runs, or runs with another start time (a reused
-pid), is a leftover: its open window is recovered beside the window's path, never over a file
-(``<stem>.recovered-<pid><suffix>``, see :func:`recovered_path`: the window's own path is most
-often about to be written by a rerun of the same script), then it is deleted.
-Package-internal.
+pid), is a leftover: its open window is recovered beside the window's path, never over a file,
+then it is deleted; the sweep is :mod:`pyprof.session.leftovers`. Package-internal.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import shutil
@@ -23,11 +20,12 @@ import tempfile
 from ..process import keep_file as _keep_file
 from .. import rules
 
-__all__ = ["SPEC", "base_dir", "start_ticks", "alive", "make_dir", "recreate", "remove_dir",
-           "clean_leftovers", "clean_dir_of", "recovered_path"]
+__all__ = ["SPEC", "DIR_NAME", "base_dir", "start_ticks", "alive", "make_dir", "recreate",
+           "remove_dir", "owned", "clean_dir_of"]
 
 SPEC: dict[str, str | int] = rules.API["raw_trace"]
-_DIR = re.compile(re.escape(str(SPEC["dir_prefix"])) + r"(\d+)-(\d+)-[A-Za-z0-9_]+\Z")
+#: A raw-trace directory's name: groups pid and start ticks.
+DIR_NAME = re.compile(re.escape(str(SPEC["dir_prefix"])) + r"(\d+)-(\d+)-[A-Za-z0-9_]+\Z")
 _LEGACY = re.compile(re.escape(str(SPEC["legacy_file_prefix"])) + r"(\d+)\.json\Z")
 _TEMP = re.compile(re.escape(str(SPEC["temp_prefix"])) + r"(\d+)-.*\.(tmp|json)\Z")
 
@@ -98,34 +96,13 @@ def remove_dir(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _own(path: str) -> bool:
+def owned(path: str) -> bool:
+    """True for a file or directory of this user that is no symbolic link."""
     try:
         st = os.lstat(path)
     except OSError:
         return False
     return not os.path.islink(path) and st.st_uid == os.geteuid()
-
-
-def clean_leftovers(window_dir: str | None = None) -> list[str]:
-    """Delete the raw-trace directories of processes that no longer exist (recovering the
-    window each was recording first), and the temporary files such processes left in
-    ``window_dir``. Returns the paths removed. Never raises: a failure is one warning line."""
-    removed: list[str] = []
-    base = base_dir()
-    try:
-        names = os.listdir(base)
-    except OSError:
-        names = []
-    for name in names:
-        m = _DIR.match(name)
-        path = os.path.join(base, name)
-        if m and _own(path) and not alive(int(m.group(1)), int(m.group(2))):
-            _recover_window(path, int(m.group(1)))
-            remove_dir(path)
-            removed.append(path)
-    for directory in {base, window_dir} - {None}:
-        removed += clean_dir_of(str(directory))
-    return removed
 
 
 def clean_dir_of(directory: str, pid: int | None = None) -> list[str]:
@@ -152,7 +129,7 @@ def clean_dir_of(directory: str, pid: int | None = None) -> list[str]:
             continue
         owner = int(m.group(1))
         path = os.path.join(directory, name)
-        if gone(owner) and _own(path):
+        if gone(owner) and owned(path):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
                 removed.append(path)
@@ -167,7 +144,7 @@ def _join_kept_parts(directory: str, names: list[str], gone) -> set[str]:
     for name in names:
         part = _keep_file.parse_part(name)
         path = os.path.join(directory, name)
-        if part and gone(part[0]) and _own(path):
+        if part and gone(part[0]) and owned(path):
             groups.setdefault((part[0], part[2]), []).append((part[1], name))
     failed: set[str] = set()
     for (owner, target), parts in sorted(groups.items()):
@@ -180,51 +157,3 @@ def _join_kept_parts(directory: str, names: list[str], gone) -> set[str]:
             print(f"pyprof: could not join the parts of {target!r} kept by dead process "
                   f"{owner}: {exc}", file=sys.stderr)
     return failed
-
-
-def recovered_path(window: str, pid: int) -> str:
-    """Make (empty, ``O_EXCL``) and return the file beside ``window`` that the sweep writes the
-    window of dead process ``pid`` to: ``<stem>.recovered-<pid><suffix>`` (``api.json``
-    ``raw_trace`` ``recovered_name``; stem and suffix as :func:`os.path.splitext` splits the
-    name), else ``<stem>.recovered-<pid>-<n><suffix>`` for the first n = 1, 2, ... not taken.
-    Never an existing file. Raises OSError when the directory cannot be written."""
-    directory, name = os.path.split(window)
-    stem, suffix = os.path.splitext(name)
-    n = 0
-    while True:
-        template = SPEC["recovered_name_taken"] if n else SPEC["recovered_name"]
-        path = os.path.join(directory, rules.render(
-            str(template), {"stem": stem, "pid": pid, "suffix": suffix, "n": n}))
-        try:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-        except FileExistsError:
-            n += 1
-            continue
-        return path
-
-
-def _recover_window(path: str, pid: int) -> None:
-    """Rebuild the windows a dead process had not saved (its note names them) beside their
-    paths (:func:`recovered_path`); one line on stderr names each file written."""
-    try:
-        with open(os.path.join(path, str(SPEC["window_note"])), "rb") as f:
-            windows = [str(w) for w in json.load(f)["windows"]]
-    except (OSError, ValueError, KeyError, TypeError):
-        return  # no window was recording
-    from .recovery import recover_to  # the trace package loads late
-    for window in windows:
-        dest = None
-        try:
-            if os.path.exists(window + ".partial"):
-                dest = recovered_path(window, pid)
-                recover_to(window, dest, remove_raw=False)
-                print(rules.render(str(SPEC["recovered_note"]),
-                                   {"window": window, "pid": pid, "path": dest}),
-                      file=sys.stderr)
-        except Exception as exc:  # noqa: BLE001 - cleaning up must not stop a new session
-            with contextlib.suppress(OSError):
-                if dest is not None and os.path.getsize(dest) == 0:
-                    os.unlink(dest)  # made above, nothing written: nothing of the user's
-            print(f"pyprof: could not recover {window!r} of dead process {pid}: {exc}",
-                  file=sys.stderr)
-        clean_dir_of(os.path.dirname(window), pid)

@@ -3,8 +3,8 @@
 While a window records, ``<window>.partial`` beside it names the raw trace, the window's start
 offset and the metadata events known then (written by Python and by the JVM layer alike).
 Package-internal: :func:`recover` is public as ``pyprof.recover`` (it writes at the window's
-path, which its caller names); the sweep of a dead process's leftovers (:mod:`pyprof.session.rawdir`)
-uses :func:`recover_to`, to write beside that path instead.
+path, which its caller names); the sweep of dead processes' leftovers (:mod:`pyprof.session.leftovers`)
+uses :func:`write_window`, to write beside that path instead.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import os
 from .windows import PARTIAL, Window, metadata_key, read_range
 from .. import rules
 
-__all__ = ["recover", "recover_to"]
+__all__ = ["recover", "recover_to", "read_partial", "range_bytes", "write_window",
+           "remove_raw_dir"]
 
 
 def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
@@ -34,10 +35,12 @@ def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
     return recover_to(path, path, remove_raw=remove_raw)
 
 
-def recover_to(path: str | os.PathLike[str], dest: str | os.PathLike[str], *,
-               remove_raw: bool = True) -> Window:
-    """:func:`recover` the window whose trace path is ``path``, writing its trace at ``dest``
-    (replaced if it exists) instead; the returned window's ``path`` is ``dest``. Same errors."""
+def read_partial(path: str | os.PathLike[str]) -> dict:
+    """The ``<path>.partial`` of a window (its raw trace, start, end, metadata, pid).
+
+    Raises:
+        StateError: no ``.partial`` file (nothing to recover), or its raw trace is gone.
+    """
     out = os.path.abspath(os.fspath(path))
     try:
         with open(out + PARTIAL, "rb") as f:
@@ -46,19 +49,62 @@ def recover_to(path: str | os.PathLike[str], dest: str | os.PathLike[str], *,
         raise rules.error("session.nothing_to_recover", path=out, partial=out + PARTIAL) from exc
     if not os.path.exists(info["raw"]):
         raise rules.error("session.raw_trace_gone", raw=info["raw"], path=out)
+    return info
+
+
+def range_bytes(info: dict) -> int:
+    """Bytes of raw trace a window's ``.partial`` (:func:`read_partial`) spans."""
+    end = info.get("end")
+    size = os.path.getsize(info["raw"]) if end is None else int(end)
+    return max(0, size - int(info["start"]))
+
+
+def write_window(path: str | os.PathLike[str], dest: str | os.PathLike[str]) -> Window:
+    """Write the window whose trace path is ``path`` as a valid trace at ``dest`` (replaced if
+    it exists), leaving its ``.partial`` and raw trace as they are. Errors of
+    :func:`read_partial`."""
+    info = read_partial(path)
     metadata = {metadata_key(ev): ev for ev in info["metadata"]}
     end = info.get("end")  # a window that ended but was not cut yet
     target = os.path.abspath(os.fspath(dest))
     events = read_range(info["raw"], int(info["start"]), None if end is None else int(end),
                         metadata, out=target)
+    return Window(int(info["window"]), target, -1, -1, events, start_us=info.get("start_us"))
+
+
+def recover_to(path: str | os.PathLike[str], dest: str | os.PathLike[str], *,
+               remove_raw: bool = True) -> Window:
+    """:func:`recover` the window whose trace path is ``path``, writing its trace at ``dest``
+    (replaced if it exists) instead; the returned window's ``path`` is ``dest``. Same errors."""
+    out = os.path.abspath(os.fspath(path))
+    info = read_partial(out)
+    window = write_window(out, dest)
     os.unlink(out + PARTIAL)
     if remove_raw and info.get("pid") != os.getpid():
-        os.unlink(info["raw"])
-        directory = os.path.dirname(info["raw"])  # the dead process's private directory
-        if os.path.basename(directory).startswith(rules.API["raw_trace"]["dir_prefix"]):
-            for name in os.listdir(directory):
-                if name == rules.API["raw_trace"]["window_note"]:
-                    os.unlink(os.path.join(directory, name))
-            with contextlib.suppress(OSError):  # other windows of it may still be recovered
-                os.rmdir(directory)
-    return Window(int(info["window"]), target, -1, -1, events, start_us=info.get("start_us"))
+        remove_raw_dir(info["raw"])
+    return window
+
+
+def remove_raw_dir(raw: str) -> None:
+    """Delete a dead process's raw trace ``raw``, and its private directory with the files
+    pyprof made in it (the window note, the sweep's claim and report), unless a window of it
+    still awaits recovery (its ``.partial`` exists)."""
+    spec = rules.API["raw_trace"]
+    directory = os.path.dirname(raw)
+    if not os.path.basename(directory).startswith(spec["dir_prefix"]):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(raw)
+        return
+    note = os.path.join(directory, spec["window_note"])
+    try:
+        with open(note, "rb") as f:
+            windows = [str(w) for w in json.load(f)["windows"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        windows = []
+    if any(os.path.exists(w + PARTIAL) for w in windows):
+        return  # another window of it may still be recovered
+    for name in (spec["file"], spec["window_note"], spec["claim_name"], spec["reported_name"]):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(directory, name))
+    with contextlib.suppress(OSError):
+        os.rmdir(directory)

@@ -103,7 +103,7 @@ def begin_as(options: Mapping[str, Any], filename: str | None, by: str) -> None:
             raise rules.error("steady.profiler_running")
         with owner("steady"):
             if filename is None:
-                RAW.configure(c_options, os.getcwd())
+                RAW.configure(c_options)
             else:
                 profiler.set_config(**dict(options, filename=os.path.abspath(filename)))
             profiler.set_state("run")

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import orjson
 
-__all__ = ["Window", "METADATA", "PARTIAL", "metadata_key", "read_range", "write_partial",
+__all__ = ["Window", "OpenWindow", "EndedWindow", "METADATA", "PARTIAL", "metadata_key", "read_range", "write_partial",
            "complete_headless_trace", "join_traces", "now_us"]
 
 #: Suffix of the file beside an open window that names its raw trace (for recovery).
@@ -48,6 +48,9 @@ class Window:
             recording into it and when it stopped, in microseconds since the epoch (the clock
             of the trace's ``ts``). ``end_us`` is None for a window rebuilt by
             :func:`pyprof.recover`.
+        truncated: True when the window stopped recording at the raw trace's cap (``api.json``
+            ``raw_trace`` ``max_bytes``, ``$PYPROF_RAW_MAX_BYTES``): it holds the events up to
+            that point, none of its later steps (:attr:`end_us` is when it stopped).
     """
 
     index: int
@@ -57,6 +60,7 @@ class Window:
     events: int
     start_us: int | None = None
     end_us: int | None = None
+    truncated: bool = False
 
     def stats(self, **options: Any):
         """Exact statistics of this window: :func:`pyprof.trace.stats` on :attr:`path`."""
@@ -64,9 +68,36 @@ class Window:
         return stats(self.path, **options)
 
     def summary(self, **options: Any) -> str:
-        """Text summary of this window (:func:`pyprof.trace.summarize`); notes bulk names."""
+        """Text summary of this window (:func:`pyprof.trace.summarize`); notes bulk names, and
+        a first line when the window is :attr:`truncated`."""
         from ..trace import summarize
-        return summarize(self.path, **options)
+        text = summarize(self.path, **options)
+        if self.truncated:
+            from .. import rules
+            text = rules.render(str(rules.API["raw_trace"]["truncated_summary"]),
+                                {"env": rules.API["raw_trace"]["max_env"]}) + "\n" + text
+        return text
+
+
+class OpenWindow:
+    """The window being recorded: its index, where it starts in the raw trace, and when."""
+
+    __slots__ = ("index", "start", "first_step", "path", "start_us", "truncated")
+
+    def __init__(self, index: int, start: int, first_step: int, path: str,
+                 start_us: int) -> None:
+        self.index, self.start, self.first_step = index, start, first_step
+        self.path, self.start_us = path, start_us
+        self.truncated = False  # stopped recording at the raw trace's cap
+
+
+class EndedWindow:
+    """A window whose recording stopped, not yet cut: where and when it ended."""
+
+    __slots__ = ("window", "end", "end_us", "last_step")
+
+    def __init__(self, window: OpenWindow, end: int, end_us: int, last_step: int) -> None:
+        self.window, self.end, self.end_us, self.last_step = window, end, end_us, last_step
 
 
 def now_us() -> int:
@@ -207,23 +238,3 @@ def complete_headless_trace(path: str | os.PathLike[str]) -> int:
     """
     out = os.path.abspath(os.fspath(path))
     return read_range(out, 0, None, dict(METADATA), out=out)
-
-
-class OpenWindow:
-    """The window being recorded: its index, where it starts in the raw trace, and when."""
-
-    __slots__ = ("index", "start", "first_step", "path", "start_us")
-
-    def __init__(self, index: int, start: int, first_step: int, path: str,
-                 start_us: int) -> None:
-        self.index, self.start, self.first_step = index, start, first_step
-        self.path, self.start_us = path, start_us
-
-
-class EndedWindow:
-    """A window whose recording stopped, not yet cut: where and when it ended."""
-
-    __slots__ = ("window", "end", "end_us", "last_step")
-
-    def __init__(self, window: OpenWindow, end: int, end_us: int, last_step: int) -> None:
-        self.window, self.end, self.end_us, self.last_step = window, end, end_us, last_step

@@ -170,7 +170,8 @@
         (is (= {:state [] :stop [] :stats [] :profiler-stats []} types))
         (is (= {"action" "none" "state" "open" "step" 2} (dissoc state "windows")))
         (is (= [0] (map #(get % "index") (get state "windows"))))
-        (is (= ["end_us" "events" "first_step" "index" "last_step" "path" "start_us"] window-keys))
+        (is (= ["end_us" "events" "first_step" "index" "last_step" "path" "start_us" "truncated"]
+               window-keys))
         (is (every? (set op-keys) ["category" "count" "name" "p99_us" "total_us"]))
         (is (true? paths?))))
     (testing "the MBean's texts are plain text and JSON with Java's keys"

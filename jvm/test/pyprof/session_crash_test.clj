@@ -9,6 +9,7 @@
             [clojure.test :refer [deftest is]]
             [pyprof.example.ndarray :as nd]
             [pyprof.session :as session]
+            [pyprof.session.leftovers :as leftovers]
             [pyprof.session.rawdir :as rawdir]
             [pyprof.test-util :refer [java-child temp-dir]])
   (:import (java.util.concurrent TimeUnit)))
@@ -75,7 +76,10 @@
       ;; the next start (another JVM) recovers window 1 and deletes every leftover
       (let [{:keys [exit err]} (java-child ["-e" (str "(require 'pyprof.session)"
                                                        "(pyprof.session/stop! (pyprof.session/start! (pyprof.session/profile {:path \"" dir "/next.json\"})))")]
-                                           :env {"PYPROF_RAW_DIR" (str rawbase)})]
+                                           :env {"PYPROF_RAW_DIR" (str rawbase)
+                                                 ;; start! waits until the sweep is done (a
+                                                 ;; bound, not a delay)
+                                                 "PYPROF_RECOVER_WAIT_SECONDS" "60"})]
         (is (= 0 exit) err)
         (is (some #{(str "pyprof: recovered window " window " of dead process " (.pid p) " as "
                          (recovered window (.pid p)))}
@@ -138,5 +142,12 @@
                                 [first-name ""])
                 names [first-name (str stem "-1" suffix) (str stem "-2" suffix)]]]
     (is (= (mapv #(str (io/file dir %)) names)
-           (vec (repeatedly 3 #(rawdir/recovered-path! w 7)))))
-    (is (= (sort names) (sort (.list dir))))))
+           (vec (for [i (range 3)
+                      :let [tmp (io/file dir (str ".pyprof-" (rawdir/pid) "-recover-" i ".tmp"))]]
+                  (do (spit tmp (str "window " i))
+                      (let [dest (leftovers/link-beside! (str tmp) w 7)]
+                        (.delete tmp)
+                        dest))))))
+    (is (= (sort names) (sort (.list dir))))
+    (is (= (mapv #(str "window " %) (range 3)) (mapv #(slurp (io/file dir %)) names))
+        "each recovered name holds its whole file")))

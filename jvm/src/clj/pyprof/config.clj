@@ -60,6 +60,16 @@
   ;; min-key returns the last of equal minima: the keys reversed make it the earliest.
   (apply min-key #(edit-distance c-key %) (rseq (key-names))))
 
+(defn unknown-option-error
+  "session.unknown_option for the key `k` (C spelling `c`), none of `valid` (C spellings): names
+  the nearest (ties: the earlier), as pyprof.config.unknown_option_error."
+  [k c valid]
+  (let [nearest (apply min-key #(edit-distance c %) (reverse valid))]
+    (rules/error "session.unknown_option"
+                 {:option c :nearest nearest :valid (str/join ", " valid) :given k
+                  :nearest_as_written (if (keyword? k) (keyword (str/replace nearest "_" "-"))
+                                          (pr-str nearest))})))
+
 (defn accepted
   "What a key of this spec accepts, in words (errors.json \"accepted\"), as pyprof.config.accepted."
   [{:keys [type choices min_exclusive unit]}]

@@ -13,10 +13,13 @@
     finishes one while the process lives: it configures MXNet once with continuous_dump on and a
     file it owns (in a private directory `pyprof-raw-<pid>-<start>-<random>` of $PYPROF_RAW_DIR
     or java.io.tmpdir, `pyprof.session.rawdir`), and only ever dumps with finished = false, which
-    appends. Between windows it is deleted once past 64 MiB ($PYPROF_RAW_ROTATE_BYTES): MXNet's
-    next dump starts a new one. The directory is deleted when no session is open; leftovers of
-    dead processes are recovered (beside each window's path, as
-    `<stem>.recovered-<pid><suffix>`, never over a file) and deleted at the next start. See
+    appends. Between windows it is deleted once past 64 MiB ($PYPROF_RAW_ROTATE_BYTES) or half
+    the cap: MXNet's next dump starts a new one. The cap (512 MiB, $PYPROF_RAW_MAX_BYTES,
+    `pyprof.session.cap`: a step check and a watchdog) holds whatever the workload: past it the
+    recording stops and the window is saved :truncated. The directory is deleted when no session
+    is open; leftovers of dead processes are recovered (beside each window's path, as
+    `<stem>.recovered-<pid><suffix>`, never over a file) and deleted at the next start, whose
+    start! waits for that sweep at most 1 s (`pyprof.session.leftovers`). See
     `pyprof.session.raw`.
   - Windows are byte ranges of the raw file. Every boundary is made at a quiescent point:
     MXNDArrayWaitAll, state stop, dump(false); the file size then is an exact boundary. A window
@@ -39,12 +42,13 @@
     open sessions are stopped, their windows saved, and the raw file finished and deleted.
 
   All functions are thread safe: one session's calls are serialised on the session."
-  (:require [clojure.string :as str]
-            [pyprof.claim :as claim]
+  (:require [pyprof.claim :as claim]
             [pyprof.config :as config]
             [pyprof.output :as output]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
+            [pyprof.session.cap :as cap]
+            [pyprof.session.leftovers :as leftovers]
             [pyprof.session.raw :as raw]
             [pyprof.session.schedule :as sched]
             [pyprof.session.template :as template]
@@ -132,17 +136,6 @@
   (make-session opts false)
   nil)
 
-(defn- unknown-option
-  "session.unknown_option for the key `k` (C spelling `c`): the nearest of the session's own
-  options and the recording keys, as pyprof.session does."
-  [k c]
-  (let [valid (concat ["schedule" "on_trace_ready" "path" "steady"] (remove reserved (config/key-names)))
-        nearest (apply min-key #(config/edit-distance c %) (reverse valid))]
-    (rules/error "session.unknown_option"
-                 {:option c :nearest nearest :valid (str/join ", " valid) :given k
-                  :nearest_as_written (if (keyword? k) (keyword (str/replace nearest "_" "-"))
-                                          (pr-str nearest))})))
-
 (defn- make-session
   "`profile`, with the window path's file check when `check-file?`."
   [opts check-file?]
@@ -152,8 +145,10 @@
             (let [c (util/key->c k)]
               (when-let [why (reserved c)]
                 (throw (rules/error "session.reserved_option" {:option c :why why})))
-              (when-not (some #{c} (config/key-names))
-                (throw (unknown-option k c)))))
+              (when-not (some #{c} (config/key-names)) ; the own options and recording keys
+                (throw (config/unknown-option-error
+                        k c (concat ["schedule" "on_trace_ready" "path" "steady"]
+                                    (remove reserved (config/key-names))))))))
         c-opts (config/validate rec)
         ;; nil is no schedule (no callback); false, a map, ... are not functions
         _ (when (and (some? schedule) (not (callable? schedule)))
@@ -217,7 +212,7 @@
   ([s quiesce]
   (let [st (::state s)]
     (when (:running @st)
-      (swap! st assoc :running false)
+      (swap! st assoc :running false :cap-paused false)
       (swap! st assoc :stopped-us (quiesce)))
     (when-let [w (:window @st)]
       (when (:ended @st) (save-op! s)) ; a table that stops twice before saving
@@ -250,7 +245,8 @@
 
 (defn- run-op! [s]
   (let [st (::state s)]
-    (when-not (:running @st)
+    ;; a window stopped at the cap records nothing in its later steps
+    (when-not (or (:running @st) (get-in @st [:window :truncated]))
       (profiler/profiler-set-state :run)
       (swap! st assoc :running true))))
 
@@ -273,7 +269,7 @@
             _ (raw/delete-partial! path)
             _ (note-windows! s)
             w {:index index :path path :first-step first-step :last-step last-step :events n
-               :start-us start-us :end-us end-us}]
+               :start-us start-us :end-us end-us :truncated (boolean (:truncated window))}]
         (swap! st #(-> % (update :windows conj w) (update :saved-now conj w)))
         ;; the window recording now: its .partial gets the metadata of the range just cut
         (when (:window @st) (write-partial! s))
@@ -287,6 +283,23 @@
     (throw (ex-info (str "schedule.json: unknown session operations " (vec missing)
                          ". fix: name only operations pyprof.session performs")
                     {:pyprof/error :invalid-spec :operations (vec missing)}))))
+
+(defn- enforce-cap!
+  "At the cap (`pyprof.session.cap/check`) MXNet is paused (any thread may: IsProfiling stays;
+  queued operators then run unrecorded); a step also stops it, as Python's _enforce_cap. Run
+  as the owner (the tracker's lock held)."
+  [s watchdog?]
+  (let [st (::state s)
+        {:keys [running cap-paused window step]} @st]
+    (when (and running (raw/raw-trace-path) (not (and watchdog? cap-paused))
+               (cap/check (raw/size) window step))
+      (when window (swap! st assoc-in [:window :truncated] true))
+      (when-not cap-paused
+        (profiler/pause)
+        (swap! st assoc :cap-paused true))
+      (when-not watchdog?
+        (swap! st assoc :running false :cap-paused false)
+        (swap! st assoc :stopped-us (if (:steady @st) (raw/quiesce-paused!) (raw/quiesce!)))))))
 
 (defn- transition!
   "Moves from `prev` (the last step's action) to `cur` (the next step's): performs the
@@ -311,6 +324,9 @@
     (let [st (::state s)]
       (when-not (= :new (:state @st))
         (throw (rules/error "session.already_started" {:session (::name s)})))
+      (cap/max-bytes) ; a bad $PYPROF_RAW_MAX_BYTES fails here, before anything runs
+      ;; dead processes' leftovers: waited for at most start_wait_seconds, outside the lock
+      (leftovers/start-sweep! (str (.getParent (java.io.File. ^String (::path s)))))
       (profiler/-as-owner (::name s)
         (when-let [other (:session (profiler/state))]
           (throw (rules/error "session.nested" {:session other})))
@@ -322,17 +338,20 @@
             (if (steady/active)
               (do (steady/check-session! (::options s))
                   (swap! st assoc :steady true))
-              (raw/configure! (::recording s) (::options s)
-                              (str (.getParent (java.io.File. ^String (::path s))))))
+              (raw/configure! (::recording s) (::options s)))
             (catch Throwable t (claim/release! claimed) (throw t)))
           (swap! st assoc :claimed claimed))
         (profiler/-update-tracker! assoc :session (::name s)))
-      (swap! st assoc :state :open)
+      (swap! st assoc :state :open
+             :watchdog (cap/watchdog ; every watch_seconds, as the owner
+                        #(profiler/-as-owner (::name s)
+                           (when (= :open (:state @st)) (enforce-cap! s true)))))
       (swap! open-sessions conj s)
       (try
         (transition! s (:action @st) (action-for s 0) false)
         (catch Throwable t
           (try (transition! s (:action @st) sched/final-action true) (catch Throwable _))
+          (when-let [w (:watchdog @st)] ((:stop w)))
           (swap! st assoc :state :closed)
           (some-> (:claimed @st) claim/release!)
           (swap! open-sessions disj s)
@@ -348,6 +367,7 @@
       (when-not (= :open (:state @st))
         (throw (rules/error "session.not_open" {:state (name (:state @st))})))
       (let [n (:step (swap! st update :step inc))]
+        (profiler/-as-owner (::name s) (enforce-cap! s false))
         (transition! s (:action @st) (action-for s n) false)))
     nil))
 
@@ -363,6 +383,7 @@
           (finally
             (swap! st assoc :state :closed)
             (some-> (:claimed @st) claim/release!)
+            (when-let [w (:watchdog @st)] ((:stop w)))
             (swap! open-sessions disj s)
             (let [t (profiler/-update-tracker!
                      (fn [t] (if (= (:session t) (::name s)) (assoc t :session nil) t)))]

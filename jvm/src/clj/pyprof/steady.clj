@@ -65,7 +65,7 @@
       (profiler/-as-owner "steady"
         (if filename
           (profiler/profiler-set-config (assoc rec :filename (config/abspath (str filename))))
-          (raw/configure! rec c-opts (System/getProperty "user.dir")))
+          (raw/configure! rec c-opts))
         (profiler/profiler-set-state :run)
         (profiler/pause))
       (tracker/put! :steady by))

@@ -13,6 +13,7 @@
             [pyprof.native :refer [mx]]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
+            [pyprof.session.cap :as cap]
             [pyprof.session.rawdir :as rawdir]
             [pyprof.trace.ids :as ids]
             [pyprof.trace.reader :as reader])
@@ -141,21 +142,18 @@
   (profiler/profiler-set-config (assoc options "filename" (:path @raw) "continuous_dump" true))
   (swap! raw assoc :scanned 0 :options options)) ; offsets restart at 0 in the new file
 
-(declare recover-window!)
-
 (defn configure!
   "Makes MXNet record with the recording `options` (as given to a session; `c-opts` are the
   same, validated to C strings) into the raw file, reconfiguring only when needed. Called as the
-  owner, under the profiler lock."
-  [options c-opts directory]
+  owner, under the profiler lock (dead processes' leftovers are swept by
+  `pyprof.session.leftovers`)."
+  [options c-opts]
   (let [{:keys [finished running]} (profiler/state)]
     (when (or finished (:finished @raw))
       (throw (rules/error "session.profiler_finished")))
     (when running
       (throw (rules/error "session.profiler_running"))))
   (rotate-limit) ; a bad $PYPROF_RAW_ROTATE_BYTES fails here, before anything runs
-  (when-not (:path @raw)
-    (rawdir/clean-leftovers! directory recover-window!))
   (when-not (and (:path @raw) (or (.isDirectory (io/file ^String (raw-dir)))
                                   (rawdir/recreate! (raw-dir))))
     ;; first use, or someone else made our old name: a new directory (MXNet reconfigures)
@@ -167,9 +165,10 @@
       (swap! raw assoc :options options))))
 
 (defn rotation-due?
-  "True once the raw file holds the rotation size (`rotate-limit`) or more."
+  "True once the raw file holds the rotation size (`rotate-limit`) or more, or half the cap
+  (`pyprof.session.cap/max-bytes`) when that is less: a window has at least half the cap."
   []
-  (>= (size) (rotate-limit)))
+  (>= (size) (min (rotate-limit) (quot (cap/max-bytes) 2))))
 
 (defn rotate!
   "Between windows (stopped, drained, every window cut): starts the raw file afresh. MXNet
@@ -340,21 +339,22 @@
      (Files/move tmp target (into-array [StandardCopyOption/REPLACE_EXISTING
                                          StandardCopyOption/ATOMIC_MOVE])))))
 
-(defn recover-window!
-  "Rebuilds the window whose path is `path` from its .partial and the raw trace it names (a
-  dead process's), writing it at `out` (the sweep of leftovers gives a
-  `pyprof.session.rawdir/recovered-path!`, never the window's path): events from its start to
-  its end (or to the raw trace's end), metadata first. Deletes the .partial; returns the number
-  of events written."
+(defn write-window!
+  "Writes the window whose path is `path` from its .partial and the raw trace it names (a dead
+  process's) at `out` (the sweep of leftovers gives a temporary file beside the window, linked
+  to its recovered name afterwards): events from its start to its end (or to the raw trace's
+  end), metadata first. Leaves the .partial and the raw trace; returns the number of events
+  written. Throws session.raw_trace_gone when the raw trace is no file."
   [path out]
   (let [info (json/read-str (slurp (partial-path path)))
         raw-path (info "raw")
+        _ (when-not (.isFile (io/file ^String raw-path)) ; as Python's read_partial
+            (throw (rules/error "session.raw_trace_gone" {:raw raw-path :path (str path)})))
         start (long (info "start"))
         end (long (or (info "end") (.length (io/file ^String raw-path))))
         events (parse-range (read-range raw-path start end))
         out-events (vec (with-metadata (distinct (info "metadata")) events))]
     (write-trace! out out-events)
-    (.delete (io/file (partial-path path)))
     (count out-events)))
 
 (defn delete-partial! [path]

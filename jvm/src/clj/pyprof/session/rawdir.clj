@@ -3,13 +3,11 @@
   JVM side of Python's `pyprof.session.rawdir`, by the same rule (api.json `raw_trace`):
   `<base>/pyprof-raw-<pid>-<start>-<random>`, base = $PYPROF_RAW_DIR or java.io.tmpdir, <start>
   = field 22 of /proc/<pid>/stat (0 without /proc). A directory whose pid no longer runs, or
-  runs with another start time (a reused pid), is a leftover: its unsaved windows are recovered
-  beside their paths, never over a file (`recovered-path!`: a rerun of the same program writes
-  the window's path again), then it is deleted, with the `.pyprof-<pid>-*` temporary files the process left
-  beside its windows and older versions' `.pyprof-raw-<pid>.json`; the parts it kept of a trace
+  runs with another start time (a reused pid), is a leftover, swept by `pyprof.session.leftovers`.
+  This namespace deletes the `.pyprof-<pid>-*` temporary files dead processes left beside their
+  windows and older versions' `.pyprof-raw-<pid>.json`; the parts such a process kept of a trace
   file (api.json `keep_filename`) are joined into that file first, not lost."
-  (:require [clojure.data.json :as json]
-            [clojure.java.io :as io]
+  (:require [clojure.java.io :as io]
             [clojure.string :as str]
             [pyprof.keep-file :as keep-file]
             [pyprof.rules :as rules])
@@ -79,14 +77,17 @@
       (when (and (.exists d) (not (.delete d)) (pos? n))
         (recur (dec n))))))
 
-(defn- own? [^File f]
+(defn owned?
+  "True for a file or directory of this user that is no symbolic link."
+  [^File f]
   (let [p (.toPath f)]
     (and (not (Files/isSymbolicLink p))
          (try (= (.getName (Files/getOwner p (into-array LinkOption [LinkOption/NOFOLLOW_LINKS])))
                  (System/getProperty "user.name"))
               (catch Exception _ false)))))
 
-(def ^:private dir-re (re-pattern (str "\\Q" (spec "dir_prefix") "\\E(\\d+)-(\\d+)-[A-Za-z0-9_]+")))
+(def dir-re "A raw-trace directory's name: groups pid and start ticks."
+  (re-pattern (str "\\Q" (spec "dir_prefix") "\\E(\\d+)-(\\d+)-[A-Za-z0-9_]+")))
 (def ^:private legacy-re (re-pattern (str "\\Q" (spec "legacy_file_prefix") "\\E(\\d+)\\.json")))
 (def ^:private temp-re (re-pattern (str "\\Q" (spec "temp_prefix") "\\E(\\d+)-.*\\.(tmp|json)")))
 
@@ -97,7 +98,7 @@
   [dir files gone?]
   (let [groups (group-by :key (for [^File f files
                                     :let [[p i target] (keep-file/parse-part (.getName f))]
-                                    :when (and p (gone? p) (own? f))]
+                                    :when (and p (gone? p) (owned? f))]
                                 {:key [p target] :index i :file f}))]
     (set (mapcat (fn [[[p target] parts]]
                    (let [parts (sort-by :index parts)]
@@ -125,70 +126,5 @@
                                 (re-matches legacy-re (.getName f)))]
                 :when (and p (not (unjoined (.getName f))))
                 :let [p (Long/parseLong p)]
-                :when (and (gone? p) (own? f) (.delete f))]
+                :when (and (gone? p) (owned? f) (.delete f))]
             (str f))))))
-
-(defn- splitext
-  "[stem suffix] of a file name, as Python's os.path.splitext splits it: the suffix from the
-  last dot, none when the name's only dots lead it."
-  [^String name]
-  (let [i (str/last-index-of name ".")]
-    (if (and i (re-find #"[^.]" (subs name 0 i)))
-      [(subs name 0 i) (subs name i)]
-      [name ""])))
-
-(defn recovered-path!
-  "Makes (empty, failing if it exists) and returns the file beside `window` that the sweep
-  writes the window of dead process `p` to: <stem>.recovered-<pid><suffix> (api.json raw_trace
-  recovered_name), else <stem>.recovered-<pid>-<n><suffix> for the first n = 1, 2, ... not
-  taken. Never an existing file, as `pyprof.session.rawdir.recovered_path`."
-  ^String [^String window ^long p]
-  (let [f (io/file window)
-        [stem suffix] (splitext (.getName f))]
-    (loop [n 0]
-      (let [target (io/file (.getParentFile f)
-                            (rules/render (spec (if (zero? n) "recovered_name" "recovered_name_taken"))
-                                          {:stem stem :pid p :suffix suffix :n n}))
-            made? (try (Files/createFile (.toPath target) (make-array FileAttribute 0)) true
-                       (catch java.nio.file.FileAlreadyExistsException _ false))]
-        (if made? (str target) (recur (inc n)))))))
-
-(defn- recover-one!
-  "Rebuilds window `w` of dead process `p` with `recover!` at a `recovered-path!`; one line on
-  stderr names the file (or the failure)."
-  [recover! w p]
-  (let [out (atom nil)]
-    (try (when (.exists (io/file (str w ".partial")))
-           (reset! out (recovered-path! (str w) p))
-           (recover! w @out)
-           (binding [*out* *err*]
-             (println (rules/render (spec "recovered_note") {:window w :pid p :path @out}))))
-         (catch Exception e
-           (when (and @out (zero? (.length (io/file ^String @out))))
-             (.delete (io/file ^String @out))) ; made above, nothing written: nothing of the user's
-           (binding [*out* *err*]
-             (println (str "pyprof: could not recover " (pr-str w)
-                           " of dead process " p ": " (.getMessage e))))))))
-
-(defn clean-leftovers!
-  "Deletes the raw-trace directories of processes that no longer exist, after `recover!`
-  (called with a window path whose .partial exists and the path to write it at, a
-  `recovered-path!`) rebuilt each unsaved window they name, and the temporary files such
-  processes left in `window-dir`. Returns the paths removed; never throws (a failure is one
-  line on stderr)."
-  [window-dir recover!]
-  (let [base (base-dir)
-        dirs (for [^File d (.listFiles (io/file base))
-                   :let [[_ p t] (re-matches dir-re (.getName d))]
-                   :when (and p (.isDirectory d) (own? d)
-                              (not (alive? (Long/parseLong p) (Long/parseLong t))))]
-               [d (Long/parseLong p)])]
-    (into (vec (for [[^File d p] dirs]
-                 (do (doseq [w (try (get (json/read-str (slurp (io/file d (spec "window_note"))))
-                                         "windows")
-                                    (catch Exception _ []))]
-                       (recover-one! recover! w p)
-                       (clean-dir-of! (str (.getParent (io/file (str w)))) p))
-                     (remove-dir! (str d))
-                     (str d))))
-          (mapcat clean-dir-of! (distinct (remove nil? [base window-dir]))))))

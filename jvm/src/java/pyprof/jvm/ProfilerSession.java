@@ -234,7 +234,8 @@ public final class ProfilerSession implements AutoCloseable {
    *     (Long, from 0), {@code "path"} (String), {@code "first_step"}, {@code "last_step"},
    *     {@code "events"} (Long) and the window's real time span {@code "start_us"},
    *     {@code "end_us"} (Long: microseconds since the epoch, the clock of the trace's
-   *     {@code ts})
+   *     {@code ts}), and {@code "truncated"} (Boolean: true when the window stopped recording
+   *     at the raw trace's cap, api.json raw_trace max_bytes, {@code $PYPROF_RAW_MAX_BYTES})
    * @throws MXNetException when a C call fails
    */
   public List<Map<String, Object>> stop() {

@@ -1,0 +1,206 @@
+(ns pyprof.session.leftovers
+  "The sweep of dead processes' leftovers: the JVM side of Python's `pyprof.session.leftovers`,
+  by the same rules (api.json raw_trace about_leftovers):
+
+  - Bounded start: the sweep runs on one daemon thread per JVM, started by the first session's
+    start, which waits for it at most start_wait_seconds ($PYPROF_RECOVER_WAIT_SECONDS); then
+    it goes on in the background, and exit never waits for it.
+  - One recoverer: a process claims a leftover by making the symbolic link `recovering` in its
+    directory, pointing to <pid>-<start> of the claimant (atomic; fails when it exists). A
+    directory whose claimant still runs is left to it.
+  - Never started over: a claim whose claimant has ended (killed mid-recovery), a window whose
+    range holds more than recover_max_bytes ($PYPROF_RECOVER_MAX_BYTES) and a recovery that
+    failed are reported: the first process to make the file `reported` in the directory
+    (CREATE_NEW) prints one line per window (the window, the raw trace, its size and the
+    command `pyprof recover <window>`); later starts leave the directory alone.
+  - No empty file: a window is written to `.pyprof-<pid>-recover-*.tmp` beside it, then
+    hard-linked to its recovered name, `<stem>.recovered-<pid><suffix>` (then -1, -2, ...: a
+    link fails rather than replace a file), and unlinked; on failure it is deleted, and a dead
+    recoverer's by the next start."
+  (:require [clojure.data.json :as json]
+            [clojure.java.io :as io]
+            [clojure.string :as str]
+            [pyprof.rules :as rules]
+            [pyprof.session.cap :as cap]
+            [pyprof.session.raw :as raw]
+            [pyprof.session.rawdir :as rawdir])
+  (:import (java.io File)
+           (java.nio.file FileAlreadyExistsException Files LinkOption Path)
+           (java.nio.file.attribute FileAttribute PosixFilePermissions)))
+
+(set! *warn-on-reflection* true)
+
+(def ^:private spec rawdir/spec)
+
+(defn- path ^Path [^String s] (.toPath (io/file s)))
+
+(defn- splitext
+  "[stem suffix] of a file name, as Python's os.path.splitext splits it: the suffix from the
+  last dot, none when the name's only dots lead it."
+  [^String name]
+  (let [i (str/last-index-of name ".")]
+    (if (and i (re-find #"[^.]" (subs name 0 i)))
+      [(subs name 0 i) (subs name i)]
+      [name ""])))
+
+(defn link-beside!
+  "Links the finished file `tmp` (in the directory of `window`) to the first free recovered
+  name of `window` for dead process `p`: <stem>.recovered-<pid><suffix> (api.json raw_trace
+  recovered_name), else <stem>.recovered-<pid>-<n><suffix> for n = 1, 2, ...; returns it, `tmp`
+  stays. Never replaces a file (a hard link fails when the name exists; where the file system
+  has no hard links, the name is reserved with CREATE_NEW and `tmp` moved over it), as Python's
+  link_beside."
+  ^String [^String tmp ^String window ^long p]
+  (let [f (.getAbsoluteFile (io/file window))
+        [stem suffix] (splitext (.getName f))]
+    (loop [n 0]
+      (let [target (str (io/file (.getParentFile f)
+                                 (rules/render (spec (if (zero? n) "recovered_name"
+                                                         "recovered_name_taken"))
+                                               {:stem stem :pid p :suffix suffix :n n})))
+            made (try (Files/createLink (path target) (path tmp)) target
+                      (catch FileAlreadyExistsException _ nil)
+                      (catch UnsupportedOperationException _ ::no-links)
+                      (catch java.io.IOException _ ::no-links))]
+        (cond (string? made) made
+              (= ::no-links made)
+              (if (try (Files/createFile (path target) (make-array FileAttribute 0)) true
+                       (catch FileAlreadyExistsException _ false))
+                (do (Files/move (path tmp) (path target)
+                                (into-array [java.nio.file.StandardCopyOption/REPLACE_EXISTING]))
+                    target)
+                (recur (inc n)))
+              :else (recur (inc n)))))))
+
+(defn- partial-info [w] (json/read-str (slurp (raw/partial-path w))))
+
+(defn- range-bytes
+  "Bytes of raw trace a window's .partial spans."
+  ^long [info]
+  (max 0 (- (long (or (info "end") (.length (io/file ^String (info "raw")))))
+            (long (info "start")))))
+
+(defn place-beside!
+  "Writes window `w` of dead process `p` beside its path, never over a file (`link-beside!`):
+  to a temporary file in that directory first, then linked into place, so the recovered name
+  never holds an empty or cut file. Deletes the .partial; returns the path written."
+  ^String [^String w ^long p]
+  (let [dir (.getParentFile (.getAbsoluteFile (io/file w)))
+        tmp (str (Files/createTempFile (.toPath dir) (str (spec "temp_prefix") (rawdir/pid)
+                                                          "-recover-")
+                                       ".tmp" (make-array FileAttribute 0)))]
+    (try
+      (raw/write-window! w tmp)
+      (try (Files/setPosixFilePermissions (path tmp) (PosixFilePermissions/fromString "rw-r--r--"))
+           (catch UnsupportedOperationException _))
+      (let [dest (link-beside! tmp w p)]
+        (.delete (io/file (raw/partial-path w)))
+        dest)
+      (finally (Files/deleteIfExists (path tmp))))))
+
+(defn- windows
+  "The windows the dead process's note in `dir` names whose .partial still exists."
+  [^File dir]
+  (filterv #(.exists (io/file (raw/partial-path %)))
+           (try (mapv str (get (json/read-str (slurp (io/file dir (spec "window_note")))) "windows"))
+                (catch Exception _ []))))
+
+(defn- report!
+  "Reports `reports` ([window why fields] each) once: only the process that makes the file
+  `reported` in `dir` prints them, one line each."
+  [^File dir p reports]
+  (when (and (seq reports)
+             (try (Files/createFile (.toPath (io/file dir (spec "reported_name")))
+                                    (make-array FileAttribute 0))
+                  true
+                  (catch java.io.IOException _ false)))
+    (let [rawf (io/file dir (spec "file"))]
+      (binding [*out* *err*]
+        (doseq [[w why fields] reports]
+          (println (rules/render (spec "reported_note")
+                                 {:window w :pid p :raw (str rawf) :bytes (.length rawf)
+                                  :dir (str dir)
+                                  :why (rules/render (get (spec "reported_why") why) fields)})))))))
+
+(defn- me []
+  (rules/render (spec "claim_target") {:pid (rawdir/pid) :start (rawdir/start-ticks (rawdir/pid))}))
+
+(defn sweep-dir!
+  "Recovers the windows of dead process `p` whose raw-trace directory is `dir`, or reports them
+  (the namespace's rules); true when the directory may be deleted."
+  [^File dir ^long p]
+  (let [claim (.toPath (io/file dir (spec "claim_name")))]
+    (cond
+      (Files/exists (.toPath (io/file dir (spec "reported_name")))
+                    (into-array LinkOption [LinkOption/NOFOLLOW_LINKS]))
+      false ; reported before: left for `pyprof recover` or the user
+      (not (try (Files/createSymbolicLink claim (path (me)) (make-array FileAttribute 0)) true
+                (catch FileAlreadyExistsException _ false)))
+      (let [[cpid cstart] (try (mapv #(Long/parseLong %)
+                                     (str/split (str (Files/readSymbolicLink claim)) #"-"))
+                               (catch Exception _ nil))]
+        (if (or (nil? cpid) (rawdir/alive? cpid cstart))
+          false ; being recovered by that process (or not a claim pyprof made)
+          (let [ws (windows dir)]
+            (report! dir p (for [w ws] [w "interrupted" {:claimant cpid}]))
+            (doseq [w ws, who [cpid p]] ; the temporary files of the recoverer and the dead
+              (rawdir/clean-dir-of! (str (.getParent (io/file w))) who))
+            (empty? ws))))
+      :else
+      (let [reports (vec (for [w (windows dir)
+                               :let [r (try
+                                         (let [n (range-bytes (partial-info w))
+                                               limit (cap/recover-max-bytes)]
+                                           (if (> n limit)
+                                             [w "too_large" {:bytes n :limit limit
+                                                             :env (spec "recover_max_env")}]
+                                             (let [dest (place-beside! w p)]
+                                               (binding [*out* *err*]
+                                                 (println (rules/render (spec "recovered_note")
+                                                                        {:window w :pid p :path dest})))
+                                               nil)))
+                                         (catch Exception e
+                                           [w "failed" {:error (str (.getMessage e))}]))
+                                     _ (rawdir/clean-dir-of! (str (.getParent (io/file w))) p)]
+                               :when r]
+                           r))]
+        (report! dir p reports)
+        (empty? reports)))))
+
+(defn sweep!
+  "Recovers or reports the leftovers of dead processes (`sweep-dir!` each), then deletes the
+  temporary files such processes left in `window-dir` and the base directory. Returns the
+  directories removed; never throws (a failure is one line on stderr)."
+  [window-dir]
+  (try
+    (let [base (rawdir/base-dir)
+          removed (vec (for [^File d (sort (.listFiles (io/file base)))
+                             :let [[_ p t] (re-matches rawdir/dir-re (.getName d))]
+                             :when (and p (.isDirectory d) (rawdir/owned? d)
+                                        (not (rawdir/alive? (Long/parseLong p) (Long/parseLong t)))
+                                        (sweep-dir! d (Long/parseLong p)))]
+                         (do (rawdir/remove-dir! (str d)) (str d))))]
+      (doseq [d (distinct (remove nil? [base window-dir]))]
+        (rawdir/clean-dir-of! d))
+      removed)
+    (catch Throwable e
+      (binding [*out* *err*]
+        (println "pyprof: the sweep of dead processes' leftovers stopped:" (.getMessage e)))
+      [])))
+
+(defonce ^:private sweeper (atom nil))
+
+(defn start-sweep!
+  "Starts `sweep!` once per JVM on a daemon thread and waits for it the first time at most
+  `pyprof.session.cap/start-wait-seconds` (raw.bad_limit for a bad variable). Returns the
+  thread."
+  ^Thread [window-dir]
+  (let [wait (cap/start-wait-seconds)
+        t (Thread. ^Runnable (fn [] (sweep! window-dir)) "pyprof-leftovers")
+        [old] (swap-vals! sweeper #(or % t))]
+    (if old
+      old
+      (do (.setDaemon t true)
+          (.start t)
+          (.join t (max 1 (long (* 1000 wait))))
+          t))))
