@@ -330,17 +330,15 @@
       (profiler/-as-owner (::name s)
         (when-let [other (:session (profiler/state))]
           (throw (rules/error "session.nested" {:session other})))
-        ;; api.json trace_claims: given back by stop!, or here if this fails
-        (let [claimed (claim/claim-window-path! (::template-text s) (::template s))]
-          (try
-            (when (and (::steady s) (nil? (steady/active)))
-              (steady/begin-as! (::recording s) (::name s)))
-            (if (steady/active)
-              (do (steady/check-session! (::options s))
-                  (swap! st assoc :steady true))
-              (raw/configure! (::recording s) (::options s)))
-            (catch Throwable t (claim/release! claimed) (throw t)))
-          (swap! st assoc :claimed claimed))
+        (swap! st assoc :claimed (claim/claim-window-path! (::template-text s) (::template s)))
+        (try ; api.json trace_claims: the claim is given back by stop!, or here if this fails
+          (when (and (::steady s) (nil? (steady/active)))
+            (steady/begin-as! (::recording s) (::name s)))
+          (if (steady/active)
+            (do (steady/check-session! (::options s))
+                (swap! st assoc :steady true))
+            (raw/configure! (::recording s) (::options s)))
+          (catch Throwable t (some-> (:claimed @st) claim/release!) (throw t)))
         (profiler/-update-tracker! assoc :session (::name s)))
       (swap! st assoc :state :open
              :watchdog (cap/watchdog ; every watch_seconds, as the owner
