@@ -18,7 +18,8 @@ import warnings
 from typing import Any
 
 from .native import capi as _capi
-from .process import keep_file as _keep_file, output as _output, steady_checks as _steady
+from .process import claim as _claim, keep_file as _keep_file, output as _output
+from .process import steady_checks as _steady
 from . import config, rules
 from .process.tracker import TRACKER
 from .errors import MXNetError
@@ -71,8 +72,7 @@ def _process_code(profile_process: str) -> int:
 
 def _adopt_mxnet_kvstore_handle() -> None:
     """Use the handle ``mx.kv.create('dist_*')`` gave mxnet.profiler, as mxnet.profiler does."""
-    mxprof = sys.modules.get("mxnet.profiler")
-    handle = getattr(mxprof, "profiler_kvstore_handle", None)
+    handle = getattr(sys.modules.get("mxnet.profiler"), "profiler_kvstore_handle", None)
     if handle is not None and getattr(handle, "value", None):
         set_kvstore_handle(handle)
 
@@ -122,7 +122,8 @@ def set_config(**kwargs: Any) -> None:
         StateError: after ``dump(finished=True)``: MXNet cannot start a second trace
             session in one process.
         ConfigError: ``config.missing_directory``, ``config.bad_path``: a filename MXNet
-            could not write (MXNet itself would write no trace, silently).
+            could not write (MXNet itself would write no trace, silently); another process's
+            (``config.filename_claimed``, ``config.claim_failed``: api.json ``trace_claims``).
         MXNetError: MXNet rejected the call.
     """
     _capi.ensure_not_forked()
@@ -142,18 +143,21 @@ def set_config(**kwargs: Any) -> None:
             c_values = {**c_values, "filename": current}
         # another file, by grammar.json paths ("./a.json" is "a.json")
         moves = not _output.same_file(c_values.get("filename", current), current)
-        if process == "worker" and _t.running and _t.config and moves:
-            _switch_file(c_values)
-        elif keeps and not moves:
-            _configure_same_file(c_values)
-        else:
-            if process == "worker" and moves:
-                _join_kept(current)  # stopped, away from a kept file: its parts end there
-            _send_config(c_values)
+        effective = config.effective(c_values)  # its filename claimed before MXNet deletes it
+        with _claim.claiming("filename", effective["filename"],
+                             process == "worker" and not _session_raw_trace(effective["filename"])):
+            if process == "worker" and _t.running and _t.config and moves:
+                _switch_file(c_values)
+            elif keeps and not moves:
+                _configure_same_file(c_values)
+            else:
+                if process == "worker" and moves:
+                    _join_kept(current)  # stopped, away from a kept file: its parts end there
+                _send_config(c_values)
         if process == "worker":
-            _t.config = config.effective(c_values)
+            _claim.release(current if moves and not _t.ever_ran else None)  # none of ours in it
+            _t.config = effective
             _t.repair_on_finish = _t.ever_ran
-    effective = config.effective(c_values)
     if effective.get("profile_symbolic") == "false" and effective.get("profile_all") != "true":
         warnings.warn(SYMBOLIC_OFF_WARNING, stacklevel=2)
 
@@ -161,8 +165,7 @@ def set_config(**kwargs: Any) -> None:
 def _session_raw_trace(path: str) -> bool:
     """True for this process's session raw trace (api.json ``raw_trace``: ``<file>`` in a
     directory ``<dir_prefix><pid>-...``), which sessions own: keep_filename does not keep it."""
-    spec = rules.API["raw_trace"]
-    parent = os.path.basename(os.path.dirname(path))
+    spec, parent = rules.API["raw_trace"], os.path.basename(os.path.dirname(path))
     return os.path.basename(path) == spec["file"] and \
         parent.startswith(f"{spec['dir_prefix']}{os.getpid()}-")
 
@@ -322,6 +325,7 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             if "hasn't been run" in exc.mxnet_message:
                 if _t.ever_ran:  # dumps() finished the file (continuous_dump off)
                     _t.finished = True
+                    _claim.release_all()
                     if _t.config:
                         _join_kept(_t.config["filename"])
                     raise rules.error("state.trace_finished_by_dumps",
@@ -336,8 +340,9 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             if path is not None:
                 _output.check_dumped(path, final)
         finally:  # kept parts are joined even when the check reports a lost dump
-            if code == 0 and final and _t.config:
-                _finish_file(_t.config["filename"])
+            with _claim.all_given_back_after(code == 0 and fin):  # the trace is finished
+                if code == 0 and final and _t.config:
+                    _finish_file(_t.config["filename"])
 
 
 def _join_kept(path: str) -> bool:

@@ -19,6 +19,7 @@ import threading
 from typing import Any
 
 from .jvm_values import to_python
+from ..process import claim as _claim, output as _output
 from ..process.tracker import TRACKER, Tracker
 
 __all__ = ["install", "uninstall"]
@@ -107,6 +108,29 @@ def _proxy(jpype: Any) -> Any:
         @jpype.JOverride
         def owner(self) -> int:
             return threading.get_ident()
+
+        # The process's trace-file claims are Python's (POSIX locks are per process: one holder)
+        @jpype.JOverride
+        def claim(self, path: Any, claim_file: Any) -> int:
+            # Python's claim file (the same by api.json trace_claims, unless Python changed
+            # $PYPROF_CLAIM_DIR or $TMPDIR after the JVM read its environment at start)
+            try:
+                return _claim.owner(str(path))
+            except OSError as exc:
+                # the reason of the JVM's config.claim_failed, which gives the fix
+                raise jpype.JClass("java.io.IOException")(
+                    exc.strerror or type(exc).__name__) from exc
+
+        @jpype.JOverride
+        def holds(self, path: Any) -> bool:
+            return _output.absolute(str(path)) in _claim.held()
+
+        @jpype.JOverride
+        def release(self, path: Any) -> None:
+            if path is None:
+                _claim.release_all()
+            else:
+                _claim.release(str(path))
 
     return PythonTracker()
 

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..native import capi as _capi
-from ..process import output as _output
+from ..process import claim as _claim, output as _output
 from .. import config, profiler, rules
 from . import cap as _cap
 from . import leftovers as _leftovers
@@ -119,8 +119,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if schedule is not None and not callable(schedule):
             raise rules.error("session.not_callable", option="schedule", value=schedule)
         if on_trace_ready is not None and not callable(on_trace_ready):
-            raise rules.error("session.not_callable", option="on_trace_ready",
-                              value=on_trace_ready)
+            raise rules.error("session.not_callable", option="on_trace_ready", value=on_trace_ready)
         self._schedule = schedule if schedule is not None else (lambda step: DEFAULT_ACTION)
         self._on_trace_ready = on_trace_ready
         # a template (grammar.json window_path), filled per window, then made absolute against
@@ -138,13 +137,12 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self.step_num = 0
         self._action = INITIAL_ACTION
         self._state = "new"  # new -> open -> closed
-        self._running = False
+        self._running, self._claimed = False, None  # _claimed: the window path start claimed
         self._window: OpenWindow | None = None  # recording
         self._ended: EndedWindow | None = None  # stopped, not cut yet
         self._opened = 0  # windows opened so far
         self._stopped_us: int | None = None  # when the last "stop" operation stopped recording
-        self._final = False
-        self._saved_now: list[Window] = []
+        self._final, self._saved_now = False, []  # _saved_now: list[Window]
         self._name = f"<pyprof.profile {id(self):#x}>"
         self._dnnl_log, self._dnnl = dnnl, None
         self._begin_steady, self._steady = bool(steady), False  # steady: pause/resume windows
@@ -183,14 +181,15 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         with t.lock, self._dnnl_undone_on_error():
             if t.session is not None:
                 raise rules.error("session.nested", session=t.session)
-            if self._begin_steady and t.steady is None:
-                steady.begin_as(self._options, None, self._name)
-            self._steady = t.steady is not None
-            if self._steady:
-                steady.check_session(self._options, self._name)
-            else:
-                with owner(self._name):
-                    RAW.configure(self._options)
+            with _claim.claiming_window_path(self._template, self._cwd) as self._claimed:
+                if self._begin_steady and t.steady is None:
+                    steady.begin_as(self._options, None, self._name)
+                self._steady = t.steady is not None
+                if self._steady:
+                    steady.check_session(self._options, self._name)
+                else:
+                    with owner(self._name):
+                        RAW.configure(self._options)
             t.session = self._name
             self._state = "open"
         _open_sessions.add(self)
@@ -234,6 +233,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             self._transition(self._action, FINAL_ACTION, final=True)
         finally:
             self._state = "closed"
+            _claim.release(self._claimed)
             if self._watchdog is not None:
                 self._watchdog.stop()
             if self._dnnl is not None:

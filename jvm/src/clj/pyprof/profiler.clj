@@ -21,6 +21,7 @@
   profiler-set-config rejects it with :invalid-state before C)."
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
+            [pyprof.claim :as claim]
             [pyprof.config :as config]
             [pyprof.native :as native :refer [mx]]
             [pyprof.objects]
@@ -141,7 +142,9 @@
   Throws ex-info :invalid-config (key or value; a :filename MXNet could not write:
   config.missing_directory, config.bad_path), :session-finished (after a finished dump),
   :invalid-state (while a pyprof.session is open, or :profile-process :server: the JVM holds no
-  kvstore handle). A new :filename while profiling runs works as in MXNet and loses nothing: the
+  kvstore handle), :invalid-config config.filename_claimed when another process configured the
+  file first and has not finished its trace (api.json trace_claims: the file is claimed for this
+  process until its finished dump or exit; config.claim_failed when no claim can be taken). A new :filename while profiling runs works as in MXNet and loses nothing: the
   events so far end in the old file, rewritten as a valid trace; later ones go to the new file."
   [options]
   (let [c-opts (config/validate options)]
@@ -159,15 +162,25 @@
                      (assoc c-opts "filename" current)
                      c-opts)
             ;; another file, by grammar.json paths ("./a.json" is "a.json")
-            moves (not (config/same-file? (get c-opts "filename" current) current))]
-        (cond (and running config moves)
-              (trace-file/switch-file! c-opts)
-              (and keeps (not moves))
-              (trace-file/configure-same-file! c-opts)
-              :else (do (when moves
-                          ;; stopped, away from a kept file: its parts end there
-                          (trace-file/join-kept! current))
-                        (trace-file/send-config! c-opts)))
+            moves (not (config/same-file? (get c-opts "filename" current) current))
+            target ((config/effective c-opts) "filename") ; the C default when left out
+            ;; api.json trace_claims, before MXNet deletes the file (a session's raw trace is
+            ;; private)
+            new-claim (and (not (-session-raw-trace? target)) (claim/claim! "filename" target))]
+        (try
+          (cond (and running config moves)
+                (trace-file/switch-file! c-opts)
+                (and keeps (not moves))
+                (trace-file/configure-same-file! c-opts)
+                :else (do (when moves
+                            ;; stopped, away from a kept file: its parts end there
+                            (trace-file/join-kept! current))
+                          (trace-file/send-config! c-opts)))
+          (catch Throwable e
+            (when new-claim (claim/release! target))
+            (throw e)))
+        (when (and moves (not ever-ran))
+          (claim/release! current)) ; nothing of this process's can be in it
         (tracker/update! (fn [t] (assoc t :config (config/effective c-opts)
                                         :repair-on-finish (:ever-ran t))))
         c-opts))))
@@ -230,6 +243,7 @@
            (let [mxnet {:fn (.function e) :mxnet-error (.mxnetMessage e)}]
              (when (:ever-ran (tracker/snapshot)) ; dumps finished the file (continuous_dump off)
                (tracker/put! :finished true)
+               (claim/release! nil)
                (when-let [path (trace-name)] (trace-file/join-kept! path))
                (throw (rules/error "state.trace_finished_by_dumps"
                                    (assoc mxnet :trace (trace-name)) e)))
@@ -240,7 +254,9 @@
          (when-let [path (trace-name)]
            ;; kept parts are joined even when the check reports a lost dump
            (try (trace-file/check-dumped! path final?)
-                (finally (when final? (trace-file/finish-file! path)))))))
+                (finally (try (when final? (trace-file/finish-file! path))
+                              ;; the trace is finished: its files are free again
+                              (finally (when f (claim/release! nil)))))))))
      nil)))
 
 (def default-dumps-options

@@ -42,7 +42,8 @@
     open sessions are stopped, their windows saved, and the raw file finished and deleted.
 
   All functions are thread safe: one session's calls are serialised on the session."
-  (:require [pyprof.config :as config]
+  (:require [pyprof.claim :as claim]
+            [pyprof.config :as config]
             [pyprof.output :as output]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
@@ -176,6 +177,7 @@
      ::on-trace-ready on-trace-ready
      ::path first-path ; the first window's file
      ::template parts
+     ::template-text (str path)
      ::steady (boolean (:steady opts))
      ::state (atom {:state :new, :step 0, :action sched/initial-action, :running false,
                     :window nil      ; recording: {:index :start :first-step :path :start-us}
@@ -328,12 +330,15 @@
       (profiler/-as-owner (::name s)
         (when-let [other (:session (profiler/state))]
           (throw (rules/error "session.nested" {:session other})))
-        (when (and (::steady s) (nil? (steady/active)))
-          (steady/begin-as! (::recording s) (::name s)))
-        (if (steady/active)
-          (do (steady/check-session! (::options s))
-              (swap! st assoc :steady true))
-          (raw/configure! (::recording s) (::options s)))
+        (swap! st assoc :claimed (claim/claim-window-path! (::template-text s) (::template s)))
+        (try ; api.json trace_claims: the claim is given back by stop!, or here if this fails
+          (when (and (::steady s) (nil? (steady/active)))
+            (steady/begin-as! (::recording s) (::name s)))
+          (if (steady/active)
+            (do (steady/check-session! (::options s))
+                (swap! st assoc :steady true))
+            (raw/configure! (::recording s) (::options s)))
+          (catch Throwable t (some-> (:claimed @st) claim/release!) (throw t)))
         (profiler/-update-tracker! assoc :session (::name s)))
       (swap! st assoc :state :open
              :watchdog (cap/watchdog ; every watch_seconds, as the owner
@@ -346,6 +351,7 @@
           (try (transition! s (:action @st) sched/final-action true) (catch Throwable _))
           (when-let [w (:watchdog @st)] ((:stop w)))
           (swap! st assoc :state :closed)
+          (some-> (:claimed @st) claim/release!)
           (swap! open-sessions disj s)
           (profiler/-update-tracker! assoc :session nil)
           (throw t)))
@@ -374,6 +380,7 @@
           (transition! s (:action @st) sched/final-action true)
           (finally
             (swap! st assoc :state :closed)
+            (some-> (:claimed @st) claim/release!)
             (when-let [w (:watchdog @st)] ((:stop w)))
             (swap! open-sessions disj s)
             (let [t (profiler/-update-tracker!

@@ -1,5 +1,13 @@
 package pyprof.jvm;
 
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.LinkOption;
+import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
@@ -9,7 +17,9 @@ import java.util.concurrent.locks.ReentrantLock;
 /**
  * The {@link Tracker} of a JVM on its own (no Python in the process): the fields in an immutable
  * map, replaced by each write (a read never waits, not even for a thread holding the lock); the
- * lock a {@link ReentrantLock}; a thread's {@link #owner} identity is its Java thread id.
+ * lock a {@link ReentrantLock}; a thread's {@link #owner} identity is its Java thread id. It
+ * holds this JVM's trace-file claims: one open {@link FileChannel} per claimed path, locked, never
+ * opened twice (closing any channel of a file drops the process's lock on it).
  */
 public final class LocalTracker implements Tracker {
   /** The one local tracker of this JVM. */
@@ -76,5 +86,73 @@ public final class LocalTracker implements Tracker {
   @Override
   public long owner() {
     return Thread.currentThread().getId();
+  }
+
+  /** The claimed trace paths and the locked channels of their claim files (one per JVM). */
+  private static final Map<String, FileChannel> CLAIMS = new HashMap<>();
+
+  @Override
+  public long claim(String path, String claimFile) throws IOException {
+    synchronized (CLAIMS) {
+      if (CLAIMS.containsKey(path)) {
+        return 0;
+      }
+      FileChannel ch = FileChannel.open(Paths.get(claimFile), StandardOpenOption.CREATE,
+          StandardOpenOption.READ, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS);
+      boolean kept = false;
+      try {
+        if (ch.tryLock() == null) {
+          return otherPid(ch);
+        }
+        ch.truncate(0);
+        ch.write(ByteBuffer.wrap((ProcessHandle.current().pid() + "\n")
+            .getBytes(StandardCharsets.US_ASCII)), 0);
+        CLAIMS.put(path, ch);
+        kept = true;
+        return 0;
+      } finally {
+        if (!kept) {
+          ch.close(); // this JVM holds no lock on that file: closing drops nothing
+        }
+      }
+    }
+  }
+
+  /** The pid in a claim file another process holds; -1 while it is still unwritten. */
+  private static long otherPid(FileChannel ch) throws IOException {
+    ByteBuffer buf = ByteBuffer.allocate(32);
+    ch.read(buf, 0);
+    String text = new String(buf.array(), 0, buf.position(), StandardCharsets.US_ASCII).trim();
+    return !text.isEmpty() && text.chars().allMatch(Character::isDigit)
+        ? Long.parseLong(text) : -1;
+  }
+
+  @Override
+  public boolean holds(String path) {
+    synchronized (CLAIMS) {
+      return CLAIMS.containsKey(path);
+    }
+  }
+
+  @Override
+  public void release(String path) {
+    synchronized (CLAIMS) {
+      for (String p : path == null ? new ArrayList<>(CLAIMS.keySet()) : List.of(path)) {
+        FileChannel ch = CLAIMS.remove(p);
+        if (ch == null) {
+          continue;
+        }
+        try {
+          ch.truncate(0); // no stale pid; still locked, so no other claimant writes meanwhile
+        } catch (IOException e) {
+          // the close below gives the claim back all the same
+        }
+        try {
+          ch.close();
+        } catch (IOException e) {
+          // closed or not, the lock goes with the channel
+        }
+      }
+    }
   }
 }

@@ -90,8 +90,11 @@ public final class Profiler {
    * @return the strings sent to C, C key to C string ({@code "profile_symbolic" -> "True"}), an
    *     unmodifiable map sorted by key
    * @throws PyprofException {@code invalid-config} for an unknown key or a bad value (config.*,
-   *     process.*), {@code invalid-state} while a session owns the profiler or after the finished
-   *     trace (state.*)
+   *     process.*), or when another process configured the same {@code filename} first and has
+   *     not finished its trace (config.filename_claimed, naming its pid; the file is claimed for
+   *     this process until its finished dump or exit: api.json {@code trace_claims}),
+   *     {@code invalid-state} while a session owns the profiler or after the finished trace
+   *     (state.*)
    * @throws MXNetException when the C call fails
    */
   public static Map<String, String> setConfig(Map<String, ?> config) {

@@ -61,6 +61,28 @@ public interface Tracker {
    */
   long owner();
 
+  /**
+   * Claims the trace file {@code path} (absolute, normalised by grammar.json {@code paths}) for
+   * this process by a POSIX record lock on {@code claimFile}, its claim file (api.json
+   * {@code trace_claims}; its directory exists), which then holds this process's pid. POSIX
+   * locks belong to the process, so there is one holder of the claims per process: a JVM on its
+   * own holds them here; a JPype-hosted JVM's proxy holds them in Python
+   * ({@code pyprof.process.claim}), at Python's claim file of {@code path} (the same one by the
+   * rule, unless Python changed its environment after the JVM started).
+   *
+   * @return 0 when this process holds the claim now (newly, or already), else the pid of the
+   *     process that holds it (-1 while that one has not written its pid yet: the caller
+   *     asks again for up to api.json {@code trace_claims.pid_wait_s})
+   * @throws java.io.IOException when the claim file cannot be opened or locked
+   */
+  long claim(String path, String claimFile) throws java.io.IOException;
+
+  /** True when this process holds the claim of {@code path} (as {@link #claim} names it). */
+  boolean holds(String path);
+
+  /** Gives the claim of {@code path} back (the file emptied, not deleted); null: every one. */
+  void release(String path);
+
   /** The tracker of this process: the one {@link #use} installed, else the local one. */
   static Tracker current() {
     return LocalTracker.current;
