@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from stress_harness import run_child
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("py-session", "py-manual", "py-hazard", "jvm-session", "jvm-jmx", "jvm-hazard")
@@ -175,25 +175,11 @@ def _windows(case: str, out: Path, windows: int) -> tuple[int, int, list[str]]:
 def _trial(case: str, windows: int, timeout: float, workdir: Path) -> tuple[str, dict, str]:
     """One child process: ('ok' | 'abort' | 'hang' | 'failure', summary, detail)."""
     out = Path(tempfile.mkdtemp(dir=workdir))
-    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
-    env = dict(os.environ, PYTHONPATH=path)
-    env.pop("PYPROF_STEADY", None)
-    proc = subprocess.Popen(_command(case, windows, out), cwd=out, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
-    try:
-        stdout, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        return "hang", {}, f"no exit after {timeout:g} s"
-    rc = proc.returncode
-    if rc < 0 or rc == 134:
-        return "abort", {}, f"rc {rc}: {err.strip()[-400:]}"
-    lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
-    if rc != 0 or not lines:
-        return "failure", {}, f"rc {rc}: {err.strip()[-800:]}"
-    summary = json.loads(lines[-1])
+    env = {k: v for k, v in os.environ.items() if k != "PYPROF_STEADY"}
+    outcome, line, detail = run_child(_command(case, windows, out), out, timeout, env)
+    if outcome != "ok":
+        return outcome, {}, detail
+    summary = json.loads(line)
     bad, api, problems = _windows(case, out, windows)
     summary.update(bad=bad, api=api, problems=problems)
     return "ok", summary, ""

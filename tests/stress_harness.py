@@ -108,26 +108,37 @@ def _command(case: str, toggles: int, trace: Path) -> list[str]:
     return [sys.executable, "-c", _PY_CHILD, case, str(toggles), str(trace)]
 
 
-def _trial(case: str, toggles: int, timeout: float, workdir: Path) -> tuple[str, dict, str]:
-    """One child process: ('ok' | 'abort' | 'hang' | 'failure', summary, detail)."""
-    trace = Path(tempfile.mkdtemp(dir=workdir)) / "trace.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen(_command(case, toggles, trace), cwd=trace.parent, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+def run_child(cmd: list[str], cwd: Path, timeout: float,
+              env: dict[str, str] | None = None) -> tuple[str, str, str]:
+    """One child process in its own session (killed whole when it hangs), the repository on
+    its PYTHONPATH: ('ok', its last line starting with '{', '') or ('abort' | 'hang' |
+    'failure', '', detail). An abort is a signal or rc 134 (SIGABRT through a shell)."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
-        return "hang", {}, f"no exit after {timeout:g} s"
+        return "hang", "", f"no exit after {timeout:g} s"
     rc = proc.returncode
     if rc < 0 or rc == 134:
-        return "abort", {}, f"rc {rc}: {err.strip()[-600:]}"
+        return "abort", "", f"rc {rc}: {err.strip()[-600:]}"
     lines = [ln for ln in out.splitlines() if ln.startswith("{")]
     if rc != 0 or not lines:
-        return "failure", {}, f"rc {rc}: {err.strip()[-600:]}"
-    summary = json.loads(lines[-1]) if case != "jvm-jvm" else _edn(lines[-1])
+        return "failure", "", f"rc {rc}: {err.strip()[-800:]}"
+    return "ok", lines[-1], ""
+
+
+def _trial(case: str, toggles: int, timeout: float, workdir: Path) -> tuple[str, dict, str]:
+    """One child process: ('ok' | 'abort' | 'hang' | 'failure', summary, detail)."""
+    trace = Path(tempfile.mkdtemp(dir=workdir)) / "trace.json"
+    outcome, line, detail = run_child(_command(case, toggles, trace), trace.parent, timeout)
+    if outcome != "ok":
+        return outcome, {}, detail
+    summary = json.loads(line) if case != "jvm-jvm" else _edn(line)
     summary["api_events"] = _api_events(trace)
     return "ok", summary, ""
 
