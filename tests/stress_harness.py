@@ -48,6 +48,9 @@ config = dict(profile_api=True, profile_imperative=True, filename=path, continuo
 if case == "jvm-py":
     from pyprof import jvm
     jvm.call("pyprof.stress-child", "start-workers!", 8)
+    deadline = time.monotonic() + 60  # switch while they are busy, not while they start
+    while jvm.call("pyprof.stress-child", "ops-made") < 16 and time.monotonic() < deadline:
+        time.sleep(0.01)
 else:
     threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
     for t in threads:

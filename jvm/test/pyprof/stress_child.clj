@@ -7,6 +7,7 @@
             [pyprof.profiler :as profiler]))
 
 (defonce ^:private workers (atom nil))
+(defonce ^:private made (atom 0))
 
 (defn- work
   "Small NDArray work until `stop` is set; returns the number of operations."
@@ -17,7 +18,13 @@
       (let [a (nd/random-uniform -1 1 [4 4])]
         (nd/wait-to-read a)
         (nd/close a)
+        (swap! made inc)
         (recur (inc n))))))
+
+(defn ops-made
+  "Operations the workers made so far."
+  []
+  @made)
 
 (defn start-workers!
   "Starts `n` threads doing small NDArray work (the first ones load libmxnet)."
