@@ -17,7 +17,9 @@
   "Child JVM body; prints one EDN summary line."
   [dir seconds]
   (let [deadline (+ (System/nanoTime) (* seconds 1000000000))
-        running? #(< (System/nanoTime) deadline)
+        hard-stop (+ deadline 60000000000)
+        toggling (promise)              ; delivered once the toggler has ended
+        running? #(not (realized? toggling))
         d (profiler/domain "stress")
         shared (profiler/counter d "shared")
         garbage (LinkedBlockingQueue.)
@@ -42,8 +44,11 @@
         windows (atom [])
         toggler (future
                   (try
+                    ;; At least 3 windows even when a loaded machine makes each one slow
+                    ;; (8 busy threads lengthen stop!'s wait-all); 60 s past the deadline at most.
                     (loop [i 0]
-                      (when (running?)
+                      (when (let [now (System/nanoTime)]
+                              (and (< now hard-stop) (or (< now deadline) (< (count @windows) 3))))
                         (session/with-session [s {:path (str dir "/s" i "_{window}.json")
                                                   :profile-imperative true :aggregate-stats true}]
                           (Thread/sleep 150)
@@ -54,7 +59,8 @@
                           (swap! windows into (map :path (session/stop! s))))
                         (Thread/sleep 20)
                         (recur (inc i))))
-                    (catch Throwable t (swap! errors conj (str t)))))]
+                    (catch Throwable t (swap! errors conj (str t)))
+                    (finally (deliver toggling true))))]
     (run! deref workers)
     @toggler
     @closer
