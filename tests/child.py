@@ -12,10 +12,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
+
+import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,8 +41,9 @@ with open(os.environ["PYPROF_CHILD_RESULT"], "w") as _f:
 
 
 def run_scenario(body: str, workdir: Path, *, env: dict[str, str] | None = None,
-                 timeout: float = 300, expect_rc: int | None = 0) -> Any:
-    """Execute ``body`` (Python source) in a child interpreter with cwd ``workdir``.
+                 timeout: float = 300, expect_rc: int | None = 0, fresh: bool = False) -> Any:
+    """Execute ``body`` (Python source) in a child interpreter with cwd ``workdir``, forked
+    from a warm one (``zygote``) unless ``fresh`` (a test of import order or of first loads).
 
     Returns the JSON-decoded value of ``result`` set by the body. With ``expect_rc``
     None the completed process is returned instead (for crash tests).
@@ -53,8 +55,7 @@ def run_scenario(body: str, workdir: Path, *, env: dict[str, str] | None = None,
     child_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), child_env.get("PYTHONPATH", "")])
     child_env["PYPROF_CHILD_RESULT"] = str(out)
     child_env.update(env or {})
-    proc = subprocess.run([sys.executable, "-c", script], cwd=workdir, env=child_env,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = zygote.run(["-c", script], cwd=workdir, env=child_env, timeout=timeout, fresh=fresh)
     if expect_rc is None:
         return proc
     assert proc.returncode == expect_rc, (
@@ -64,14 +65,15 @@ def run_scenario(body: str, workdir: Path, *, env: dict[str, str] | None = None,
 
 
 def run_cli(args: list[str], workdir: Path, *, env: dict[str, str] | None = None,
-            timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run ``python -m pyprof ARGS`` in a child process."""
+            timeout: float = 300, fresh: bool = False) -> subprocess.CompletedProcess:
+    """Run ``python -m pyprof ARGS`` in a child process (forked from a warm one unless
+    ``fresh``: see ``run_scenario``)."""
     child_env = dict(os.environ)
     child_env["PYTHONPATH"] = os.pathsep.join([str(ROOT), child_env.get("PYTHONPATH", "")])
     child_env.update(env or {})
     workdir.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "pyprof", *args], cwd=workdir, env=child_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return zygote.run(["-m", "pyprof", *args], cwd=workdir, env=child_env, timeout=timeout,
+                      fresh=fresh)
 
 
 def cuda_build() -> bool:

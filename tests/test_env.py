@@ -80,11 +80,11 @@ result = {"names": sorted({o.name for o in s.operators}), "notes": s.notes,
 
 
 def test_bulk_names_are_explained_and_per_operator_mode_splits_them(tmp_path):
-    bulk = run_scenario(BOUND, tmp_path / "bulk")
+    bulk = run_scenario(BOUND, tmp_path / "bulk", fresh=True)  # bulking is set as libmxnet loads
     assert "[dot,relu]" in bulk["names"]
     assert any("MXNET_EXEC_BULK_EXEC_INFERENCE=0" in n for n in bulk["notes"])
     assert "MXNET_EXEC_BULK_EXEC_INFERENCE=0" in bulk["summary"]
 
-    split = run_scenario(BOUND, tmp_path / "split", env={"PYPROF_PER_OPERATOR": "1"})
+    split = run_scenario(BOUND, tmp_path / "split", env={"PYPROF_PER_OPERATOR": "1"}, fresh=True)
     assert {"dot", "relu"} <= set(split["names"]) and "[dot,relu]" not in split["names"]
     assert not any("BULK" in n for n in split["notes"])

@@ -17,7 +17,8 @@ TRAINING = {"Convolution", "_backward_Convolution", "Pooling", "_backward_Poolin
 def _train(tmp_path, *args, env=None):
     result = tmp_path / "result.json"
     proc = run_cli(["train-demo", "--output", str(tmp_path / "cnn_{window}.json"), *args],
-                   tmp_path, env={"PYPROF_RESULT_JSON": str(result), **(env or {})}, timeout=120)
+                   tmp_path, env={"PYPROF_RESULT_JSON": str(result), **(env or {})}, timeout=120,
+                   fresh=True)  # bulk execution is set up as libmxnet loads
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(result.read_text())
     assert r["steps"] == 4 and r["batch_size"] == 64 and len(r["windows"]) == 1

@@ -56,7 +56,7 @@ def test_gluon_cnn_report_size_and_screenshot(tmp_path, open_report):
     """The tutorial's Gluon CNN (``pyprof train-demo``) in a child: its report is under 2 MB;
     the README's screenshot is taken here (PYPROF_UPDATE_SCREENSHOT=1 writes docs/report.png)."""
     demo = run_cli(["train-demo", "--per-operator", "--output", "cnn_{window}.json", "--top", "3"],
-                   tmp_path, timeout=600)
+                   tmp_path, timeout=600, fresh=True)  # per-operator mode: before libmxnet loads
     assert demo.returncode == 0, demo.stderr[-3000:]
     trace = tmp_path / "cnn_0.json"
     out = tmp_path / "cnn.html"

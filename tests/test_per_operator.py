@@ -90,7 +90,7 @@ result = {"names": sorted({o.name for o in st.operators}), "notes": st.notes,
 
 
 def test_per_operator_mode_leaves_no_bulk_segment(tmp_path):
-    bulk = run_scenario(EVERY_KIND, tmp_path / "bulk", timeout=120)
+    bulk = run_scenario(EVERY_KIND, tmp_path / "bulk", timeout=120, fresh=True)
     merged = [n for n in bulk["names"] if is_bulk_name(n)]
     assert "ImperativeBulk" in merged, bulk["names"]
     assert any(n.startswith("[") for n in merged), merged  # bound symbols
@@ -100,6 +100,7 @@ def test_per_operator_mode_leaves_no_bulk_segment(tmp_path):
                      r"[0-9.]+%", bulk["summary"]), bulk["summary"]
 
     split = run_scenario(EVERY_KIND, tmp_path / "split", env={"PYPROF_PER_OPERATOR": "1"},
+                         fresh=True,
                          timeout=120)
     assert not [n for n in split["names"] if is_bulk_name(n)], split["names"]
     assert {"Convolution", "_backward_Convolution", "Pooling", "FullyConnected",
@@ -121,7 +122,7 @@ with warnings.catch_warnings(record=True) as caught:
 with mx.engine.bulk(10):
     inside = mx.engine.set_bulk_size(5)
 result = {"late": late, "warnings": [str(w.message) for w in caught], "inside": inside}
-""", tmp_path)
+""", tmp_path, fresh=True)
     assert len(out["late"]) == 2
     assert "libmxnet is already loaded" in out["late"][0]
     assert "block.hybridize(forward_bulk_size=0, backward_bulk_size=0)" in out["late"][0]
@@ -142,5 +143,5 @@ with warnings.catch_warnings(record=True) as caught:
 import mxnet as mx
 result = {"late": late, "warnings": [str(w.message) for w in caught],
           "scope": mx.engine.set_bulk_size(7), "again": mx.engine.set_bulk_size(7)}
-""", tmp_path)
+""", tmp_path, fresh=True)
     assert out == {"late": [], "warnings": [], "scope": 0, "again": 0}

@@ -36,7 +36,6 @@ import importlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections import Counter
@@ -304,13 +303,15 @@ def execute_batch(batch: dict[str, Any], root: str, *, bridge: bool = False) -> 
 
 def run(path: Path, *, timeout: float = 300, source: Path = ROOT) -> list[dict[str, Any]]:
     """Execute scenario ``path`` in a fresh child interpreter, with the ``pyprof`` package of
-    ``source`` (this checkout; a mutated copy in the mutation tests); its outcomes."""
+    ``source`` (this checkout; a mutated copy in the mutation tests), forked from a warm one
+    where ``tests/zygote.py`` can; its outcomes."""
+    import zygote  # tests/: the warm interpreters children are forked from
+
     with tempfile.TemporaryDirectory(prefix="conformance-") as workdir:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(source), os.environ.get(
             "PYTHONPATH", "")]))
-        proc = subprocess.run([sys.executable, str(Path(__file__)), str(path.resolve()), workdir],
-                              cwd=workdir, env=env, capture_output=True, text=True,
-                              timeout=timeout)
+        proc = zygote.run([str(Path(__file__)), str(path.resolve()), workdir], cwd=workdir,
+                          env=env, timeout=timeout)
     if proc.returncode != 0:
         raise AssertionError(f"{path.name}: the child exited {proc.returncode}\n"
                              f"{proc.stderr[-3000:]}")

@@ -1,0 +1,245 @@
+"""Child interpreters forked from a warm one: ``run`` is ``subprocess.run([python, *argv])``
+without paying ``import mxnet, pyprof`` (about 2.3 s of CPU) in every child.
+
+A zygote is a Python that imported mxnet and pyprof and made no MXNet or profiler call; it forks
+one child per request, the way a multiprocessing user's workers start (MXNet's fork handlers stop
+and restart its engine; pyprof's leave a child that never used the profiler free to use it).
+The child is a real process with its own pid, the caller's pipes as stdin/stdout/stderr, the
+requested cwd, argv and environment; it runs the script as ``__main__`` and exits through the
+interpreter's normal shutdown (threads joined, atexit run), so exit codes and signals read as
+``subprocess.run`` gives them.
+
+What would differ from a fresh interpreter is kept out: a zygote serves only children whose
+environment agrees with its own on every variable MXNet, OpenMP, the JVM or pyprof may read at
+import (``_SIGNATURE_PREFIXES``); a signature is given a zygote the second time it is asked for,
+and a first request, or ``fresh=True`` (tests of import order, of first loads), runs a plain
+``subprocess.run``. ``PYPROF_TEST_ZYGOTE=0`` turns zygotes off.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import types
+from pathlib import Path
+from typing import Any
+
+_SIGNATURE_PREFIXES = ("MXNET_", "PYPROF_", "OMP_", "KMP_", "LD_", "PYTHON", "DMLC_", "JAVA",
+                       "JDK_", "CLASSPATH", "CUDA", "OPENBLAS", "MKL", "TMPDIR", "LANG", "LC_")
+_PER_CALL = {"PYPROF_CHILD_RESULT"}  # read by the script's own last lines, never at import
+_MAX_ZYGOTES = 3
+
+
+def _signature(env: dict[str, str]) -> tuple:
+    return tuple(sorted((k, v) for k, v in env.items()
+                        if k.startswith(_SIGNATURE_PREFIXES) and k not in _PER_CALL))
+
+
+# ------------------------------------------------------------------ the caller's side
+
+class _Zygote:
+    def __init__(self, env: dict[str, str]) -> None:
+        ours, theirs = socket.socketpair()
+        self.status_dir = tempfile.mkdtemp(prefix="pyprof-zygote-")
+        boot = (f"import sys; sys.path[0] = {str(Path(__file__).parent)!r}; import zygote; "
+                f"zygote.main({theirs.fileno()}, {self.status_dir!r})")
+        self.proc = subprocess.Popen([sys.executable, "-c", boot], env=env, cwd="/",
+                                     pass_fds=[theirs.fileno()],
+                                     stdin=subprocess.PIPE)  # EOF on stdin: the caller is gone
+        theirs.close()
+        self.sock, self.lock = ours, threading.Lock()
+        self.waiting: dict[int, threading.Event] = {}
+
+    def start(self, request: dict[str, Any], fds: list[int]) -> int:
+        with self.lock:  # one request on the wire at a time; replies come back in order
+            socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
+            return json.loads(_read_line(self.sock))["pid"]
+
+
+def _read_line(sock: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(1)
+        if not chunk:
+            raise RuntimeError("the zygote ended")
+        data += chunk
+    return data
+
+
+_zygotes: dict[tuple, _Zygote] = {}
+_asked: set[tuple] = set()
+_guard = threading.Lock()
+
+
+def _zygote_for(env: dict[str, str]) -> _Zygote | None:
+    if os.environ.get("PYPROF_TEST_ZYGOTE", "1") == "0":
+        return None
+    sig = _signature(env)
+    with _guard:
+        z = _zygotes.get(sig)
+        if z is not None and z.proc.poll() is None:
+            return z
+        if sig not in _asked or len(_zygotes) >= _MAX_ZYGOTES:
+            _asked.add(sig)
+            return None
+        z = _zygotes[sig] = _Zygote(env)
+        return z
+
+
+def run(argv: list[str], *, cwd: str | os.PathLike, env: dict[str, str], timeout: float,
+        fresh: bool = False) -> subprocess.CompletedProcess:
+    """``subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True,
+    text=True, timeout=timeout)``, from a zygote where one serves ``env``. ``argv`` is
+    ``["-c", code, ...]``, ``["-m", module, ...]`` or ``[script, ...]``. Raises
+    ``subprocess.TimeoutExpired`` (the child killed) as ``subprocess.run`` does."""
+    z = None if fresh else _zygote_for(env)
+    if z is None:
+        return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=timeout)
+    (in_r, in_w), (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe(), os.pipe()
+    try:
+        pid = z.start({"argv": argv, "cwd": str(cwd), "env": env}, [in_r, out_w, err_w])
+    finally:
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+    os.close(in_w)
+    out, err = [], []
+    readers = [threading.Thread(target=lambda fd=fd, sink=sink: sink.append(_drain(fd)))
+               for fd, sink in ((out_r, out), (err_r, err))]
+    for t in readers:
+        t.start()
+    status = _wait(pid, timeout, z.status_dir)
+    if status is None:
+        os.kill(pid, signal.SIGKILL)
+        _wait(pid, 30, z.status_dir)
+    for t in readers:
+        t.join()
+    args = [sys.executable, *argv]
+    if status is None:
+        raise subprocess.TimeoutExpired(args, timeout, output=out[0], stderr=err[0])
+    return subprocess.CompletedProcess(args, status, out[0], err[0])
+
+
+def _drain(fd: int) -> str:
+    with open(fd, "rb") as f:
+        return f.read().decode("utf-8", "replace")
+
+
+def _wait(pid: int, timeout: float, status_dir: str) -> int | None:
+    """The exit code of the zygote's child ``pid`` (negative: the signal), or None after
+    ``timeout`` s. Not our child: its end is seen through pidfd."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return _status_file(pid, status_dir)
+    try:
+        if not select.select([fd], [], [], timeout)[0]:
+            return None
+    finally:
+        os.close(fd)
+    return _status_file(pid, status_dir)
+
+
+def _status_file(pid: int, status_dir: str) -> int:
+    # The zygote writes a child's status once it has reaped it: wait for that.
+    path = Path(status_dir, str(pid))
+    for _ in range(3000):
+        try:
+            code = int(path.read_text())
+            path.unlink()
+            return code
+        except (FileNotFoundError, ValueError):
+            threading.Event().wait(0.01)
+    raise RuntimeError(f"the zygote wrote no exit status for {pid}")
+
+
+# ------------------------------------------------------------------ the zygote
+
+def main(fd: int, status_dir: str) -> None:
+    """The zygote's body (``fd``: its end of the caller's socket pair); in a forked child,
+    it returns once the child has run its script as ``python ARGV`` would."""
+    request = _serve(fd, Path(status_dir))
+    if request is not None:
+        _become(request)
+
+
+def _serve(fd: int, status_dir: Path) -> dict[str, Any] | None:
+    """Serve fork requests until the caller goes; in a forked child, return its request."""
+    importlib.import_module("mxnet")  # the point: imported once, before any fork
+    importlib.import_module("pyprof")
+    sock = socket.socket(fileno=fd)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    while True:
+        ready = select.select([sock, wake_r, sys.stdin], [], [])[0]
+        if wake_r in ready:
+            os.read(wake_r, 4096)
+        while True:  # reap every ended child
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            tmp = status_dir / f".{pid}"
+            tmp.write_text(str(os.waitstatus_to_exitcode(status)))
+            tmp.rename(status_dir / str(pid))
+        if sys.stdin in ready and not os.read(sys.stdin.fileno(), 1):
+            return None
+        if sock in ready:
+            msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 3)
+            if not msg:
+                return None
+            request = json.loads(msg)
+            pid = os.fork()
+            if pid == 0:
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                sock.close()
+                os.close(wake_r)
+                os.close(wake_w)
+                for target, source in enumerate(fds):
+                    os.dup2(source, target)
+                    os.close(source)
+                return request
+            for f in fds:
+                os.close(f)
+            sock.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+
+
+def _become(request: dict[str, Any]) -> None:
+    """Turn this forked child into ``python ARGV`` in CWD with ENV."""
+    import runpy
+
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    tempfile.tempdir = None
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", closefd=False)
+    sys.stderr = open(2, "w", closefd=False)
+    argv = request["argv"]
+    if argv[0] == "-c":
+        sys.argv, sys.path[0] = ["-c", *argv[2:]], ""
+        module = types.ModuleType("__main__")
+        module.__builtins__ = builtins
+        sys.modules["__main__"] = module
+        exec(compile(argv[1], "<string>", "exec"), module.__dict__)
+    elif argv[0] == "-m":
+        sys.argv, sys.path[0] = [argv[1], *argv[2:]], request["cwd"]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv, sys.path[0] = list(argv), str(Path(argv[0]).resolve().parent)
+        runpy.run_path(argv[0], run_name="__main__")
+
