@@ -31,8 +31,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: modules whose use puts a test in the full lane (first component, or the whole dotted name)
-HEAVY_MODULES = {"mxnet", "jpype", "subprocess", "multiprocessing", "child", "stress_harness",
-                 "foreign_harness", "pyprof.jvm", "pyprof.native", "pyprof.profiler",
+HEAVY_MODULES = {"mxnet", "jpype", "subprocess", "multiprocessing", "child", "zygote",
+                 "stress_harness", "foreign_harness", "pyprof.jvm", "pyprof.native", "pyprof.profiler",
                  "pyprof.session",
                  "pyprof.objects", "pyprof.env", "pyprof.dist", "pyprof.examples",
                  "pyprof.context", "pyprof.gpu", "pyprof.bench.runner", "pyprof.bench.registry",
