@@ -269,25 +269,22 @@
        (throw (rules/error "dumps.empty")))
      (if (= fmt (rules/dumps-formats "json")) (json/read-str s) s))))
 
+(defn- set-paused! [profile-process paused?]
+  (process-code profile-process)
+  (tracker/with-lock
+    (mx MXProcessProfilePause (if paused? 1 0) (int worker) nil)
+    (tracker/put! :paused paused?))
+  nil)
+
 (defn pause
   "Pauses recording without leaving the run state (C: MXProcessProfilePause 1)."
   ([] (pause :worker))
-  ([profile-process]
-   (process-code profile-process)
-   (tracker/with-lock
-     (mx MXProcessProfilePause 1 (int worker) nil)
-     (tracker/put! :paused true))
-   nil))
+  ([profile-process] (set-paused! profile-process true)))
 
 (defn resume
   "Resumes recording after `pause` (C: MXProcessProfilePause 0)."
   ([] (resume :worker))
-  ([profile-process]
-   (process-code profile-process)
-   (tracker/with-lock
-     (mx MXProcessProfilePause 0 (int worker) nil)
-     (tracker/put! :paused false))
-   nil))
+  ([profile-process] (set-paused! profile-process false)))
 
 (def ^:private profiling-option-keys #{:config :dump})
 

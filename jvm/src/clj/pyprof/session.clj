@@ -153,13 +153,13 @@
     (note-windows! s)))
 
 (defn- stop-op!
-  "Stops (steady mode: pauses, `quiesce` raw/quiesce-paused!); the open window ends here."
-  ([s] (stop-op! s raw/quiesce!))
-  ([s quiesce]
+  "Stops (`paused?`, steady mode: pauses) recording; the open window ends here."
+  ([s] (stop-op! s false))
+  ([s paused?]
   (let [st (::state s)]
     (when (:running @st)
       (swap! st assoc :running false :cap-paused false)
-      (swap! st assoc :stopped-us (quiesce)))
+      (swap! st assoc :stopped-us (raw/quiesce! paused?)))
     (when-let [w (:window @st)]
       (when (:ended @st) (save-op! s)) ; a table that stops twice before saving
       (let [{:keys [step final stopped-us]} @st
@@ -202,7 +202,7 @@
       (profiler/resume)
       (swap! st assoc :running true))))
 
-(defn- pause-op! "Steady mode's :stop." [s] (stop-op! s raw/quiesce-paused!))
+(defn- pause-op! "Steady mode's :stop." [s] (stop-op! s true))
 
 (defn- save-op!
   "Writes the window that ended at the last :stop as a valid trace."
@@ -238,7 +238,7 @@
         (swap! st assoc :cap-paused true))
       (when-not watchdog?
         (swap! st assoc :running false :cap-paused false)
-        (swap! st assoc :stopped-us (if (:steady @st) (raw/quiesce-paused!) (raw/quiesce!)))))))
+        (swap! st assoc :stopped-us (raw/quiesce! (:steady @st)))))))
 
 (defn- transition!
   "Performs schedule.json's operations from action `prev` to `cur`, then calls on-trace-ready with

@@ -66,15 +66,14 @@
   (cond (string? v) v (nil? v) "" (coll? v) (json/write-str v) :else (str v)))
 
 (defn percentile
-  "The `p`th percentile (0..100) of `sorted` (a sorted long or double array, not empty), linear
-  interpolation between the closest ranks."
+  "The `p`th percentile (0..100) of `sorted` (a sorted array or vector of numbers, not empty),
+  linear interpolation between the closest ranks."
   ^double [sorted p]
-  (let [n (if (instance? (Class/forName "[J") sorted) (alength ^longs sorted) (alength ^doubles sorted))
-        at (fn [i] (if (instance? (Class/forName "[J") sorted) (aget ^longs sorted (int i)) (aget ^doubles sorted (int i))))
+  (let [n (count sorted)
         h (/ (* (dec n) (double p)) 100.0)
         lo (long (Math/floor h))
-        hi (min (dec n) (inc lo))]
-    (+ (double (at lo)) (* (- h lo) (double (- (at hi) (at lo)))))))
+        a (double (nth sorted lo))]
+    (+ a (* (- h lo) (- (double (nth sorted (min (dec n) (inc lo)))) a)))))
 
 ;; ------------------------------------------------------------------ one file's events
 
@@ -193,7 +192,7 @@
         dbl? (some #(not (instance? Long %)) ds)
         total (if dbl? (reduce + 0.0 (map double ds)) (reduce + 0 ds))
         sorted (if dbl? (doto (double-array (map double ds)) Arrays/sort) (doto (long-array ds) Arrays/sort))
-        at #(if dbl? (aget ^doubles sorted (int %)) (aget ^longs sorted (int %)))]
+        at #(nth sorted %)]
     {:category cat :name name :device device :count n :total-us total
      :min-us (at 0) :max-us (at (dec n)) :mean-us (/ (double total) n)
      :p50-us (percentile sorted 50) :p90-us (percentile sorted 90) :p99-us (percentile sorted 99)

@@ -33,20 +33,11 @@
     (loop [j (count s)] (if (and (> j start) (ws? (dec j))) (recur (dec j)) (subs s start j)))))
 
 (defn- ratio->double
-  "The double nearest to the ratio `r` (ties to even; Clojure's own conversion can land one ulp
-  off)."
+  "The ratio `r` as a double, through its quotient to 34 digits (Clojure's own conversion rounds
+  to 16 digits first, which can land one ulp off)."
   ^double [^clojure.lang.Ratio r]
-  (let [n (BigDecimal. (.numerator r))
-        d (BigDecimal. (.denominator r))
-        approx (.doubleValue (.divide n d MathContext/DECIMAL128))]
-    (if (Double/isInfinite approx)
-      approx
-      ;; approx is within one ulp: the nearest of it and its neighbours to n/d is the answer.
-      (let [off (fn [^double c] (.abs (.subtract n (.multiply (BigDecimal. c) d))))]
-        (->> [(Math/nextDown approx) approx (Math/nextUp approx)]
-             (filter #(Double/isFinite %))
-             (sort-by (juxt off #(bit-and (Double/doubleToRawLongBits %) 1)))
-             first)))))
+  (.doubleValue (.divide (BigDecimal. (.numerator r)) (BigDecimal. (.denominator r))
+                         MathContext/DECIMAL128)))
 
 (defn number
   "`v` as a finite double by grammar.json `native_numbers` and `number` (a number, or a string of

@@ -205,29 +205,19 @@
 ;; ------------------------------------------------------------------ boundaries (as the owner)
 
 (defn quiesce!
-  "Waits for queued operators, stops, dumps: the raw file's size is then an exact boundary. Returns
-  when recording stopped (`now-us`)."
-  []
-  (let [stopped (volatile! 0)]
-    (try
-      (mx MXNDArrayWaitAll)
-      (finally
-        (profiler/profiler-set-state :stop)
-        (vreset! stopped (now-us))
-        (profiler/dump-profile false)))
-    @stopped))
-
-(defn quiesce-paused!
-  "Steady mode's `quiesce!`: pauses instead of stopping (IsProfiling stays)."
-  []
-  (let [paused (volatile! 0)]
-    (try
-      (mx MXNDArrayWaitAll)
-      (finally
-        (profiler/pause)
-        (vreset! paused (now-us))
-        (profiler/dump-profile false)))
-    @paused))
+  "Waits for queued operators, stops (`paused?`, steady mode: pauses, so IsProfiling stays), and
+  dumps: the raw file's size is then an exact boundary. Returns when recording stopped
+  (`now-us`)."
+  ([] (quiesce! false))
+  ([paused?]
+   (let [stopped (volatile! 0)]
+     (try
+       (mx MXNDArrayWaitAll)
+       (finally
+         (if paused? (profiler/pause) (profiler/profiler-set-state :stop))
+         (vreset! stopped (now-us))
+         (profiler/dump-profile false)))
+     @stopped)))
 
 (defn drain!
   "With the profiler stopped: makes the raw file's size a boundary before recording (Python's

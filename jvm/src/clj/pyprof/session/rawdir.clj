@@ -42,6 +42,10 @@
            (let [now (start-ticks p)]
              (and (not= now -1) (or (zero? ticks) (zero? now) (= now ticks)))))))
 
+(defn- owner-only []
+  (into-array FileAttribute [(PosixFilePermissions/asFileAttribute
+                              (PosixFilePermissions/fromString "rwx------"))]))
+
 (defn make-dir!
   "A new private directory (rwx------) for this process's raw trace; returns its path."
   ^String []
@@ -49,16 +53,13 @@
     (Files/createDirectories base (make-array FileAttribute 0))
     (str (Files/createTempDirectory
           base (str (spec "dir_prefix") (pid) "-" (start-ticks (pid)) "-")
-          (into-array FileAttribute [(PosixFilePermissions/asFileAttribute
-                                      (PosixFilePermissions/fromString "rwx------"))])))))
+          (owner-only)))))
 
 (defn recreate!
   "Makes `dir` again (deleted between sessions); false if someone else made it."
   [^String dir]
   (try
-    (Files/createDirectory (path dir) (into-array FileAttribute
-                                                  [(PosixFilePermissions/asFileAttribute
-                                                    (PosixFilePermissions/fromString "rwx------"))]))
+    (Files/createDirectory (path dir) (owner-only))
     true
     (catch java.nio.file.FileAlreadyExistsException _ false)))
 
