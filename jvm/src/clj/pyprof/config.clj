@@ -68,6 +68,15 @@
   [k c valid]
   (rules/error "session.unknown_option" (assoc (nearest-of k c valid) :option c)))
 
+(defn check-session-key!
+  "`k` as C spells it; session.reserved_option for a key a session does not take (api.json
+  reserved_session_keys)."
+  ^String [k]
+  (let [c (util/key->c k)]
+    (when-let [why ((rules/api "reserved_session_keys") c)]
+      (throw (rules/error "session.reserved_option" {:option c :why why})))
+    c))
+
 (defn accepted
   "What a key accepts, in words, as pyprof.config.accepted."
   [{:keys [type choices min_exclusive unit]}]

@@ -18,9 +18,7 @@
             [pyprof.session.schedule :as sched]
             [pyprof.session.template :as template]
             [pyprof.stats :as stats]
-            [pyprof.steady :as steady]
-            [pyprof.trace.reader :as reader]
-            [pyprof.util :as util]))
+            [pyprof.steady :as steady]))
 
 (set! *warn-on-reflection* true)
 
@@ -89,20 +87,16 @@
   (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
         rec (dissoc opts :schedule :on-trace-ready :path :steady)
         _ (doseq [k (keys rec)]
-            (let [c (util/key->c k)]
-              (when-let [why (reserved c)]
-                (throw (rules/error "session.reserved_option" {:option c :why why})))
+            (let [c (config/check-session-key! k)]
               (when-not (some #{c} (config/key-names)) ; the own options and recording keys
                 (throw (config/unknown-option-error
                         k c (concat ["schedule" "on_trace_ready" "path" "steady"]
                                     (remove reserved (config/key-names))))))))
         c-opts (config/validate rec)
-        ;; nil is no schedule (no callback); false, a map, ... are not functions
-        _ (when (and (some? schedule) (not (callable? schedule)))
-            (throw (rules/error "session.not_callable" {:option "schedule" :value schedule})))
-        _ (when (and (some? on-trace-ready) (not (callable? on-trace-ready)))
-            (throw (rules/error "session.not_callable" {:option "on_trace_ready"
-                                                        :value on-trace-ready})))
+        ;; nil is none; false, a map, ... are not functions
+        _ (doseq [[option v] [["schedule" schedule] ["on_trace_ready" on-trace-ready]]]
+            (when (and (some? v) (not (callable? v)))
+              (throw (rules/error "session.not_callable" {:option option :value v}))))
         parts (template/parse (str path)) ; template.* errors
         ;; a NUL or lone surrogate always (Paths/get would refuse it untold)
         _ (when-let [problem (output/text-problem (str path))]
@@ -370,7 +364,7 @@
   "Writes the trace files `paths` as one valid trace at `out` (metadata once, first); returns
   `out`."
   [paths out]
-  (let [evs (mapcat reader/read-events paths)
+  (let [evs (mapcat stats/read-events paths)
         meta (distinct (filter #(= "M" (get % "ph")) evs))]
     (raw/write-trace! (str out) (concat meta (remove #(= "M" (get % "ph")) evs)))
     (str out)))

@@ -241,6 +241,11 @@
 
 ;; ------------------------------------------------------------------ API
 
+(defn read-events
+  "The events of the valid trace file at `path`, in a vector (`pyprof.trace.reader`)."
+  [path]
+  (reader/read-events path))
+
 (defn- path-like? [x]
   (or (string? x) (instance? java.io.File x) (instance? java.nio.file.Path x)))
 
@@ -299,3 +304,10 @@
               :unknown-phases (into {} (for [[ph n] phase-counts :when (not (phases ph))] [(text ph) n]))
               :phase-counts (into {} phase-counts)}]
        (assoc r :notes (notes r))))))
+
+(defn find-ops
+  "The operator records of `result` named `name` (optionally of one category)."
+  ([result name] (find-ops result name nil))
+  ([result name category]
+   (filterv #(and (= name (:name %)) (or (nil? category) (= category (:category %))))
+            (:operators result))))

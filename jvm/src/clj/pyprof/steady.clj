@@ -9,13 +9,11 @@
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
             [pyprof.session.raw :as raw]
-            [pyprof.tracker :as tracker]
-            [pyprof.util :as util]))
+            [pyprof.tracker :as tracker]))
 
 (set! *warn-on-reflection* true)
 
 (def ^:private spec (rules/api "steady"))
-(def ^:private reserved (rules/api "reserved_session_keys"))
 
 (defn active
   "Who began steady mode, or nil."
@@ -34,11 +32,7 @@
   [opts by]
   (let [{:keys [filename]} opts
         rec (dissoc opts :filename "filename")
-        _ (when-not filename
-            (doseq [k (keys rec)]
-              (let [c (util/key->c k)]
-                (when-let [why (reserved c)]
-                  (throw (rules/error "session.reserved_option" {:option c :why why}))))))
+        _ (when-not filename (run! config/check-session-key! (keys rec)))
         c-opts (config/validate rec)]
     (tracker/with-lock
       (let [{:keys [steady session finished running]} (tracker/snapshot)]
