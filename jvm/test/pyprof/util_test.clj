@@ -19,62 +19,12 @@
     "profile-symbolic" "profile-symbolic"
     "Filename" "Filename"))
 
-(deftest value->c-table
-  (are [v c] (= c (util/value->c v))
-    true "true"
-    false "false"
-    1 "1"
-    0 "0"
-    100000000000000000000N "100000000000000000000"
-    2.5 "2.5"
-    0.001 "0.001"
-    1e-5 "0.00001"
-    1e8 "100000000"
-    2.0 "2"
-    1/2 "0.5"
-    1.50M "1.5"
-    (int 3) "3"
-    (float 1.5) "1.5"
-    "profile.json" "profile.json"
-    "True" "True"
-    "" ""
-    :server "server"
-    :worker "worker"
-    :ns/server "server"
-    'server "server"))
-
-(deftest convert-config-table
-  (is (= {"filename" "/tmp/p.json"
-          "profile_symbolic" "true"
-          "profile_imperative" "false"
-          "dump_period" "0.5"
-          "profile_process" "server"
-          "aggregate_stats" "1"
-          "continuous_dump" "True"}
-         (util/convert-config {:filename "/tmp/p.json"
-                               :profile-symbolic true
-                               :profile-imperative false
-                               :dump-period 0.5
-                               :profile-process :server
-                               "aggregate_stats" 1
-                               :continuous-dump "True"})))
-  (testing "the old binding's bug: a keyword value kept its colon"
-    (is (not= ":server" (get (util/convert-config {:profile-process :server}) "profile_process"))))
-  (is (= {} (util/convert-config {}))))
-
-(deftest convert-config-rejects-what-c-cannot-take
-  (let [e (is (thrown? clojure.lang.ExceptionInfo (util/convert-config {42 true})))]
+(deftest key->c-rejects-what-c-cannot-take
+  (let [e (is (thrown? clojure.lang.ExceptionInfo (util/key->c 42)))]
     (is (= {:pyprof/error :invalid-config :pyprof/code "config.bad_key_type" :key 42}
            (select-keys (ex-data e) [:pyprof/error :pyprof/code :key])))
     (is (= (str "profiler config key must be a keyword or string, got 42. fix: use a keyword such"
                 " as :profile-api or a string such as \"profile_api\"")
-           (ex-message e))))
-  (let [e (is (thrown? clojure.lang.ExceptionInfo (util/convert-config {:filename nil})))]
-    (is (= {:pyprof/error :invalid-config :pyprof/code "config.bad_value_type" :value nil}
-           (select-keys (ex-data e) [:pyprof/error :pyprof/code :value])))
-    (is (= (str "profiler config value must be a boolean, number, string or keyword, got nil."
-                " fix: pass one of those; (profiler-set-config {...}) checks each value against"
-                " its key (docs/configuration.md lists what each key takes)")
            (ex-message e)))))
 
 (deftest c-float-is-the-shortest-plain-decimal

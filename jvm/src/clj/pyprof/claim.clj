@@ -1,12 +1,8 @@
 (ns pyprof.claim
-  "One trace file, one process: the JVM side of Python's `pyprof.process.claim`, by the same rule
-  (api.json `trace_claims`). A config that names a trace file claims it first, before MXNet
-  deletes the file: a POSIX record lock on `<base>/pyprof-claims-<uid>/<hash>.claim`, which holds
-  the owner's pid. The lock itself is taken by the process's one holder of claims, the tracker
-  (`pyprof.jvm.Tracker/claim`: `LocalTracker`'s FileChannel locks in a JVM on its own, Python's
-  in a JPype-hosted JVM), since POSIX locks belong to the process. Internal to the profiler layer."
-  (:require [clojure.string :as str]
-            [pyprof.config :as config]
+  "One trace file, one process: the JVM side of Python's `pyprof.process.claim` (api.json
+  trace_claims), which documents the rule. The POSIX lock is taken by the process's one holder of
+  claims, the tracker (`pyprof.jvm.Tracker/claim`). Internal to the profiler layer."
+  (:require [pyprof.config :as config]
             [pyprof.rules :as rules])
   (:import (com.sun.security.auth.module UnixSystem)
            (java.io File IOException)
@@ -20,20 +16,19 @@
 (def spec "api.json trace_claims." (rules/api "trace_claims"))
 
 (defn base-dir
-  "$PYPROF_CLAIM_DIR, else $TMPDIR, else /tmp (api.json trace_claims base_env, base_default)."
+  "$PYPROF_CLAIM_DIR, else $TMPDIR, else /tmp (api.json trace_claims)."
   ^String []
   (if-let [v (some #(not-empty (System/getenv ^String %)) (spec "base_env"))]
     (config/abspath v)
     (spec "base_default")))
 
 (defn claim-dir
-  "The private directory of this user's claim files, <base>/pyprof-claims-<uid>."
+  "This user's claim directory, <base>/pyprof-claims-<uid>."
   ^String []
   (str (File. (base-dir) ^String (rules/render (spec "dir") {:uid (.getUid (UnixSystem.))}))))
 
 (defn claim-file
-  "The claim file of trace path `path` (made absolute by grammar.json paths): the first
-  hash_chars hex digits of the sha256 of its UTF-8 bytes."
+  "The claim file of trace path `path` (a prefix of the sha256 of its absolute path)."
   ^String [^String path]
   (let [digest (.digest (MessageDigest/getInstance "SHA-256")
                         (.getBytes (config/abspath path) "UTF-8"))
@@ -44,8 +39,7 @@
 (def ^:private not-private "not a private directory of this user (mode 0700)")
 
 (defn- private-dir!
-  "Makes `dir` (rwx------) or checks it: a directory of this user, no symlink, as Python's.
-  Returns nil, or why it is not (the reason of config.claim_failed)."
+  "Makes `dir` (rwx------) or checks it as Python's; nil, or why it is not private."
   [^String dir]
   (let [p (Paths/get dir (make-array String 0))
         no-follow (into-array LinkOption [LinkOption/NOFOLLOW_LINKS])]
@@ -60,26 +54,17 @@
                                 PosixFilePermission/OWNER_EXECUTE}))
         not-private))))
 
-(defn- splitext
-  "[stem suffix] of a file name, as Python's os.path.splitext splits it."
-  [^String name]
-  (let [i (str/last-index-of name ".")]
-    (if (and i (re-find #"[^.]" (subs name 0 i))) [(subs name 0 i) (subs name i)] [name ""])))
-
 (defn- with-pid
   "`path` with `pid` in its file name (api.json trace_claims pid_example)."
   ^String [^String path pid]
   (let [f (File. path)
-        [stem suffix] (splitext (.getName f))
+        [stem suffix] (config/splitext (.getName f))
         name (rules/render (spec "pid_example") {:stem stem :suffix suffix :pid pid})]
     (if-let [parent (.getParent f)] (str (File. parent ^String name)) name)))
 
 (defn claim!
-  "Claims trace file `path`, the value of config key `key`, for this process, before MXNet is
-  told to write there, as pyprof.process.claim.claim. Returns true when the claim is new (the
-  caller gives it back if its config then fails). Throws :invalid-config
-  config.filename_claimed (another process holds it: names its pid; or `code`, with `example`)
-  or config.claim_failed."
+  "Claims trace file `path` (config key `key`) for this process, as pyprof.process.claim.claim;
+  true when the claim is new. Throws config.filename_claimed (or `code`) or config.claim_failed."
   ([key path] (claim! key path "config.filename_claimed" nil))
   ([key ^String path code example]
   (let [full (config/abspath path)
@@ -103,10 +88,8 @@
     new?)))
 
 (defn claim-window-path!
-  "A session's claim of its window path at start, as pyprof.process.claim.claiming_window_path:
-  the template `text` (parsed as `parts`) made absolute, fields as written; none for a template
-  with {pid}. Returns the path claimed anew, or nil. Throws :invalid-state session.path_claimed
-  or :invalid-config config.claim_failed."
+  "A session's claim of its window path, as pyprof.process.claim.claiming_window_path (none with
+  {pid}); the path claimed anew, or nil. session.path_claimed, config.claim_failed."
   [^String text parts]
   (when-not (some #(and (map? %) (= "pid" (:name %))) parts)
     (let [path (config/abspath text)]
@@ -114,6 +97,6 @@
         path))))
 
 (defn release!
-  "Gives the claim of `path` back (nil: every claim of this process, after its finished dump)."
+  "Gives the claim of `path` back (nil: every claim of this process)."
   [path]
   (.release (Tracker/current) (some-> path config/abspath)))

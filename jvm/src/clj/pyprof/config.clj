@@ -1,14 +1,9 @@
 (ns pyprof.config
-  "Profiler configuration keys, checked against the one spec, `profiler_config.json` (shared with
-  the Python package and read from the classpath), before anything reaches C. Values convert by
-  the grammar of `grammar.json`, as `pyprof.config` (Python) does: the same C strings, the same
-  accept/reject decisions.
-
-  Errors come from the catalogue (`pyprof.rules/error`), with Python's fields: config.unknown_key
-  (`:key` as C spells it, `:nearest`, `:valid`), config.bad_value (`:value` as given, `:key`,
-  `:accepted`), config.missing_directory (`:value`, `:key`, `:directory`), and the JVM's own
-  config.not_a_map, config.bad_key_type and config.duplicate_key. `:given` holds the key as the
-  caller wrote it (`:profile-symbolc`)."
+  "Profiler configuration keys, checked against `profiler_config.json` before anything reaches C,
+  values converted by grammar.json, as Python's `pyprof.config`: the same C strings and decisions.
+  Errors from the catalogue with Python's fields (config.unknown_key, config.bad_value,
+  config.missing_directory, config.bad_path) and the JVM's own config.not_a_map,
+  config.bad_key_type, config.duplicate_key; `:given` holds the key as the caller wrote it."
   (:require [clojure.java.io :as io]
             [clojure.string :as str]
             [pyprof.output :as output]
@@ -23,8 +18,8 @@
 (def ^:private spec* (delay (:keys (rules/read-spec spec-resource :key-fn keyword))))
 
 (defn spec
-  "The spec's keys, in file order: maps with :name, :type (\"bool\" \"string\" \"float\" \"enum\"),
-  :default, :doc and, as they apply, :choices, :min_exclusive, :unit and :file."
+  "The spec's keys in file order (:name :type :default :doc, and :choices :min_exclusive :unit
+  :file as they apply)."
   []
   @spec*)
 
@@ -36,8 +31,7 @@
 (defn- spec-by-name [] (into {} (map (juxt :name identity)) (spec)))
 
 (defn edit-distance
-  "Levenshtein distance between strings `a` and `b`, counted in code points (as Python counts
-  the characters of a str)."
+  "Levenshtein distance between `a` and `b`, in code points."
   ^long [^String a ^String b]
   (let [a (.toArray (.codePoints a))
         b (.toArray (.codePoints b))
@@ -53,25 +47,38 @@
                        [(inc i)]
                        (range n)))))))
 
-(defn nearest-key
-  "The valid key closest to `c-key` by edit distance (ties go to the earlier key in the spec), as
-  pyprof.config.nearest_key."
-  [c-key]
+(defn- nearest-of
+  "The item of `valid` closest to `c` by edit distance (ties: the earlier), and the fields that
+  name it in an error: :nearest, :valid, :given (`k` as the caller wrote it) and
+  :nearest_as_written."
+  [k c valid]
   ;; min-key returns the last of equal minima: the keys reversed make it the earliest.
-  (apply min-key #(edit-distance c-key %) (rseq (key-names))))
+  (let [nearest (apply min-key #(edit-distance c %) (reverse valid))]
+    {:nearest nearest :valid (str/join ", " valid) :given k
+     :nearest_as_written (if (keyword? k) (keyword (str/replace nearest "_" "-")) (pr-str nearest))}))
+
+(defn nearest-key
+  "The valid key closest to `c-key` (ties: the earlier), as pyprof.config.nearest_key."
+  [c-key]
+  (:nearest (nearest-of c-key c-key (key-names))))
 
 (defn unknown-option-error
-  "session.unknown_option for the key `k` (C spelling `c`), none of `valid` (C spellings): names
-  the nearest (ties: the earlier), as pyprof.config.unknown_option_error."
+  "session.unknown_option for key `k` (C spelling `c`), naming the nearest of `valid`, as
+  pyprof.config.unknown_option_error."
   [k c valid]
-  (let [nearest (apply min-key #(edit-distance c %) (reverse valid))]
-    (rules/error "session.unknown_option"
-                 {:option c :nearest nearest :valid (str/join ", " valid) :given k
-                  :nearest_as_written (if (keyword? k) (keyword (str/replace nearest "_" "-"))
-                                          (pr-str nearest))})))
+  (rules/error "session.unknown_option" (assoc (nearest-of k c valid) :option c)))
+
+(defn check-session-key!
+  "`k` as C spells it; session.reserved_option for a key a session does not take (api.json
+  reserved_session_keys)."
+  ^String [k]
+  (let [c (util/key->c k)]
+    (when-let [why ((rules/api "reserved_session_keys") c)]
+      (throw (rules/error "session.reserved_option" {:option c :why why})))
+    c))
 
 (defn accepted
-  "What a key of this spec accepts, in words (errors.json \"accepted\"), as pyprof.config.accepted."
+  "What a key accepts, in words, as pyprof.config.accepted."
   [{:keys [type choices min_exclusive unit]}]
   (let [unit (or unit "units")]
     (if (and (= type "float") (some? min_exclusive))
@@ -84,8 +91,8 @@
           (false? b) rules/c-false)))
 
 (defn- value->c
-  "The C string for `v` under key spec `ks`, or nil when `v` is not acceptable: the decisions of
-  pyprof.config.ConfigKey._convert. A keyword or symbol counts as the string of its name."
+  "The C string for `v` under key spec `ks`, or nil when not acceptable, as
+  pyprof.config.ConfigKey._convert."
   [{:keys [type choices min_exclusive name]} v]
   (let [v (if (or (keyword? v) (symbol? v)) (clojure.core/name v) v)]
     (case type
@@ -108,29 +115,31 @@
 ;; ------------------------------------------------------------------ paths (grammar.json paths)
 
 (defn abspath
-  "`path` made absolute against the working directory (user.dir) and normalised lexically, by the
-  rule of grammar.json `paths`: `Path.toAbsolutePath().normalize()`. Check the text first
-  (`pyprof.output/text-problem`): Paths/get refuses a NUL."
+  "`path` made absolute against user.dir and normalised lexically (grammar.json paths)."
   ^String [^String path]
   (str (.normalize (.toAbsolutePath (Paths/get path (make-array String 0))))))
 
 (defn parent-directory
-  "The directory of `path` by grammar.json `paths`: its `abspath` without the last segment (the
-  root for a file directly under it). The directory a file key (filename) is checked in."
+  "The directory of `path` by grammar.json paths."
   ^String [^String path]
   (let [abs (Paths/get (abspath path) (make-array String 0))]
     (str (or (.getParent abs) abs))))
 
+(defn splitext
+  "[stem suffix] of a file name, as Python's os.path.splitext: the suffix from the last dot, none
+  when the name's only dots lead it."
+  [^String name]
+  (let [i (str/last-index-of name ".")]
+    (if (and i (re-find #"[^.]" (subs name 0 i))) [(subs name 0 i) (subs name i)] [name ""])))
+
 (defn same-file?
-  "True when the paths `a` and `b` name the same file by grammar.json `paths`: their `abspath`
-  forms are equal (\"a.json\", \"./a.json\", \"<user.dir>/a.json\")."
+  "True when `a` and `b` name the same file by grammar.json paths."
   [^String a ^String b]
   (= (abspath a) (abspath b)))
 
 (defn- check-file!
-  "For a key marked `\"file\": true` in the spec: MXNet must be able to write the path, since it
-  silently writes no trace otherwise (as pyprof.process.output.check_config_path in Python):
-  config.missing_directory, else config.bad_path (`pyprof.output/file-problem`)."
+  "For a file key: config.missing_directory, else config.bad_path (`pyprof.output/file-problem`),
+  as pyprof.process.output.check_config_path."
   [{:keys [file name]} k ^String c-val]
   (when file
     (let [parent (parent-directory c-val)]
@@ -141,11 +150,8 @@
         (throw (rules/error "config.bad_path" (merge {:value c-val :key name :given k} problem)))))))
 
 (defn validate
-  "Checks `options` (keyword keys such as :profile-symbolic, or C's string keys) against the spec
-  and returns a map of C key -> C value string, ready for MXSetProcessProfilerConfig, as
-  pyprof.config.validate. Throws the catalogue's config errors (kind :invalid-config) naming the
-  key and what it accepts, also for a file key (`\"file\": true` in the spec: filename) whose
-  directory does not exist."
+  "`options` (keyword or C string keys) checked against the spec, as a map of C key -> C string, as
+  pyprof.config.validate; throws the catalogue's config errors."
   [options]
   (when-not (map? options)
     (throw (rules/error "config.not_a_map" {:value options})))
@@ -154,14 +160,8 @@
      (fn [out [k v]]
        (let [c-key (util/key->c k)
              ks (or (by-name c-key)
-                    (let [nearest (nearest-key c-key)]
-                      (throw (rules/error "config.unknown_key"
-                                          {:key c-key :nearest nearest
-                                           ;; the fix spells it as the caller wrote the key
-                                           :nearest_as_written (if (keyword? k)
-                                                                 (keyword (str/replace nearest "_" "-"))
-                                                                 (pr-str nearest))
-                                           :valid (str/join ", " (key-names)) :given k}))))
+                    (throw (rules/error "config.unknown_key"
+                                        (assoc (nearest-of k c-key (key-names)) :key c-key))))
              c-val (or (value->c ks v)
                        (throw (rules/error "config.bad_value"
                                            {:value v :key c-key :accepted (accepted ks) :given k})))]
@@ -173,7 +173,7 @@
      options)))
 
 (defn effective
-  "The whole configuration in force after a config call with the C strings `c-opts` (from
-  `validate`): MXNet resets every omitted key to its C default."
+  "The whole configuration after a config call with `c-opts`: MXNet resets every omitted key to its
+  C default."
   [c-opts]
   (merge (into {} (map (fn [ks] [(:name ks) (value->c ks (:default ks))])) (spec)) c-opts))

@@ -1,11 +1,8 @@
 (ns pyprof.keep-file
-  "The trace file a config names again while MXNet writes it: its events are kept in parts, as
-  Python's pyprof.process.keep_file (the rule is api.json keep_filename). MXNet's config unlinks its
-  target file, so before a config that names the file the profiler has been writing, the file's
-  bytes are kept in a hidden part beside it: a hard link (a continuous-dump write that lands
-  before the config goes to the same inode); where the file system has none, a rename after the
-  dump timer was stopped. The finished dump joins the parts and the file
-  (pyprof.session.raw/join-traces!). Internal: pyprof.profiler calls it under its lock."
+  "The trace file a config names again while MXNet writes it: its events are kept in parts beside
+  it (a hard link, else a rename after the dump timer stopped), as Python's
+  pyprof.process.keep_file, which documents it (api.json keep_filename); the finished dump joins
+  them (pyprof.session.raw/join-traces!). Internal: pyprof.profiler calls it under its lock."
   (:require [clojure.string :as str]
             [pyprof.rules :as rules])
   (:import (pyprof.jvm MXNetException)
@@ -26,17 +23,10 @@
                  (str/replace "{name}" (str (.getFileName full))))]
     (.resolveSibling full name)))
 
-(defn part-path
-  "The `index`-th part kept of `path`: .pyprof-<pid>-kept-<index>-<name>.json beside it (the
-  leftover cleanup joins a dead process's into `path`: join-leftover!)."
-  ^String [path index]
-  (str (beside path (spec "part_name") index)))
-
 (defn keep!
-  "Keeps the bytes of `path` in its `index`-th part, just before a config to `path`; returns
-  the part, or nil when there is no file (MXNet still holds every event). Without hard links,
-  `(stop-timer! scratch)` must configure MXNet to the scratch path with continuous_dump off
-  first; then the file is renamed."
+  "Keeps the bytes of `path` in its `index`-th part just before a config to `path`; returns the
+  part, or nil when there is no file. Without hard links, `(stop-timer! scratch)` configures MXNet
+  to a scratch path first."
   [^String path index stop-timer!]
   (let [part (beside path (spec "part_name") index)
         file (.toAbsolutePath (Paths/get path (make-array String 0)))
@@ -58,9 +48,8 @@
           (finally (Files/deleteIfExists scratch)))))))
 
 (defn retry-while-timer-exits!
-  "Calls `config!` (a config call to MXNet), retried for up to `wait-s` seconds while it fails
-  with \"auto_remove_ == false\": a dump timer stopped by `keep!`'s fallback exits at its next
-  wake-up (up to dump_period later), and until then MXNet starts no new one."
+  "Calls `config!`, retried for up to `wait-s` seconds while MXNet fails with \"auto_remove_ ==
+  false\" (a stopped dump timer not exited yet)."
   [config! wait-s]
   (let [deadline (+ (System/nanoTime) (long (* 1e9 (double wait-s))))]
     (loop []
@@ -87,11 +76,8 @@
       [(Long/parseLong (.group m "pid")) (Long/parseLong (.group m "index")) (.group m "name")])))
 
 (defn join-leftover!
-  "Joins the kept `parts` of a dead process (in order) and the bytes `path` holds now (MXNet's
-  headless, unfinished continuation; maybe absent) into `path`, byte for byte, then deletes the
-  parts: an unfinished trace that `pyprof repair` makes valid. Written to a temporary file
-  beside `path` and moved in place, so a failure (IOException, thrown) leaves the parts and
-  `path` as they were."
+  "Joins a dead process's kept `parts` and `path` into `path` byte for byte (temporary file, then
+  moved), then deletes the parts; throws IOException leaving them as they were."
   [parts ^String path]
   (let [full (.toAbsolutePath (Paths/get path (make-array String 0)))
         temp (beside (str full) (str (get (rules/api "raw_trace") "temp_prefix")

@@ -1,17 +1,8 @@
 (ns pyprof.objects
-  "The profiler's user-side objects: domains, tasks, frames, events, counters and markers, with
-  the semantics of pyprof.objects (the Python reference): domains cached by name and never
-  destroyed; names checked (MXNet writes them unescaped into 128-byte buffers); start twice or
-  stop before start throws; counters track their value (0 ... 2^64-1) and refuse to wrap.
-  `pyprof.profiler` re-exports every public var here (users call `pyprof.profiler/task`, ...).
-
-  Errors are the catalogue's (`pyprof.rules`), with the codes and fields of the Python reference:
-  object.bad_name, object.name_too_long, object.name_bad_char, object.needs_domain, object.closed,
-  object.already_started, object.not_started, counter.not_int, counter.out_of_range,
-  counter.below_zero, counter.above_max, counter.step_range, marker.scope; and the JVM's own
-  object.wrong_kind (a counter call on a task, or the reverse) and object.not_an_object (a call
-  given something other than a task, frame, event or counter). Every error is a
-  `pyprof.jvm.PyprofException`, an ex-info with `:pyprof/code` in its ex-data."
+  "The profiler's user-side objects (domains, tasks, frames, events, counters, markers) with the
+  semantics of Python's `pyprof.objects`, which documents them; `pyprof.profiler` re-exports
+  every public var. Errors are the catalogue's (object.*, counter.*, marker.scope, and the
+  JVM's own object.wrong_kind and object.not_an_object), as `pyprof.jvm.PyprofException`."
   (:require [pyprof.native :as native :refer [mx]]
             [pyprof.rules :as rules])
   (:import (com.sun.jna.ptr PointerByReference)
@@ -20,8 +11,7 @@
 (set! *warn-on-reflection* true)
 
 (defmacro ^:private in-clojure
-  "Runs `body` (calls of ProfileObject's Java methods, whose errors name Java calls) so that a
-  catalogue error names Clojure calls instead."
+  "Runs `body` (ProfileObject's Java methods) so that a catalogue error names Clojure calls."
   [& body]
   `(try ~@body
         (catch PyprofException e# (throw (.inClojure e#)))))
@@ -32,8 +22,7 @@
 (defonce ^:private domains (atom {}))
 
 (defn domain
-  "The domain `name` (C: MXProfileCreateDomain): groups tasks, frames, counters and markers in
-  the trace (their category). One per name in this JVM; domains are never destroyed."
+  "The domain `name` (C: MXProfileCreateDomain), one per name in this JVM, never destroyed."
   ^ProfileDomain [name]
   (let [name (check-name "Domain" name)]
     (or (get @domains name)
@@ -55,8 +44,7 @@
     (ProfileObject. kind name (native/out-pointer create))))
 
 (defn task
-  "A task `name` in `domain` (C: MXProfileCreateTask): a duration shown as an async b/e pair,
-  category = the domain's name. Close it (with-open) to destroy the handle."
+  "A task `name` in `domain` (C: MXProfileCreateTask), an async b/e pair; close it (with-open)."
   ^ProfileObject [domain ^String name]
   (let [d (check-domain "Task" domain)]
     (profile-object ProfileObject$Kind/TASK "Task" name
@@ -78,8 +66,7 @@
 (declare set-counter)
 
 (defn counter
-  "A counter `name` in `domain` (C: MXProfileCreateCounter), shown as C events; set to `value`
-  when given. Change it with `set-counter`, `increment`, `decrement`."
+  "A counter `name` in `domain` (C: MXProfileCreateCounter), set to `value` when given."
   (^ProfileObject [domain name] (counter domain name nil))
   (^ProfileObject [domain ^String name value]
    (let [d (check-domain "Counter" domain)
@@ -93,24 +80,21 @@
 (def ^:private durations "Task, Frame or Event")
 
 (defn- check-object
-  "`o` when it is a ProfileObject (a task, frame, event or counter); else object.not_an_object
-  for `call`, which needs a `needs`."
+  "`o` when it is a ProfileObject; else object.not_an_object for `call`, which needs a `needs`."
   ^ProfileObject [o call needs]
   (when-not (instance? ProfileObject o)
     (throw (rules/error "object.not_an_object" {:call call :needs needs :value o})))
   o)
 
 (defn start
-  "Starts a task, frame or event (C: MXProfileDurationStart); throws :invalid-state when it is
-  already started (object.already_started) or closed (object.closed), :invalid-option for a
-  counter (object.wrong_kind) or anything else (object.not_an_object)."
+  "Starts a task, frame or event (C: MXProfileDurationStart); object.already_started,
+  object.closed, object.wrong_kind, object.not_an_object."
   [duration]
   (in-clojure (.start (check-object duration "start" durations)))
   nil)
 
 (defn stop
-  "Stops a task, frame or event and records it (C: MXProfileDurationStop); throws :invalid-state
-  when it was not started (object.not_started); other errors as `start`."
+  "Stops a task, frame or event (C: MXProfileDurationStop); object.not_started, else as `start`."
   [duration]
   (in-clojure (.stop (check-object duration "stop" durations)))
   nil)
@@ -123,9 +107,8 @@
      (try ~@body (finally (stop d#)))))
 
 (defmacro with-task
-  "Runs `body` as a new task `name` in `domain` (a domain or a domain name): created, started,
-  stopped and destroyed around it, even when `body` throws. One task object per use, so
-  concurrent and nested uses are safe."
+  "Runs `body` as a new task `name` in `domain` (a domain or its name), created, started, stopped
+  and destroyed around it."
   [domain name & body]
   `(let [d# ~domain]
      (with-open [t# (task (if (instance? ProfileDomain d#) d# (domain d#)) ~name)]
@@ -145,15 +128,14 @@
      (with-duration e# ~@body)))
 
 (defn- counter-arg
-  "`v` when it is an integer (Python's `__index__`: no booleans, no floats); else counter.not_int."
+  "`v` when it is an integer (no booleans, no floats); else counter.not_int."
   [^ProfileObject counter what v]
   (when-not (integer? v)
     (throw (rules/error "counter.not_int" {:name (.name counter) :what what :value v})))
   v)
 
 (defn set-counter
-  "Sets a counter to `value`, 0 ... 2^64-1 (C: MXProfileSetCounter); throws counter.out_of_range
-  outside it."
+  "Sets a counter to `value`, 0 ... 2^64-1 (C: MXProfileSetCounter); counter.out_of_range outside."
   [counter value]
   (let [counter (check-object counter "set-counter" "Counter")
         v (counter-arg counter "value" value)]
@@ -170,9 +152,8 @@
   nil)
 
 (defn increment
-  "Adds `delta` (default 1; may be negative) to a counter (C: MXProfileAdjustCounter); throws
-  :invalid-state, leaving it unchanged, when it would leave 0 ... 2^64-1 (counter.below_zero,
-  counter.above_max) or the step does not fit MXNet's int64 (counter.step_range)."
+  "Adds `delta` (default 1; may be negative) to a counter (C: MXProfileAdjustCounter);
+  counter.below_zero, counter.above_max, counter.step_range leave it unchanged."
   ([counter] (increment counter 1))
   ([counter delta]
    (let [counter (check-object counter "increment" "Counter")]
@@ -192,12 +173,12 @@
     (if (< (.bitLength v) 64) (.longValue v) (bigint v))))
 
 (def marker-scopes
-  "Scopes `mark` accepts (MXNet's ProfileMarker scopes), as in pyprof.objects.MARKER_SCOPES."
+  "Scopes `mark` accepts (api.json marker_scopes)."
   rules/marker-scopes)
 
 (defn mark
-  "Records the instant marker `name` in `domain` now (C: MXProfileSetMarker); `scope` (default
-  :process) is one of :global :process :thread :task :marker."
+  "Records the instant marker `name` in `domain` (C: MXProfileSetMarker); `scope` (default
+  :process) of `marker-scopes`, else marker.scope."
   ([domain name] (mark domain name rules/default-marker-scope))
   ([domain name scope]
    (let [d (check-domain "Marker" domain)

@@ -1,9 +1,8 @@
 (ns pyprof.output
-  "Checks of a trace file's path, before MXNet is told to write there and around each dump, as
-  the Python reference's `pyprof.process.output`. MXNet 1.9.1 opens its trace file at every dump and
-  never checks the result: a directory, a place it cannot create a file in, or a full disk give
-  no error and no trace. The rules are api.json `names` (text) and `output_paths` (free space);
-  the problems and fixes are errors.json `path_problems` (`pyprof.rules/path-problem`)."
+  "Checks of a trace file's path before MXNet is told to write there and around each dump, as
+  Python's `pyprof.process.output` (MXNet 1.9.1 never checks that it could write). Rules: api.json
+  names and output_paths; problems and fixes: errors.json path_problems
+  (`pyprof.rules/path-problem`)."
   (:require [clojure.java.io :as io]
             [clojure.string :as str]
             [pyprof.rules :as rules])
@@ -15,8 +14,8 @@
 (set! *warn-on-reflection* true)
 
 (defn min-free-bytes
-  "Free bytes a trace's file system must have: api.json output_paths.min_free_bytes, or the
-  environment variable it names (PYPROF_MIN_FREE_BYTES, an integer >= 0; 0 turns it off)."
+  "Free bytes a trace's file system must have: $PYPROF_MIN_FREE_BYTES (an integer >= 0; 0 turns it
+  off), else api.json output_paths.min_free_bytes."
   ^long []
   (let [raw (some-> (System/getenv (rules/output-paths "min_free_env")) .trim)]
     (if (and (seq raw) (re-matches #"[0-9]+" raw))
@@ -24,7 +23,7 @@
       (long (rules/output-paths "min_free_bytes")))))
 
 (defn text-problem
-  "A NUL or a lone surrogate in a path (C would cut it / it has no UTF-8 encoding), or nil."
+  "A NUL or a lone surrogate in a path, as a path problem, or nil."
   [^String text]
   (let [nul (.indexOf text "\u0000")]
     (if (>= nul 0)
@@ -33,7 +32,7 @@
         (rules/path-problem "not_unicode" {:index index :point point})))))
 
 (defn- reason
-  "An I/O failure as the C library words it (Python's strerror), where Java has a type for it."
+  "An I/O failure as the C library words it (Python's strerror)."
   [^Exception e]
   (cond (instance? AccessDeniedException e) "Permission denied"
         (instance? NoSuchFileException e) "No such file or directory"
@@ -42,8 +41,7 @@
         :else (or (.getMessage e) (.getSimpleName (class e)))))
 
 (defn file-in-the-way
-  "The nearest existing ancestor of `directory` (itself included) when that is not a directory
-  (a file in the way: no 'create it first' can help), else nil; as pyprof.process.output."
+  "The nearest existing ancestor of `directory` when it is not a directory, else nil."
   [^String directory]
   (let [exists? #(Files/exists (.toPath ^File %) (into-array LinkOption [LinkOption/NOFOLLOW_LINKS]))
         d (loop [^File d (io/file directory)]
@@ -56,11 +54,9 @@
     (rules/path-problem "missing_directory" {:directory directory})))
 
 (defn file-problem
-  "What keeps MXNet from writing a trace at `path` (whose absolute parent is `directory`), or
-  nil, as pyprof.process.output.file_problem: the text, the directory exists, `path` is no directory
-  nor device, pipe or socket, a file can be created in the directory (a hidden probe file,
-  created and deleted at once), and the file system has `min-free` bytes free (default
-  `min-free-bytes`)."
+  "What keeps MXNet from writing a trace at `path` (in absolute `directory`), or nil, as
+  pyprof.process.output.file_problem: the text, a missing directory, a directory or special file
+  at `path`, no file creatable there (a hidden probe), fewer than `min-free` bytes free."
   ([path directory] (file-problem path directory (min-free-bytes)))
   ([^String path ^String directory min-free]
    (or (text-problem path)

@@ -1,24 +1,12 @@
 (ns pyprof.profiler
   "MXNet's process-wide profiler, mirroring the retired `org.apache.clojure-mxnet.profiler`
   namespace (profiler-set-config, profiler-set-state, dump-profile) plus aggregate statistics,
-  pause/resume and, re-exported from `pyprof.objects`, the user-side objects (domains, tasks,
-  frames, events, counters, markers).
-
-  Errors (the same scheme across pyprof's JVM layer):
-  - a key, value, state or option pyprof rejects before calling C: an error of the catalogue
-    shared with the Python package (pyprof/spec/errors.json, through `pyprof.rules`): a
-    `pyprof.jvm.PyprofException` (an ex-info) whose `ex-data` holds
-    `{:pyprof/error :invalid-config | :invalid-state | :invalid-option | :session-finished ...
-      :pyprof/code \"state.finished_run\" ...}` and the fields of the Python reference's error;
-  - a failing C call: `pyprof.jvm.MXNetException`, whose `ex-data` is
-    `{:pyprof/error :mxnet :fn \"<C function>\" :mxnet-error \"<MXGetLastError text>\"}`.
-  Messages that name a fix end with `fix: <Clojure calls>`; their data holds the same advice as
-  `:fix` and, phrased for Java, `:java-fix` (which the Java facade shows instead).
-
-  The profiler is one C++ singleton per process: all calls act on it, whichever thread (or, in a
-  JPype-hosted JVM, whichever language) makes them. Only the worker process is profiled here
-  (`profile_process` \"server\" needs a distributed kvstore handle, which the JVM does not hold:
-  profiler-set-config rejects it with :invalid-state before C)."
+  pause/resume and the user-side objects of `pyprof.objects`, re-exported; the JVM side of
+  Python's `pyprof.profiler`, which documents the rules. Errors: a catalogue error
+  (errors.json, `pyprof.rules/error`: a `pyprof.jvm.PyprofException`, ex-data :pyprof/error
+  kind, :pyprof/code, :fix, :java-fix and the fields), or for a failing C call
+  `pyprof.jvm.MXNetException` (ex-data {:pyprof/error :mxnet :fn :mxnet-error}). One profiler
+  singleton per process; only the worker process is profiled here."
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
             [pyprof.claim :as claim]
@@ -43,19 +31,17 @@
 
 (defn state
   "What this process has asked of the profiler: {:running :paused :finished :ever-ran :session}
-  (in a JPype-hosted JVM, Python's calls included: one tracker)."
+  (one tracker, Python's calls included in a JPype-hosted JVM)."
   []
   (select-keys (tracker/snapshot) [:running :paused :finished :ever-ran :session]))
 
 (defn current-config
-  "The effective configuration (C key -> C string, omitted keys at their C default) after the
-  last profiler-set-config (or Python's set_config, in a JPype-hosted JVM), or nil."
+  "The effective configuration (C key -> C string) after the last config call, or nil."
   []
   (:config (tracker/snapshot)))
 
 (defn ^:no-doc -update-tracker!
-  "Internal (pyprof.session): change the tracker under its lock: (f snapshot & args), keyword
-  keys; returns the new map."
+  "Internal (pyprof.session): (f snapshot & args) under the tracker's lock; returns the new map."
   [f & args]
   (apply tracker/update! f args))
 
@@ -69,17 +55,15 @@
             (finally (tracker/write! {:internal prev#}))))))
 
 (defn- check-owner
-  "Refuses calls that would break an open pyprof.session (it owns the trace file), as
-  pyprof.profiler._check_owner; `call` names the call."
+  "As pyprof.profiler._check_owner: refuses `call` while a session owns the profiler."
   [call]
   (let [{:keys [session internal]} (tracker/snapshot)]
     (when (and session (not= internal (tracker/owner)))
       (throw (rules/error "state.session_owns" {:call call :session session})))))
 
 (defn- check-steady-switch
-  "In steady mode (api.json steady), refuses a call that would change MXNet's IsProfiling: a
-  state switch or a finished dump (`call` names it), except pyprof's own (steady mode's
-  beginning and end, the exit actions, run as the owner); as pyprof.process.steady_checks."
+  "As pyprof.process.steady_checks: in steady mode refuses a state switch or finished dump not made
+  as the owner."
   [call dump?]
   (let [{:keys [steady internal]} (tracker/snapshot)]
     (when (and steady (not= internal (tracker/owner)))
@@ -87,8 +71,7 @@
                           {:call call :steady steady})))))
 
 (defn- check-steady-config
-  "In steady mode, refuses a config (C strings) that changes the effective value of a mode key
-  (api.json steady mode_keys: MXNet's mode bits, which IsProfiling reads)."
+  "In steady mode refuses a config that changes a mode key (api.json steady mode_keys)."
   [c-opts]
   (let [{:keys [steady config]} (tracker/snapshot)]
     (when steady
@@ -101,14 +84,13 @@
                                                     :keys (str/join ", " changed)})))))))
 
 (defn- trace-name
-  "The trace file of the effective configuration, or nil (pyprof.profiler._trace_name)."
+  "The trace file of the effective configuration, or nil."
   []
   (get (:config (tracker/snapshot)) "filename"))
 
 (defn- process-code
-  "The C code of `profile-process` (\"worker\" or :worker), as pyprof.profiler._process_code:
-  process.invalid for a name api.json does not list; process.server_in_jvm for the server, where
-  Python would use a kvstore handle (process.server_needs_kvstore): the JVM holds none."
+  "The C code of `profile-process`, as pyprof.profiler._process_code: process.invalid, or
+  process.server_in_jvm (the JVM holds no kvstore handle)."
   [profile-process]
   (let [p (when (or (string? profile-process) (keyword? profile-process)) (name profile-process))
         code (or (get rules/processes p)
@@ -119,8 +101,8 @@
     code))
 
 (defn ^:no-doc -session-raw-trace?
-  "True for this process's session raw trace (api.json raw_trace: <file> in a directory
-  <dir_prefix><pid>-...), which sessions own: keep_filename does not keep it."
+  "True for this process's session raw trace (api.json raw_trace), which keep_filename does not
+  keep."
   [^String path]
   (let [spec (rules/api "raw_trace")
         f (java.io.File. path)
@@ -130,22 +112,12 @@
          (str/starts-with? parent (str (spec "dir_prefix") (.pid (java.lang.ProcessHandle/current)) "-")))))
 
 (defn profiler-set-config
-  "Configures the profiler (C: MXSetProcessProfilerConfig). `options` is a map of keyword keys
-  (:profile-symbolic, :filename, :aggregate-stats, :dump-period, ...) or C's string keys
-  (\"profile_symbolic\"), checked against profiler_config.json first. Every call resets the keys
-  it leaves out to their C default, except :filename once the profiler has run (until the
-  finished dump): it is kept (api.json keep_filename; on purpose unlike MXNet, which would send
-  the rest of the trace to ./profile.json), and the events already dumped there are kept in a
-  hidden part that the finished dump joins back (docs/configuration.md). It deletes an existing
-  file at a new :filename. :dump-period is in seconds. Returns the map of C strings sent.
-
-  Throws ex-info :invalid-config (key or value; a :filename MXNet could not write:
-  config.missing_directory, config.bad_path), :session-finished (after a finished dump),
-  :invalid-state (while a pyprof.session is open, or :profile-process :server: the JVM holds no
-  kvstore handle), :invalid-config config.filename_claimed when another process configured the
-  file first and has not finished its trace (api.json trace_claims: the file is claimed for this
-  process until its finished dump or exit; config.claim_failed when no claim can be taken). A new :filename while profiling runs works as in MXNet and loses nothing: the
-  events so far end in the old file, rewritten as a valid trace; later ones go to the new file."
+  "Configures the profiler (C: MXSetProcessProfilerConfig), as Python's set_config: `options`
+  with keyword or C string keys, checked against profiler_config.json; keys left out reset to
+  their C default except :filename once the profiler ran (api.json keep_filename). :dump-period
+  is in seconds. Returns the map of C strings sent. Throws ex-info :invalid-config (config.*,
+  config.filename_claimed, config.claim_failed), :session-finished, :invalid-state (a session
+  open, steady mode, :profile-process :server)."
   [options]
   (let [c-opts (config/validate options)]
     (process-code (get c-opts "profile_process" "worker"))
@@ -186,9 +158,9 @@
         c-opts))))
 
 (defn profiler-set-state
-  "Starts (\"run\" or :run) or stops (\"stop\" or :stop, the default) recording
-  (C: MXSetProcessProfilerState). Running also un-pauses. `profile-process` (as Python's
-  set_state) may only be :worker here: the JVM profiles its own process."
+  "Starts (:run) or stops (:stop, the default) recording (C: MXSetProcessProfilerState); running
+  also un-pauses. Throws state.invalid, state.finished_run, state.session_owns, steady.set_state,
+  process.*."
   ([] (profiler-set-state :stop))
   ([state] (profiler-set-state state :worker))
   ([state profile-process]
@@ -209,15 +181,11 @@
      nil)))
 
 (defn dump-profile
-  "Writes the trace to the configured file (C: MXDumpProcessProfile). `finished` (default true;
-  also 1, or false/0) ends the session: the file is valid JSON afterwards, and no second session
-  can be written in this process. Throws ex-info :invalid-state when the profiler never ran
-  (MXNet: \"Profiler hasn't been run\"), and :session-finished after a finished dump (a second
-  one would corrupt the file) or when `dumps` already finished it (continuous_dump off); and,
-  since MXNet reports no failure to write, :invalid-state dump.unwritable when the file cannot be
-  written (checked first: nothing dumped, the events stay for another :filename) or dump.lost
-  when MXNet wrote no file or a finished one lacks its closing bytes.
-  `profile-process` (as Python's dump) may only be :worker here."
+  "Writes the trace to the configured file (C: MXDumpProcessProfile), as Python's dump.
+  `finished` (default true; or 1, false, 0) ends the trace: valid JSON, no second trace in this
+  process. Throws ex-info :invalid-state (state.dump_before_run, dump.unwritable, dump.lost,
+  state.session_owns, steady.finished_dump) and :session-finished (state.finished_dump,
+  state.trace_finished_by_dumps)."
   ([] (dump-profile true))
   ([finished] (dump-profile finished :worker))
   ([finished profile-process]
@@ -260,30 +228,22 @@
      nil)))
 
 (def default-dumps-options
-  "Defaults of `dumps` (api.json dumps_defaults, keys kebab-case, names as keywords)."
+  "api.json dumps_defaults, kebab-case keys, names as keywords."
   (into {} (map (fn [[k v]] [(keyword (str/replace k "_" "-")) (if (string? v) (keyword v) v)]))
         rules/dumps-defaults))
 
 (defn- option
-  "The C code of option `k` of `opts` (a keyword or string naming an entry of `table`); else the
-  catalogue error `code`."
+  "The C code of option `k` of `opts` in `table`, else the catalogue error `code`."
   [opts k table code]
   (let [v (get opts k)]
     (or (get table (when (or (keyword? v) (string? v)) (name v)))
         (throw (rules/error code {:value v :choices (rules/choices table)})))))
 
 (defn dumps
-  "MXNet's aggregate statistics per operator and category (C: MXAggregateProfileStatsPrintEx);
-  needs :aggregate-stats true in the config. Options (merged over `default-dumps-options`):
-    :reset     true clears the statistics after reading them (false)
-    :format    :table -> the fixed-width text table; :json -> parsed data with string keys,
-               {\"Time\" {category {name {\"Count\" \"Total\" \"Min\" \"Max\" \"Avg\"}}},
-                \"Memory\" ..., \"Unit\" {\"Time\" \"ms\" \"Memory\" \"kB\"}} (:table)
-    :sort-by   :total :avg :min :max or :count (:total)
-    :ascending sort order (false)
-  MXNet's numbers keep 4 significant digits; for exact statistics use `pyprof.stats/stats` on
-  the trace. Throws ex-info :invalid-option for a bad option and :invalid-state when aggregate
-  statistics are off (as pyprof.profiler.dumps does)."
+  "MXNet's aggregate statistics (C: MXAggregateProfileStatsPrintEx), as Python's dumps; needs
+  :aggregate-stats. Options over `default-dumps-options`: :reset, :format (:table text or :json
+  data with string keys; MXNet's units, ms and kB), :sort-by (:total :avg :min :max :count),
+  :ascending. Throws :invalid-option (dumps.*) and :invalid-state (dumps.no_aggregate_stats)."
   ([] (dumps {}))
   ([opts]
    (let [{:keys [reset ascending] :as o} (merge default-dumps-options opts)
@@ -309,33 +269,27 @@
        (throw (rules/error "dumps.empty")))
      (if (= fmt (rules/dumps-formats "json")) (json/read-str s) s))))
 
+(defn- set-paused! [profile-process paused?]
+  (process-code profile-process)
+  (tracker/with-lock
+    (mx MXProcessProfilePause (if paused? 1 0) (int worker) nil)
+    (tracker/put! :paused paused?))
+  nil)
+
 (defn pause
-  "Pauses recording without leaving the run state (C: MXProcessProfilePause 1). A global flag,
-  not a counter. `profile-process` (as Python's pause) may only be :worker here."
+  "Pauses recording without leaving the run state (C: MXProcessProfilePause 1)."
   ([] (pause :worker))
-  ([profile-process]
-   (process-code profile-process)
-   (tracker/with-lock
-     (mx MXProcessProfilePause 1 (int worker) nil)
-     (tracker/put! :paused true))
-   nil))
+  ([profile-process] (set-paused! profile-process true)))
 
 (defn resume
-  "Resumes recording after `pause` (C: MXProcessProfilePause 0). `profile-process` (as Python's
-  resume) may only be :worker here."
+  "Resumes recording after `pause` (C: MXProcessProfilePause 0)."
   ([] (resume :worker))
-  ([profile-process]
-   (process-code profile-process)
-   (tracker/with-lock
-     (mx MXProcessProfilePause 0 (int worker) nil)
-     (tracker/put! :paused false))
-   nil))
+  ([profile-process] (set-paused! profile-process false)))
 
 (def ^:private profiling-option-keys #{:config :dump})
 
 (defn ^:no-doc -profiling-options
-  "Internal (`with-profiling`): `opts` checked at run time, nil for none; a non-map, or a map with
-  other keys than :config and :dump (a profiler config given directly, say), is
+  "Internal (`with-profiling`): `opts` or nil; other than a map of :config and :dump is
   profiling.options_not_map."
   [opts]
   (when (some? opts)
@@ -344,21 +298,12 @@
     opts))
 
 (defmacro with-profiling
-  "Runs `body` with the profiler in the run state and always stops it afterwards, without hiding
-  the body's exception. An optional leading options map, evaluated at run time: a map literal,
-  or a symbol (a local or a var holding the map) followed by the body; nil is no options:
-    :config  a profiler config, applied first with `profiler-set-config`
-    :dump    true: (dump-profile true) after stopping, so the trace is valid JSON on exit
-  Without :config, configure first with `profiler-set-config`. Options that are not such a map
-  (a profiler config given directly, a vector, ...) throw :invalid-option
-  (profiling.options_not_map) before the profiler starts. Any other map expression follows
-  `:options` (a call cannot be told from the body's first form otherwise):
-  `(with-profiling :options (merge base {:dump true}) (work))`.
+  "Runs `body` with the profiler running and always stops it afterwards. An optional leading
+  options map (a map literal, a symbol followed by the body, or any expression after
+  `:options`): :config (applied with `profiler-set-config`), :dump (true: (dump-profile true)
+  after stopping). Other options throw :invalid-option (profiling.options_not_map).
 
-    (with-profiling {:config {:filename \"t.json\" :aggregate-stats true} :dump true}
-      (work))
-    (def opts {:config {:filename \"t.json\"} :dump true})
-    (with-profiling opts (work))"
+    (with-profiling {:config {:filename \"t.json\"} :dump true} (work))"
   [& body]
   (let [[opts body] (cond (= :options (first body)) [(second body) (nnext body)]
                           (or (map? (first body)) (and (symbol? (first body)) (next body)))
@@ -375,9 +320,7 @@
 ;; ------------------------------------------------------------------ user-side objects
 
 (defmacro ^:private re-export
-  "Interns each public var of `ns` named in `syms` here, with its value (a function, a macro or
-  a value) and its metadata (docstring, arglists, :macro), so `pyprof.profiler/task` is
-  `pyprof.objects/task`."
+  "Interns each var `syms` of `ns` here with its value and metadata."
   [ns & syms]
   `(do ~@(for [s syms]
            `(let [v# (var ~(symbol (name ns) (name s)))]
@@ -395,23 +338,19 @@
 (defonce ^:private exit-actions (atom (sorted-map)))
 
 (defn ^:no-doc -on-exit!
-  "Internal (pyprof.session): run `f` at JVM exit, before a plain trace is finished; actions run
-  in the order of their keys, each even when another throws."
+  "Internal (pyprof.session): run `f` at JVM exit, before a plain trace is finished; in key order."
   [k f]
   (swap! exit-actions assoc (str k) f))
 
 (defn ^:no-doc jpype-host?
-  "True in a JVM that JPype started inside Python: Python then owns MXNet's shutdown, and no
-  MXNet call is made at JVM exit (Python may have shut MXNet down already)."
+  "True in a JVM that JPype started inside Python (Python then owns MXNet's shutdown)."
   []
   (try (Class/forName "org.jpype.JPypeContext" false (ClassLoader/getSystemClassLoader)) true
        (catch Throwable _ false)))
 
 (defn ^:no-doc at-exit!
-  "What the shutdown hook does: the exit actions of open pyprof sessions, then, when the profiler
-  ran in this JVM but its trace was never finished (code that relied on MXNet writing the file
-  at exit, like MXNet's own Clojure example), stop and (dump-profile true), so the file is valid
-  JSON."
+  "The shutdown hook: the exit actions, then stop and (dump-profile true) for a trace the profiler
+  ran into but never finished."
   []
   (doseq [[k f] @exit-actions]
     (try (f) (catch Throwable e

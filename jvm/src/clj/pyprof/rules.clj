@@ -1,14 +1,9 @@
 (ns pyprof.rules
-  "The rules the JVM layer shares with the Python package, read from `api.json` and
-  `errors.json` (pyprof/spec, on the classpath): the constants of the profiler API and the error
-  catalogue. Nothing here restates a rule; it interprets the files.
-
-  `error` renders a catalogue entry as a `pyprof.jvm.PyprofException` (a
-  `clojure.lang.ExceptionInfo`): the message is \"<message> fix: <fix>\" with values in
-  `{field!r}` as Clojure literals (`pr-str`; a keyword or symbol as the string of its name, the
-  value C receives) and API names (`{api.stop}`) as Clojure spells them; its `ex-data` holds
-  `:pyprof/error` (the kind), `:pyprof/code` (the catalogue key), `:fix`, `:java-fix` (the fix as
-  Java calls spell it, which the Java facade shows) and the fields."
+  "The rules the JVM layer shares with the Python package, read from the pyprof/spec files on
+  the classpath (`api.json`, `errors.json`, ...), as Python's `pyprof.rules`. `error` renders a
+  catalogue entry as a `pyprof.jvm.PyprofException` (an ex-info: \"<message> fix: <fix>\",
+  values as Clojure literals; ex-data :pyprof/error, :pyprof/code, :fix, :java-fix and the
+  fields)."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str])
@@ -16,40 +11,28 @@
 
 (set! *warn-on-reflection* true)
 
-(declare ^:private read-spec*)
-
-(defn read-spec
-  "The spec file `name` of pyprof/spec (on the classpath), parsed (string keys; `opts` go to
-  `clojure.data.json/read`, e.g. `:key-fn keyword`): the one reader of the spec files for the
-  JVM layer, each file (with the same `opts`) parsed once per JVM, as Python's `rules.spec`.
-  Shared: do not modify what it returns (it is immutable anyway). Throws ex-info
-  (:pyprof/error :missing-spec) when the file is not on the classpath."
-  [name & opts]
-  (apply read-spec* name opts))
-
-(defn- read-spec-uncached
-  [name & opts]
-  (let [url (or (io/resource name)
-                (throw (ex-info (str name " is not on the classpath. fix: add ../pyprof/spec to"
-                                     " :resource-paths (or the classpath of the hosting JVM)")
-                                {:pyprof/error :missing-spec :resource name})))]
-    (with-open [r (io/reader url)]
-      (apply json/read r opts))))
-
-(def ^:private read-spec* (memoize read-spec-uncached))
+(def read-spec
+  "The spec file `name` of pyprof/spec, parsed once per JVM (string keys; `opts` go to
+  `clojure.data.json/read`); :missing-spec when it is not on the classpath."
+  (memoize
+   (fn [name & opts]
+     (let [url (or (io/resource name)
+                   (throw (ex-info (str name " is not on the classpath. fix: add ../pyprof/spec to"
+                                        " :resource-paths (or the classpath of the hosting JVM)")
+                                   {:pyprof/error :missing-spec :resource name})))]
+       (with-open [r (io/reader url)]
+         (apply json/read r opts))))))
 
 (def api
   "api.json: the constants (string keys, as in the file)."
   (read-spec "api.json"))
 
 (def catalogue
-  "errors.json: the API name table (\"api\"), accepted-value phrases (\"accepted\") and the
-  errors (\"errors\"), string keys as in the file."
+  "errors.json (string keys)."
   (read-spec "errors.json"))
 
 (defn- codes
-  "A name -> C code table of api.json, in code order (the order of the file, which lists each
-  table by code: clojure.data.json does not keep the order of an object's keys)."
+  "A name -> C code table of api.json, in code order."
   [table]
   (into (array-map) (sort-by val (api table))))
 
@@ -65,32 +48,30 @@
 (def legacy-modes "[\"symbolic\" \"all\"]" (vec (api "legacy_modes")))
 
 (defn choices
-  "The names of a code table (`states`, `processes`, ...) in code order, as Python's
-  `list(table)`: the `choices` of an error."
+  "The names of a code table in code order: the `choices` of an error."
   [table]
   (mapv key (sort-by val table)))
 
 (def name-max-bytes
-  "Bytes of UTF-8 MXNet keeps of a profiler object's name (128 with the NUL)."
+  "Bytes of UTF-8 MXNet keeps of a profiler object's name (api.json names)."
   (long (get-in api ["names" "max_bytes"])))
 (def name-forbidden-chars
-  "Characters a name may not hold (MXNet writes names into the JSON trace unescaped), as strings."
+  "Characters a name may not hold (api.json names)."
   (vec (get-in api ["names" "forbidden_chars"])))
 (def name-forbidden-below
-  "Code points below this (control characters) may not be in a name."
+  "Code points below this may not be in a name."
   (long (get-in api ["names" "forbidden_below"])))
 (def name-shown-chars
   "Characters of a too-long name that its error shows."
   (long (get-in api ["names" "shown_chars"])))
 
 (def name-surrogates
-  "[min max]: the code points of lone surrogates, which have no UTF-8 encoding; refused in names
-  and paths (api.json names.surrogates)."
+  "[min max]: the code points of lone surrogates (api.json names.surrogates)."
   (mapv long (get-in api ["names" "surrogates"])))
 
 (defn lone-surrogate
-  "[index \"U+DCFF\"]: the code point index and code point of the first lone surrogate in `s`,
-  or nil (as pyprof.rules.lone_surrogate; indexes count code points, as Python counts a str)."
+  "[index \"U+DCFF\"] of the first lone surrogate in `s` (index in code points), or nil, as
+  pyprof.rules.lone_surrogate."
   [^String s]
   (let [[lo hi] name-surrogates
         n (.length s)]
@@ -102,7 +83,7 @@
             (recur (+ i (Character/charCount c)) (inc index))))))))
 
 (def output-paths
-  "api.json output_paths: \"min_free_bytes\", \"min_free_env\", \"mxnet_footer\"."
+  "api.json output_paths."
   (api "output_paths"))
 
 (def counter-min "0" (bigint (get-in api ["counter" "min"])))
@@ -111,16 +92,13 @@
 (def counter-step-max "2^63-1" (bigint (get-in api ["counter" "step_max"])))
 
 (def config-values
-  "Accepted spellings of config values and the C strings: \"bool_true\", \"bool_false\" (strings
-  after trimming and lower-casing), \"bool_numbers\" (integer -> C string), \"c_true\",
-  \"c_false\"."
+  "api.json config_values: accepted spellings of booleans and the C strings."
   (api "config_values"))
 (def c-true "The C string of true." (config-values "c_true"))
 (def c-false "The C string of false." (config-values "c_false"))
 
 (defn- java-string
-  "`s` as a Java string literal: quoted, with Java's escapes (control characters, surrogates and
-  other invisible characters as \\uXXXX)."
+  "`s` as a Java string literal."
   [^String s]
   (let [sb (StringBuilder. "\"")]
     (doseq [c s]
@@ -138,9 +116,8 @@
     (str (.append sb "\""))))
 
 (defn- java-literal
-  "A value as Java source writes it: strings in double quotes, null, true/false, numbers as
-  digits (no Clojure N or M suffix), a keyword or symbol as the string of its name (the value C
-  receives), sequences as List.of(...), maps as Map.of(...), other objects as their toString."
+  "A value as Java source writes it (strings quoted, null, List.of(...), Map.of(...); a keyword or
+  symbol as the string of its name)."
   [v]
   (cond (nil? v) "null"
         (or (keyword? v) (symbol? v)) (java-string (name v))
@@ -164,27 +141,21 @@
         :else (str v)))
 
 (defn- literal
-  "A value as a literal of `language`: Clojure as the reader writes it (`pr-str`), Java as
-  `java-literal`; in both a keyword or symbol is the string of its name (the value C
-  receives)."
+  "A value as a literal of `language` (\"clojure\": `pr-str`, \"java\": `java-literal`)."
   [v language]
   (if (= "java" language)
     (java-literal v)
     (pr-str (if (or (keyword? v) (symbol? v)) (name v) v))))
 
 (defn- text
-  "A value as text in `language`: a keyword as its name in Java (no Clojure syntax), as itself
-  in Clojure."
+  "A value as text in `language`: a keyword as its name in Java."
   [v language]
   (if (and (= "java" language) (or (keyword? v) (symbol? v))) (name v) (str v)))
 
 (defn render
-  "Fills a catalogue template: `{f}` as text, `{f!r}` as a literal, `{api.x}` as the API name in
-  `language` (\"clojure\" or \"java\"); in `{f}` a sequential value becomes its items as
-  literals, comma-joined (the `{choices}` of an error), in `{f!r}` it stays one literal (a
-  vector given as a config value shows as the vector). Literals are the language's (Java:
-  strings in double quotes, null, List.of(...); see `java-literal`). A field the template names
-  must be in `fields` (nil is a value)."
+  "Fills a catalogue template: `{f}` as text (a sequential value as its items' literals,
+  comma-joined), `{f!r}` as a literal, `{api.x}` as the API name in `language` (\"clojure\" or
+  \"java\")."
   ([template fields] (render template fields "clojure"))
   ([template fields language]
    (str/replace template #"\{(api\.)?([a-z_]+)(!r)?\}"
@@ -202,40 +173,37 @@
                             (sequential? v) (str/join ", " (map #(literal % language) v))
                             :else (text v language))))))))
 
+(defn- entry [code]
+  (or (get-in catalogue ["errors" code])
+      (throw (IllegalArgumentException.
+              (str "no error " code " in errors.json. fix: add it to pyprof/spec/errors.json")))))
+
 (defn message
-  "The message of catalogue entry `code` with `fields`, as `language` (\"clojure\" or
-  \"java\") writes values and API names: \"<message> fix: <fix>\". The Java facade shows errors
-  in Java this way (`pyprof.jvm.PyprofException/inJava`)."
+  "The message of catalogue entry `code` with `fields` in `language`: \"<message> fix: <fix>\"
+  (`pyprof.jvm.PyprofException/inJava`)."
   [code fields language]
-  (let [{:strs [message fix]} (or (get-in catalogue ["errors" code])
-                                  (throw (IllegalArgumentException.
-                                          (str "no error " code " in errors.json. fix: add it to pyprof/spec/errors.json"))))]
+  (let [{:strs [message fix]} (entry code)]
     (str (render message fields language) " fix: " (render fix fields language))))
 
 (defn error
-  "The PyprofException for catalogue entry `code` (a string such as \"config.unknown_key\")
-  with `fields` (a map of keyword -> value) filled in; not thrown."
+  "The PyprofException (not thrown) for catalogue entry `code` with `fields` (keyword -> value)."
   ([code] (error code {} nil))
   ([code fields] (error code fields nil))
   ([code fields cause]
-   (let [{:strs [kind message fix]} (or (get-in catalogue ["errors" code])
-                                        (throw (IllegalArgumentException.
-                                                (str "no error " code " in errors.json. fix: add it to the catalogue"))))
-         clj-fix (render fix fields "clojure")]
-     (PyprofException. (str (render message fields "clojure") " fix: " clj-fix)
-                       (merge fields {:pyprof/error (keyword kind) :pyprof/code code
-                                      :fix clj-fix :java-fix (render fix fields "java")})
-                       cause))))
+   (PyprofException. (message code fields "clojure")
+                     (merge fields {:pyprof/error (keyword ((entry code) "kind")) :pyprof/code code
+                                    :fix (render ((entry code) "fix") fields "clojure")
+                                    :java-fix (render ((entry code) "fix") fields "java")})
+                     cause)))
 
 (defn accepted
-  "What a config value type accepts, in words (errors.json \"accepted\"): `form` is \"bool\",
-  \"string\", \"float\", \"float_min\" or \"enum\"; `fields` fill its template."
+  "What a config value type accepts, in words (errors.json accepted `form`)."
   [form fields]
   (render (get-in catalogue ["accepted" form]) fields "clojure"))
 
 (defn path-problem
-  "The fields :problem and :path-fix (errors.json path_problems `code`, rendered for Clojure) of
-  a path error, as pyprof.rules.path_problem; `fields` fill the templates."
+  "The fields :problem and :path_fix of errors.json path_problems `code`, as
+  pyprof.rules.path_problem."
   [code fields]
   (let [entry (get-in catalogue ["path_problems" code])]
     {:problem (render (entry "problem") fields "clojure")

@@ -1,47 +1,12 @@
 (ns pyprof.session
   "Profiling sessions with a step schedule: many windows per process, each saved as its own
-  valid Chrome trace. The JVM side of `pyprof.session` (Python), with the same design:
-
-  - The schedule is data: `schedule.json` (pyprof/spec, shared with Python) holds the schedule's
-    parameters, the phases of a cycle with the action of each step, and the transition table:
-    for the action of the step that ended and that of the step that begins, the operations to
-    perform, in order (:stop, :save, :open, :run). `pyprof.session.schedule` reads it; this
-    namespace performs the operations. start! moves from :none to step 0's action, step! from
-    one step's action to the next, stop! to :none. Between back-to-back windows the table saves
-    after the next window started recording: only the boundary separates them.
-  - One raw trace per process. MXNet can finish only one trace file per process, so pyprof never
-    finishes one while the process lives: it configures MXNet once with continuous_dump on and a
-    file it owns (in a private directory `pyprof-raw-<pid>-<start>-<random>` of $PYPROF_RAW_DIR
-    or java.io.tmpdir, `pyprof.session.rawdir`), and only ever dumps with finished = false, which
-    appends. Between windows it is deleted once past 64 MiB ($PYPROF_RAW_ROTATE_BYTES) or half
-    the cap: MXNet's next dump starts a new one. The cap (512 MiB, $PYPROF_RAW_MAX_BYTES,
-    `pyprof.session.cap`: a step check and a watchdog) holds whatever the workload: past it the
-    recording stops and the window is saved :truncated. The directory is deleted when no session
-    is open; leftovers of dead processes are recovered (beside each window's path, as
-    `<stem>.recovered-<pid><suffix>`, never over a file) and deleted at the next start, whose
-    start! waits for that sweep at most 1 s (`pyprof.session.leftovers`). See
-    `pyprof.session.raw`.
-  - Windows are byte ranges of the raw file. Every boundary is made at a quiescent point:
-    MXNDArrayWaitAll, state stop, dump(false); the file size then is an exact boundary. A window
-    is [size at its start, size at its end), read tolerantly (header only in the first range,
-    leading or trailing commas) and written as a new valid trace (temporary file, then rename).
-    Warm-up steps record too, but their range is skipped.
-  - A window holds exactly its active steps: opening one waits for queued operators with the
-    profiler stopped and appends what MXNet queued while stopped before the window's start
-    (before MXNet's first run it keeps custom-object events, being neither running nor paused:
-    pyprof starts and stops it once first).
-  - Every window records its real time span, :start-us and :end-us (microseconds since the
-    epoch, the clock of the trace's ts): a slow step shows as a longer window.
-  - Metadata (`ph` M) seen in any range is carried to the head of every window.
-  - While a session is open it owns the profiler: profiler-set-config, profiler-set-state and
-    dump-profile from anyone else throw :invalid-state (pause, resume and dumps still work).
-    Sessions do not nest; consecutive sessions in one process are fine.
-  - While a window records, `<window>.partial` names the raw file, the start offset and time, in
-    the format Python's `pyprof.session.recover` reads, to rebuild a window after a crash.
-  - At JVM exit (a shutdown hook; not in a JVM hosted by JPype, where Python owns MXNet's end)
-    open sessions are stopped, their windows saved, and the raw file finished and deleted.
-
-  All functions are thread safe: one session's calls are serialised on the session."
+  valid Chrome trace. The JVM side of Python's `pyprof.session`, whose module docstring gives
+  the design (one raw trace per process, windows as byte ranges cut at quiescent points,
+  metadata carried to every window, ownership of the profiler, .partial files for recovery).
+  Here: the schedule and its transition table are schedule.json (`pyprof.session.schedule`),
+  the raw trace `pyprof.session.raw`, its cap `pyprof.session.cap`, dead processes' leftovers
+  `pyprof.session.leftovers`. At JVM exit (not in a JVM hosted by JPype) open sessions are
+  stopped and their windows saved. Thread safe: one session's calls are serialised on it."
   (:require [pyprof.claim :as claim]
             [pyprof.config :as config]
             [pyprof.output :as output]
@@ -53,26 +18,21 @@
             [pyprof.session.schedule :as sched]
             [pyprof.session.template :as template]
             [pyprof.stats :as stats]
-            [pyprof.steady :as steady]
-            [pyprof.util :as util]))
+            [pyprof.steady :as steady]))
 
 (set! *warn-on-reflection* true)
 
 (def actions
-  "What the profiler does during one step (the value of a schedule for a step number): the
-  actions of schedule.json, :none :warmup :record :record-and-save."
+  "The actions of schedule.json: :none :warmup :record :record-and-save."
   sched/actions)
 
 (def ^{:arglists '([] [opts])} schedule
-  "A step schedule: a function from step number (0, 1, ...) to an action. After :skip-first
-  steps, cycles of :wait idle steps, :warmup discarded steps and :active recorded steps repeat
-  :repeat times (0 = for ever). Each cycle's active steps form one window. Defaults:
-  {:wait 0 :warmup 0 :active 1 :repeat 0 :skip-first 0}. See `pyprof.session.schedule`."
+  "A step schedule (fn step -> action), as Python's `pyprof.session.schedule`; defaults {:wait 0
+  :warmup 0 :active 1 :repeat 0 :skip-first 0}."
   sched/schedule)
 
 (def ^{:arglists '([text]) :no-doc true} parse-range
-  "The events in a byte range of an MXNet trace that MXNet appended to (see
-  `pyprof.session.raw/parse-range`)."
+  "See `pyprof.session.raw/parse-range`."
   raw/parse-range)
 
 (def ^{:arglists '([])} raw-trace-path
@@ -82,12 +42,11 @@
 ;; ------------------------------------------------------------------ sessions
 
 (def ^:private reserved
-  "Recording keys (C names) a session does not take, with why (api.json reserved_session_keys)."
+  "api.json reserved_session_keys: C key -> why a session does not take it."
   (rules/api "reserved_session_keys"))
 
 (defn- callable?
-  "A function, as Python's callable() sees one: maps, vectors, sets, keywords and symbols are
-  IFn (look-ups) but data, not a schedule."
+  "A function as Python's callable() sees one (maps, keywords, ... are data)."
   [x]
   (and (ifn? x) (not (coll? x)) (not (keyword? x)) (not (symbol? x))))
 
@@ -95,43 +54,29 @@
 (defonce ^:private counter (atom 0))
 
 (defn- fill-path
-  "The absolute path of window `window` starting at step `step`: the template filled
-  (grammar.json window_path), then made absolute (grammar.json paths)."
+  "The absolute path of window `window` starting at `step` (grammar.json window_path, paths)."
   [parts window step]
   (config/abspath (template/fill parts {"window" window "step" step "pid" (raw/pid)})))
 
 (declare make-session)
 
 (defn profile
-  "A new session (not started). Options (all optional):
-    :schedule        (schedule {...}) or any fn step -> action; default: one window from
-                     `start!` to `stop!`
-    :path            trace file of each window, a template (grammar.json window_path,
-                     `pyprof.session.template`): \"{window}\" (0, 1, ...), \"{step}\" (first
-                     step) and \"{pid}\" filled in, optionally zero-padded to a width
-                     (\"{window:02d}\"), \"{{\" and \"}}\" literal braces; must hold {window}
-                     when the schedule saves several windows (\"pyprof_trace_{window}.json\");
-                     relative to the working directory
+  "A new session (not started), as Python's `pyprof.session.profile`. Options (all optional):
+    :schedule        (schedule {...}) or any fn step -> action; default: one window
+    :path            window template (grammar.json window_path): {window} {step} {pid},
+                     {window:02d}, {{ }}; default \"pyprof_trace_{window}.json\"
     :on-trace-ready  called with each saved window map {:index :path :first-step :last-step
-                     :events :start-us :end-us}, after its file is written
-    :steady          true: at `start!`, begin steady mode (`pyprof.steady`) with these
-                     recording keys unless it began; in steady mode every session takes its
-                     windows by pause and resume (schedule.json steady)
-    recording keys as in `profiler-set-config`: :profile-symbolic :profile-imperative
-    :profile-api :profile-memory :profile-all :aggregate-stats :dump-period.
-  Use `with-session`, or `start!`, `step!` after each step, and `stop!`. Throws ex-info
-  (errors.json): session.unknown_option, session.reserved_option, config errors of the
-  recording keys,
-  session.not_callable, template.unknown_field, template.bad_spec, template.unbalanced,
-  session.bad_path (the first window's file cannot be written: its directory is missing, it is a
-  directory, nothing can be created there, too little space), session.path_needs_window."
+                     :events :start-us :end-us} (times: microseconds since the epoch)
+    :steady          true: begin steady mode (`pyprof.steady`) at `start!`
+    recording keys as in `profiler-set-config`.
+  Throws ex-info (errors.json): session.unknown_option, session.reserved_option, config errors,
+  session.not_callable, template.*, session.bad_path, session.path_needs_window."
   ([] (profile {}))
   ([opts] (make-session opts true)))
 
 (defn ^:no-doc check-options
-  "Throws what `profile` throws for `opts`, except session.bad_path: the Java session checks
-  its caller's options first, in the caller's words, then the path resolved under its output
-  root (pyprof.jvm.ProfilerSession). Returns nil."
+  "Throws what `profile` throws for `opts` except session.bad_path (pyprof.jvm.ProfilerSession
+  checks the path under its output root). Returns nil."
   [opts]
   (make-session opts false)
   nil)
@@ -142,20 +87,16 @@
   (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
         rec (dissoc opts :schedule :on-trace-ready :path :steady)
         _ (doseq [k (keys rec)]
-            (let [c (util/key->c k)]
-              (when-let [why (reserved c)]
-                (throw (rules/error "session.reserved_option" {:option c :why why})))
+            (let [c (config/check-session-key! k)]
               (when-not (some #{c} (config/key-names)) ; the own options and recording keys
                 (throw (config/unknown-option-error
                         k c (concat ["schedule" "on_trace_ready" "path" "steady"]
                                     (remove reserved (config/key-names))))))))
         c-opts (config/validate rec)
-        ;; nil is no schedule (no callback); false, a map, ... are not functions
-        _ (when (and (some? schedule) (not (callable? schedule)))
-            (throw (rules/error "session.not_callable" {:option "schedule" :value schedule})))
-        _ (when (and (some? on-trace-ready) (not (callable? on-trace-ready)))
-            (throw (rules/error "session.not_callable" {:option "on_trace_ready"
-                                                        :value on-trace-ready})))
+        ;; nil is none; false, a map, ... are not functions
+        _ (doseq [[option v] [["schedule" schedule] ["on_trace_ready" on-trace-ready]]]
+            (when (and (some? v) (not (callable? v)))
+              (throw (rules/error "session.not_callable" {:option option :value v}))))
         parts (template/parse (str path)) ; template.* errors
         ;; a NUL or lone surrogate always (Paths/get would refuse it untold)
         _ (when-let [problem (output/text-problem (str path))]
@@ -195,7 +136,7 @@
 (declare save-op! owner-operations)
 
 (defn- note-windows!
-  "Names the windows not saved yet in the raw trace's directory (recovery after a crash)."
+  "Names the windows not saved yet in the raw trace's directory (crash recovery)."
   [s]
   (let [{:keys [window ended]} @(::state s)]
     (raw/note-windows! (keep :path [(:window ended) window]))))
@@ -206,14 +147,13 @@
     (note-windows! s)))
 
 (defn- stop-op!
-  "Stops (steady mode's :pause: pauses, with `quiesce` raw/quiesce-paused!) recording; the open
-  window ends here (cut by the next :save)."
-  ([s] (stop-op! s raw/quiesce!))
-  ([s quiesce]
+  "Stops (`paused?`, steady mode: pauses) recording; the open window ends here."
+  ([s] (stop-op! s false))
+  ([s paused?]
   (let [st (::state s)]
     (when (:running @st)
       (swap! st assoc :running false :cap-paused false)
-      (swap! st assoc :stopped-us (quiesce)))
+      (swap! st assoc :stopped-us (raw/quiesce! paused?)))
     (when-let [w (:window @st)]
       (when (:ended @st) (save-op! s)) ; a table that stops twice before saving
       (let [{:keys [step final stopped-us]} @st
@@ -256,10 +196,10 @@
       (profiler/resume)
       (swap! st assoc :running true))))
 
-(defn- pause-op! "Steady mode's :stop." [s] (stop-op! s raw/quiesce-paused!))
+(defn- pause-op! "Steady mode's :stop." [s] (stop-op! s true))
 
 (defn- save-op!
-  "Writes the window that ended at the last :stop: its raw bytes, as a valid trace."
+  "Writes the window that ended at the last :stop as a valid trace."
   [s]
   (let [st (::state s)]
     (when-let [{:keys [window end end-us last-step]} (:ended @st)]
@@ -278,16 +218,9 @@
 (def ^:private owner-operations {:stop #'stop-op!, :open #'open-op!, :run #'run-op!,
                                  :pause #'pause-op!, :resume #'resume-op!})
 
-(let [missing (remove (set (conj (keys owner-operations) :save)) (keys sched/operation-names))]
-  (when (seq missing) ; schedule.json names an operation this namespace does not perform
-    (throw (ex-info (str "schedule.json: unknown session operations " (vec missing)
-                         ". fix: name only operations pyprof.session performs")
-                    {:pyprof/error :invalid-spec :operations (vec missing)}))))
-
 (defn- enforce-cap!
-  "At the cap (`pyprof.session.cap/check`) MXNet is paused (any thread may: IsProfiling stays;
-  queued operators then run unrecorded); a step also stops it, as Python's _enforce_cap. Run
-  as the owner (the tracker's lock held)."
+  "At the cap (`pyprof.session.cap/check`) pauses MXNet; a step also stops it, as Python's
+  _enforce_cap. Run as the owner."
   [s watchdog?]
   (let [st (::state s)
         {:keys [running cap-paused window step]} @st]
@@ -299,12 +232,11 @@
         (swap! st assoc :cap-paused true))
       (when-not watchdog?
         (swap! st assoc :running false :cap-paused false)
-        (swap! st assoc :stopped-us (if (:steady @st) (raw/quiesce-paused!) (raw/quiesce!)))))))
+        (swap! st assoc :stopped-us (raw/quiesce! (:steady @st)))))))
 
 (defn- transition!
-  "Moves from `prev` (the last step's action) to `cur` (the next step's): performs the
-  operations schedule.json lists for the pair, in order; then calls on-trace-ready with each
-  window saved (outside the owner's rights)."
+  "Performs schedule.json's operations from action `prev` to `cur`, then calls on-trace-ready with
+  each window saved."
   [s prev cur final?]
   (let [st (::state s)]
     (swap! st assoc :final final? :saved-now [])
@@ -317,8 +249,8 @@
       (doseq [w (:saved-now @st)] (f w)))))
 
 (defn start!
-  "Takes ownership of the profiler and begins step 0. A failed start (bad schedule, MXNet
-  error, another session open) leaves the profiler as it was and the session unstarted."
+  "Takes ownership of the profiler and begins step 0; a failed start leaves the profiler as it was
+  and the session unstarted."
   [s]
   (locking s
     (let [st (::state s)]
@@ -370,8 +302,8 @@
     nil))
 
 (defn stop!
-  "Stops recording, saves an open window and gives the profiler back; returns the saved
-  windows. Idempotent."
+  "Stops recording, saves an open window, gives the profiler back; returns the saved windows.
+  Idempotent."
   [s]
   (locking s
     (let [st (::state s)]
@@ -394,8 +326,7 @@
       (:windows @st))))
 
 (defn windows
-  "The windows saved so far: [{:index :path :first-step :last-step :events :start-us :end-us}
-  ...]."
+  "The windows saved so far (maps as given to :on-trace-ready)."
   [s]
   (:windows @(::state s)))
 
@@ -405,13 +336,13 @@
   (select-keys @(::state s) [:state :step :action :windows]))
 
 (defn ^:no-doc recording-bytes
-  "Internal (pyprof.jvm.ProfilerSession's limits): raw-trace bytes the open window of `s` has
-  recorded so far (0 when none is open)."
+  "Internal (pyprof.jvm.ProfilerSession): raw-trace bytes the open window has recorded (0 when
+  none)."
   [s]
   (if-let [w (:window @(::state s))] (max 0 (- (raw/size) (long (:start w)))) 0))
 
 (defn session-stats
-  "Exact statistics (`pyprof.stats/stats`) of all saved windows together."
+  "Statistics (`pyprof.stats/stats`) of all saved windows together; session.no_window when none."
   ([s] (session-stats s {}))
   ([s opts]
    (let [ws (windows s)]
@@ -420,12 +351,8 @@
      (stats/stats (mapv :path ws) opts))))
 
 (defmacro with-session
-  "Runs `body` with `binding` bound to a started session made from `opts` (see `profile`);
-  always stops it (saving an open window), without hiding the body's exception.
-
-    (with-session [s {:schedule (schedule {:wait 1 :active 2 :repeat 2})
-                      :path \"trace_{window}.json\"}]
-      (dotimes [_ 6] (train-step) (step! s)))"
+  "Runs `body` with `binding` bound to a started session made from `opts` (see `profile`); always
+  stops it."
   [[binding opts] & body]
   `(let [~binding (start! (profile ~opts))]
      (try ~@body
@@ -434,8 +361,8 @@
 ;; ------------------------------------------------------------------ one file of many windows
 
 (defn write-windows!
-  "Writes the events of the trace files `paths` (windows) as one valid trace at `out`: metadata
-  events once, first, then every window's events in order. Returns `out`."
+  "Writes the trace files `paths` as one valid trace at `out` (metadata once, first); returns
+  `out`."
   [paths out]
   (let [evs (mapcat stats/read-events paths)
         meta (distinct (filter #(= "M" (get % "ph")) evs))]

@@ -1,28 +1,11 @@
 (ns pyprof.stats
   "Per-operator statistics of valid traces (the windows a JVM session wrote, or any valid Trace
-  Event Format file): the fields of Python's `pyprof.trace.stats(...).to_dict()`, equal to
-  Python's figures within a relative tolerance of 1e-12 (`stats-tolerance`; integers exactly).
-  Damaged or foreign traces are Python's: the reader (`pyprof.trace.reader`) refuses them with
-  a one-line error naming `pyprof repair`.
-
-  Units are in the keys: times in microseconds (`:total-us`; `ts` in MXNet traces is integer
-  microseconds, so count, total, min and max are integers; doubles when a duration is not a
-  whole number), memory in bytes.
-
-  How calls are counted (docs/trace-format.md; phases, pairing scopes, categories, bulk names
-  and note wording are data in pyprof/spec/trace.json):
-  - `B`/`E` and `(`/`)` pairs within [pid tid]: an end with a name closes the latest open begin
-    of that name, a nameless end the innermost open begin; a pair is one call of the category of
-    its end (of its begin when the end has none). `X` events are one call of `dur`.
-  - Async `b`/`e` and legacy `S`/`F` pairs within [begin phase, pid, cat, id] (`id`, else `id2`,
-    with `scope`); MXNet's `b`/`e` copies of operators (categories.async_copies) are skipped.
-  - `C` counters named \"Memory: <device>\" are memory samples in bytes; others value series.
-  - Left out and counted in `:notes`: unmatched ends and begins, negative durations, events
-    without a numeric `ts` (or `X` without `dur`), counter values that are not numbers, unknown
-    phases. `:exclude-categories` drops categories, `:categories` keeps only some.
-  - p50/p90/p99: linear interpolation between the closest ranks (numpy's default).
-  Records with the same [category name device] are pooled across files; device names, not
-  pids, identify a device."
+  Event Format file): the fields of Python's `pyprof.trace.stats(...).to_dict()` (whose module
+  `pyprof.trace.statistics` documents how calls are counted), equal within a relative
+  tolerance of 1e-12 (`stats-tolerance`; integers exactly). Phases, pairing scopes, categories,
+  bulk names and notes are data in trace.json. Damaged or foreign traces are Python's: the
+  reader (`pyprof.trace.reader`) refuses them with a one-line error naming `pyprof repair`.
+  Times in microseconds, memory in bytes."
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
             [pyprof.rules :as rules]
@@ -32,9 +15,8 @@
 (set! *warn-on-reflection* true)
 
 (def stats-tolerance
-  "Relative tolerance of the JVM's statistics against Python's (floating-point figures: means,
-  percentiles, time-weighted means are summed and rounded in another order; integers agree
-  exactly). jvm/test/pyprof/stats_test.clj checks every valid fixture with it."
+  "Relative tolerance of the JVM's floating-point statistics against Python's
+  (jvm/test/pyprof/stats_test.clj checks every valid fixture with it)."
   1e-12)
 
 (def ^:private spec (rules/read-spec "trace.json"))
@@ -45,7 +27,6 @@
   (set (for [[_ p] (spec "pairs") :when (some #{"tid"} (p "scope")) ph [(p "begin") (p "end")]] ph)))
 (def ^:private counted-only (set (spec "counted_only_roles")))
 (def ^:private categories (spec "categories"))
-(def api-category "Category of MXNet's C API calls (included by default)." (categories "api"))
 (def async-copy-categories "Async b/e categories that copy a B/E pair; never counted."
   (set (categories "async_copies")))
 (def ^:private ^String memory-prefix (categories "memory_prefix"))
@@ -57,22 +38,19 @@
 (def ^:private one-operator-re (re-pattern (str "(?d)" (one-operator "pattern"))))
 
 (defn- one-operator-segment?
-  "A bulk segment of one operator, e.g. \"[dot]\", whose time is that operator's time
-  (trace.json bulk.one_operator)."
+  "A bulk segment of one operator, e.g. \"[dot]\" (trace.json bulk.one_operator)."
   [^String name]
   (boolean (re-find one-operator-re name)))
 
 (defn- one-operator-note
-  "The note naming one-operator segments `names` (non-empty), each in single quotes, the first 3
-  then \", ...\"; no advice, since nothing is merged (trace.json bulk.one_operator)."
+  "The note naming one-operator segments `names` (trace.json bulk.one_operator)."
   [names]
   (let [listed (str (str/join ", " (map #(str "'" % "'") (take 3 names)))
                     (when (> (count names) 3) ", ..."))]
     (str/replace (one-operator (if (= 1 (count names)) "note" "note_many")) "{names}" listed)))
 
 (defn bulk-name?
-  "True for names of MXNet bulk segments (trace.json bulk.names): \"ImperativeBulk\", \"[dot]\",
-  \"Activation,Convolution\"."
+  "True for names of MXNet bulk segments (trace.json bulk.names)."
   [^String name]
   (boolean (re-find bulk-re name)))
 
@@ -83,30 +61,27 @@
     (Arrays/compare ^ints (.toArray (.codePoints a)) ^ints (.toArray (.codePoints b)))))
 
 (defn- text
-  "A JSON value as the text of a name or device: strings as they are, lists and objects as
-  compact JSON."
+  "A JSON value as the text of a name or device (lists and objects as compact JSON)."
   ^String [v]
   (cond (string? v) v (nil? v) "" (coll? v) (json/write-str v) :else (str v)))
 
 (defn percentile
-  "The `p`th percentile (0..100) of `sorted` (a sorted long or double array, not empty): linear
-  interpolation between the closest ranks, numpy's default: at rank h = (n-1)p/100, a[floor h]
-  + (h - floor h)(a[floor h + 1] - a[floor h])."
+  "The `p`th percentile (0..100) of `sorted` (a sorted array or vector of numbers, not empty),
+  linear interpolation between the closest ranks."
   ^double [sorted p]
-  (let [n (if (instance? (Class/forName "[J") sorted) (alength ^longs sorted) (alength ^doubles sorted))
-        at (fn [i] (if (instance? (Class/forName "[J") sorted) (aget ^longs sorted (int i)) (aget ^doubles sorted (int i))))
+  (let [n (count sorted)
         h (/ (* (dec n) (double p)) 100.0)
         lo (long (Math/floor h))
-        hi (min (dec n) (inc lo))]
-    (+ (double (at lo)) (* (- h lo) (double (- (at hi) (at lo)))))))
+        a (double (nth sorted lo))]
+    (+ a (* (- h lo) (- (double (nth sorted (min (dec n) (inc lo)))) a)))))
 
 ;; ------------------------------------------------------------------ one file's events
 
 (defn- number [x] (when (number? x) x))
 
 (defn- async-id
-  "What pairs an async event besides pid and cat: `id`, else `id2` ({\"local\": v} and
-  {\"global\": v} apart from a plain id), within its `scope` when it has one."
+  "What pairs an async event besides pid and cat: `id`, else `id2` (local and global apart), within
+  its `scope`."
   [ev]
   (let [i (get ev "id2")
         ident (cond (contains? ev "id") (get ev "id")
@@ -217,7 +192,7 @@
         dbl? (some #(not (instance? Long %)) ds)
         total (if dbl? (reduce + 0.0 (map double ds)) (reduce + 0 ds))
         sorted (if dbl? (doto (double-array (map double ds)) Arrays/sort) (doto (long-array ds) Arrays/sort))
-        at #(if dbl? (aget ^doubles sorted (int %)) (aget ^longs sorted (int %)))]
+        at #(nth sorted %)]
     {:category cat :name name :device device :count n :total-us total
      :min-us (at 0) :max-us (at (dec n)) :mean-us (/ (double total) n)
      :p50-us (percentile sorted 50) :p90-us (percentile sorted 90) :p99-us (percentile sorted 99)
@@ -244,8 +219,7 @@
           (get-in spec ["notes" kind]) fields))
 
 (defn- repr
-  "A phase as the notes quote it (as Python's repr of a string): in single quotes, in double
-  quotes when it holds a single quote and no double quote."
+  "A phase as the notes quote it (Python's repr of a string)."
   [^String s]
   (if (and (str/includes? s "'") (not (str/includes? s "\""))) (str "\"" s "\"") (str "'" s "'")))
 
@@ -288,11 +262,8 @@
      :bad-counter-values n :unknown-phases {\"Q\" n} :phase-counts {\"B\" n}
      :notes [\"...\"]}
 
-  Python's `pyprof.trace.stats(...).to_dict()` figures, within `stats-tolerance`. Files are
-  streamed: memory grows with the number of calls, not the file size. Options: `:categories`
-  keeps only those categories, `:exclude-categories` leaves some out (C API calls are included
-  by default). Throws `trace.no_paths` (no input), `trace.cannot_open` (:trace-not-found),
-  `trace.not_valid` (:trace-format: a damaged or foreign file; fix: `pyprof repair`)."
+  Options: `:categories` keeps only those, `:exclude-categories` leaves some out. Throws
+  trace.no_paths, trace.cannot_open, trace.not_valid (fix: `pyprof repair`)."
   ([paths] (stats paths {}))
   ([paths {:keys [categories exclude-categories]}]
    (let [sources (if (path-like? paths) [paths] paths)

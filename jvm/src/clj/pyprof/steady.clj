@@ -1,45 +1,28 @@
 (ns pyprof.steady
-  "Steady mode, the JVM side of Python's `pyprof.session.steady`, with the same rules (api.json
-  steady, schedule.json steady): the profiler switches to run once, at `begin!` (before the
-  service's own MXNet threads start: DJL's JNA engine, a JNI binding, anything pyprof does not
-  gate), and nothing changes MXNet's `Profiler::IsProfiling` until `end!` or exit, so those
-  threads never see it change mid-call (which aborts the process at c_api_profile.cc:140).
-
-  - `begin!` configures (into pyprof's raw trace for sessions, or with :filename into that
-    file), runs and pauses the profiler. `-Dpyprof.steady=true` (api.json steady property) does
-    it at start-up: `from-property!`, called by `pyprof.jvm.ProfilerControl/register`
-    and `pyprof.jvm.Profiler/steadyFromProperty`.
-  - While steady, every session takes its windows by pause and resume; profiler-set-state and a
-    finished dump-profile throw :invalid-state (steady.set_state, steady.finished_dump); a
-    config that changes a mode key throws steady.config_mode; pause, resume, an intermediate
-    dump and dumps work.
-  - `end!` (the caller says its threads ended) stops and finishes the trace; at JVM exit steady
-    mode not ended is finished without a stop (pause, finished dump: IsProfiling unchanged).
-
-  The fact \"steady mode, begun by X\" is the tracker's :steady field: in a JPype-hosted JVM
-  Python's, so a steady mode begun in either language holds for both."
+  "Steady mode, the JVM side of Python's `pyprof.session.steady` (which documents it; api.json
+  steady, schedule.json steady): the profiler switches to run once, at `begin!`, and nothing
+  changes MXNet's `Profiler::IsProfiling` until `end!` or exit (a change mid-call aborts the
+  process at c_api_profile.cc:140). `-Dpyprof.steady=true` begins it at start-up
+  (`from-property!`). The fact is the tracker's :steady field: in a JPype-hosted JVM Python's."
   (:require [pyprof.config :as config]
             [pyprof.native :refer [mx]]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
             [pyprof.session.raw :as raw]
-            [pyprof.tracker :as tracker]
-            [pyprof.util :as util]))
+            [pyprof.tracker :as tracker]))
 
 (set! *warn-on-reflection* true)
 
 (def ^:private spec (rules/api "steady"))
-(def ^:private reserved (rules/api "reserved_session_keys"))
 
 (defn active
-  "Who began steady mode (\"(pyprof.steady/begin! ...)\", a session's name,
-  \"-Dpyprof.steady\", or Python's \"PYPROF_STEADY\" in a hosted JVM), or nil."
+  "Who began steady mode, or nil."
   []
   (:steady (tracker/snapshot)))
 
 (defn- on-raw?
-  "True when the profiler records into a session raw trace of this process: this JVM's, or, in a
-  JPype-hosted JVM, Python's (api.json raw_trace: finished and deleted by its owner)."
+  "True when the profiler records into a session raw trace of this process (this JVM's or
+  Python's)."
   []
   (let [file (get (profiler/current-config) "filename")]
     (boolean (and file (or (= file (raw/raw-trace-path)) (profiler/-session-raw-trace? file))))))
@@ -49,11 +32,7 @@
   [opts by]
   (let [{:keys [filename]} opts
         rec (dissoc opts :filename "filename")
-        _ (when-not filename
-            (doseq [k (keys rec)]
-              (let [c (util/key->c k)]
-                (when-let [why (reserved c)]
-                  (throw (rules/error "session.reserved_option" {:option c :why why}))))))
+        _ (when-not filename (run! config/check-session-key! (keys rec)))
         c-opts (config/validate rec)]
     (tracker/with-lock
       (let [{:keys [steady session finished running]} (tracker/snapshot)]
@@ -72,20 +51,17 @@
     nil))
 
 (defn begin!
-  "Begins steady mode now, before the service's MXNet threads start: configures the profiler
-  with `opts` (recording keys as in profiler-set-config: :profile-api, :profile-imperative,
-  ..., :aggregate-stats, :dump-period in seconds; with :filename, into that file, recorded while
-  resumed; without, into pyprof's raw trace, which sessions cut into windows), switches it to
-  run and pauses it (C: MXSetProcessProfilerConfig, MXSetProcessProfilerState 1,
-  MXProcessProfilePause 1). Throws ex-info :invalid-state steady.already, steady.session_open,
-  steady.profiler_running, :session-finished session.profiler_finished, config errors."
+  "Begins steady mode before the service's MXNet threads start: configures with `opts`
+  (recording keys as in profiler-set-config; with :filename into that file, else into pyprof's
+  raw trace), runs and pauses (C: MXSetProcessProfilerConfig, MXSetProcessProfilerState 1,
+  MXProcessProfilePause 1). Throws steady.already, steady.session_open, steady.profiler_running,
+  session.profiler_finished, config errors."
   ([] (begin! {}))
   ([opts] (begin-as! opts "(pyprof.steady/begin! ...)")))
 
 (defn from-property!
-  "At start-up: begins steady mode when the system property -Dpyprof.steady (api.json steady
-  property) is true, with MXNet's default recording options into pyprof's raw trace (what a
-  session without options records). True when steady mode is on afterwards."
+  "Begins steady mode when -Dpyprof.steady (api.json steady property) is true, with the default
+  recording options; true when steady mode is on afterwards."
   []
   (let [p (spec "property")]
     (when (and (Boolean/parseBoolean (System/getProperty p)) (nil? (active)))
@@ -93,9 +69,8 @@
     (some? (active))))
 
 (defn check-session!
-  "Internal (pyprof.session/start!, under the tracker lock, in steady mode): a session records
-  in steady mode only on the raw trace, with steady mode's options (`c-opts`, C strings).
-  Throws :invalid-state steady.own_file, :invalid-config steady.options_differ."
+  "Internal (pyprof.session/start!): in steady mode a session records only on the raw trace with
+  steady mode's options (`c-opts`); steady.own_file, steady.options_differ."
   [c-opts]
   (let [{:keys [steady config]} (tracker/snapshot)
         current (or config (config/effective {}))]
@@ -110,11 +85,10 @@
                              :current (into (sorted-map) (select-keys current differ))}))))))
 
 (defn end!
-  "Ends steady mode: the caller says its MXNet threads have ended. Waits for queued operators,
-  stops the profiler, and with a :filename of `begin!` finishes that trace; on the raw trace,
-  deletes it when no session is open. Idempotent (C: MXNDArrayWaitAll,
-  MXSetProcessProfilerState 0, MXDumpProcessProfile 1). Throws :invalid-state
-  steady.session_open while a session is open."
+  "Ends steady mode (the caller's MXNet threads ended): waits, stops, finishes a :filename trace or
+  deletes the raw trace when no session is open; idempotent (C: MXNDArrayWaitAll,
+  MXSetProcessProfilerState 0, MXDumpProcessProfile 1). steady.session_open while a session is
+  open."
   []
   (let [raw? (tracker/with-lock
                (let [{:keys [steady session]} (tracker/snapshot)]
@@ -136,8 +110,7 @@
     nil))
 
 (defn- at-exit!
-  "At JVM exit, steady mode not ended: finish the trace without a stop (pause, finished dump:
-  IsProfiling unchanged); the raw trace is finished and deleted (`pyprof.session.raw/finish!`)."
+  "At JVM exit, steady mode not ended: finishes the trace without a stop (pause, finished dump)."
   []
   (let [{:keys [steady finished]} (tracker/snapshot)]
     (when (and steady (not finished))

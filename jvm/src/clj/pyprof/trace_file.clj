@@ -1,10 +1,6 @@
 (ns pyprof.trace-file
-  "What pyprof does around MXNet's trace file, for `pyprof.profiler` (under the lock of the
-  process's one tracker, `pyprof.tracker`): a new filename while running (`switch-file!`), a config naming the file
-  being written (`configure-same-file!`, over `pyprof.keep-file`), the checks after a dump
-  (`check-dumped!`) and the finishing of a file MXNet wrote without its header or in parts
-  (`finish-file!`). The Python reference is pyprof.profiler's _switch_file,
-  _configure_same_file, _check_dumped and _finish_file."
+  "What pyprof does around MXNet's trace file for `pyprof.profiler`, under the tracker's lock:
+  Python's pyprof.profiler _switch_file, _configure_same_file, _check_dumped and _finish_file."
   (:require [clojure.string :as str]
             [pyprof.config :as config]
             [pyprof.keep-file :as keep-file]
@@ -25,13 +21,12 @@
   ((requiring-resolve 'pyprof.session.raw/rewrite-trace!) path))
 
 (defn- join-traces!
-  "pyprof.session.raw/join-traces! (resolved when first needed, as rewrite-trace!)."
+  "pyprof.session.raw/join-traces! (resolved when first needed)."
   [parts path]
   ((requiring-resolve 'pyprof.session.raw/join-traces!) parts path))
 
 (defn join-kept!
-  "Joins the parts kept of `path` with it (a valid trace at `path`); false when there are none
-  (Python's _join_kept)."
+  "Joins the parts kept of `path` with it; false when there are none (Python's _join_kept)."
   [path]
   (let [parts (:kept-parts (tracker/snapshot))]
     (when (seq parts)
@@ -40,17 +35,15 @@
       true)))
 
 (defn finish-file!
-  "After a dump that finished `path`: joins the parts kept of it, or, when it was configured
-  after the profiler ran (MXNet wrote no header), rewrites it (Python's _finish_file)."
+  "After a dump that finished `path`: joins its kept parts, or rewrites it when MXNet wrote no
+  header (Python's _finish_file)."
   [path]
   (when-not (join-kept! path)
     (when (:repair-on-finish (tracker/snapshot)) (rewrite-trace! path))))
 
 (defn send-config!
-  "MXSetProcessProfilerConfig with the C strings of `c-opts`, retried while MXNet's dump timer
-  that an earlier config stopped is still exiting (api.json timer_exit, as Python's
-  _send_config): for up to the larger dump_period of the config in force and of `c-opts`,
-  plus extra_s."
+  "MXSetProcessProfilerConfig with `c-opts`, retried while a stopped dump timer exits (api.json
+  timer_exit, as Python's _send_config)."
   [c-opts]
   (let [ks (keys c-opts)
         period #(Double/parseDouble (str (get % "dump_period" "1")))
@@ -67,11 +60,8 @@
   (str/includes? (.mxnetMessage e) "hasn't been run"))
 
 (defn switch-file!
-  "A new filename while profiling runs (under the lock), as pyprof.profiler._switch_file: the
-  events so far are appended to the old file (unless it can no longer be written: then they
-  stay queued and go to the new file), MXNet is configured, and the old file, which MXNet never
-  writes again, is rewritten as a valid trace. With continuous_dump off, MXNet's dump stopped
-  output: running again restores it."
+  "A new filename while profiling runs, as pyprof.profiler._switch_file: the old file gets the
+  events so far and is rewritten as a valid trace."
   [c-opts]
   (let [{:keys [config paused]} (tracker/snapshot)
         ^String old (config "filename")
@@ -89,11 +79,8 @@
       (rewrite-trace! old))))
 
 (defn configure-same-file!
-  "A config naming the file the profiler has been writing (kept or given again; under the
-  lock), as Python's _configure_same_file: MXNet's config unlinks it, so its events are kept in
-  a part first (pyprof.keep-file), joined with the file by the finished dump (the shutdown hook
-  makes it when the program does not). The config is retried until a dump timer stopped here
-  (no hard links) or before has exited (up to dump_period + 2 s)."
+  "A config naming the file being written, as Python's _configure_same_file: its events are kept in
+  a part first (pyprof.keep-file)."
   [c-opts]
   (let [^String path (c-opts "filename")
         config (:config (tracker/snapshot))]
@@ -111,8 +98,8 @@
     (send-config! c-opts))) ; retried while a dump timer (stopped here or before) exits
 
 (defn check-dumped!
-  "After MXDumpProcessProfile: MXNet reports no failure to write, so look at the file
-  (dump.lost), as pyprof.profiler._check_dumped."
+  "After MXDumpProcessProfile: dump.lost when the file is gone or a finished one lacks its closing
+  bytes, as pyprof.profiler._check_dumped."
   [^String path final?]
   (let [problem (cond (nil? (output/size path))
                       (or (output/file-problem path (config/parent-directory path))

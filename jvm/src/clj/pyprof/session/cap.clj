@@ -1,16 +1,8 @@
 (ns pyprof.session.cap
-  "The bounds of the raw trace and of the sweep of leftovers, and the watchdog of the cap: the
-  JVM side of Python's `pyprof.session.cap`, by the same data (api.json raw_trace), each bound
-  overridable by the environment variable the spec names:
-
-  - max_bytes ($PYPROF_RAW_MAX_BYTES): the cap of the raw trace. At each step, and every
-    watch_seconds on a `watchdog` thread while a session records, a raw trace at the cap or
-    past it stops the recording; the window is saved truncated. The raw trace never holds more
-    than the cap plus what MXNet records in dump_period + watch_seconds seconds.
-  - start_wait_seconds ($PYPROF_RECOVER_WAIT_SECONDS): the longest a session's start waits for
-    the sweep of dead processes' leftovers (`pyprof.session.leftovers`).
-  - recover_max_bytes ($PYPROF_RECOVER_MAX_BYTES): the largest window range the sweep converts;
-    a larger one is reported once instead."
+  "The bounds of the raw trace (max_bytes) and of the sweep of leftovers (start_wait_seconds,
+  recover_max_bytes), and the watchdog of the cap: the JVM side of Python's `pyprof.session.cap`,
+  which documents them (api.json raw_trace; each bound overridable by the environment variable the
+  spec names)."
   (:require [clojure.string :as str]
             [pyprof.rules :as rules]))
 
@@ -19,9 +11,8 @@
 (def spec "api.json raw_trace." (rules/api "raw_trace"))
 
 (defn- number
-  "The spec's `k`, else the number in the variable the spec names at `env-k`; throws
-  raw.bad_limit (:invalid-config) when it is not a positive (with `zero-ok?` non-negative)
-  number of the default's type."
+  "The spec's `k`, else the number in the variable named at `env-k`; raw.bad_limit
+  (:invalid-config) unless positive (with `zero-ok?` non-negative), of the default's type."
   [k env-k zero-ok? what]
   (let [default (spec k)
         env (spec env-k)
@@ -57,9 +48,8 @@
                 "bytes of a dead process's window the next start recovers")))
 
 (defn check
-  "nil while `size` (the raw trace's, bytes) is under the cap; else the cap, with one line
-  truncated_note on stderr when `window` (the session's open window map, or nil) is not marked
-  :truncated yet (the caller marks it), as Python's check."
+  "nil while `size` (bytes) is under the cap; else the cap, with one truncated_note line on stderr
+  when `window` is not marked :truncated yet, as Python's check."
   [size window step]
   (let [cap (max-bytes)]
     (when (>= (long size) cap)
@@ -72,7 +62,7 @@
 
 (defn watchdog
   "Starts a daemon thread calling `(check!)` every watch_seconds until `(stop)` of what this
-  returns; an exception ends it silently (the step check still holds the cap)."
+  returns."
   [check!]
   (let [done (java.util.concurrent.CountDownLatch. 1)
         period (long (* 1000 (double (spec "watch_seconds"))))

@@ -1,25 +1,13 @@
 (ns pyprof.session.leftovers
-  "The sweep of dead processes' leftovers: the JVM side of Python's `pyprof.session.leftovers`,
-  by the same rules (api.json raw_trace about_leftovers):
-
-  - Bounded start: the sweep runs on one daemon thread per JVM, started by the first session's
-    start, which waits for it at most start_wait_seconds ($PYPROF_RECOVER_WAIT_SECONDS); then
-    it goes on in the background, and exit never waits for it.
-  - One recoverer: a process claims a leftover by making the symbolic link `recovering` in its
-    directory, pointing to <pid>-<start> of the claimant (atomic; fails when it exists). A
-    directory whose claimant still runs is left to it.
-  - Never started over: a claim whose claimant has ended (killed mid-recovery), a window whose
-    range holds more than recover_max_bytes ($PYPROF_RECOVER_MAX_BYTES) and a recovery that
-    failed are reported: the first process to make the file `reported` in the directory
-    (CREATE_NEW) prints one line per window (the window, the raw trace, its size and the
-    command `pyprof recover <window>`); later starts leave the directory alone.
-  - No empty file: a window is written to `.pyprof-<pid>-recover-*.tmp` beside it, then
-    hard-linked to its recovered name, `<stem>.recovered-<pid><suffix>` (then -1, -2, ...: a
-    link fails rather than replace a file), and unlinked; on failure it is deleted, and a dead
-    recoverer's by the next start."
+  "The sweep of dead processes' leftovers, by the rules of Python's `pyprof.session.leftovers`
+  (which documents them; api.json raw_trace about_leftovers): one daemon thread per JVM, waited
+  for at most start_wait_seconds; a claim by the symbolic link `recovering`; a window too large,
+  a dead claimant or a failed recovery reported once (the file `reported`); windows written to a
+  temporary file, then hard-linked to `<stem>.recovered-<pid><suffix>`, never over a file."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
+            [pyprof.config :as config]
             [pyprof.rules :as rules]
             [pyprof.session.cap :as cap]
             [pyprof.session.raw :as raw]
@@ -34,25 +22,13 @@
 
 (defn- path ^Path [^String s] (.toPath (io/file s)))
 
-(defn- splitext
-  "[stem suffix] of a file name, as Python's os.path.splitext splits it: the suffix from the
-  last dot, none when the name's only dots lead it."
-  [^String name]
-  (let [i (str/last-index-of name ".")]
-    (if (and i (re-find #"[^.]" (subs name 0 i)))
-      [(subs name 0 i) (subs name i)]
-      [name ""])))
-
 (defn link-beside!
-  "Links the finished file `tmp` (in the directory of `window`) to the first free recovered
-  name of `window` for dead process `p`: <stem>.recovered-<pid><suffix> (api.json raw_trace
-  recovered_name), else <stem>.recovered-<pid>-<n><suffix> for n = 1, 2, ...; returns it, `tmp`
-  stays. Never replaces a file (a hard link fails when the name exists; where the file system
-  has no hard links, the name is reserved with CREATE_NEW and `tmp` moved over it), as Python's
-  link_beside."
+  "Links the finished file `tmp` to the first free recovered name of `window` for dead process `p`
+  (api.json raw_trace recovered_name, recovered_name_taken), never replacing a file, as Python's
+  link_beside; returns it."
   ^String [^String tmp ^String window ^long p]
   (let [f (.getAbsoluteFile (io/file window))
-        [stem suffix] (splitext (.getName f))]
+        [stem suffix] (config/splitext (.getName f))]
     (loop [n 0]
       (let [target (str (io/file (.getParentFile f)
                                  (rules/render (spec (if (zero? n) "recovered_name"
@@ -81,9 +57,8 @@
             (long (info "start")))))
 
 (defn place-beside!
-  "Writes window `w` of dead process `p` beside its path, never over a file (`link-beside!`):
-  to a temporary file in that directory first, then linked into place, so the recovered name
-  never holds an empty or cut file. Deletes the .partial; returns the path written."
+  "Writes window `w` of dead process `p` beside its path (`link-beside!`), deletes the .partial;
+  returns the path written."
   ^String [^String w ^long p]
   (let [dir (.getParentFile (.getAbsoluteFile (io/file w)))
         tmp (str (Files/createTempFile (.toPath dir) (str (spec "temp_prefix") (rawdir/pid)
@@ -106,8 +81,8 @@
                 (catch Exception _ []))))
 
 (defn- report!
-  "Reports `reports` ([window why fields] each) once: only the process that makes the file
-  `reported` in `dir` prints them, one line each."
+  "Prints `reports` ([window why fields] each), one line each, when this process makes the file
+  `reported` in `dir`."
   [^File dir p reports]
   (when (and (seq reports)
              (try (Files/createFile (.toPath (io/file dir (spec "reported_name")))
@@ -126,8 +101,8 @@
   (rules/render (spec "claim_target") {:pid (rawdir/pid) :start (rawdir/start-ticks (rawdir/pid))}))
 
 (defn sweep-dir!
-  "Recovers the windows of dead process `p` whose raw-trace directory is `dir`, or reports them
-  (the namespace's rules); true when the directory may be deleted."
+  "Recovers or reports the windows of dead process `p` in raw-trace directory `dir`; true when the
+  directory may be deleted."
   [^File dir ^long p]
   (let [claim (.toPath (io/file dir (spec "claim_name")))]
     (cond
@@ -168,9 +143,8 @@
         (empty? reports)))))
 
 (defn sweep!
-  "Recovers or reports the leftovers of dead processes (`sweep-dir!` each), then deletes the
-  temporary files such processes left in `window-dir` and the base directory. Returns the
-  directories removed; never throws (a failure is one line on stderr)."
+  "Recovers or reports every dead process's leftovers, then deletes their temporary files in
+  `window-dir` and the base directory; returns the directories removed; never throws."
   [window-dir]
   (try
     (let [base (rawdir/base-dir)
@@ -191,9 +165,8 @@
 (defonce ^:private sweeper (atom nil))
 
 (defn start-sweep!
-  "Starts `sweep!` once per JVM on a daemon thread and waits for it the first time at most
-  `pyprof.session.cap/start-wait-seconds` (raw.bad_limit for a bad variable). Returns the
-  thread."
+  "Starts `sweep!` once per JVM on a daemon thread, waiting for it the first time at most
+  `pyprof.session.cap/start-wait-seconds`; returns the thread."
   ^Thread [window-dir]
   (let [wait (cap/start-wait-seconds)
         t (Thread. ^Runnable (fn [] (sweep! window-dir)) "pyprof-leftovers")

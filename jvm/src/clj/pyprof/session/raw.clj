@@ -1,11 +1,7 @@
 (ns pyprof.session.raw
-  "The raw trace: the one MXNet trace file sessions append to for the life of the process (the
-  design is in `pyprof.session`), and windows cut from it. The JVM side of Python's
-  `pyprof.session.raw` and `pyprof.session.windows`: the profiler calls that keep the raw
-  file's size an exact boundary between events (`quiesce!`, `drain!`), configuration and
-  rotation of the file, reading byte ranges of it (`parse-range`), writing them as valid traces
-  with every metadata event seen first (`cut!`), and the `.partial` files recovery reads.
-  Internal to `pyprof.session`; call these as the session's owner where noted."
+  "The raw trace sessions append to for the life of the process, and windows cut from it: the
+  JVM side of Python's `pyprof.session.raw` and `pyprof.session.windows` (which document the
+  design). Internal to `pyprof.session`; call these as the session's owner where noted."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
@@ -27,12 +23,12 @@
 (set! *warn-on-reflection* true)
 
 (def rotate-bytes
-  "Size above which the raw trace is started afresh between windows, when not nil (for tests);
-  else $PYPROF_RAW_ROTATE_BYTES, else api.json raw_trace rotate_bytes (as Python's)."
+  "Rotation size for tests when not nil; else $PYPROF_RAW_ROTATE_BYTES, else api.json raw_trace
+  rotate_bytes."
   (atom nil))
 
 (defn- rotate-limit
-  "The rotation size in force; throws :invalid-config for a bad $PYPROF_RAW_ROTATE_BYTES."
+  "The rotation size in bytes; raw.bad_rotate_bytes for a bad variable."
   ^long []
   (or @rotate-bytes
       (let [env (rawdir/spec "rotate_env")
@@ -53,16 +49,15 @@
 (declare remember-metadata!)
 
 (defn metadata
-  "Every metadata event (`ph` M) read from the raw trace so far, in order (the process's one
-  store: Python's when JPype hosts this JVM, pyprof.jvm.MetadataStore)."
+  "Every metadata event read from the raw trace so far, in order (Python's store,
+  pyprof.jvm.MetadataStore, when JPype hosts this JVM)."
   []
   (remember-metadata! []))
 
 (defn pid [] (rawdir/pid))
 
 (defn raw-dir
-  "The raw trace's private directory (nil before the first session; deleted while no session
-  is open)."
+  "The raw trace's private directory, or nil."
   []
   (some-> (:path @raw) io/file .getParent))
 
@@ -77,7 +72,7 @@
   (let [f (io/file (:path @raw))] (if (.isFile f) (.length f) 0)))
 
 (defn- read-range
-  "Bytes [start, end) of the raw file as a string (\"\" when it does not exist)."
+  "Bytes [start, end) of the file at `path` as a string (\"\" when it does not exist)."
   ^String [path ^long start ^long end]
   (let [f (io/file path)]
     (if (or (not (.isFile f)) (>= start end))
@@ -90,16 +85,33 @@
           (String. buf StandardCharsets/UTF_8))))))
 
 (defn parse-range
-  "The events in a byte range of the raw trace MXNet appends to (or of a trace MXNet wrote
-  whole), read by MXNet's layout (`pyprof.trace.reader/parse-raw`, trace.json mxnet_layout):
-  optional header and footer, commas between events, names copied unescaped; a last event cut
-  short (a crash) is dropped."
+  "The events of MXNet trace text (`pyprof.trace.reader/parse-raw`)."
   [^String text]
   (reader/parse-raw text))
 
+(defn- write-atomic!
+  "Writes the file `path` by (write java.io.Writer) into a temporary file beside it named with the
+  pid (a dead process's is recognised and deleted), then renamed over `path`; `mode` (e.g.
+  \"rw-r--r--\") sets its permissions where the file system has them."
+  [path mode write]
+  (let [target (.toAbsolutePath (Paths/get (str path) (make-array String 0)))
+        dir (.getParent target)
+        _ (Files/createDirectories dir (make-array FileAttribute 0))
+        tmp (Files/createTempFile dir (str ".pyprof-" (pid) "-") ".tmp" (make-array FileAttribute 0))]
+    (try
+      (with-open [w (io/writer (.toFile tmp))] (write w))
+      (when mode
+        (try (Files/setPosixFilePermissions tmp (PosixFilePermissions/fromString mode))
+             (catch UnsupportedOperationException _)))
+      (Files/move tmp target (into-array [StandardCopyOption/REPLACE_EXISTING
+                                          StandardCopyOption/ATOMIC_MOVE]))
+      (finally (Files/deleteIfExists tmp)))))
+
+(defn- events-in "The events in bytes [start, end) of the trace file at `path`." [path start end]
+  (parse-range (read-range path start end)))
+
 (defn- remember-metadata!
-  "Adds the metadata events among `events` not yet known; returns the known metadata. Kept
-  here in a JVM on its own, else by the installed pyprof.jvm.MetadataStore (Python's)."
+  "Adds the metadata events among `events` not yet known; returns the known metadata."
   [events]
   (let [events (filterv #(= "M" (get % "ph")) events)]
     (if-let [^MetadataStore store (MetadataStore/current)]
@@ -114,16 +126,14 @@
                                       r events)))))))
 
 (defn harvest!
-  "Remembers the metadata events of the bytes not yet scanned, up to `end`. They matter when
-  they fall outside every window: MXNet writes its process_name events in its first dump.
-  `skip` [from to] is a range left to `cut!` (a window that ended and is not cut yet), read
-  only once."
+  "Remembers the metadata events of the raw bytes not yet scanned, up to `end`, skipping the range
+  [from to] of a window left to `cut!`."
   ([end] (harvest! end nil))
   ([end [skip-from skip-to]]
    (let [scan! (fn [from to]
                  (when (< from to)
                    (remember-metadata! (filter #(= "M" (get % "ph"))
-                                               (parse-range (read-range (:path @raw) from to))))))
+                                               (events-in (:path @raw) from to)))))
          {:keys [scanned]} @raw]
      (when (and skip-to (< scanned skip-to) (<= skip-to end))
        (scan! scanned skip-from)
@@ -135,18 +145,17 @@
 ;; ------------------------------------------------------------------ configuration
 
 (defn- reconfigure!
-  "Configures MXNet with the recording `options` (as given to a session: keyword or C keys,
-  Clojure values) into the raw file: MXNet deletes it and starts a new one."
+  "Configures MXNet with the recording `options` into the raw file (MXNet deletes it and starts a
+  new one)."
   [options]
   (harvest! (size)) ; MXNet deletes the old raw file: keep its metadata events
   (profiler/profiler-set-config (assoc options "filename" (:path @raw) "continuous_dump" true))
   (swap! raw assoc :scanned 0 :options options)) ; offsets restart at 0 in the new file
 
 (defn configure!
-  "Makes MXNet record with the recording `options` (as given to a session; `c-opts` are the
-  same, validated to C strings) into the raw file, reconfiguring only when needed. Called as the
-  owner, under the profiler lock (dead processes' leftovers are swept by
-  `pyprof.session.leftovers`)."
+  "Makes MXNet record with `options` (`c-opts`: the same as C strings) into the raw file,
+  reconfiguring only when needed; session.profiler_finished, session.profiler_running. As the
+  owner."
   [options c-opts]
   (let [{:keys [finished running]} (profiler/state)]
     (when (or finished (:finished @raw))
@@ -165,33 +174,27 @@
       (swap! raw assoc :options options))))
 
 (defn rotation-due?
-  "True once the raw file holds the rotation size (`rotate-limit`) or more, or half the cap
-  (`pyprof.session.cap/max-bytes`) when that is less: a window has at least half the cap."
+  "True once the raw file holds the rotation size, or half the cap (`pyprof.session.cap/max-bytes`)
+  when that is less."
   []
   (>= (size) (min (rotate-limit) (quot (cap/max-bytes) 2))))
 
 (defn rotate!
-  "Between windows (stopped, drained, every window cut): starts the raw file afresh. MXNet
-  opens it by name in append mode at every dump, so deleting it makes the next dump start a new
-  one (offsets restart at 0); the configuration, and MXNet's aggregate statistics, stay."
+  "Between windows: deletes the raw file (MXNet's next dump starts a new one); the configuration
+  stays."
   []
   (harvest! (size)) ; keep the metadata events of the bytes deleted
   (.delete (io/file ^String (:path @raw)))
   (swap! raw assoc :scanned 0))
 
 (defn note-windows!
-  "Names the windows not saved yet (recording, or ended and not cut) in the private directory,
-  for recovery after this process died (see `pyprof.session.rawdir`)."
+  "Names the windows not saved yet in the private directory (recovery, `pyprof.session.rawdir`)."
   [paths]
-  (let [note (io/file (raw-dir) ^String (rawdir/spec "window_note"))
-        tmp (io/file (str note ".tmp"))]
-    (spit tmp (json/write-str {"windows" (vec paths)}))
-    (Files/move (.toPath tmp) (.toPath note) (into-array [StandardCopyOption/REPLACE_EXISTING
-                                                          StandardCopyOption/ATOMIC_MOVE]))))
+  (write-atomic! (io/file (raw-dir) ^String (rawdir/spec "window_note")) nil
+                 #(json/write {"windows" (vec paths)} %)))
 
 (defn release!
-  "When the last session closed (stopped, every window cut): deletes the private directory.
-  The next session makes it again; MXNet's next dump then starts a new file."
+  "When the last session closed: deletes the private directory."
   []
   (when (and (:path @raw) (not (:running (profiler/state)))
              (not (System/getenv (rawdir/spec "keep_env"))))
@@ -202,39 +205,23 @@
 ;; ------------------------------------------------------------------ boundaries (as the owner)
 
 (defn quiesce!
-  "Waits for queued operators, stops, and appends everything to the raw file; returns when
-  recording stopped (`now-us`). Afterwards nothing more is appended until the profiler runs
-  again: the raw file's size is an exact boundary between events."
-  []
-  (let [stopped (volatile! 0)]
-    (try
-      (mx MXNDArrayWaitAll)
-      (finally
-        (profiler/profiler-set-state :stop)
-        (vreset! stopped (now-us))
-        (profiler/dump-profile false)))
-    @stopped))
-
-(defn quiesce-paused!
-  "Steady mode's `quiesce!`: waits for queued operators, *pauses* (the profiler stays running,
-  so MXNet's IsProfiling does not change), appends everything to the raw file; returns when
-  recording paused. Paused, MXNet adds no event: the raw file's size is an exact boundary too."
-  []
-  (let [paused (volatile! 0)]
-    (try
-      (mx MXNDArrayWaitAll)
-      (finally
-        (profiler/pause)
-        (vreset! paused (now-us))
-        (profiler/dump-profile false)))
-    @paused))
+  "Waits for queued operators, stops (`paused?`, steady mode: pauses, so IsProfiling stays), and
+  dumps: the raw file's size is then an exact boundary. Returns when recording stopped
+  (`now-us`)."
+  ([] (quiesce! false))
+  ([paused?]
+   (let [stopped (volatile! 0)]
+     (try
+       (mx MXNDArrayWaitAll)
+       (finally
+         (if paused? (profiler/pause) (profiler/profiler-set-state :stop))
+         (vreset! stopped (now-us))
+         (profiler/dump-profile false)))
+     @stopped)))
 
 (defn drain!
-  "With the profiler stopped: makes the raw file's size a boundary before recording. Operators
-  queued before now run to their end unrecorded. MXNet keeps custom-object events (tasks,
-  counters, ...) whenever it is not paused, and before its first run it is neither running nor
-  paused: a first start and stop pauses it (stopping pauses, running un-pauses). Whatever MXNet
-  queued meanwhile is appended now, before the boundary, never into the next window."
+  "With the profiler stopped: makes the raw file's size a boundary before recording (Python's
+  drain: before MXNet's first run it is started and stopped once)."
   []
   (mx MXNDArrayWaitAll)
   (when-not (:ever-ran (profiler/state))
@@ -245,35 +232,21 @@
 ;; ------------------------------------------------------------------ windows
 
 (defn write-trace!
-  "Writes `events` as a valid trace at `path`, atomically (temporary file, then rename). Ids
-  JavaScript cannot hold (MXNet's 64-bit pids, tids and async ids) are renumbered as every
-  trace pyprof writes (`pyprof.trace.ids/renumber`, trace.json `ids`)."
+  "Writes `events` as a valid trace at `path`, atomically, ids renumbered
+  (`pyprof.trace.ids/renumber`)."
   [^String path events]
-  (let [events (ids/renumber events)
-        target (.toAbsolutePath (Paths/get path (make-array String 0)))
-        dir (or (.getParent target) (Paths/get "." (make-array String 0)))
-        _ (Files/createDirectories dir (make-array FileAttribute 0))
-        ;; named with the pid: a dead process's file is recognised and deleted
-        tmp (Files/createTempFile dir (str ".pyprof-" (pid) "-") ".tmp" (make-array FileAttribute 0))]
-    (try
-      (with-open [w (io/writer (.toFile tmp))]
-        (.write w "{\"traceEvents\":[\n")
-        (loop [[e & more] events, first? true]
-          (when e
-            (when-not first? (.write w ",\n"))
-            (json/write e w)
-            (recur more false)))
-        (.write w "\n],\"displayTimeUnit\":\"ms\"}\n"))
-      (try (Files/setPosixFilePermissions tmp (PosixFilePermissions/fromString "rw-r--r--"))
-           (catch UnsupportedOperationException _))
-      (Files/move tmp target (into-array [StandardCopyOption/REPLACE_EXISTING
-                                          StandardCopyOption/ATOMIC_MOVE]))
-      (finally (Files/deleteIfExists tmp)))))
+  (write-atomic! path "rw-r--r--"
+                 (fn [^java.io.Writer w]
+                   (.write w "{\"traceEvents\":[\n")
+                   (loop [[e & more] (ids/renumber events), first? true]
+                     (when e
+                       (when-not first? (.write w ",\n"))
+                       (json/write e w)
+                       (recur more false)))
+                   (.write w "\n],\"displayTimeUnit\":\"ms\"}\n"))))
 
 (defn- with-metadata
-  "The events of a window as Python's read_range orders them: the `known` metadata events
-  first, then `events` in order, each metadata event once (so that both languages number the
-  renumbered ids alike)."
+  "`known` metadata first, then `events`, each metadata event once (as Python's read_range)."
   [known events]
   (let [seen (volatile! (set known))]
     (concat known
@@ -282,40 +255,39 @@
                         (or (contains? @seen e) (do (vswap! seen conj e) false))))
                     events))))
 
+(defn- write-events!
+  "Writes `known` metadata and `events` (`with-metadata`) as a valid trace at `out`; returns the
+  number of events written."
+  [out known events]
+  (let [out-events (vec (with-metadata known events))]
+    (write-trace! out out-events)
+    (count out-events)))
+
 (defn cut!
   "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first; returns the
   number of events written."
   [start end out]
   (harvest! start)
   (let [known (metadata)
-        events (parse-range (read-range (:path @raw) start end))
-        _ (swap! raw update :scanned max end)
-        _ (remember-metadata! events)
-        out-events (vec (with-metadata known events))]
-    (write-trace! out out-events)
-    (count out-events)))
+        events (events-in (:path @raw) start end)]
+    (swap! raw update :scanned max end)
+    (remember-metadata! events)
+    (write-events! out known events)))
 
 (defn rewrite-trace!
-  "Rewrites the MXNet trace at `path` (with or without MXNet's header and closing bytes: a file
-  MXNet was configured away from, or one written after the profiler had run) as a valid trace,
-  every metadata event seen so far first; its metadata events are remembered for later files.
-  Returns the number of events written. `pyprof.profiler` calls this (as Python's
-  complete_headless_trace)."
+  "Rewrites the MXNet trace at `path` as a valid trace, known metadata first (as Python's
+  complete_headless_trace); returns the number of events."
   [^String path]
   (let [known (metadata)
-        events (parse-range (read-range path 0 Long/MAX_VALUE))
-        _ (remember-metadata! events)
-        out-events (vec (with-metadata known events))]
-    (write-trace! path out-events)
-    (count out-events)))
+        events (events-in path 0 Long/MAX_VALUE)]
+    (remember-metadata! events)
+    (write-events! path known events)))
 
 (defn join-traces!
-  "Joins the kept `parts` (in order; MXNet traces with or without header and closing bytes) and
-  the trace at `path` into one valid trace at `path`, every metadata event seen so far first,
-  then deletes the parts; returns the number of events written. `pyprof.profiler` calls this
-  at the finished dump when configs kept parts of the file (as Python's pyprof.process.keep_file.join)."
+  "Joins the kept `parts` and the trace at `path` into one valid trace at `path` and deletes the
+  parts (as Python's pyprof.process.keep_file.join); returns the number of events."
   [parts ^String path]
-  (let [events (mapcat #(parse-range (read-range % 0 Long/MAX_VALUE)) (concat parts [path]))
+  (let [events (mapcat #(events-in % 0 Long/MAX_VALUE) (concat parts [path]))
         metadata (remember-metadata! events)
         body (remove #(= "M" (get % "ph")) events)]
     (write-trace! path (concat metadata body))
@@ -325,37 +297,27 @@
 (defn partial-path ^String [path] (str path ".partial"))
 
 (defn write-partial!
-  "Records where a window starts (and `end`, once it ended, not cut yet), in the format
-  Python's `pyprof.recover` reads; atomically (temporary file named with the pid, renamed)."
+  "Records where a window starts (and `end`, once it ended), in the format Python's
+  `pyprof.recover` reads; atomically."
   ([path start index start-us] (write-partial! path start index start-us nil))
   ([path start index start-us end]
-   (let [target (.toAbsolutePath (Paths/get (partial-path path) (make-array String 0)))
-         tmp (Files/createTempFile (.getParent target) (str ".pyprof-" (pid) "-") ".tmp"
-                                   (make-array FileAttribute 0))]
-     (spit (.toFile tmp)
-           (json/write-str (cond-> {"raw" (:path @raw) "start" start "window" index "pid" (pid)
-                                    "start_us" start-us "metadata" (metadata)}
-                             end (assoc "end" end))))
-     (Files/move tmp target (into-array [StandardCopyOption/REPLACE_EXISTING
-                                         StandardCopyOption/ATOMIC_MOVE])))))
+   (write-atomic! (partial-path path) nil
+                  #(json/write (cond-> {"raw" (:path @raw) "start" start "window" index "pid" (pid)
+                                        "start_us" start-us "metadata" (metadata)}
+                                 end (assoc "end" end))
+                               %))))
 
 (defn write-window!
-  "Writes the window whose path is `path` from its .partial and the raw trace it names (a dead
-  process's) at `out` (the sweep of leftovers gives a temporary file beside the window, linked
-  to its recovered name afterwards): events from its start to its end (or to the raw trace's
-  end), metadata first. Leaves the .partial and the raw trace; returns the number of events
-  written. Throws session.raw_trace_gone when the raw trace is no file."
+  "Writes the window of the .partial of `path` (a dead process's) at `out`; returns the number of
+  events. session.raw_trace_gone when the raw trace is no file."
   [path out]
   (let [info (json/read-str (slurp (partial-path path)))
         raw-path (info "raw")
         _ (when-not (.isFile (io/file ^String raw-path)) ; as Python's read_partial
             (throw (rules/error "session.raw_trace_gone" {:raw raw-path :path (str path)})))
         start (long (info "start"))
-        end (long (or (info "end") (.length (io/file ^String raw-path))))
-        events (parse-range (read-range raw-path start end))
-        out-events (vec (with-metadata (distinct (info "metadata")) events))]
-    (write-trace! out out-events)
-    (count out-events)))
+        end (long (or (info "end") (.length (io/file ^String raw-path))))]
+    (write-events! out (distinct (info "metadata")) (events-in raw-path start end))))
 
 (defn delete-partial! [path]
   (Files/deleteIfExists (Paths/get (partial-path path) (make-array String 0))))

@@ -1,12 +1,8 @@
 (ns pyprof.session.rawdir
-  "The private directory of this process's raw trace, and the leftovers of dead processes: the
-  JVM side of Python's `pyprof.session.rawdir`, by the same rule (api.json `raw_trace`):
-  `<base>/pyprof-raw-<pid>-<start>-<random>`, base = $PYPROF_RAW_DIR or java.io.tmpdir, <start>
-  = field 22 of /proc/<pid>/stat (0 without /proc). A directory whose pid no longer runs, or
-  runs with another start time (a reused pid), is a leftover, swept by `pyprof.session.leftovers`.
-  This namespace deletes the `.pyprof-<pid>-*` temporary files dead processes left beside their
-  windows and older versions' `.pyprof-raw-<pid>.json`; the parts such a process kept of a trace
-  file (api.json `keep_filename`) are joined into that file first, not lost."
+  "The private directory of this process's raw trace, and the leftovers of dead processes: the JVM
+  side of Python's `pyprof.session.rawdir`, by the same rule (api.json raw_trace:
+  `<base>/pyprof-raw-<pid>-<start>-<random>`), which documents it. Deletes the `.pyprof-<pid>-*`
+  temporary files dead processes left, after joining the parts they kept of a trace file into it."
   (:require [clojure.java.io :as io]
             [clojure.string :as str]
             [pyprof.keep-file :as keep-file]
@@ -24,14 +20,13 @@
 (defn pid ^long [] (.pid (java.lang.ProcessHandle/current)))
 
 (defn base-dir
-  "Where raw-trace directories are made: $PYPROF_RAW_DIR, else java.io.tmpdir."
+  "$PYPROF_RAW_DIR, else java.io.tmpdir."
   ^String []
   (str (.toAbsolutePath (path (or (not-empty (System/getenv (spec "dir_env")))
                                   (System/getProperty "java.io.tmpdir"))))))
 
 (defn start-ticks
-  "Field 22 of /proc/<pid>/stat (start time, clock ticks since boot); 0 if unknown, -1 for a
-  zombie (it has ended)."
+  "Field 22 of /proc/<pid>/stat (clock ticks since boot); 0 if unknown, -1 for a zombie."
   ^long [^long p]
   (try
     (let [s (slurp (str "/proc/" p "/stat"))
@@ -47,6 +42,10 @@
            (let [now (start-ticks p)]
              (and (not= now -1) (or (zero? ticks) (zero? now) (= now ticks)))))))
 
+(defn- owner-only []
+  (into-array FileAttribute [(PosixFilePermissions/asFileAttribute
+                              (PosixFilePermissions/fromString "rwx------"))]))
+
 (defn make-dir!
   "A new private directory (rwx------) for this process's raw trace; returns its path."
   ^String []
@@ -54,22 +53,18 @@
     (Files/createDirectories base (make-array FileAttribute 0))
     (str (Files/createTempDirectory
           base (str (spec "dir_prefix") (pid) "-" (start-ticks (pid)) "-")
-          (into-array FileAttribute [(PosixFilePermissions/asFileAttribute
-                                      (PosixFilePermissions/fromString "rwx------"))])))))
+          (owner-only)))))
 
 (defn recreate!
   "Makes `dir` again (deleted between sessions); false if someone else made it."
   [^String dir]
   (try
-    (Files/createDirectory (path dir) (into-array FileAttribute
-                                                  [(PosixFilePermissions/asFileAttribute
-                                                    (PosixFilePermissions/fromString "rwx------"))]))
+    (Files/createDirectory (path dir) (owner-only))
     true
     (catch java.nio.file.FileAlreadyExistsException _ false)))
 
 (defn remove-dir!
-  "Deletes `dir` and its files. MXNet's dump timer may make the raw file again (it opens it in
-  append mode every dump_period), so removal is retried."
+  "Deletes `dir` and its files, retried (MXNet's dump timer may make the raw file again)."
   [^String dir]
   (let [d (io/file dir)]
     (loop [n 50]
@@ -92,9 +87,8 @@
 (def ^:private temp-re (re-pattern (str "\\Q" (spec "temp_prefix") "\\E(\\d+)-.*\\.(tmp|json)")))
 
 (defn- join-kept-parts!
-  "Joins the kept parts of dead processes (`gone?`) among `files` of `dir` into the files they
-  were kept of; returns the names of the parts that could not be joined (kept for a later start;
-  one line on stderr each file)."
+  "Joins the kept parts of dead processes (`gone?`) among `files` of `dir` into their files;
+  returns the names of the parts that could not be joined (one line on stderr each)."
   [dir files gone?]
   (let [groups (group-by :key (for [^File f files
                                     :let [[p i target] (keep-file/parse-part (.getName f))]
@@ -113,9 +107,8 @@
                  (sort-by key groups)))))
 
 (defn clean-dir-of!
-  "Deletes the `.pyprof-<pid>-*` temporary files and older versions' `.pyprof-raw-<pid>.json`
-  in `dir` whose process no longer exists (only `only-pid`'s when given); returns them. The
-  parts such a process kept of a trace file are joined into that file first."
+  "Deletes the temporary files and older versions' raw files in `dir` of processes that no longer
+  exist (only `only-pid`'s when given), their kept parts joined first; returns them."
   ([dir] (clean-dir-of! dir nil))
   ([dir only-pid]
    (let [files (.listFiles (io/file dir))

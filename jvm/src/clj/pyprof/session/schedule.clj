@@ -1,11 +1,8 @@
 (ns pyprof.session.schedule
-  "Step schedules of sessions, interpreted from `schedule.json` (pyprof/spec, on the classpath),
-  the file Python's `pyprof.session.scheduling` reads too: the actions, the schedule's parameters
-  and their limits, the phases of a cycle with the action of each step, and the transition
-  table: for the action of the step that ended and the action of the step that begins, the
-  operations a session performs (:stop, :save, :open, :run). Nothing here restates a rule; it
-  reads the file. File names become keywords with dashes (`record_and_save` ->
-  :record-and-save, `skip_first` -> :skip-first)."
+  "Step schedules of sessions, read from `schedule.json`, the file Python's
+  `pyprof.session.scheduling` reads too (actions, parameters, the phases of a cycle, the
+  transition table of operations). File names become keywords with dashes (`record_and_save` ->
+  :record-and-save)."
   (:require [clojure.string :as str]
             [pyprof.rules :as rules]))
 
@@ -20,50 +17,26 @@
 (defn- kw [s] (keyword (str/replace s "_" "-")))
 
 (def actions
-  "What the profiler does during one step (the value of a schedule for a step number)."
+  "The actions a schedule returns for a step."
   (set (map kw (keys (spec "actions")))))
 
 (def ^:private action-names
-  "The file's names of the actions, in its order: the `choices` of schedule.bad_action (the
-  same field as Python's)."
+  "The file's action names, in its order (the choices of schedule.bad_action)."
   (vec (keys (spec "actions"))))
 
-(def operation-names
-  "The operations the transition table may name, with what each does."
-  (into {} (map (fn [[k v]] [(kw k) v])) (spec "operations")))
-
 (def transitions
-  "{[previous-action next-action] [operation ...]}, every pair of actions once."
-  (let [table (reduce (fn [t {:strs [from to do] :as row}]
-                        (let [k [(kw from) (kw to)] ops (mapv kw do)]
-                          (when-not (and (actions (first k)) (actions (second k)) (not (t k))
-                                         (every? operation-names ops))
-                            (throw (ex-info (str spec-resource ": bad transition row " (pr-str row)
-                                                 ". fix: correct that row of the spec")
-                                            {:pyprof/error :invalid-spec :row row})))
-                          (assoc t k ops)))
-                      {} (spec "transitions"))
-        missing (for [a (sort actions) b (sort actions) :when (not (table [a b]))] [a b])]
-    (when (seq missing)
-      (throw (ex-info (str spec-resource ": no transition row for " (vec missing)
-                           ". fix: add those rows to the spec")
-                      {:pyprof/error :invalid-spec :missing (vec missing)})))
-    table))
+  "{[previous-action next-action] [operation ...]}, every pair of actions once (Python's
+  pyprof.session.scheduling checks the table when it loads)."
+  (into {} (for [{:strs [from to do]} (spec "transitions")] [[(kw from) (kw to)] (mapv kw do)])))
 
 (def steady-operations
   "Steady mode (schedule.json steady): an operation -> the one a steady session performs in its
-  place (:stop -> :pause, :run -> :resume); operations not named are the same."
-  (let [m (into {} (map (fn [[k v]] [(kw k) (kw v)])) (get-in spec ["steady" "operations"]))
-        unknown (remove operation-names (mapcat identity m))]
-    (when (seq unknown)
-      (throw (ex-info (str spec-resource ": steady operations name unknown operations "
-                           (vec unknown) ". fix: name only operations of the spec's \"operations\"")
-                      {:pyprof/error :invalid-spec})))
-    m))
+  place (:stop -> :pause, :run -> :resume)."
+  (into {} (map (fn [[k v]] [(kw k) (kw v)])) (get-in spec ["steady" "operations"])))
 
 (defn operations
-  "The operations a session performs, in order, when `prev` (the action of the step that ended)
-  moves to `cur`; with `steady?`, each replaced as `steady-operations` says."
+  "The operations a session performs, in order, from action `prev` to `cur` (with `steady?`,
+  through `steady-operations`)."
   ([prev cur] (transitions [prev cur]))
   ([prev cur steady?]
    (cond->> (transitions [prev cur])
@@ -78,15 +51,15 @@
         (spec "parameters")))
 
 (defn- step-count
-  "An integer option's value: a long, or a BigInt past the range of long (as Python's ints)."
+  "An integer option's value: a long, or a BigInt past the range of long."
   [v]
   (if (<= Long/MIN_VALUE v Long/MAX_VALUE) (long v) (bigint v)))
 
 (defn schedule
-  "A step schedule: a function from step number (0, 1, ...) to an action. After :skip-first
-  steps, cycles of :wait idle steps, :warmup discarded steps and :active recorded steps repeat
-  :repeat times (0 = for ever). Each cycle's active steps form one window. Defaults:
-  {:wait 0 :warmup 0 :active 1 :repeat 0 :skip-first 0}."
+  "A step schedule (fn step -> action), as Python's pyprof.session.schedule: after :skip-first
+  steps, cycles of :wait, :warmup and :active steps repeat :repeat times (0 = for ever); each
+  cycle's active steps form one window. Defaults {:wait 0 :warmup 0 :active 1 :repeat 0
+  :skip-first 0}; schedule.unknown_option, schedule.bad_value."
   ([] (schedule {}))
   ([opts]
    (let [known (mapv :key parameters)
@@ -126,8 +99,7 @@
          {:pyprof.session/schedule values})))))
 
 (defn check-action
-  "`a` (what a schedule returned for `step`) when it is an action; else throws
-  schedule.bad_action (its choices the file's action names)."
+  "`a` (what a schedule returned for `step`) when it is an action, else schedule.bad_action."
   [a step]
   (when-not (actions a)
     (throw (rules/error "schedule.bad_action" {:value a :step step :choices action-names})))

@@ -1,9 +1,7 @@
 (ns pyprof.session.template
-  "Window-path templates by the grammar of `grammar.json` `window_path` (pyprof/spec, shared with
-  Python's `pyprof.session.template`): literal text, fields `{window}`, `{step}`, `{pid}` (optionally
-  `{window:02d}`: zero padding and a width) and the escapes `{{` and `}}`. Used by
-  `pyprof.session` and, through it, `pyprof.jvm.ProfilerSession` and the JMX MBean.
-  `tests/grammar/window_path_cases.json` holds the cases both languages run."
+  "Window-path templates by grammar.json `window_path`, as Python's `pyprof.session.template`:
+  literal text, fields {window} {step} {pid} ({window:02d}: padding and width), escapes {{ and }};
+  tests/grammar/window_path_cases.json holds the cases both languages run."
   (:require [clojure.string :as str]
             [pyprof.rules :as rules]))
 
@@ -17,9 +15,9 @@
 (def ^:private fmt (re-pattern (spec "spec")))
 
 (defn parse
-  "The template `text` as a vector of parts: strings and field maps {:name :fill :width}. Throws
-  the catalogue's template.unknown_field, template.bad_spec or template.unbalanced (kind
-  :invalid-option), each naming the index in `text`."
+  "The template `text` as a vector of strings and field maps {:name :fill :width};
+  template.unknown_field, template.bad_spec, template.unbalanced (:invalid-option), naming the
+  index in code points."
   [^String text]
   (let [m (re-matcher token text)]
     (loop [pos 0, parts []]
@@ -51,8 +49,8 @@
   (boolean (some #(and (map? %) (= name (:name %))) parts)))
 
 (defn fill
-  "The parsed template `parts` with each field replaced by its value in `values` (a map of
-  field name -> non-negative integer, e.g. {\"window\" 0 \"step\" 0 \"pid\" 42})."
+  "The parsed `parts` with each field replaced by its value in `values` (field name -> non-negative
+  integer)."
   ^String [parts values]
   (str/join (map (fn [p]
                    (if (string? p)
@@ -62,7 +60,6 @@
                  parts)))
 
 (defn escape
-  "`text` as template text that fills to itself: every brace doubled (a directory such as the
-  output root put in front of a caller's template)."
+  "`text` as template text that fills to itself (every brace doubled)."
   ^String [^String text]
   (-> text (str/replace "{" "{{") (str/replace "}" "}}")))

@@ -1,14 +1,8 @@
 (ns pyprof.trace.ids
-  "Ids that JavaScript viewers hold exactly: a port of `pyprof/trace/ids.py` for the traces the
-  JVM writes (session windows, a file finished after a filename switch, recovered windows). The
-  rule is trace.json `ids` (pyprof/spec, read through `pyprof.rules/read-spec`): strings, or
-  integers below 2**53 in magnitude, are kept; every other pid, tid or async id (MXNet's 64-bit
-  hashes) becomes the next integer 1, 2, ... that no kept integer of its kind uses, in order of
-  first use, equal values to equal numbers (Python's `IdMap(renumber_all=False)`).
-
-  - `safe-id?`: whether a value may be written as it is.
-  - `id-values`: [kind field value] for each id of an event.
-  - `renumber`: the events with their unsafe ids renumbered."
+  "Ids that JavaScript viewers hold exactly, for the traces the JVM writes: `pyprof/trace/ids.py`'s
+  rule (trace.json `ids`, `IdMap(renumber_all=False)`): strings and integers below 2**53 in
+  magnitude are kept; other pids, tids and async ids become the next integer 1, 2, ... of their
+  kind that no kept one uses, in order of first use."
   (:require [pyprof.rules :as rules]))
 
 (set! *warn-on-reflection* true)
@@ -18,25 +12,24 @@
   ((rules/read-spec "trace.json") "ids"))
 
 (def ^java.math.BigInteger limit
-  "Ids must be strings or integers v with -limit < v < limit (2**53)."
+  "2**53: ids must be strings or integers of smaller magnitude."
   (.shiftLeft java.math.BigInteger/ONE (int (spec "limit_bits"))))
 
 (def ^:private fields
-  "[kind field] for every id field, in trace.json's order (as Python's `id_values`)."
+  "[kind field] for every id field, in trace.json's order."
   (vec (for [[kind fs] (spec "kinds"), f fs] [kind f])))
 
 (def ^:private id2-scopes (vec (spec "id2_scopes")))
 
 (defn safe-id?
-  "True for a string, or an integer (not a boolean) with |v| < 2**53."
+  "True for a string, or an integer with |v| < 2**53."
   [v]
   (or (string? v)
       (and (integer? v)
            (neg? (.compareTo (.abs (biginteger v)) limit)))))
 
 (defn id-values
-  "[kind field value] for each id of `ev` (a map with string keys): pid, tid, id, bind_id, and
-  id2 (field \"id2.local\" / \"id2.global\", or \"id2\" when it is not an object)."
+  "[kind field value] for each id of `ev` (id2 as \"id2.local\" / \"id2.global\" when an object)."
   [ev]
   (for [[kind field] fields
         :when (contains? ev field)
@@ -48,15 +41,13 @@
     item))
 
 (defn- key-of
-  "A map key for an id value that keeps JSON types apart as Python's `id_key` does: integers
-  of any width are equal when equal (Long, BigInt), 1 and 1.0 and true differ."
+  "A map key for an id value as Python's `id_key` (integers equal when equal; 1, 1.0 and true
+  apart)."
   [v]
   (if (integer? v) (bigint v) v))
 
 (defn renumber
-  "`events` (maps with string keys) with every id `safe-id?` refuses replaced by the next
-  integer 1, 2, ... of its kind that no safe integer id of that kind among `events` uses, in
-  order of first use; equal values get equal numbers. Returns a vector (two passes)."
+  "`events` with every id `safe-id?` refuses renumbered (see the namespace); a vector."
   [events]
   (let [events (vec events)
         reserved (reduce (fn [r ev]

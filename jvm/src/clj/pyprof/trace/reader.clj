@@ -1,17 +1,10 @@
 (ns pyprof.trace.reader
-  "The JVM's one trace reader, for the two kinds of file a JVM service meets: valid traces (the
-  windows it wrote, any valid Trace Event Format file: a JSON object with a \"traceEvents\"
-  array, or a bare array of events), streamed one event at a time with Jackson; and byte ranges
-  of the raw trace MXNet appends to, read by the grammar of trace.json \"mxnet_layout\" (MXNet's
-  fixed event lines, names copied without JSON escaping).
-
-  A damaged or foreign file (not valid JSON, not a trace) is refused with one catalogue error,
-  `trace.not_valid` (`:trace-format`), whose fix names `pyprof repair`: reading damaged traces,
-  repair, compact, merge and diff are Python's (`pyprof.trace`) and work on JVM traces.
-
-  Events are Clojure maps with string keys; integers in 64 bits (signed or unsigned: MXNet's
-  ids) exactly, as Long or BigInt, larger ones as doubles (as Python's reader and JavaScript
-  viewers read them)."
+  "The JVM's one trace reader: valid traces (a JSON object with a \"traceEvents\" array, or a bare
+  array of events) streamed one event at a time with Jackson, and MXNet's raw layout (trace.json
+  mxnet_layout: names copied unescaped). A damaged or foreign file is refused with trace.not_valid
+  (`:trace-format`), whose fix names `pyprof repair`: those are Python's (`pyprof.trace`). Events
+  are maps with string keys; 64-bit integers exact (Long or BigInt), larger ones doubles, as
+  Python's reader."
   (:require [clojure.java.io :as io]
             [clojure.string :as str]
             [pyprof.rules :as rules])
@@ -50,14 +43,14 @@
       :else (throw (not-valid "JSON" :token)))))
 
 (def ^:private reasons
-  "Why a file is not a valid trace, as `trace.not_valid` says it."
+  "Why a file is not a valid trace, as trace.not_valid says it."
   {:token "a JSON value of no known kind" :no-ph "an event that is not a JSON object with a \"ph\""
    :not-array "\"traceEvents\" is not an array" :no-array "no \"traceEvents\" array"
    :empty "an empty file" :not-trace "neither a JSON object nor an array of events"
    :after "text after the trace" :layout "not MXNet's trace layout"})
 
 (defn- not-valid
-  "The `trace.not_valid` error for `path`; `why` a key of `reasons` or a parser's message."
+  "The trace.not_valid error for `path`; `why` a key of `reasons` or a parser's message."
   [path why]
   (rules/error "trace.not_valid" {:path (str path) :why (reasons why why)}))
 
@@ -98,12 +91,9 @@
       (throw (not-valid path (first (str/split-lines (.getOriginalMessage e))))))))
 
 (defn read-trace!
-  "Calls `f` on each event of the trace file at `path`, in file order: a valid trace streamed
-  (one event held at a time), else a trace in MXNet's own layout (`parse-raw`: a file MXNet
-  wrote with an unescaped name, or cut short by a crash; read whole), the events the stream
-  gave before it failed not given twice. Returns the number of events. Throws
-  `trace.cannot_open` (`:trace-not-found`) for a file that cannot be opened, `trace.not_valid`
-  (`:trace-format`, fix: `pyprof repair`) for one that is neither."
+  "Calls `f` on each event of the trace file at `path`, in order: a valid trace streamed, else a
+  file in MXNet's own layout (`parse-raw`). Returns the number of events. Throws trace.cannot_open
+  (`:trace-not-found`), trace.not_valid (`:trace-format`, fix: `pyprof repair`), trace.no_events."
   [path f]
   (let [file (io/file (str path))
         n (volatile! 0)]
@@ -144,8 +134,7 @@
     (str sb)))
 
 (defn- escape-lines
-  "`text` with the raw value (group 2) of every line a raw_string_lines pattern matches
-  JSON-escaped."
+  "`text` with the raw value (group 2) of every raw_string_lines line JSON-escaped."
   ^String [^String text]
   (reduce (fn [^String t ^Pattern re]
             (let [m (.matcher re t) sb (StringBuffer.)]
@@ -161,10 +150,9 @@
     (let [v (value p)] (when (.nextToken p) (throw (not-valid "[events]" :after))) v)))
 
 (defn parse-raw
-  "The events in `text`, bytes of an MXNet trace in MXNet's own layout (trace.json
-  \"mxnet_layout\"): a leading header and trailing footer removed, leading and trailing commas,
-  names JSON-escaped, parsed; a last event cut short (a crash) dropped. Throws
-  `trace.not_valid` for text in no such layout (`where` names it in the message)."
+  "The events in `text`, bytes of a trace in MXNet's layout (trace.json mxnet_layout): header,
+  footer and surrounding commas removed, names JSON-escaped; a last event cut short (a crash)
+  dropped. trace.not_valid for text in no such layout (`where` names it)."
   ([text] (parse-raw text "the raw trace"))
   ([^String text where]
    (let [^String body (.replaceFirst (.matcher header text) "")

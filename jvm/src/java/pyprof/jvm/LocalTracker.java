@@ -15,11 +15,9 @@ import java.util.Map;
 import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * The {@link Tracker} of a JVM on its own (no Python in the process): the fields in an immutable
- * map, replaced by each write (a read never waits, not even for a thread holding the lock); the
- * lock a {@link ReentrantLock}; a thread's {@link #owner} identity is its Java thread id. It
- * holds this JVM's trace-file claims: one open {@link FileChannel} per claimed path, locked, never
- * opened twice (closing any channel of a file drops the process's lock on it).
+ * The {@link Tracker} of a JVM on its own: the fields in an immutable map replaced by each write
+ * (a read never waits), a {@link ReentrantLock}, the Java thread id as {@link #owner}; the claims
+ * as one locked {@link FileChannel} per claimed path, never opened twice.
  */
 public final class LocalTracker implements Tracker {
   /** The one local tracker of this JVM. */
@@ -31,10 +29,7 @@ public final class LocalTracker implements Tracker {
   private final ReentrantLock lock = new ReentrantLock();
   private volatile Map<String, Object> fields;
 
-  /**
-   * A tracker whose fields start as {@code initial} (a {@link #read} of another tracker, say),
-   * each field left out at its start value: null, false, or no kept part.
-   */
+  /** A tracker whose fields start as {@code initial}, the others null, false or no part. */
   public LocalTracker(Map<String, Object> initial) {
     Map<String, Object> start = new HashMap<>();
     for (String f : FIELDS) {

@@ -10,20 +10,11 @@ import java.nio.file.Paths;
 import java.nio.file.attribute.PosixFilePermissions;
 
 /**
- * The one directory the service-facing surface writes under: {@link ProfilerControl} (the JMX
- * MBean) and {@link ProfilerSession}. Windows, dumps and their temporary files go there, and
- * nowhere else. (The Clojure session {@code pyprof.session} and Python's {@code pyprof.profile}
- * are libraries: their callers choose their own paths.)
- *
- * <p>The root is the constructor's argument, else {@code -Dpyprof.outputRoot}, else a
- * {@code pyprof} folder in {@code java.io.tmpdir}; a missing root is created, owner-only
- * ({@code rwx------}). A relative path resolves under the root. An absolute path outside it, a
- * {@code ..} that leaves it, or a symbolic link on the way that leads out of it (checked on the
- * real path of the nearest existing parent) is refused ({@code root.outside}); a directory that
- * does not exist under the root is refused too ({@code root.missing_directory}): nothing creates
- * directories on a caller's behalf.
- *
- * <p>Limits, each a system property (positive integer) with its default: {@code
+ * The one directory {@link ProfilerControl} (JMX) and {@link ProfilerSession} write under: the
+ * constructor's argument, else {@code -Dpyprof.outputRoot}, else {@code <java.io.tmpdir>/pyprof},
+ * created owner-only when missing. A path outside it (absolute, {@code ..}, or a symbolic link
+ * on the way) is refused ({@code root.outside}), as is a directory missing under it
+ * ({@code root.missing_directory}). Limits, system properties (positive integers): {@code
  * pyprof.maxWindows} (1000 windows per session), {@code pyprof.maxWindowBytes} (256 MiB of raw
  * trace per window), {@code pyprof.maxDumpBytes} (1 GiB per {@code dump(path)}).
  */
@@ -84,9 +75,9 @@ public final class OutputRoot {
   }
 
   /**
-   * The file {@code path} names (relative: under the root), checked to be under the root, in a
-   * directory that exists; {@code what} names it in errors ("path", "dump path"). Placeholders
-   * such as {@code {window}} may appear in the file name.
+   * The file {@code path} names (relative: under the root), checked to be under the root in a
+   * directory that exists; {@code what} names it in errors. Throws root.bad_text, root.outside,
+   * root.file_in_the_way, root.missing_directory.
    */
   public Path resolve(String what, String path) {
     Path p;
@@ -154,8 +145,7 @@ public final class OutputRoot {
     return limit("pyprof.maxWindowBytes", 256L << 20);
   }
 
-  /** Bytes of window files one {@code dump(path)} may write ({@code -Dpyprof.maxDumpBytes},
-   * 1 GiB). */
+  /** Bytes of window files one {@code dump(path)} may write (-Dpyprof.maxDumpBytes, 1 GiB). */
   public static long maxDumpBytes() {
     return limit("pyprof.maxDumpBytes", 1L << 30);
   }

@@ -2,7 +2,7 @@
   "Compatibility: the parts of MXNet's retired Clojure `util` namespace that profiler code used.
   `convert-io-map` keeps the old conversion exactly (booleans as \"True\"/\"False\", a keyword
   value keeps its colon), so code that inspected its output sees the same strings; the profiler
-  itself validates the original map instead (see `pyprof.util/convert-config`)."
+  itself validates the original map instead (see `pyprof.config/validate`)."
   (:require [clojure.string :as str]))
 
 (defn keyword->snake-case

@@ -6,28 +6,15 @@ import java.util.function.IntSupplier;
 import pyprof.jvm.PyprofException;
 
 /**
- * The API gate of the JVM layer: no thread is inside an MXNet C API call while API profiling
- * switches.
- *
- * <p>MXNet 1.9.1 records each C API call on a per-thread stack only while
- * {@code IsProfiling(kAPI)} holds ({@code on_enter_api}/{@code on_exit_api}); a call that enters
- * before the predicate turns true and leaves after it aborts the process ({@code Check failed:
- * !thread_profiling_data.calls_.empty()}). Every C call of {@link LibMXNet} that runs those hooks
- * holds the read side of one {@link ReentrantReadWriteLock}; the calls that can change the
- * predicate (profiler config, state, a finished dump) hold the write side. The profiler-object
- * calls, which MXNet runs inside {@code IgnoreProfileCallScope}, need neither.
- *
- * <p>Lock order, for the whole JVM layer: the library load lock, then a tracker or object lock of
- * the caller, then the peer gate (Python's, when this JVM runs inside a Python process through
- * JPype), then this gate. Nothing that holds this gate takes another lock, calls back into
- * Python or loads the library.
+ * The API gate of the JVM layer, as Python's {@code pyprof.native.gate} (which documents why):
+ * every C call of {@link LibMXNet} that runs MXNet's API hooks holds the read side of one
+ * {@link ReentrantReadWriteLock}; the calls that can change {@code IsProfiling(kAPI)} (config,
+ * state, a finished dump) hold the write side, so no call is in flight while API profiling
+ * switches. Lock order: the library load lock, a tracker or object lock, the peer gate
+ * (Python's, in a JPype-hosted JVM), then this gate, which takes no other lock.
  */
 public final class Gate {
-  /**
-   * Another process-wide gate that a switch closes before this one: the Python layer's, when this
-   * JVM runs inside a Python process. {@link #acquire()} waits until no Python thread is inside an
-   * MXNet call and keeps new ones out until {@link #release()}; both run on the same thread.
-   */
+  /** The gate a switch closes before this one (Python's, in a JPype-hosted JVM). */
   public interface Peer {
     void acquire();
 
@@ -42,14 +29,6 @@ public final class Gate {
 
   private Gate() {}
 
-  static void enterShared() {
-    LOCK.readLock().lock();
-  }
-
-  static void exitShared() {
-    LOCK.readLock().unlock();
-  }
-
   /** Runs {@code call} as a reader and checks its return code. */
   static void shared(IntSupplier call, String function) {
     LOCK.readLock().lock();
@@ -62,8 +41,7 @@ public final class Gate {
 
   /**
    * Runs the switch {@code call} with the peer gate and this one closed, and checks its return
-   * code. Throws {@link PyprofException} of kind {@code invalid-state} when the calling thread is
-   * itself inside a gated call, or when calls stay in flight for {@link #TIMEOUT_SECONDS}.
+   * code. Throws {@link PyprofException} gate.switch_inside_call, gate.switch_timeout.
    */
   static void exclusive(IntSupplier call, String function) {
     Peer p = acquire(true);
@@ -74,10 +52,7 @@ public final class Gate {
     }
   }
 
-  /**
-   * Closes only this gate, for the Python layer, which has closed its own first (and must not be
-   * asked again). Pair it with {@link #releaseForPeer()} on the same thread.
-   */
+  /** Closes only this gate, for Python, which closed its own first (then releaseForPeer). */
   public static void acquireForPeer() {
     acquire(false);
   }
@@ -87,17 +62,9 @@ public final class Gate {
     release(null);
   }
 
-  /**
-   * Sets (or, with null, clears) the gate a switch closes before this one. The JPype bridge sets
-   * the Python layer's here when it starts the JVM.
-   */
+  /** Sets (null: clears) the gate a switch closes before this one (the JPype bridge's). */
   public static void setPeer(Peer p) {
     peer = p;
-  }
-
-  /** Threads inside a gated C call right now (an estimate, for tests and diagnostics). */
-  public static int inFlight() {
-    return LOCK.getReadLockCount();
   }
 
   private static Peer acquire(boolean withPeer) {
