@@ -135,6 +135,7 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     ``{event index: (call, label)}`` and the operator events, by the module's rule."""
     ops = _operator_events(events)
     pending: dict[int, list[Call]] = {}
+    extra = _temp_space_waits(calls, env)
     for c in calls:
         pending.setdefault(c.op, []).append(c)
     first = min((c.seq for c in calls), default=0)
@@ -152,7 +153,7 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
             if c.t_us > ev.start:
                 break  # calls are in call order, so in time order
             ready = c.t_us
-            for p in c.producers:
+            for p in (*c.producers, extra.get(c.seq, -1)):
                 if p < first or p < 0:
                     continue  # made before the window (or never recorded): ended
                 end = ended.get(p)
@@ -175,6 +176,21 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
             n = workers[ev.device] = workers_per_device(ev.device, env)
         out[ev.index] = (c, _LABELS["exact"] if n == 1 or ready_n == 1 else _LABELS["ambiguous"])
     return out, ops
+
+
+def _temp_space_waits(calls: Sequence[Call], env: dict[str, str] | None) -> dict[int, int]:
+    """call seq -> the earlier call whose temporary workspace it shares (attribution.json
+    ``matching.temp_space``): the call ``copies`` earlier among those that request one."""
+    spec = _M["temp_space"]
+    handles = {HANDLES[n] for n in spec["operators"] if n in HANDLES}
+    var, default = spec["copies"]["cpu"]
+    env = os.environ if env is None else env
+    try:
+        copies = max(1, int(env.get(var, default)))
+    except ValueError:
+        copies = default
+    users = [c.seq for c in calls if c.op in handles]
+    return {users[i]: users[i - copies] for i in range(copies, len(users))}
 
 
 def _memory_rises(events: Sequence[dict[str, Any]]) -> dict[str, list[tuple[Any, Any, Any]]]:
