@@ -54,15 +54,17 @@ def dtype_name(code: int) -> str:
 class Call:
     """One recorded call. ``op`` is the operator's handle (:attr:`name` one of its names);
     shapes and dtypes are None without ``record_shapes``; ``stack`` is a tuple of (code, line)
-    pairs, innermost first, None without ``with_stack``."""
+    pairs, innermost first, None without ``with_stack``. ``t_us`` is when the call began,
+    ``pushed_us`` when it returned (by then MXNet's engine has the operator), both on the
+    trace's clock (microseconds since the epoch)."""
 
-    __slots__ = ("seq", "t_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
+    __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
                  "producers", "thread", "stack")
 
-    def __init__(self, seq: int, t_us: int, op: int, inputs: list, outputs: list,
+    def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
                  in_meta: list | None, out_meta: list | None, keys: list, vals: list,
                  producers: tuple, thread: int, stack: tuple | None) -> None:
-        self.seq, self.t_us, self.op = seq, t_us, op
+        self.seq, self.t_us, self.pushed_us, self.op = seq, t_us, pushed_us, op
         self.inputs, self.outputs, self.in_meta, self.out_meta = inputs, outputs, in_meta, out_meta
         self.keys, self.vals, self.producers = keys, vals, producers
         self.thread, self.stack = thread, stack
@@ -163,7 +165,7 @@ class Recorder:
             t = now()
             rc = raw(*a)
             if rc == 0 and active[0]:
-                record(t // 1000, a)
+                record(t // 1000, now() // 1000, a)
             return rc
         return invoke
 
@@ -175,7 +177,7 @@ class Recorder:
             return raw(h)
         return free
 
-    def _record(self, t_us: int, a: tuple) -> None:
+    def _record(self, t_us: int, pushed_us: int, a: tuple) -> None:
         op, ins, outs, keys, vals = capi.invoke_io(a)
         cache = self._cache
         with self._lock:
@@ -201,7 +203,7 @@ class Recorder:
                 for h in outs:
                     cache[h] = (None, -1, seq)
             stack = self._stack() if self.stack else None
-            self.calls.append(Call(seq, t_us, op, ins, outs, in_meta,
+            self.calls.append(Call(seq, t_us, pushed_us, op, ins, outs, in_meta,
                                    out_meta, keys, vals, producers, threading.get_ident(), stack))
 
     def _stack(self) -> tuple:

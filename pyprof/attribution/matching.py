@@ -135,7 +135,6 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     ``{event index: (call, label)}`` and the operator events, by the module's rule."""
     ops = _operator_events(events)
     pending: dict[int, list[Call]] = {}
-    extra = _temp_space_waits(calls, env)
     for c in calls:
         pending.setdefault(c.op, []).append(c)
     first = min((c.seq for c in calls), default=0)
@@ -148,12 +147,13 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
         todo = pending.get(HANDLES.get(ev.name, -1))
         if not todo:
             continue
-        best, ready_n = None, 0
+        best, ready_n, earliest = None, 0, None
         for c in todo:
             if c.t_us > ev.start:
                 break  # calls are in call order, so in time order
-            ready = c.t_us
-            for p in (*c.producers, extra.get(c.seq, -1)):
+            earliest = earliest or c
+            ready = c.pushed_us
+            for p in c.producers:
                 if p < first or p < 0:
                     continue  # made before the window (or never recorded): ended
                 end = ended.get(p)
@@ -166,31 +166,19 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
             ready_n += 1
             if best is None or ready < best[0]:
                 best = (ready, c)
-        if best is None:
+        if best is None and earliest is None:
             continue
-        c = best[1]
+        # no candidate ready: a dependency the rule does not see (an earlier match was wrong,
+        # or the engine held the call back); the earliest call, labelled, so nothing cascades
+        c = best[1] if best is not None else earliest
         todo.remove(c)
         ended[c.seq] = ev.end
         n = workers.get(ev.device)
         if n is None:
             n = workers[ev.device] = workers_per_device(ev.device, env)
-        out[ev.index] = (c, _LABELS["exact"] if n == 1 or ready_n == 1 else _LABELS["ambiguous"])
+        exact = best is not None and (n == 1 or ready_n == 1)
+        out[ev.index] = (c, _LABELS["exact"] if exact else _LABELS["ambiguous"])
     return out, ops
-
-
-def _temp_space_waits(calls: Sequence[Call], env: dict[str, str] | None) -> dict[int, int]:
-    """call seq -> the earlier call whose temporary workspace it shares (attribution.json
-    ``matching.temp_space``): the call ``copies`` earlier among those that request one."""
-    spec = _M["temp_space"]
-    handles = {HANDLES[n] for n in spec["operators"] if n in HANDLES}
-    var, default = spec["copies"]["cpu"]
-    env = os.environ if env is None else env
-    try:
-        copies = max(1, int(env.get(var, default)))
-    except ValueError:
-        copies = default
-    users = [c.seq for c in calls if c.op in handles]
-    return {users[i]: users[i - copies] for i in range(copies, len(users))}
 
 
 def _memory_rises(events: Sequence[dict[str, Any]]) -> dict[str, list[tuple[Any, Any, Any]]]:
