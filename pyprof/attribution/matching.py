@@ -18,6 +18,7 @@ checked. Pure Python over the window's file; no C function is called.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
 from collections.abc import Sequence
@@ -147,10 +148,15 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
         todo = pending.get(HANDLES.get(ev.name, -1))
         if not todo:
             continue
+        n = workers.get(ev.device)
+        if n is None:
+            n = workers[ev.device] = workers_per_device(ev.device, env)
         best, ready_n, earliest = None, 0, None
         for c in todo:
             if c.t_us > ev.start:
                 break  # calls are in call order, so in time order
+            if n == 1 and best is not None and c.pushed_us >= best[0]:
+                break  # no later call can be ready earlier (ready >= returned, in call order)
             earliest = earliest or c
             ready = c.pushed_us
             for p in c.producers:
@@ -173,9 +179,6 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
         c = best[1] if best is not None else earliest
         todo.remove(c)
         ended[c.seq] = ev.end
-        n = workers.get(ev.device)
-        if n is None:
-            n = workers[ev.device] = workers_per_device(ev.device, env)
         exact = best is not None and (n == 1 or ready_n == 1)
         out[ev.index] = (c, _LABELS["exact"] if exact else _LABELS["ambiguous"])
     return out, ops
@@ -254,13 +257,16 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     checked = passed = 0
     threads = threads or {}
     by_index = {o.index: o for o in ops}
+    starts = {d: [t for t, _, _ in series] for d, series in rises.items()}
     for index, (c, label) in found.items():
         ev = events[index]
         args = _args(c, label, options, ev.get("name"), threads)
         want = _nbytes(c.shapes("out"), c.dtypes("out"))
         op = by_index[index]
-        inside = [r for t, tid, r in rises.get(op.device, ())
-                  if op.start <= t <= op.end and tid == op.tid]
+        series = rises.get(op.device, ())
+        lo = bisect.bisect_left(starts.get(op.device, ()), op.start)
+        hi = bisect.bisect_right(starts.get(op.device, ()), op.end)
+        inside = [r for t, tid, r in series[lo:hi] if tid == op.tid]
         if want is not None and rises.get(op.device) and None not in inside:
             ok = sum(inside) == want
             checked += 1

@@ -282,6 +282,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             profiler.pause()
             self._cap_paused = True
         if not watchdog:
+            if self._recorder is not None:
+                self._recorder.pause()  # the window records nothing more
             with owner(self._name):
                 self._running, self._cap_paused = False, False
                 self._stopped_us = RAW.quiesce_paused() if self._steady else RAW.quiesce()
