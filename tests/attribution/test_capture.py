@@ -213,3 +213,33 @@ def test_an_unknown_grouping_is_an_error_naming_the_choices(tmp_path):
         pyprof.trace.stats(path, by="op")
     g = pyprof.trace.stats(path, by="shape").groups
     assert [(x.name, x.input_dims, x.count, x.total_us, x.flops) for x in g] == [("dot", None, 1, 2, None)]
+
+
+_OFF = """
+import pyprof, mxnet as mx
+from mxnet.base import _LIB
+def fns():
+    return [getattr(getattr(_LIB, n), "__wrapped__", None) for n in ("MXImperativeInvokeEx", "MXNDArrayFree")]
+mx.nd.ones((2, 2)).wait_to_read()
+plain = fns()
+with pyprof.profile(path="off.json") as p:            # every option off
+    during_off = fns()
+    mx.nd.ones((2, 2)).wait_to_read()
+with pyprof.profile(path="on.json", record_shapes=True) as q:
+    during_on = fns()
+    mx.nd.ones((2, 2)).wait_to_read()
+after = fns()
+result = {"off_same": during_off == plain, "on_hooked": during_on != plain,
+          "raw_names": [getattr(f, "__name__", "") for f in plain],
+          "hooked_names": [getattr(f, "__name__", "") for f in during_on],
+          "after_plain": [getattr(f, "__name__", "") for f in after],
+          "off_attribution": p.windows[0].attribution, "on_calls": q.windows[0].attribution.calls}
+"""
+
+
+def test_with_every_option_off_the_gated_functions_are_untouched(tmp_path):
+    r = run_scenario(_OFF, tmp_path, timeout=120)
+    assert r["off_same"] is True and r["off_attribution"] is None
+    assert r["on_hooked"] is True and r["hooked_names"] == ["invoke", "free"]
+    assert r["raw_names"] == r["after_plain"] == ["MXImperativeInvokeEx", "MXNDArrayFree"]
+    assert r["on_calls"] == 1
