@@ -89,9 +89,11 @@ def test_random_loop_every_operator_event_carries_shapes_and_the_memory_check_pa
     assert r["without"] == [], r["report"]
     assert rep["matched"] == rep["calls"] == rep["events"] > 300
     assert r["inconsistent"] == []
-    # exact in most runs; now and then one event had no ready candidate (a dependency the rule
-    # does not see) and took the earliest call, labelled ambiguous
-    assert rep["exact"] + rep["ambiguous"] == rep["matched"] and rep["ambiguous"] <= 3
+    # exact in most runs; now and then an event had no ready candidate (a dependency the rule
+    # does not see) and took the earliest call, labelled ambiguous: 0-1 on a quiet machine,
+    # up to 10 of about 340 seen under a load average of 9
+    assert rep["exact"] + rep["ambiguous"] == rep["matched"]
+    assert rep["ambiguous"] <= 0.05 * rep["matched"]
     assert rep["memory_checked"] >= rep["matched"] - 1
     # 0 mismatches in most runs; about 1 run in 5 here has 2 to 5 (two equal operators
     # swapped, or counter samples of two threads in the same microsecond), so the bound is 2%
