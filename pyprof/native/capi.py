@@ -17,7 +17,6 @@ profiler-object calls, which MXNet runs outside its API-call records, pass freel
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
 import re
 import sys
@@ -28,6 +27,7 @@ from typing import Any
 
 from .gate import GATE
 from .importhook import AfterImport
+from .locate import candidates, in_process as in_process_maps
 from .. import rules
 from ..errors import MXNetError
 
@@ -93,33 +93,7 @@ _lib: ctypes.CDLL | None = None
 _path: str | None = None
 _fns: dict[str, ctypes._CFuncPtr] = {}  # name -> declared function, filled at load
 _declared: dict[str, ctypes._CFuncPtr] = {}  # name -> the raw ctypes function, ungated
-
-
-def _candidates(explicit: str | None) -> list[tuple[str, str]]:
-    """Where libmxnet.so may be, in the documented order, with the source of each.
-
-    An explicit path or ``$MXNET_LIBRARY_PATH`` is the only candidate when given: falling
-    back to another file would hide the mistake (and risk two copies in one process).
-    """
-    if explicit:
-        return [(explicit, "argument")]
-    env = os.environ.get("MXNET_LIBRARY_PATH")
-    if env:
-        return [(env, "MXNET_LIBRARY_PATH")]
-    out: list[tuple[str, str]] = []
-    mx = sys.modules.get("mxnet")
-    loaded = getattr(getattr(getattr(mx, "base", None), "_LIB", None), "_name", None)
-    if loaded:
-        # mxnet is imported already: bind to exactly the file it loaded.
-        out.append((loaded, "the imported mxnet package"))
-    try:
-        spec = importlib.util.find_spec("mxnet")
-    except (ImportError, ValueError):
-        spec = None
-    if spec and spec.submodule_search_locations:
-        for d in spec.submodule_search_locations:
-            out.append((os.path.join(d, "libmxnet.so"), "the installed mxnet package"))
-    return out
+_META: list[Any] = []  # the raw shape and dtype functions (ndarray_meta), set by op_handles()
 
 
 def load(path: str | None = None) -> ctypes.CDLL:
@@ -138,7 +112,7 @@ def load(path: str | None = None) -> ctypes.CDLL:
                 raise rules.error("library.second_copy", loaded=_path, path=path)
             return _lib
         tried: list[tuple[str, str]] = []
-        for cand, source in _candidates(path):
+        for cand, source in candidates(path):
             full = os.path.abspath(cand)
             if not os.path.isfile(full):
                 tried.append((full, f"from {source}: no such file"))
@@ -257,13 +231,8 @@ def declarations() -> dict[str, tuple[list, Any]]:
 
 
 def in_process() -> bool:
-    """Whether libmxnet is loaded in this process by anyone (mxnet, pyprof or a JVM), without
-    loading it: the process's memory maps on Linux, else what Python knows."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            return any("libmxnet" in line for line in f)
-    except OSError:
-        return _lib is not None or "mxnet" in sys.modules
+    """Whether libmxnet is loaded in this process by anyone (:func:`locate.in_process`)."""
+    return in_process_maps(_lib is not None)
 
 
 def lib() -> ctypes.CDLL:
@@ -441,3 +410,41 @@ def install_import_hook() -> None:
     """Guard mxnet now if it is imported, else when ``mxnet.base`` loads (idempotent)."""
     if not guard_mxnet():
         _HOOK.install()
+
+
+# ---------------------------------------------------------------------- attribution's hooks
+
+def hook_mxnet(name: str, make: Any = None) -> bool:
+    """Route ``mxnet.base._LIB.<name>`` through ``make(raw)`` inside the gate (None: the plain
+    gated function again); False when mxnet is not guarded yet."""
+    mxlib = getattr(sys.modules.get("mxnet.base"), "_LIB", None)
+    if not isinstance(mxlib, _GatedCDLL):
+        return False
+    raw = ctypes.CDLL.__getitem__(mxlib, name)
+    setattr(mxlib, name, GATE.wrap(raw if make is None else make(raw)))
+    return True
+
+
+def invoke_io(a: tuple) -> tuple[int, list, list, list, list]:
+    """(op, input handles, output handles, keys, vals) of MXImperativeInvokeEx's ctypes args."""
+    nk = a[5].value
+    return a[0].value, a[2][:a[1].value], a[4]._obj[:a[3]._obj.value], a[6][:nk], a[7][:nk]
+
+
+def ndarray_meta(h: int) -> tuple[tuple[int, ...] | None, int]:
+    """(shape or None when unknown, MXNet dtype code) of NDArray handle ``h``, through the raw
+    functions (after :func:`op_handles`): inside a gated call only. C: MXNDArrayGetShapeEx, ...GetDType."""
+    nd, pd, dt = c_int(), POINTER(c_int)(), c_int()
+    if _META[0](h, byref(nd), byref(pd)) or _META[1](h, byref(dt)):
+        raise MXNetError("MXNDArrayGetShapeEx", last_error())
+    return (tuple(pd[:nd.value]) if nd.value >= 0 else None), dt.value
+
+
+def op_handles() -> dict[str, int]:
+    """Every operator name's handle, as MXImperativeInvokeEx gets it. C: NNGetOpHandle."""
+    _META[:] = [fn("MXNDArrayGetShapeEx").__wrapped__, fn("MXNDArrayGetDType").__wrapped__]
+    out, h = {}, Handle()
+    for name in list_all_op_names():
+        call("NNGetOpHandle", name.encode(), byref(h))
+        out[name] = h.value
+    return out

@@ -90,6 +90,14 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             of standard output into the log, ``pyprof_dnnl_<pid>.log`` beside the windows by
             default) and merge them into each window (:mod:`pyprof.dnnl.capture`). Raises
             StateError at ``start()`` when oneDNN already read its settings in this process.
+        record_shapes, with_stack, with_flops: operator attribution (torch's names; off by
+            default, and then nothing is added to any call): record each imperative call at
+            the gated ``MXImperativeInvokeEx`` (:mod:`pyprof.attribution.capture`) and write
+            onto its operator event in the window, as ``args``, the input and output shapes
+            and dtypes (``"Input Dims"``, ``"Input type"``), the call site and call stack
+            (``with_stack``), FLOPs and bytes (``with_flops``, from ``pyprof/spec/flops.json``)
+            and how it was matched (:mod:`pyprof.attribution.matching`); each saved
+            :class:`Window`'s ``attribution`` is the match report. docs/attribution.md.
         **options: recording options, as in ``pyprof.profiler.set_config``: profile_symbolic,
             profile_imperative, profile_api, profile_memory, profile_all, aggregate_stats,
             dump_period (seconds between appends to the raw trace: what survives a crash).
@@ -108,6 +116,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                  on_trace_ready: Callable[[Window], Any] | None = None,
                  path: str | os.PathLike[str] = "pyprof_trace_{window}.json",
                  dnnl: bool | str | os.PathLike[str] = False, steady: bool = False,
+                 record_shapes: bool = False, with_stack: bool = False, with_flops: bool = False,
                  **options: Any) -> None:
         for key in options:
             if key in _RESERVED:
@@ -148,6 +157,14 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._begin_steady, self._steady = bool(steady), False  # steady: pause/resume windows
         self._watchdog: _cap.Watchdog | None = None
         self._cap_paused = False  # the watchdog paused MXNet at the cap
+        self._attribution = {"record_shapes": bool(record_shapes), "with_stack": bool(with_stack),
+                             "with_flops": bool(with_flops)}
+        self._recorder = None  # a pyprof.attribution.capture.Recorder when any option is on
+        if any(self._attribution.values()):
+            from ..attribution.capture import Recorder
+            self._recorder = Recorder(shapes=bool(record_shapes or with_flops),
+                                      stack=bool(with_stack))
+        self._calls: dict[int, list] = {}  # window index -> its recorded calls, until it is cut
 
     def _window_path(self, *, window: int, step: int) -> str:
         """The absolute path of the window ``window`` starting at step ``step``."""
@@ -238,6 +255,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                 self._watchdog.stop()
             if self._dnnl is not None:
                 self._dnnl.stop()
+            if self._recorder is not None:
+                self._recorder.uninstall()
             _open_sessions.discard(self)
             with TRACKER.lock:
                 if TRACKER.session == self._name:
@@ -263,6 +282,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             profiler.pause()
             self._cap_paused = True
         if not watchdog:
+            if self._recorder is not None:
+                self._recorder.pause()  # the window records nothing more
             with owner(self._name):
                 self._running, self._cap_paused = False, False
                 self._stopped_us = RAW.quiesce_paused() if self._steady else RAW.quiesce()
@@ -296,7 +317,11 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._running:
             self._running, self._cap_paused = False, False
             self._stopped_us = quiesce()
+        if self._recorder is not None:
+            self._recorder.pause()
         if self._window is not None:
+            if self._recorder is not None:
+                self._calls[self._window.index] = self._recorder.take()
             if self._ended is not None:  # a table that stops twice before saving
                 self._save()
             last_step = self.step_num - (0 if self._final else 1)
@@ -314,17 +339,28 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             return
         w = ended.window
         events = RAW.cut(w.start, ended.end, w.path)
+        report = self._annotate(w.path, self._calls.pop(w.index, None))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(w.path + PARTIAL)
         self._note_windows()
         window = Window(w.index, w.path, w.first_step, ended.last_step, events,
-                        start_us=w.start_us, end_us=ended.end_us, truncated=w.truncated)
+                        start_us=w.start_us, end_us=ended.end_us, truncated=w.truncated,
+                        attribution=report)
         if self._dnnl is not None:
             self._dnnl.merge_window(window)
         self.windows.append(window)
         self._saved_now.append(window)
         if self._window is not None:  # the window recording now: its .partial gets the
             self._write_partial()      # metadata events of the range just cut
+
+    def _annotate(self, path: str, calls: list | None):
+        """Write the recorded calls' args onto their events in the window file just cut."""
+        if self._recorder is None or calls is None:
+            return None
+        import threading
+        from ..attribution.matching import annotate
+        return annotate(path, calls, self._attribution,
+                        threads={t.ident: t.name for t in threading.enumerate()})
 
     def _write_partial(self) -> None:
         w = self._window
@@ -359,11 +395,15 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._window is not None and self._window.truncated:
             return  # stopped at the cap: the window's later steps record nothing
         if not self._running:
+            if self._recorder is not None:
+                self._recorder.resume()
             profiler.set_state("run")
             self._running = True
 
     def _resume(self) -> None:  # steady mode's "run"
         if not self._running:
+            if self._recorder is not None:
+                self._recorder.resume()
             profiler.resume()
             self._running = True
 

@@ -51,6 +51,9 @@ class Window:
         truncated: True when the window stopped recording at the raw trace's cap (``api.json``
             ``raw_trace`` ``max_bytes``, ``$PYPROF_RAW_MAX_BYTES``): it holds the events up to
             that point, none of its later steps (:attr:`end_us` is when it stopped).
+        attribution: with ``record_shapes``/``with_stack``/``with_flops``, what matching the
+            recorded calls to the window's operator events found
+            (:class:`pyprof.attribution.matching.MatchReport`); else None.
     """
 
     index: int
@@ -61,6 +64,7 @@ class Window:
     start_us: int | None = None
     end_us: int | None = None
     truncated: bool = False
+    attribution: Any = None
 
     def stats(self, **options: Any):
         """Exact statistics of this window: :func:`pyprof.trace.stats` on :attr:`path`."""

@@ -40,7 +40,7 @@ def _progress(args: argparse.Namespace) -> bool | None:
 
 def _summarize(args: argparse.Namespace) -> int:
     sys.stdout.write(summarize(args.trace, top=args.top, sort=args.sort, fmt=args.format,
-                               include_api=args.include_api, progress=_progress(args)))
+                               include_api=args.include_api, progress=_progress(args), by=args.by))
     return 0
 
 
@@ -176,6 +176,9 @@ def register(subparsers: Subparsers) -> None:
                    help="row order in each group, descending (name: ascending); ties by total "
                         "time, then name (default total)")
     p.add_argument("--include-api", action="store_true", help="also list C API calls (MXNET_C_API)")
+    p.add_argument("--by", choices=["shape"], default=None,
+                   help="shape: one row per (operator, input shapes) with GFLOP/s and GB/s, from "
+                        "the args of record_shapes/with_flops")
 
     p = add("diff", _diff, "per-operator change between two traces; exit 1 on a regression")
     p.add_argument("base")

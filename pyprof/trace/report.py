@@ -85,7 +85,7 @@ def summary_notes(result: TraceStats) -> list[str]:
 
 def summarize(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] | TraceStats, *,
               top: int | None = None, sort: str = "total", fmt: str = "table",
-              include_api: bool = False, progress: bool | None = None) -> str:
+              include_api: bool = False, progress: bool | None = None, by: str | None = None) -> str:
     """Per-operator summary of one or more traces, grouped by device and category.
 
     For each ``(device, category)`` group: calls, total, share of the group's total time, mean,
@@ -111,18 +111,25 @@ def summarize(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] |
         include_api: also report C API calls (category ``MXNET_C_API``). Off by default: they are
             not operators, and skipping them before parsing roughly halves the reading time.
         progress: tqdm bar while reading.
+        by: ``"shape"``: one row per (operator, input shapes) with GFLOP/s and GB/s
+            (:func:`pyprof.trace.shapes.render`); ``sort`` does not apply (most time first).
 
     Returns:
         The rendered text, ending with a newline.
 
     Raises:
-        TraceError: unknown ``sort`` or ``fmt``; TraceNotFoundError / TraceFormatError for
+        TraceError: unknown ``sort``, ``fmt`` or ``by``; TraceNotFoundError / TraceFormatError for
         unreadable traces (TraceFormatError also for an empty file or JSON that is not a trace).
     """
     if sort not in SORT_KEYS:
         raise rules.error("trace.sort_key", sort=sort, choices=list(SORT_KEYS))
     if fmt not in FORMATS:
         raise rules.error("trace.format", fmt=fmt, choices=list(FORMATS))
+    if by is not None:
+        from .shapes import check_by, render
+        check_by(by)
+        return render(stats(paths, progress=progress, by=by, exclude_categories=() if include_api
+                            else (API_CATEGORY,)), fmt=fmt, top=top)
     result = paths if isinstance(paths, TraceStats) else stats(
         paths, progress=progress, exclude_categories=() if include_api else (API_CATEGORY,))
     groups = _groups(result, sort, top)

@@ -69,7 +69,8 @@ FAST_PATH = os.environ.get("PYPROF_TRACE_FAST", "1") not in ("0", "false", "no",
 
 def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
           categories: Iterable[str] | None = None, exclude_categories: Iterable[str] = (),
-          progress: bool | None = None, _workers: int | None = None) -> TraceStats:
+          progress: bool | None = None, by: str | None = None,
+          _workers: int | None = None) -> TraceStats:
     """Exact per-operator and memory statistics of one or more trace files.
 
     Several files are combined: records with the same ``(category, name, device)`` are pooled
@@ -86,6 +87,10 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
         exclude_categories: categories skipped before parsing (faster), e.g. ``{"MXNET_C_API"}``
             (C API calls and their counters are a large share of a trace).
         progress: tqdm bar per file (see :class:`~pyprof.trace.reader.TraceReader`).
+        by: ``"shape"``: group by operator and input shapes instead (the ``"Input Dims"``/
+            ``"Input type"`` args pyprof's capture writes) and return a
+            :class:`~pyprof.trace.shapes.ShapeStats` with GFLOP/s and GB/s per group
+            (:mod:`~pyprof.trace.shapes`); the groups of an operator add up to its total here.
         _workers: private, for tests: worker processes for every plain file, whatever its size
             (default: 1 below 64 MiB, else ``PYPROF_TRACE_WORKERS`` or ``min(2, cpu_count)``).
 
@@ -95,8 +100,13 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
     Raises:
         TraceNotFoundError: a file cannot be opened.
         TraceFormatError: a file holds no trace events (empty, or JSON that is not a trace).
-        TraceError: no paths given.
+        TraceError: no paths given, or an unknown ``by`` (``trace.by``).
     """
+    if by is not None:
+        from .shapes import check_by, shape_stats
+        check_by(by)
+        return shape_stats(_as_paths(trace_or_paths), categories=categories,
+                           exclude_categories=exclude_categories, progress=progress)
     excluded = frozenset(exclude_categories)
     acc = Accumulator(frozenset(categories) if categories is not None else None, excluded)
     reports = []

@@ -1,0 +1,226 @@
+"""Recording imperative calls at the gated ``MXImperativeInvokeEx`` (issue 22, opt-in).
+
+``pyprof.profile(record_shapes=..., with_stack=..., with_flops=...)`` (torch's names) makes a
+:class:`Recorder`. While a session holds one, :func:`pyprof.native.capi.hook_mxnet` routes
+mxnet's ``MXImperativeInvokeEx`` and ``MXNDArrayFree`` through it, inside the API gate; with
+every option off no recorder exists and the gate's functions are exactly as before.
+
+Per call, while a window records (:meth:`Recorder.resume` .. :meth:`Recorder.pause`): the
+operator (its handle, named once per process by ``NNGetOpHandle``), the input and output
+NDArray handles (ints: nothing is kept alive), with ``record_shapes`` their shapes and dtypes
+(``MXNDArrayGetShapeEx``/``MXNDArrayGetDType``; an input's come from a cache filled when it was
+an output or first seen, evicted at ``MXNDArrayFree`` since addresses are reused), the
+attributes (keys and vals as passed), the calling thread, the call's time (the trace's clock,
+microseconds) and, with ``with_stack``, the call stack up to the call site: the first frame
+whose module is not one of ``attribution.json capture.skip_modules``. Each input also names its
+producer: the last recorded call that wrote the handle (forgotten at the free), which is what
+:mod:`pyprof.attribution.matching` needs.
+
+The shape queries are C API calls: with ``profile_api`` they show in the trace as
+``MXNDArrayGetShapeEx``/``MXNDArrayGetDType`` calls (one pair per output and per input not seen
+before).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import rules
+from ..native import capi
+
+__all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "dtype_name"]
+
+_SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
+#: The session options, each with what it records.
+OPTIONS: dict[str, str] = _SPEC["options"]
+_DTYPES: dict[int, str] = {int(k): v for k, v in _SPEC["dtypes"].items()}
+_SKIP = tuple(_SPEC["skip_modules"])
+
+#: Operator name -> handle (aliases share a handle; a trace names the operator by one of them),
+#: and handle -> one of its names; filled once per process.
+HANDLES: dict[str, int] = {}
+_NAMES: dict[int, str] = {}
+
+
+def dtype_name(code: int) -> str:
+    """The name of MXNet's dtype code (``0`` -> ``"float32"``; an unknown code as ``"dtype<N>"``)."""
+    return _DTYPES.get(code, f"dtype{code}")
+
+
+class Call:
+    """One recorded call. ``op`` is the operator's handle (:attr:`name` one of its names);
+    shapes and dtypes are None without ``record_shapes``; ``stack`` is a tuple of (code, line)
+    pairs, innermost first, None without ``with_stack``. ``t_us`` is when the call began,
+    ``pushed_us`` when it returned (by then MXNet's engine has the operator), both on the
+    trace's clock (microseconds since the epoch)."""
+
+    __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
+                 "producers", "thread", "stack")
+
+    def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
+                 in_meta: list | None, out_meta: list | None, keys: list, vals: list,
+                 producers: tuple, thread: int, stack: tuple | None) -> None:
+        self.seq, self.t_us, self.pushed_us, self.op = seq, t_us, pushed_us, op
+        self.inputs, self.outputs, self.in_meta, self.out_meta = inputs, outputs, in_meta, out_meta
+        self.keys, self.vals, self.producers = keys, vals, producers
+        self.thread, self.stack = thread, stack
+
+    @property
+    def name(self) -> str:
+        return _NAMES.get(self.op, f"op@{self.op:#x}")
+
+    def attrs(self) -> dict[str, str]:
+        """The call's attributes as MXNet's strings."""
+        return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace")
+                for k, v in zip(self.keys, self.vals)}
+
+    def shapes(self, which: str = "in") -> list[list[int]] | None:
+        meta = self.in_meta if which == "in" else self.out_meta
+        return None if meta is None else [list(m[0]) if m[0] is not None else None for m in meta]
+
+    def dtypes(self, which: str = "in") -> list[str] | None:
+        meta = self.in_meta if which == "in" else self.out_meta
+        return None if meta is None else [dtype_name(m[1]) for m in meta]
+
+    def frames(self) -> list[str]:
+        """The stack as ``"file:line function"`` frames, outermost first (the call site last)."""
+        return [f"{code.co_filename}:{line} {code.co_name}" for code, line in reversed(self.stack or ())]
+
+    def call_site(self) -> str | None:
+        if not self.stack:
+            return None
+        code, line = self.stack[0]
+        return f"{code.co_filename}:{line} {code.co_name}"
+
+
+class Recorder:
+    """The calls of one session's windows (see the module docstring).
+
+    Args:
+        shapes: query and record shapes and dtypes (``record_shapes`` or ``with_flops``).
+        stack: record the call site and stack (``with_stack``).
+    """
+
+    def __init__(self, *, shapes: bool, stack: bool) -> None:
+        self.shapes, self.stack = shapes, stack
+        self.calls: list[Call] = []
+        self._seq = 0  # calls recorded by this recorder, every window: a producer's seq is unique
+        self._active = [False]  # a list: the hot path reads it without an attribute lookup
+        self._cache: dict[int, tuple] = {}  # handle -> (shape, dtype code, producer seq)
+        self._lock = threading.Lock()
+        self._hooked = False
+        self._skip: dict[Any, bool] = {}  # code object -> not a call site
+
+    # -- the session's side ---------------------------------------------------------------------
+    def install(self) -> bool:
+        """Route mxnet's ``MXImperativeInvokeEx`` and ``MXNDArrayFree`` through this recorder
+        (once mxnet is imported); True when installed. C: NNGetOpHandle (first use)."""
+        if self._hooked:
+            return True
+        if "mxnet.base" not in sys.modules:
+            return False
+        if not HANDLES:
+            HANDLES.update(capi.op_handles())
+            for name, h in sorted(HANDLES.items(), reverse=True):
+                _NAMES[h] = name
+        if not capi.hook_mxnet("MXImperativeInvokeEx", self._make_invoke):
+            return False
+        capi.hook_mxnet("MXNDArrayFree", self._make_free)
+        self._hooked = True
+        return True
+
+    def uninstall(self) -> None:
+        """Give mxnet its plain gated functions back and forget every handle."""
+        if self._hooked:
+            capi.hook_mxnet("MXImperativeInvokeEx")
+            capi.hook_mxnet("MXNDArrayFree")
+            self._hooked = False
+        self._active[0] = False
+        self._cache.clear()
+
+    def resume(self) -> None:
+        """A window starts recording: record calls from now on."""
+        self.install()
+        self._active[0] = True
+
+    def pause(self) -> None:
+        """The window stopped recording."""
+        self._active[0] = False
+
+    def take(self) -> list[Call]:
+        """The calls recorded since the last take (the window's), in call order."""
+        with self._lock:
+            calls, self.calls = self.calls, []
+        return calls
+
+    # -- the hot path ---------------------------------------------------------------------------
+    def _make_invoke(self, raw: Callable[..., int]) -> Callable[..., int]:
+        active, record, now = self._active, self._record, time.time_ns
+
+        def invoke(*a: Any) -> int:
+            t = now()
+            rc = raw(*a)
+            if rc == 0 and active[0]:
+                record(t // 1000, now() // 1000, a)
+            return rc
+        return invoke
+
+    def _make_free(self, raw: Callable[..., int]) -> Callable[..., int]:
+        pop = self._cache.pop
+
+        def free(h: Any) -> int:
+            pop(getattr(h, "value", h), None)  # before the free: the address may be reused at once
+            return raw(h)
+        return free
+
+    def _record(self, t_us: int, pushed_us: int, a: tuple) -> None:
+        op, ins, outs, keys, vals = capi.invoke_io(a)
+        cache = self._cache
+        with self._lock:
+            seq = self._seq
+            self._seq = seq + 1
+            producers = tuple(e[2] if (e := cache.get(h)) is not None else -1 for h in ins)
+            if self.shapes:
+                meta = capi.ndarray_meta
+                in_meta = []
+                for h in ins:
+                    e = cache.get(h)
+                    if e is None:
+                        s, d = meta(h)
+                        e = cache[h] = (s, d, -1)
+                    in_meta.append(e)
+                out_meta = []
+                for h in outs:
+                    s, d = meta(h)
+                    e = cache[h] = (s, d, seq)
+                    out_meta.append(e)
+            else:
+                in_meta = out_meta = None
+                for h in outs:
+                    cache[h] = (None, -1, seq)
+            stack = self._stack() if self.stack else None
+            self.calls.append(Call(seq, t_us, pushed_us, op, ins, outs, in_meta,
+                                   out_meta, keys, vals, producers, threading.get_ident(), stack))
+
+    def _stack(self) -> tuple:
+        """(code, line) pairs from the call site outwards (frames of skip_modules left out)."""
+        f = sys._getframe(3)
+        skip = self._skip
+        while f is not None:
+            code = f.f_code
+            s = skip.get(code)
+            if s is None:
+                name = f.f_globals.get("__name__") or ""
+                s = skip[code] = any(name == m or name.startswith(m + ".") for m in _SKIP)
+            if not s:
+                break
+            f = f.f_back
+        out = []
+        while f is not None:
+            out.append((f.f_code, f.f_lineno))
+            f = f.f_back
+        return tuple(out)

@@ -1,0 +1,217 @@
+"""Operator time grouped by (operator, input shapes): ``stats(..., by="shape")`` and
+``pyprof summarize --by shape``.
+
+The shapes, FLOPs and bytes are the args pyprof's capture wrote on each operator event
+(``pyprof/spec/attribution.json`` ``trace_args``: ``"Input Dims"``, ``"Input type"``,
+``"pyprof.flops"``, ``"pyprof.bytes"``); an event without them falls in its operator's group
+with no shape. Calls are paired as :func:`pyprof.trace.stats` pairs them (``B``/``E`` per
+thread by name, innermost first, and ``X`` events; async ``b``/``e`` copies are not read), so the
+groups of one operator add up to its ungrouped total. Times in microseconds; GFLOP/s and GB/s
+are FLOPs (bytes) over the group's operator time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .. import rules
+from .reader import iter_events
+
+__all__ = ["ShapeGroup", "ShapeStats", "shape_stats", "check_by", "BY"]
+
+_ARGS: dict[str, str] = rules.spec("attribution.json")["trace_args"]
+#: The groupings ``stats(by=...)`` and ``summarize(by=...)`` know.
+BY = ("shape",)
+
+
+def _frozen(v: Any) -> Any:
+    return tuple(_frozen(x) for x in v) if isinstance(v, list) else v
+
+
+@dataclasses.dataclass
+class ShapeGroup:
+    """The calls of one operator at one input signature.
+
+    Attributes:
+        category, name, device: as :class:`~pyprof.trace.OpStats` (device empty on a category pid).
+        input_dims, input_type: the ``"Input Dims"`` and ``"Input type"`` args (tuples), None
+            for calls without them.
+        count, total_us: calls and their total time (microseconds).
+        flops, bytes: summed over the calls; None when any call lacks them.
+    """
+
+    category: str
+    name: str
+    device: str
+    input_dims: tuple | None
+    input_type: tuple | None
+    count: int = 0
+    total_us: int | float = 0
+    flops: int | None = 0
+    bytes: int | None = 0
+
+    @property
+    def mean_us(self) -> float:
+        return self.total_us / self.count if self.count else 0.0
+
+    @property
+    def gflops_per_s(self) -> float | None:
+        """FLOPs per second of operator time, in 1e9 (None without FLOPs or time)."""
+        return self.flops / self.total_us / 1e3 if self.flops is not None and self.total_us else None
+
+    @property
+    def gb_per_s(self) -> float | None:
+        """Bytes moved per second of operator time, in 1e9 (None without bytes or time)."""
+        return self.bytes / self.total_us / 1e3 if self.bytes is not None and self.total_us else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "mean_us": self.mean_us,
+                "gflops_per_s": self.gflops_per_s, "gb_per_s": self.gb_per_s}
+
+
+@dataclasses.dataclass
+class ShapeStats:
+    """Every (category, name, device, input signature) group of the traces read."""
+
+    groups: list[ShapeGroup]
+
+    def totals(self) -> dict[tuple[str, str, str], int | float]:
+        """(category, name, device) -> total microseconds over its groups."""
+        out: dict[tuple[str, str, str], int | float] = {}
+        for g in self.groups:
+            key = (g.category, g.name, g.device)
+            out[key] = out.get(key, 0) + g.total_us
+        return out
+
+
+def shape_stats(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                categories: Iterable[str] | None = None, exclude_categories: Iterable[str] = (),
+                progress: bool | None = None) -> ShapeStats:
+    """Group the timed events of ``paths`` by (category, name, device, input dims, input type).
+
+    Raises TraceNotFoundError / TraceFormatError as :func:`pyprof.trace.stats`."""
+    keep = frozenset(categories) if categories is not None else None
+    skip = frozenset(exclude_categories)
+    groups: dict[tuple, ShapeGroup] = {}
+    for path in [paths] if isinstance(paths, (str, os.PathLike)) else list(paths):
+        for cat, name, device, args, dur in _calls(iter_events(os.fspath(path), progress=progress)):
+            if cat in skip or (keep is not None and cat not in keep):
+                continue
+            args = args if isinstance(args, dict) else {}
+            dims = args.get(_ARGS["input_dims"])
+            types = args.get(_ARGS["input_type"])
+            key = (cat, name, device, _frozen(dims), _frozen(types))
+            g = groups.get(key)
+            if g is None:
+                g = groups[key] = ShapeGroup(cat, name, device, key[3], key[4])
+            g.count += 1
+            g.total_us += dur
+            for field, arg in (("flops", "flops"), ("bytes", "bytes")):
+                v, have = args.get(_ARGS[arg]), getattr(g, field)
+                setattr(g, field, have + v if have is not None and isinstance(v, int) else None)
+    return ShapeStats(list(groups.values()))
+
+
+def _calls(events: Iterable[dict[str, Any]]):
+    """(category, name, device, args of the begin, duration) of every timed call."""
+    names: dict[Any, str] = {}
+    open_: dict[tuple[Any, Any], list[tuple[Any, Any, Any, Any]]] = {}
+
+    def device(pid: Any, cat: Any) -> str:
+        n = names.get(pid, "")
+        return "" if n == cat else n
+
+    for ev in events:
+        ph, pid = ev.get("ph"), ev.get("pid")
+        if ph == "M":
+            if ev.get("name") == "process_name":
+                names[pid] = str((ev.get("args") or {}).get("name", ""))
+            continue
+        ts = ev.get("ts")
+        if not isinstance(ts, (int, float)):
+            continue
+        if ph == "X":
+            dur = ev.get("dur")
+            if isinstance(dur, (int, float)) and dur >= 0:
+                cat = ev.get("cat", "")
+                yield cat, ev.get("name"), device(pid, cat), ev.get("args"), dur
+        elif ph == "B":
+            open_.setdefault((pid, ev.get("tid")), []).append(
+                (ev.get("name"), ev.get("cat"), ts, ev.get("args")))
+        elif ph == "E":
+            began = open_.get((pid, ev.get("tid"))) or []
+            name = ev.get("name")
+            at = next((i for i in range(len(began) - 1, -1, -1)
+                       if name is None or began[i][0] == name), None)
+            if at is None:
+                continue
+            bname, cat, start, args = began.pop(at)
+            cat = ev.get("cat", cat) or ""
+            if ts - start >= 0:
+                yield cat, bname, device(pid, cat), args, ts - start
+
+
+def check_by(by: str | None) -> None:
+    """Raise TraceError (``trace.by``) for a grouping other than None or one of :data:`BY`."""
+    if by is not None and by not in BY:
+        raise rules.error("trace.by", by=by, choices=list(BY))
+
+
+def render(result: ShapeStats, *, fmt: str = "table", top: int | None = None) -> str:
+    """The ``summarize --by shape`` text: per (device, category), one row per (operator, input
+    signature), most time first: calls, total and mean (ms; ``_us`` keys in json/csv), share of
+    the group, GFLOP/s and GB/s."""
+    import io
+    import csv
+
+    import orjson
+
+    by_group: dict[tuple[str, str], list[ShapeGroup]] = {}
+    for g in result.groups:
+        by_group.setdefault((g.device, g.category), []).append(g)
+    order = sorted(by_group, key=lambda k: (k[0] == "", -sum(g.total_us for g in by_group[k]), k))
+    records = []
+    for key in order:
+        rows = sorted(by_group[key], key=lambda g: (-g.total_us, g.name, str(g.input_dims)))
+        total = sum(g.total_us for g in rows)
+        for g in rows[:top] if top else rows:
+            records.append({**g.as_dict(), "share_pct": 100.0 * g.total_us / total if total else 0.0})
+    if fmt == "json":
+        return orjson.dumps({"units": {"time": "us", "flops": "1e9/s", "bytes": "1e9/s"},
+                             "groups": records}, option=orjson.OPT_INDENT_2).decode() + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        cols = list(records[0]) if records else ["category", "name", "device", "input_dims"]
+        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+        w.writeheader()
+        w.writerows({**r, "input_dims": _dims(r["input_dims"]), "input_type": _dims(r["input_type"])}
+                    for r in records)
+        return buf.getvalue()
+    from tabulate import tabulate
+    parts = []
+    for key in order:
+        rows = [r for r in records if (r["device"], r["category"]) == key]
+        total = sum(g.total_us for g in by_group[key])
+        title = f"{key[0] or 'host'} / {key[1]}: {total / 1e3:.3f} ms, by input shape"
+        table = [[r["name"], _dims(r["input_dims"]), _dims(r["input_type"]), r["count"],
+                  r["total_us"] / 1e3, r["share_pct"], r["mean_us"] / 1e3,
+                  _num(r["gflops_per_s"]), _num(r["gb_per_s"])] for r in rows]
+        parts.append(("### " if fmt == "markdown" else "") + title + "\n\n" + tabulate(
+            table, headers=["operator", "input dims", "input type", "calls", "total (ms)",
+                            "share (%)", "mean (ms)", "GFLOP/s", "GB/s"],
+            tablefmt="github" if fmt == "markdown" else "simple", floatfmt=".4f"))
+    return "\n\n".join(parts or ["no timed events found"]) + "\n"
+
+
+def _dims(v: Any) -> str:
+    if v is None:
+        return "-"
+    return "; ".join("x".join(str(d) for d in s) if isinstance(s, (list, tuple)) else str(s) for s in v) \
+        if v and isinstance(v[0], (list, tuple)) else ", ".join(str(x) for x in v) or "()"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"

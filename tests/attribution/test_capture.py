@@ -1,0 +1,247 @@
+"""Capture of imperative calls and their matching (issue 22): real MXNet, sessions in child
+processes (tests/child.py). Each scenario records one window and returns what its trace says."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.child import run_scenario
+
+_LOOP = """
+import json, random, pyprof, mxnet as mx
+from pyprof.attribution.matching import BOOKKEEPING, ARGS
+rng = random.Random(SEED)
+shapes = [(8, 16), (16, 16), (4, 16), (32, 8)]
+PLANT
+# one warm-up step before the window: MXNet's one-time ResourceParallelRandomSetSeed (the
+# first resource use of a process) holds back queued operators in ways matching does not model
+w = mx.nd.dot(mx.nd.ones((4, 4)), mx.nd.ones((4, 4))) + 1; mx.nd.sum(mx.nd.exp(w)).wait_to_read()
+with pyprof.profile(path="w.json", record_shapes=True, with_flops=True) as p:
+    live = [mx.nd.ones(s) for s in shapes]
+    for i in range(300):
+        x = rng.choice(live)
+        k = rng.randrange(9)
+        if k == 0: y = mx.nd.relu(x)
+        elif k == 1: y = x + 1
+        elif k == 2: y = mx.nd.exp(x)
+        elif k == 3: y = mx.nd.dot(x, mx.nd.ones((x.shape[1], 8)))
+        elif k == 4: y = mx.nd.broadcast_add(x, mx.nd.ones((1, x.shape[1])))
+        elif k == 5: y = mx.nd.sum(x, axis=1, keepdims=True)
+        elif k == 6: y = mx.nd.transpose(x)
+        elif k == 7: y = x * x
+        else: y = x.reshape((x.shape[1], x.shape[0]))  # a new handle made by no operator
+        if rng.random() < 0.5: live[rng.randrange(len(live))] = y
+    mx.nd.waitall()
+events = json.load(open("w.json"))["traceEvents"]
+ops = [e for e in events if e.get("ph") == "B" and e.get("cat") == "operator"]
+result = {"report": p.windows[0].attribution.as_dict(),
+          "without": sorted({e["name"] for e in ops if ARGS["input_dims"] not in (e.get("args") or {})
+                             and e["name"] not in BOOKKEEPING}),
+          "bad_memory": [e["name"] for e in ops if (e.get("args") or {}).get(ARGS["memory_check"]) is False],
+          # unary operators: the input's recorded shape is the output's (stale cache entries break it)
+          "inconsistent": [e["args"][ARGS["input_dims"]] for e in ops if e["name"] in ("relu", "exp", "_plus_scalar")
+                           and e["args"][ARGS["input_dims"]][0] != e["args"][ARGS["output_dims"]][0]],
+          "flops": sorted({(tuple(map(tuple, e["args"][ARGS["input_dims"]])), e["args"].get(ARGS["flops"])) for e in ops if e["name"] == "dot" and "args" in e}),
+          }
+import pyprof.trace
+result["valid"] = pyprof.trace.validate("w.json").ok
+st = pyprof.trace.stats("w.json", categories={"operator"})
+sh = pyprof.trace.stats("w.json", categories={"operator"}, by="shape")
+result["totals"] = [sorted([list(k), v] for k, v in sh.totals().items()),
+                    sorted([[o.category, o.name, o.device], o.total_us] for o in st.operators)]
+result["calls"] = [sum(g.count for g in sh.groups), sum(o.count for o in st.operators)]
+result["dot_groups"] = [[g.input_dims, g.count, g.flops, g.gflops_per_s] for g in sh.groups if g.name == "dot"]
+result["summary"] = pyprof.trace.summarize("w.json", by="shape")
+"""
+
+
+# Planted bugs, each of which the random loop must catch: the shape cache not evicted at
+# MXNDArrayFree (addresses are reused), and matching each event to the first unmatched call of
+# its name (no dependencies).
+_PLANTS = {
+    "no_eviction": """
+from pyprof.attribution import capture as _c
+_c.Recorder._make_free = lambda self, raw: raw
+""",
+    "first_same_name": """
+from pyprof.attribution import matching as _m
+_orig = _m.match
+def _first(calls, events, env=None):
+    for c in calls:
+        c.producers = ()
+        c.pushed_us = c.t_us - c.seq  # earliest call first
+    return _orig(calls, events, env=env)
+_m.match = _first
+""",
+}
+
+
+def _loop(seed: int, plant: str = "") -> str:
+    return _LOOP.replace("SEED", str(seed)).replace("PLANT", plant)
+
+
+@pytest.mark.parametrize("seed", [7, 11])
+def test_random_loop_every_operator_event_carries_shapes_and_the_memory_check_passes(tmp_path, seed):
+    r = run_scenario(_loop(seed), tmp_path, timeout=120)
+    rep = r["report"]
+    assert r["without"] == [], r["report"]
+    assert rep["matched"] == rep["calls"] == rep["events"] > 300
+    assert r["inconsistent"] == []
+    # exact in most runs; now and then an event had no ready candidate (a dependency the rule
+    # does not see) and took the earliest call, labelled ambiguous: 0-1 on a quiet machine,
+    # up to 10 of about 340 seen under a load average of 9
+    assert rep["exact"] + rep["ambiguous"] == rep["matched"]
+    assert rep["ambiguous"] <= 0.05 * rep["matched"]
+    assert rep["memory_checked"] >= rep["matched"] - 1
+    # 0 mismatches in most runs; about 1 run in 5 here has 2 to 5 (two equal operators
+    # swapped, or counter samples of two threads in the same microsecond), so the bound is 2%
+    assert len(r["bad_memory"]) == rep["memory_checked"] - rep["memory_passed"]
+    assert rep["memory_passed"] >= 0.98 * rep["memory_checked"]
+    # dot (M x K) . (K x 8): 2*M*K*8 FLOPs, from the recorded shapes
+    assert r["flops"] and all(f == 2 * dims[0][0] * dims[0][1] * dims[1][1] for dims, f in r["flops"])
+    assert r["valid"] is True
+    # grouped by shape, the totals are the ungrouped ones, per operator
+    assert r["totals"][0] == r["totals"][1] and r["calls"][0] == r["calls"][1] > 300
+    assert len(r["dot_groups"]) >= 3  # dot at several shapes, each its own row
+    for dims, count, fl, rate in r["dot_groups"]:
+        assert fl == count * 2 * dims[0][0] * dims[0][1] * dims[1][1] and rate > 0
+    d = r["dot_groups"][0][0]
+    assert "GFLOP/s" in r["summary"] and f"{d[0][0]}x{d[0][1]}; {d[1][0]}x{d[1][1]}" in r["summary"]
+
+
+def test_no_eviction_at_free_fails_the_random_loop(tmp_path):
+    r = run_scenario(_loop(7, _PLANTS["no_eviction"]), tmp_path, timeout=120)
+    rep = r["report"]
+    assert r["inconsistent"], rep
+
+
+def test_first_same_name_matching_fails_the_slow_producer_case(tmp_path):
+    # (on the random loop it passes: with one FIFO worker, call order is nearly run order)
+    r = run_scenario(_SLOW.replace("PLANT", _PLANTS["first_same_name"]), tmp_path, timeout=120)
+    pairs = [r["order"][i:i + 2] for i in range(0, 60, 2)]
+    assert sum(p == [[[300, 300]], [[3, 3]]] for p in pairs) >= 25  # the wrong way round
+    assert r["report"]["memory_passed"] < 0.5 * r["report"]["memory_checked"]
+
+
+_SLOW = """
+import json, pyprof, mxnet as mx
+PLANT
+big = mx.nd.ones((300, 300)); c3 = mx.nd.ones((3, 3)); mx.nd.relu(mx.nd.dot(c3, c3)).wait_to_read()
+with pyprof.profile(path="w.json", record_shapes=True) as p:
+    for i in range(30):
+        slow = mx.nd.dot(big, big)       # a slow producer
+        a = mx.nd.relu(slow)             # waits for it
+        b = mx.nd.relu(c3)               # ready at once, same operator, called later
+        mx.nd.waitall()
+events = json.load(open("w.json"))["traceEvents"]
+relu = sorted((e for e in events if e.get("ph") == "B" and e.get("name") == "relu"), key=lambda e: e["ts"])
+result = {"order": [e["args"]["Input Dims"] for e in relu], "report": p.windows[0].attribution.as_dict(),
+          "dots": [(e["ts"], e["name"]) for e in events if e.get("ph") in "BE" and e.get("cat") == "operator"][:12]}
+"""
+
+
+def test_a_ready_operator_after_a_slow_producer_is_matched_to_its_own_event(tmp_path):
+    r = run_scenario(_SLOW.replace("PLANT", ""), tmp_path, timeout=120)
+    # the ready relu runs first (it was queued while the dot ran): its event has its shape
+    # (most iterations; in some the dot was done before the ready relu was queued)
+    pairs = [r["order"][i:i + 2] for i in range(0, 60, 2)]
+    assert r["order"].count([[3, 3]]) == 30
+    assert sum(p == [[[3, 3]], [[300, 300]]] for p in pairs) >= 15, r["order"]
+    assert r["order"].count([[3, 3]]) == 30 == r["order"].count([[300, 300]])
+    assert r["report"]["memory_passed"] == r["report"]["memory_checked"] >= 89
+
+
+_SITES = """
+import json, pyprof, mxnet as mx
+with pyprof.profile(path="w.json", record_shapes=True, with_stack=True) as p:
+    for i in range(5):
+        a = mx.nd.relu(mx.nd.ones((2, 3)))   # LINE_A
+        b = mx.nd.relu(mx.nd.ones((7, 5)))   # LINE_B
+    mx.nd.waitall()
+events = json.load(open("w.json"))["traceEvents"]
+result = [[e["args"]["Input Dims"], e["args"]["pyprof.call_site"], e["args"]["pyprof.stack"]]
+          for e in events if e.get("ph") == "B" and e.get("name") == "relu"]
+"""
+
+
+def test_two_call_lines_with_different_shapes_carry_their_own_line(tmp_path):
+    rows = run_scenario(_SITES, tmp_path, timeout=120)
+    lines = {"LINE_A": None, "LINE_B": None}
+    for n, text in enumerate(_SITES.strip("\n").splitlines(), start=1):
+        for key in lines:
+            if key in text:
+                lines[key] = n + 13  # the child's prelude (tests/child.py) comes first
+    assert len(rows) == 10
+    by_shape = {json.dumps(d): {site for dd, site, _ in rows if dd == d} for d, _, _ in rows}
+    assert set(by_shape) == {"[[2, 3]]", "[[7, 5]]"}
+    (site_a,), (site_b,) = by_shape["[[2, 3]]"], by_shape["[[7, 5]]"]
+    la, lb = int(site_a.split(":")[-1].split()[0]), int(site_b.split(":")[-1].split()[0])
+    assert lb == la + 1 and site_a.endswith("<module>")
+    assert all(stack[-1] == site for _, site, stack in rows)
+
+
+_ALIVE = """
+import json, gc, pyprof, mxnet as mx
+with pyprof.profile(path="w.json", record_shapes=True, with_stack=True, profile_memory=True) as p:
+    xs = [mx.nd.ones((64, 64)) for _ in range(20)]
+    ys = [mx.nd.relu(x) + 1 for x in xs]
+    mx.nd.waitall()
+    del xs, ys
+    gc.collect()
+    mx.nd.waitall()
+events = json.load(open("w.json"))["traceEvents"]
+mem = sorted((e["ts"], e["args"]["Memory: cpu/0"]) for e in events
+             if e.get("ph") == "C" and e.get("name") == "Memory: cpu/0")
+result = {"peak": max(v for _, v in mem), "last": mem[-1][1],
+          "report": p.windows[0].attribution.as_dict()}
+"""
+
+
+def test_the_recorder_keeps_nothing_alive(tmp_path):
+    r = run_scenario(_ALIVE, tmp_path, timeout=120)
+    assert r["peak"] >= 40 * 64 * 64 * 4       # the arrays were there
+    assert r["last"] == 0                       # and all freed: back at the baseline
+    assert r["report"]["matched"] == 60
+
+
+def test_an_unknown_grouping_is_an_error_naming_the_choices(tmp_path):
+    import pyprof.trace
+    from pyprof.errors import TraceError
+    path = tmp_path / "t.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "name": "dot", "cat": "operator", "ts": 1, "dur": 2, "pid": 0, "tid": 0}]}')
+    with pytest.raises(TraceError, match=r"unknown grouping 'op'\. fix: use one of 'shape', or no grouping"):
+        pyprof.trace.stats(path, by="op")
+    g = pyprof.trace.stats(path, by="shape").groups
+    assert [(x.name, x.input_dims, x.count, x.total_us, x.flops) for x in g] == [("dot", None, 1, 2, None)]
+
+
+_OFF = """
+import pyprof, mxnet as mx
+from mxnet.base import _LIB
+def fns():
+    return [getattr(getattr(_LIB, n), "__wrapped__", None) for n in ("MXImperativeInvokeEx", "MXNDArrayFree")]
+mx.nd.ones((2, 2)).wait_to_read()
+plain = fns()
+with pyprof.profile(path="off.json") as p:            # every option off
+    during_off = fns()
+    mx.nd.ones((2, 2)).wait_to_read()
+with pyprof.profile(path="on.json", record_shapes=True) as q:
+    during_on = fns()
+    mx.nd.ones((2, 2)).wait_to_read()
+after = fns()
+result = {"off_same": during_off == plain, "on_hooked": during_on != plain,
+          "raw_names": [getattr(f, "__name__", "") for f in plain],
+          "hooked_names": [getattr(f, "__name__", "") for f in during_on],
+          "after_plain": [getattr(f, "__name__", "") for f in after],
+          "off_attribution": p.windows[0].attribution, "on_calls": q.windows[0].attribution.calls}
+"""
+
+
+def test_with_every_option_off_the_gated_functions_are_untouched(tmp_path):
+    r = run_scenario(_OFF, tmp_path, timeout=120)
+    assert r["off_same"] is True and r["off_attribution"] is None
+    assert r["on_hooked"] is True and r["hooked_names"] == ["invoke", "free"]
+    assert r["raw_names"] == r["after_plain"] == ["MXImperativeInvokeEx", "MXNDArrayFree"]
+    assert r["on_calls"] == 1
