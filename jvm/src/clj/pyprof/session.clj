@@ -81,6 +81,10 @@
   (make-session opts false)
   nil)
 
+(def ^:private capture-options
+  "attribution.json capture.options: what Python sessions record and the JVM's refuse."
+  (set (keys (get-in (rules/read-spec "attribution.json") ["capture" "options"]))))
+
 (defn- make-session
   "`profile`, with the window path's file check when `check-file?`."
   [opts check-file?]
@@ -88,6 +92,8 @@
         rec (dissoc opts :schedule :on-trace-ready :path :steady)
         _ (doseq [k (keys rec)]
             (let [c (config/check-session-key! k)]
+              (when (contains? capture-options c) ; issue 22: Python sessions only, for now
+                (throw (rules/error "session.jvm_capture" {:option c})))
               (when-not (some #{c} (config/key-names)) ; the own options and recording keys
                 (throw (config/unknown-option-error
                         k c (concat ["schedule" "on_trace_ready" "path" "steady"]
