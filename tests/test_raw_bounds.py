@@ -78,10 +78,10 @@ def _capped(tmp_path, cap, seconds, steps, ops):
     return result, proc.stderr
 
 
-def _assert_bounded(result, cap):
+def _assert_bounded(result, cap, min_after=1.0):
     """What MXNet appended past the cap is at most dump_period + watch_seconds (0.05 + 0.25 s)
     of events (3 times that, for a busy machine), far less than it went on recording for."""
-    assert result["after_s"] > 1.0, result
+    assert result["after_s"] > min_after, result
     slack = result["rate"] * (0.05 + SPEC["watch_seconds"]) * 3
     assert cap <= result["max"] <= cap + slack, result
     assert result["max"] < cap + result["rate"] * result["after_s"] / 2, result
@@ -109,8 +109,9 @@ def test_a_step_past_the_cap_stops_the_window_there(tmp_path):
     result, err = _capped(tmp_path, cap, seconds=0, steps=steps, ops=ops)
     assert result["truncated"] is True and result["steps"] == steps, result
     # the step check stopped recording at the first step past the cap (the watchdog, if that
-    # step took longer than watch_seconds): the window's later steps recorded nothing
-    _assert_bounded(result, cap)
+    # step took longer than watch_seconds): the window's later steps recorded nothing (they
+    # run on for about 1 s, less on a loaded machine)
+    _assert_bounded(result, cap, min_after=0.5)
     pairs = len(operator_pairs(load_trace(tmp_path / "cap_0.json"), ("_plus_scalar",)))
     assert 0 < pairs < steps * ops / 2, pairs
     assert sum("stopped recording at step" in line for line in err.splitlines()) == 1, err

@@ -88,9 +88,12 @@ def _zygote_for(env: dict[str, str]) -> _Zygote | None:
         z = _zygotes.get(sig)
         if z is not None and z.proc.poll() is None:
             return z
-        if sig not in _asked or len(_zygotes) >= _MAX_ZYGOTES:
+        if sig not in _asked:
             _asked.add(sig)
             return None
+        if len(_zygotes) >= _MAX_ZYGOTES:  # the oldest goes (stdin's EOF ends it)
+            oldest = _zygotes.pop(next(iter(_zygotes)))
+            oldest.proc.stdin.close()
         z = _zygotes[sig] = _Zygote(env)
         return z
 
