@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import rules
 from ..trace import iter_events
+from ..trace.slices import closed_slices
 from ..trace.writer import check_output
 
 __all__ = ["STACK_ARG", "FoldedStacks", "escape", "folded", "write_folded"]
@@ -99,43 +100,20 @@ def _durations(events: Iterable[dict[str, Any]]) -> Iterable[tuple[tuple[str, ..
     """(stack, duration) of every operator event, in file order of the ends."""
     devices: dict[Any, str] = {}
     threads: dict[tuple[Any, Any], str] = {}
-    open_: dict[tuple[Any, Any], list[tuple[str, Any, Any, list[str]]]] = {}
-
-    def stack(pid: Any, tid: Any, name: Any, frames: list[str]) -> tuple[str, ...]:
-        device = devices.get(pid, _FG["device_label"].format(pid=pid))
-        thread = threads.get((pid, tid), _FG["thread_label"].format(tid=tid))
-        return (device, thread, *frames, str(name))
-
-    for ev in events:
-        ph, pid, tid = ev.get("ph"), ev.get("pid"), ev.get("tid")
-        if ph == "M":
+    for _, ev, closed in closed_slices(events):
+        if ev.get("ph") == "M":
             name = (ev.get("args") or {}).get("name")
             if ev.get("name") == "process_name" and name is not None:
-                devices[pid] = str(name)
+                devices[ev.get("pid")] = str(name)
             elif ev.get("name") == "thread_name" and name is not None:
-                threads[(pid, tid)] = str(name)
-            continue
-        ts = ev.get("ts")
-        if not isinstance(ts, (int, float)):
-            continue
-        if ph == "X":
-            dur = ev.get("dur")
-            if ev.get("cat") in _CATEGORIES and isinstance(dur, (int, float)) and dur >= 0:
-                yield stack(pid, tid, ev.get("name"), _frames(ev.get("args"))), dur
-        elif ph == "B":
-            open_.setdefault((pid, tid), []).append(
-                (ev.get("name"), ev.get("cat"), ts, _frames(ev.get("args"))))
-        elif ph == "E":
-            began = open_.get((pid, tid)) or []
-            name = ev.get("name")
-            at = next((i for i in range(len(began) - 1, -1, -1)
-                       if name is None or began[i][0] == name), None)
-            if at is None:
-                continue
-            bname, cat, start, frames = began.pop(at)
-            cat = ev.get("cat", cat)
-            if cat in _CATEGORIES and ts - start >= 0:
-                yield stack(pid, tid, bname, frames or _frames(ev.get("args"))), ts - start
+                threads[(ev.get("pid"), ev.get("tid"))] = str(name)
+        elif closed is not None and ev.get("cat", closed[1].get("cat")) in _CATEGORIES:
+            _, begin, dur = closed
+            pid, tid = begin.get("pid"), begin.get("tid")
+            device = devices.get(pid, _FG["device_label"].format(pid=pid))
+            thread = threads.get((pid, tid), _FG["thread_label"].format(tid=tid))
+            frames = _frames(begin.get("args")) or _frames(ev.get("args"))
+            yield (device, thread, *frames, str(begin.get("name"))), dur
 
 
 @dataclasses.dataclass(frozen=True)

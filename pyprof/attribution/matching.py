@@ -28,6 +28,7 @@ import orjson
 
 from .. import rules
 from ..errors import PyprofError
+from ..trace.slices import closed_slices
 from ..trace.writer import TraceWriter
 from . import flops as _flops
 from .capture import HANDLES, Call
@@ -100,32 +101,17 @@ class _Event:
 
 
 def _operator_events(events: Sequence[dict[str, Any]]) -> list[_Event]:
-    """Operator slices on device pids: B/E pairs per (pid, tid) by name, and X events; the index
-    is the B (or X) event's."""
-    devices = {ev.get("pid"): str((ev.get("args") or {}).get("name"))
-               for ev in events if ev.get("ph") == "M" and ev.get("name") == "process_name"}
-    out, open_ = [], {}
-    for i, ev in enumerate(events):
-        ph = ev.get("ph")
-        if ph not in ("B", "E", "X"):
-            continue
-        key = (ev.get("pid"), ev.get("tid"))
-        if ph == "B":
-            open_.setdefault(key, []).append(i)
-            continue
-        if ph == "X":
-            b, end = i, ev.get("ts", 0) + ev.get("dur", 0)
-        else:
-            stack = open_.get(key) or []
-            at = next((j for j in range(len(stack) - 1, -1, -1)
-                       if events[stack[j]].get("name") == ev.get("name")), None)
-            if at is None:
-                continue
-            b, end = stack.pop(at), ev.get("ts")
-        bev = events[b]
-        if bev.get("cat", ev.get("cat")) in _CATEGORIES:
-            out.append(_Event(b, str(bev.get("name")), key[0], key[1], bev.get("ts"), end,
-                              devices.get(key[0], "")))
+    """Operator slices (paired as every trace reader pairs them), in order of their start; the
+    index is the B (or X) event's."""
+    devices: dict[Any, str] = {}
+    out = []
+    for _, ev, closed in closed_slices(events):
+        if ev.get("ph") == "M" and ev.get("name") == "process_name":
+            devices[ev.get("pid")] = str((ev.get("args") or {}).get("name"))
+        elif closed is not None and closed[1].get("cat", ev.get("cat")) in _CATEGORIES:
+            b, bev, dur = closed
+            out.append(_Event(b, str(bev.get("name")), bev.get("pid"), bev.get("tid"), bev["ts"],
+                              bev["ts"] + dur, devices.get(bev.get("pid"), "")))
     out.sort(key=lambda e: (e.start, e.index))
     return out
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import rules
 from .reader import iter_events
+from .slices import closed_slices
 
 __all__ = ["ShapeGroup", "ShapeStats", "shape_stats", "check_by", "BY"]
 
@@ -118,40 +119,15 @@ def shape_stats(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 def _calls(events: Iterable[dict[str, Any]]):
     """(category, name, device, args of the begin, duration) of every timed call."""
     names: dict[Any, str] = {}
-    open_: dict[tuple[Any, Any], list[tuple[Any, Any, Any, Any]]] = {}
-
-    def device(pid: Any, cat: Any) -> str:
-        n = names.get(pid, "")
-        return "" if n == cat else n
-
-    for ev in events:
-        ph, pid = ev.get("ph"), ev.get("pid")
-        if ph == "M":
+    for _, ev, closed in closed_slices(events):
+        if ev.get("ph") == "M":
             if ev.get("name") == "process_name":
-                names[pid] = str((ev.get("args") or {}).get("name", ""))
-            continue
-        ts = ev.get("ts")
-        if not isinstance(ts, (int, float)):
-            continue
-        if ph == "X":
-            dur = ev.get("dur")
-            if isinstance(dur, (int, float)) and dur >= 0:
-                cat = ev.get("cat", "")
-                yield cat, ev.get("name"), device(pid, cat), ev.get("args"), dur
-        elif ph == "B":
-            open_.setdefault((pid, ev.get("tid")), []).append(
-                (ev.get("name"), ev.get("cat"), ts, ev.get("args")))
-        elif ph == "E":
-            began = open_.get((pid, ev.get("tid"))) or []
-            name = ev.get("name")
-            at = next((i for i in range(len(began) - 1, -1, -1)
-                       if name is None or began[i][0] == name), None)
-            if at is None:
-                continue
-            bname, cat, start, args = began.pop(at)
-            cat = ev.get("cat", cat) or ""
-            if ts - start >= 0:
-                yield cat, bname, device(pid, cat), args, ts - start
+                names[ev.get("pid")] = str((ev.get("args") or {}).get("name", ""))
+        elif closed is not None:
+            _, begin, dur = closed
+            cat = ev.get("cat", begin.get("cat")) or ""
+            device = names.get(begin.get("pid"), "")
+            yield cat, begin.get("name"), "" if device == cat else device, begin.get("args"), dur
 
 
 def check_by(by: str | None) -> None:

@@ -34,7 +34,7 @@ import numpy as np
 from .ids import IdMap, id_key
 
 __all__ = ["Pairing", "SliceCounts", "SlicePlan", "plan_slices", "Rewriter", "is_number",
-           "track_of", "SLICE_PHASES"]
+           "track_of", "closed_slices", "SLICE_PHASES"]
 
 #: The phases that make thread slices.
 SLICE_PHASES = frozenset({"B", "E", "X"})
@@ -220,6 +220,31 @@ def track_of(ev: dict[str, Any]) -> tuple[Any, Any]:
     tp, tt = type(pid), type(tid)
     return (pid if tp is int or tp is str else id_key(pid),
             tid if tt is int or tt is str else id_key(tid))
+
+
+def closed_slices(events: Iterable[dict[str, Any]]) -> Iterator[
+        tuple[int, dict[str, Any], tuple[int, dict[str, Any], Any] | None]]:
+    """Every event as ``(index, event, closed)``, one pass: ``closed`` is ``(begin index,
+    begin event, duration in us)`` when the event completes a slice (an ``X`` with a numeric
+    ``dur`` >= 0, or an ``E`` that closes an open ``B`` by :class:`Pairing`'s rules, not before
+    it), else None. Slice events without a numeric ``ts`` open and close nothing. For readers
+    that need only durations (statistics by shape, flame graphs, matching calls to events)."""
+    pairing = Pairing()
+    for i, ev in enumerate(events):
+        closed = None
+        ph = ev.get("ph")
+        if ph in SLICE_PHASES and is_number(ts := ev.get("ts")):
+            if ph == "X":
+                dur = ev.get("dur")
+                if is_number(dur) and dur >= 0:
+                    closed = (i, ev, dur)
+            elif ph == "B":
+                pairing.begin(track_of(ev), _name(ev), (i, ev))
+            else:
+                began = pairing.end(track_of(ev), _name(ev))
+                if began is not None and ts >= began[1]["ts"]:
+                    closed = (began[0], began[1], ts - began[1]["ts"])
+        yield i, ev, closed
 
 
 def plan_slices(events: Iterable[dict[str, Any]], ids: IdMap | None = None) -> SlicePlan:
