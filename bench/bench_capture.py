@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_gate import WORKLOAD  # the same small-operator workload
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = """
@@ -33,14 +35,7 @@ BLOCKS = 15
 N, API = int(sys.argv[1]), sys.argv[2] == "1"
 OPTIONS = json.loads(sys.argv[3])
 import mxnet as mx
-a = mx.nd.ones((2, 2)); mx.nd.waitall()
-def once():
-    t0 = time.perf_counter()
-    for _ in range(N):
-        b = a + 1
-    mx.nd.waitall()
-    return (time.perf_counter() - t0) / N * 1e6
-if OPTIONS is None:
+""" + WORKLOAD + """if OPTIONS is None:
     from mxnet import profiler
     profiler.set_config(filename=os.environ["TRACE"], profile_api=API, profile_imperative=True)
     profiler.set_state("run")

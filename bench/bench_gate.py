@@ -27,20 +27,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-SMALL_OPS = """
-import json, os, statistics, sys, time
-N = int(sys.argv[1])
-{imports}
-CONFIG = dict(profile_api=True, profile_imperative=True, continuous_dump=False)
-{setup}
-a = mx.nd.ones((2, 2))
+#: The small-operator workload (bench_capture.py runs it too): N times ``b = a + 1`` on a 2x2
+#: NDArray, then waitall; ``once()`` gives microseconds per operator.
+WORKLOAD = """
+a = mx.nd.ones((2, 2)); mx.nd.waitall()
 def once():
     t0 = time.perf_counter()
     for _ in range(N):
         b = a + 1
     mx.nd.waitall()
     return (time.perf_counter() - t0) / N * 1e6
-once()  # warm-up
+"""
+
+SMALL_OPS = """
+import json, os, statistics, sys, time
+N = int(sys.argv[1])
+{imports}
+CONFIG = dict(profile_api=True, profile_imperative=True, continuous_dump=False)
+{setup}""" + WORKLOAD.replace("{", "{{").replace("}", "}}") + """once()  # warm-up
 us = statistics.median(once() for _ in range(3))
 {teardown}
 print(json.dumps({{"us_per_op": us}}))
