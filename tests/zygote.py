@@ -22,7 +22,9 @@ import builtins
 import importlib
 import json
 import os
+import atexit
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -59,6 +61,16 @@ class _Zygote:
         self.sock, self.lock = ours, threading.Lock()
         self.waiting: dict[int, threading.Event] = {}
 
+    def close(self) -> None:
+        """End the zygote (its children run on) and remove its status directory."""
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.sock.close()
+        shutil.rmtree(self.status_dir, ignore_errors=True)
+
     def start(self, request: dict[str, Any], fds: list[int]) -> int:
         with self.lock:  # one request on the wire at a time; replies come back in order
             socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
@@ -78,6 +90,7 @@ def _read_line(sock: socket.socket) -> bytes:
 _zygotes: dict[tuple, _Zygote] = {}
 _asked: set[tuple] = set()
 _guard = threading.Lock()
+atexit.register(lambda: [z.close() for z in list(_zygotes.values())])
 
 
 def _zygote_for(env: dict[str, str]) -> _Zygote | None:
@@ -92,8 +105,7 @@ def _zygote_for(env: dict[str, str]) -> _Zygote | None:
             _asked.add(sig)
             return None
         if len(_zygotes) >= _MAX_ZYGOTES:  # the oldest goes (stdin's EOF ends it)
-            oldest = _zygotes.pop(next(iter(_zygotes)))
-            oldest.proc.stdin.close()
+            _zygotes.pop(next(iter(_zygotes))).close()
         z = _zygotes[sig] = _Zygote(env)
         return z
 

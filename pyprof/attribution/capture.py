@@ -32,13 +32,16 @@ from typing import Any
 from .. import rules
 from ..native import capi
 
-__all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "dtype_name"]
+__all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "dtype_name"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
 #: The session options, each with what it records.
 OPTIONS: dict[str, str] = _SPEC["options"]
 _DTYPES: dict[int, str] = {int(k): v for k, v in _SPEC["dtypes"].items()}
 _SKIP = tuple(_SPEC["skip_modules"])
+#: Calls one window records at most (attribution.json capture.max_calls; tests lower it):
+#: past it the recorder stops until the next window, so memory stays bounded.
+MAX_CALLS: int = _SPEC["max_calls"]
 
 #: Operator name -> handle (aliases share a handle; a trace names the operator by one of them),
 #: and handle -> one of its names; filled once per process.
@@ -114,6 +117,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._hooked = False
         self._skip: dict[Any, bool] = {}  # code object -> not a call site
+        self.full = False  # the window reached capture.max_calls: recording stopped
 
     # -- the session's side ---------------------------------------------------------------------
     def install(self) -> bool:
@@ -151,11 +155,12 @@ class Recorder:
         """The window stopped recording."""
         self._active[0] = False
 
-    def take(self) -> list[Call]:
-        """The calls recorded since the last take (the window's), in call order."""
+    def take(self) -> tuple[list[Call], bool]:
+        """The calls recorded since the last take (the window's), in call order, and whether
+        recording stopped at ``capture.max_calls`` (the next window records again)."""
         with self._lock:
-            calls, self.calls = self.calls, []
-        return calls
+            calls, self.calls, full, self.full = self.calls, [], self.full, False
+        return calls, full
 
     # -- the hot path ---------------------------------------------------------------------------
     def _make_invoke(self, raw: Callable[..., int]) -> Callable[..., int]:
@@ -181,6 +186,9 @@ class Recorder:
         op, ins, outs, keys, vals = capi.invoke_io(a)
         cache = self._cache
         with self._lock:
+            if len(self.calls) >= MAX_CALLS:  # memory stays bounded, whatever the window's length
+                self.full, self._active[0] = True, False
+                return
             seq = self._seq
             self._seq = seq + 1
             producers = tuple(e[2] if (e := cache.get(h)) is not None else -1 for h in ins)

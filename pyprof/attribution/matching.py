@@ -33,7 +33,8 @@ from ..trace.writer import TraceWriter
 from . import flops as _flops
 from .capture import HANDLES, Call
 
-__all__ = ["ARGS", "BOOKKEEPING", "MatchReport", "annotate", "match", "workers_per_device"]
+__all__ = ["ARGS", "BOOKKEEPING", "MAX_ANNOTATE_BYTES", "MatchReport", "annotate",
+           "annotate_window", "match", "workers_per_device"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")
 #: The trace args' names (attribution.json ``trace_args``).
@@ -43,6 +44,9 @@ _M: dict[str, Any] = _SPEC["matching"]
 BOOKKEEPING = frozenset(_M["bookkeeping"])
 _CATEGORIES = frozenset(_M["categories"])
 _LABELS: dict[str, str] = _M["match_labels"]
+#: A window file larger than this (bytes) is kept as cut, without args: annotating reads the
+#: whole window into memory (attribution.json capture.max_annotate_bytes; tests lower it).
+MAX_ANNOTATE_BYTES: int = _SPEC["capture"]["max_annotate_bytes"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -272,3 +276,22 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     return MatchReport(len(calls), len(counted), len(found), labels.count(_LABELS["exact"]),
                        labels.count(_LABELS["ambiguous"]), len(calls) - len(found), unmatched,
                        checked, passed)
+
+
+def annotate_window(index: int, path: str, calls: Sequence[Call], options: dict[str, bool], *,
+                    threads: dict[int, str] | None = None) -> MatchReport | None:
+    """:func:`annotate` for a session's window ``index`` just cut at ``path``; the window stays
+    as cut, and one line on stderr (``capture.annotate_note``) says why, when it is larger than
+    :data:`MAX_ANNOTATE_BYTES` or cannot be read or rewritten: None then."""
+    import sys
+
+    if (size := os.path.getsize(path)) > MAX_ANNOTATE_BYTES:
+        why = f"it holds {size} bytes, past max_annotate_bytes {MAX_ANNOTATE_BYTES}"
+    else:
+        try:
+            return annotate(path, calls, options, threads=threads)
+        except (PyprofError, OSError, ValueError, MemoryError) as e:
+            why = f"{type(e).__name__}: {e}"
+    print(rules.render(_SPEC["capture"]["annotate_note"], {"index": index, "path": path,
+                                                          "why": why}), file=sys.stderr)
+    return None

@@ -46,6 +46,7 @@ __all__ = ["Action", "schedule", "profile", "Window", "recover", "raw_trace_path
 
 #: Recording options a session does not take, with why (api.json ``reserved_session_keys``).
 _RESERVED: dict[str, str] = rules.API["reserved_session_keys"]
+_ATTRIBUTION: dict[str, Any] = rules.spec("attribution.json")["capture"]
 
 _open_sessions: weakref.WeakSet[profile] = weakref.WeakSet()
 
@@ -321,7 +322,12 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             self._recorder.pause()
         if self._window is not None:
             if self._recorder is not None:
-                self._calls[self._window.index] = self._recorder.take()
+                calls, full = self._recorder.take()
+                self._calls[self._window.index] = calls
+                if full:
+                    print(rules.render(_ATTRIBUTION["max_calls_note"], {
+                        "index": self._window.index, "path": self._window.path,
+                        "calls": len(calls)}), file=sys.stderr)
             if self._ended is not None:  # a table that stops twice before saving
                 self._save()
             last_step = self.step_num - (0 if self._final else 1)
@@ -339,7 +345,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             return
         w = ended.window
         events = RAW.cut(w.start, ended.end, w.path)
-        report = self._annotate(w.path, self._calls.pop(w.index, None))
+        report = self._annotate(w.index, w.path, self._calls.pop(w.index, None))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(w.path + PARTIAL)
         self._note_windows()
@@ -353,14 +359,15 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._window is not None:  # the window recording now: its .partial gets the
             self._write_partial()      # metadata events of the range just cut
 
-    def _annotate(self, path: str, calls: list | None):
-        """Write the recorded calls' args onto their events in the window file just cut."""
+    def _annotate(self, index: int, path: str, calls: list | None):
+        """Write the recorded calls' args onto their events in the window file just cut; the
+        window is kept as cut when that cannot be done (one line on stderr says why)."""
         if self._recorder is None or calls is None:
             return None
         import threading
-        from ..attribution.matching import annotate
-        return annotate(path, calls, self._attribution,
-                        threads={t.ident: t.name for t in threading.enumerate()})
+        from ..attribution.matching import annotate_window
+        return annotate_window(index, path, calls, self._attribution,
+                               threads={t.ident: t.name for t in threading.enumerate()})
 
     def _write_partial(self) -> None:
         w = self._window

@@ -245,3 +245,46 @@ def test_with_every_option_off_the_gated_functions_are_untouched(tmp_path):
     assert r["on_hooked"] is True and r["hooked_names"] == ["invoke", "free"]
     assert r["raw_names"] == r["after_plain"] == ["MXImperativeInvokeEx", "MXNDArrayFree"]
     assert r["on_calls"] == 1
+
+
+_BOUNDED = """
+import json, sys, pyprof, mxnet as mx
+from pyprof.attribution import capture, matching
+capture.MAX_CALLS = 50
+matching.MAX_ANNOTATE_BYTES = BIG
+a = mx.nd.ones((4, 4)); mx.nd.waitall()
+with pyprof.profile(schedule=pyprof.schedule(active=1, repeat=2), path="b_{window}.json",
+                    record_shapes=True) as p:
+    for step in range(2):
+        for _ in range(200 if step == 0 else 20):
+            a = a + 1
+        mx.nd.waitall()
+        p.step()
+def shaped(path):
+    return sum(1 for e in json.load(open(path))["traceEvents"]
+               if e.get("name") == "_plus_scalar" and "Input Dims" in (e.get("args") or {}))
+result = {"reports": [w.attribution and w.attribution.as_dict() for w in p.windows],
+          "shaped": [shaped(w.path) for w in p.windows],
+          "valid": [pyprof.trace.validate(w.path).ok for w in p.windows]}
+"""
+
+
+def test_a_window_records_at_most_max_calls_and_says_so(tmp_path):
+    proc = run_scenario(_BOUNDED.replace("BIG", str(1 << 30)), tmp_path, expect_rc=None)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(next(tmp_path.glob("result-*.json")).read_text())
+    # the first window stopped recording calls at 50, the second recorded all of its own again
+    assert [rep["calls"] for rep in r["reports"]] == [50, 20]
+    assert r["shaped"][0] == 50 and r["shaped"][1] == 20 and r["valid"] == [True, True]
+    notes = [line for line in proc.stderr.splitlines() if "stopped recording calls" in line]
+    assert len(notes) == 1 and notes[0].startswith("pyprof: window 0 (") and "after 50" in notes[0]
+    assert notes[0].endswith("fix: record fewer steps per window")
+
+
+def test_a_window_too_large_to_annotate_is_kept_as_cut(tmp_path):
+    proc = run_scenario(_BOUNDED.replace("BIG", "1000"), tmp_path, expect_rc=None)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(next(tmp_path.glob("result-*.json")).read_text())
+    assert r["reports"] == [None, None] and r["shaped"] == [0, 0] and r["valid"] == [True, True]
+    notes = [line for line in proc.stderr.splitlines() if "without attribution args" in line]
+    assert len(notes) == 2 and "past max_annotate_bytes 1000" in notes[0], proc.stderr
