@@ -118,6 +118,7 @@ class Recorder:
         self._hooked = False
         self._skip: dict[Any, bool] = {}  # code object -> not a call site
         self.full = False  # the window reached capture.max_calls: recording stopped
+        self.unrecorded = 0  # calls whose recording failed (they ran; their events carry no args)
 
     # -- the session's side ---------------------------------------------------------------------
     def install(self) -> bool:
@@ -170,7 +171,10 @@ class Recorder:
             t = now()
             rc = raw(*a)
             if rc == 0 and active[0]:
-                record(t // 1000, now() // 1000, a)
+                try:
+                    record(t // 1000, now() // 1000, a)
+                except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
+                    self.unrecorded += 1  # (a shape query MXNet refused): left unrecorded
             return rc
         return invoke
 

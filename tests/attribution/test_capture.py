@@ -288,3 +288,20 @@ def test_a_window_too_large_to_annotate_is_kept_as_cut(tmp_path):
     assert r["reports"] == [None, None] and r["shaped"] == [0, 0] and r["valid"] == [True, True]
     notes = [line for line in proc.stderr.splitlines() if "without attribution args" in line]
     assert len(notes) == 2 and "past max_annotate_bytes 1000" in notes[0], proc.stderr
+
+
+def test_a_failed_recording_never_reaches_the_caller(tmp_path):
+    """The operator ran: a shape query MXNet refuses leaves the call unrecorded, not raised."""
+    r = run_scenario("""
+import pyprof, mxnet as mx
+from pyprof.native import capi
+def refused(h):
+    raise capi.MXNetError("MXNDArrayGetShapeEx", "refused")
+a = mx.nd.ones((2, 2)); mx.nd.waitall()
+with pyprof.profile(path="f.json", record_shapes=True) as p:
+    capi.ndarray_meta = refused
+    b = (a + 1).asnumpy().tolist()
+result = {"b": b,
+          "calls": p.windows[0].attribution.calls}
+""", tmp_path)
+    assert r["b"] == [[2.0, 2.0], [2.0, 2.0]] and r["calls"] == 0
