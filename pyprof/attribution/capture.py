@@ -23,9 +23,11 @@ before).
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -119,6 +121,7 @@ class Recorder:
         self._skip: dict[Any, bool] = {}  # code object -> not a call site
         self.full = False  # the window reached capture.max_calls: recording stopped
         self.unrecorded = 0  # calls whose recording failed (they ran; their events carry no args)
+        _RECORDERS.add(self)
 
     # -- the session's side ---------------------------------------------------------------------
     def install(self) -> bool:
@@ -236,3 +239,18 @@ class Recorder:
             out.append((f.f_code, f.f_lineno))
             f = f.f_back
         return tuple(out)
+
+
+_RECORDERS: weakref.WeakSet[Recorder] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # A parent thread may have held a recorder's lock at fork (that thread does not exist here),
+    # and a forked child cuts no windows: its recorders record nothing.
+    for r in list(_RECORDERS):
+        r._lock = threading.Lock()
+        r._active[0] = False
+        r.calls = []
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -305,3 +305,37 @@ result = {"b": b,
           "calls": p.windows[0].attribution.calls}
 """, tmp_path)
     assert r["b"] == [[2.0, 2.0], [2.0, 2.0]] and r["calls"] == 0
+
+
+def test_a_fork_while_a_thread_records_leaves_a_child_that_runs(tmp_path):
+    """A thread inside the recorder's lock at fork: the forked child's own calls still run."""
+    r = run_scenario("""
+import os, threading, time, pyprof, mxnet as mx
+a = mx.nd.ones((2, 2)); mx.nd.waitall()
+with pyprof.profile(path="k.json", record_shapes=True) as p:
+    (a + 1).wait_to_read()
+    rec = p._recorder  # the session's recorder: its lock is what a fork must not inherit held
+    held = threading.Event()
+    def hold():
+        with rec._lock:
+            held.set()
+            time.sleep(1.0)
+    t = threading.Thread(target=hold); t.start(); held.wait()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(0 if mx.nd.ones((2, 2)).sum().asscalar() == 4.0 else 3)
+        except BaseException:
+            os._exit(4)
+    t.join()
+    deadline, status = time.time() + 30, None
+    while time.time() < deadline:
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = os.waitstatus_to_exitcode(st); break
+        time.sleep(0.05)
+    if status is None:
+        os.kill(pid, 9); os.waitpid(pid, 0)
+result = {"child": status}
+""", tmp_path)
+    assert r["child"] == 0, r
