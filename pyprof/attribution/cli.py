@@ -1,4 +1,5 @@
-"""``pyprof flamegraph``, ``pyprof peaks`` and ``pyprof roofline``: a thin layer over :mod:`pyprof.attribution`.
+"""``pyprof flamegraph``, ``pyprof peaks`` and ``pyprof roofline``: a thin layer over
+:mod:`pyprof.attribution`.
 
 The main CLI calls :func:`register` with its subparsers, then ``args.func(args)``, which returns
 the exit status: 0 ok, 1 an error (one line on stderr ending in its fix), 2 usage (argparse).
