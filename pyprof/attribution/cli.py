@@ -42,6 +42,7 @@ def _peaks(args: argparse.Namespace) -> int:
 
 
 def _roofline(args: argparse.Namespace) -> int:
+    from ..trace.shapes import dims_text
     from .roofline import ABOVE, render, roofline
 
     r = roofline(args.trace, args.output, peaks=args.peaks, budget_s=args.budget,
@@ -49,8 +50,9 @@ def _roofline(args: argparse.Namespace) -> int:
     sys.stdout.write(render(r, args.format))
     over = r.above()
     if over:
-        worst = "; ".join(f"{p.group.name} {p.as_dict()['input_dims']}: {p.gflops / p.roof_gflops:.2f}x "
-                          f"of {p.roof_gflops:.1f} GFLOP/s" for p in over[:5])
+        worst = "; ".join(f"{p.group.name} {dims_text(p.group.input_dims)}: "
+                          f"{p.gflops / p.roof_gflops:.2f}x of {p.roof_gflops:.3g} GFLOP/s"
+                          for p in over[:5])
         print(f"pyprof roofline: warning: {len(over)} group(s) above {ABOVE}x the roof at their "
               f"intensity ({worst}{'; ...' if len(over) > 5 else ''}): a FLOP or byte count too "
               "high, or peaks measured under load", file=sys.stderr)

@@ -154,6 +154,21 @@ def test_points_roofs_and_the_groups_above_1_1x_on_a_synthetic_trace(tmp_path):
     assert [(p.group.name, p.group.total_us) for p in r2.above()] == [("relu", 50)]
 
 
+def test_the_cli_warns_on_one_line_about_the_groups_above_1_1x(tmp_path):
+    from tests.child import run_cli
+    (tmp_path / "p.json").write_text(json.dumps(PEAKS.as_dict()))
+    _synthetic(tmp_path / "s.json", [("dot", 100, 3_000_000, 60_000), ("dot", 200, 10_000_000, 60_000),
+                                     ("relu", 50, 100_000, 800_000)])
+    run = run_cli(["roofline", "s.json", "-o", "s.png", "--peaks", "p.json"], tmp_path, timeout=60)
+    assert run.returncode == 0 and run.stderr.splitlines() == [
+        "pyprof roofline: warning: 2 group(s) above 1.1x the roof at their intensity (relu 50x2: "
+        "1.60x of 1.25 GFLOP/s; dot 200x2: 1.25x of 40 GFLOP/s): a FLOP or byte count too high, "
+        "or peaks measured under load"], run.stderr
+    assert "roofs: numpy GEMM 100.0 GFLOP/s, MXNet dot 40.0 GFLOP/s, copy 10.0 GB/s (from p.json)" in run.stdout
+    assert run.stdout.rstrip().endswith("wrote s.png: 3 (operator, shape) groups")
+    assert _png_size(tmp_path / "s.png") == (1100, 700)
+
+
 def test_peaks_file_as_pyprof_peaks_writes_it_round_trips(tmp_path):
     f = tmp_path / "p.json"
     f.write_text(json.dumps(PEAKS.as_dict()))
