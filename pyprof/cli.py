@@ -22,7 +22,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "pyprof.trace.cli": ("summarize", "diff", "merge", "repair", "compact", "plot", "report",
                          "validate"),
     "pyprof.bench.cli": ("bench",),
-    "pyprof.attribution.cli": ("flamegraph", "peaks"),
+    "pyprof.attribution.cli": ("flamegraph", "peaks", "roofline"),
     "pyprof.dnnl.cli": ("dnnl", "run"),
     "pyprof.session.cli": ("recover",),
 }

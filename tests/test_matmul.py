@@ -2,12 +2,14 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 
 import pytest
 
 from child import ROOT, cuda_build, load_trace, operator_pairs, run_cli
+from pyprof import trace
 
 SMALL = ["--size", "512", "--iters", "3", "--begin", "1", "--end", "2"]
 
@@ -39,13 +41,37 @@ def test_pyprof_matmul_small(tmp_path, binding):
     assert r["dot_ms"] > 0 and r["gflops"] > 0
     # GFLOP/s is 2*N^3 over the profiler's own operator time.
     assert r["gflops"] == pytest.approx(2 * 512 ** 3 / (r["dot_ms"] / 1e3) / 1e9)
+    _check_peak_line(proc.stdout, out, r)
+
+
+def _check_peak_line(stdout: str, trace_path, r: dict) -> None:
+    """The printed GFLOP/s is 2*N^3 over the dot's time in the trace's statistics and in MXNet's
+    aggregate table; the peak line holds the measured peaks and the dot's share of each."""
+    gflops = float(re.search(r"^GFLOP/s: +([0-9.]+) from operator time", stdout, re.M).group(1))
+    dot_us = sum(o.total_us for o in trace.stats(trace_path, categories={"operator"}).operators
+                 if o.name in ("dot", "[dot]"))
+    assert gflops == pytest.approx(2 * 512 ** 3 / dot_us / 1e3, abs=0.051)
+    agg_ms = float(re.search(r"^\[?dot\]? +1 +([0-9.]+) ", stdout, re.M).group(1))  # MXNet's table
+    assert gflops == pytest.approx(2 * 512 ** 3 / agg_ms / 1e6, rel=0.01, abs=0.051)
+    m = re.search(r"^peak: +MXNet dot ([0-9.]+) GFLOP/s \(this dot at ([0-9]+)% of it\), numpy GEMM "
+                  r"([0-9.]+) GFLOP/s \(([0-9]+)%\); measured in ([0-9.]+) s", stdout, re.M)
+    assert m, stdout
+    dot_peak, dot_pct, gemm_peak, gemm_pct, seconds = map(float, m.groups())
+    pk = r["peaks"]
+    assert dot_peak == pytest.approx(pk["mxnet_dot_gflops"], abs=0.051) and dot_peak > 0
+    assert gemm_peak == pytest.approx(pk["gemm_gflops"], abs=0.051) and gemm_peak > 0
+    assert dot_pct == round(100 * r["gflops"] / pk["mxnet_dot_gflops"])
+    assert gemm_pct == round(100 * r["gflops"] / pk["gemm_gflops"])
+    assert dot_pct == pytest.approx(100 * gflops / dot_peak, abs=1.5)
+    assert seconds == pytest.approx(pk["seconds"], abs=0.051) and pk["seconds"] < 2.5 + 2
 
 
 def test_profiled_window_holds_exactly_its_iterations(tmp_path):
     out = tmp_path / "w.json"
     proc = run_cli(["matmul", "--size", "64", "--iters", "6", "--begin", "2", "--end", "5",
-                    "--output", str(out)], tmp_path)
+                    "--output", str(out), "--peak-budget", "0"], tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert "GFLOP/s:" in proc.stdout and "peak:" not in proc.stdout  # not measured
     assert len(operator_pairs(load_trace(out), ("dot", "[dot]"))) == 3
 
 
@@ -81,6 +107,8 @@ def test_bad_options_are_usage_errors(tmp_path):
     assert "usage: pyprof matmul" in proc.stderr  # the parser of this subcommand
     proc = run_cli(["matmul", "--mode", "everything"], tmp_path)
     assert proc.returncode == 2 and "invalid --mode 'everything'" in proc.stderr
+    proc = run_cli(["matmul", "--peak-budget", "-1"], tmp_path)
+    assert proc.returncode == 2 and "--peak-budget must be >= 0, got -1.0" in proc.stderr
 
 
 def _libmxnet() -> str:

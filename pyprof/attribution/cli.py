@@ -1,4 +1,5 @@
-"""``pyprof flamegraph`` and ``pyprof peaks``: a thin layer over :mod:`pyprof.attribution`.
+"""``pyprof flamegraph``, ``pyprof peaks`` and ``pyprof roofline``: a thin layer over
+:mod:`pyprof.attribution`.
 
 The main CLI calls :func:`register` with its subparsers, then ``args.func(args)``, which returns
 the exit status: 0 ok, 1 an error (one line on stderr ending in its fix), 2 usage (argparse).
@@ -40,6 +41,36 @@ def _peaks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _roofline(args: argparse.Namespace) -> int:
+    from ..trace.shapes import dims_text
+    from .roofline import ABOVE, render, roofline
+
+    r = roofline(args.trace, args.output, peaks=args.peaks, budget_s=args.budget,
+                 mxnet=not args.no_mxnet, top=args.top, progress=False if args.no_progress else None)
+    sys.stdout.write(render(r, args.format))
+    over = r.above()
+    if over:
+        worst = "; ".join(f"{p.group.name} {dims_text(p.group.input_dims)}: "
+                          f"{p.gflops / p.roof_gflops:.2f}x of {p.roof_gflops:.3g} GFLOP/s"
+                          for p in over[:5])
+        print(f"pyprof roofline: warning: {len(over)} group(s) above {ABOVE}x the roof at their "
+              f"intensity ({worst}{'; ...' if len(over) > 5 else ''}): a FLOP or byte count too "
+              "high, or peaks measured under load", file=sys.stderr)
+    if args.format != "json":
+        print(f"wrote {r.image}: {len(r.points)} (operator, shape) groups")
+    return 0
+
+
+def _count(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}; fix: pass e.g. 10") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}; fix: pass e.g. 10")
+    return v
+
+
 def _budget(text: str) -> float:
     try:
         v = float(text)
@@ -51,7 +82,8 @@ def _budget(text: str) -> float:
 
 
 def register(subparsers: Any) -> None:
-    """Add the ``flamegraph`` and ``peaks`` subcommands (each sets ``func`` and ``command``)."""
+    """Add the ``flamegraph``, ``peaks`` and ``roofline`` subcommands (each sets ``func`` and
+    ``command``)."""
     p = subparsers.add_parser(
         "flamegraph", help="folded stacks of a trace (device;thread;[frames;]operator N, N in "
         "microseconds of operator time) for flamegraph.pl and speedscope",
@@ -71,3 +103,25 @@ def register(subparsers: Any) -> None:
     p.add_argument("--no-mxnet", action="store_true", help="skip MXNet's dot")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=_peaks, command="peaks")
+
+    p = subparsers.add_parser(
+        "roofline", help="each (operator, input shape) group of a trace against this machine's "
+        "GEMM, MXNet dot and copy roofs (an image, and a table on stdout)",
+        description="Place each (operator, input shape) group of a trace recorded with "
+        "record_shapes=True, with_flops=True at (FLOP/byte, achieved GFLOP/s) on log-log axes "
+        "against roofs measured now (as pyprof peaks) or read with --peaks; print a table and "
+        "warn about groups above their roof (by attribution.json roofline.above, 1.1x).")
+    p.add_argument("trace", nargs="+", help="trace file(s), plain or .gz; several are pooled")
+    p.add_argument("-o", "--output", required=True,
+                   help="image path; the extension picks the format (.png, .svg, .pdf, ...); "
+                        "without one, .png is appended")
+    p.add_argument("--peaks", default=None, metavar="FILE",
+                   help="peaks written by `pyprof peaks --format json`, instead of measuring")
+    p.add_argument("--budget", type=_budget, default=5.0, metavar="S",
+                   help="seconds for measuring the peaks (default 5), as pyprof peaks")
+    p.add_argument("--no-mxnet", action="store_true", help="measure no MXNet dot peak")
+    p.add_argument("--top", type=_count, default=10, metavar="N",
+                   help="label the N groups with the most time (default 10)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--no-progress", action="store_true", help="never show a progress bar")
+    p.set_defaults(func=_roofline, command="roofline")

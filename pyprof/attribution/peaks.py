@@ -18,13 +18,15 @@ running).
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Peaks", "measure", "format_peaks"]
+__all__ = ["Peaks", "measure", "format_peaks", "read_peaks"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +57,52 @@ class Peaks:
         d["gemm"] = {str(k): v for k, v in self.gemm.items()}
         d["mxnet_dot"] = {str(k): v for k, v in self.mxnet_dot.items()}
         return d
+
+
+def read_peaks(path: str | os.PathLike[str]) -> Peaks:
+    """The peaks in a file written by ``pyprof peaks --format json`` (:meth:`Peaks.as_dict`).
+
+    Raises:
+        PyprofError: ``roofline.bad_peaks`` when the file cannot be read, is not JSON, or lacks a
+            positive ``gemm_gflops`` or ``copy_gbs`` (``mxnet_dot_gflops`` may be null).
+    """
+    from .. import rules
+
+    try:
+        with open(path, "rb") as f:
+            got: Peaks | str = _parse(f.read())
+    except OSError as exc:
+        got = str(exc.strerror or exc)
+    if isinstance(got, str):
+        raise rules.error("roofline.bad_peaks", path=os.fspath(path), why=got)
+    return got
+
+
+def _parse(data: bytes) -> Peaks | str:
+    """:class:`Peaks` from the JSON of :meth:`Peaks.as_dict`, or what is wrong with it."""
+    try:
+        d = json.loads(data)
+    except ValueError as exc:
+        return f"not JSON ({exc})"
+    if not isinstance(d, dict):
+        return "not a JSON object"
+    rates: dict[str, float | None] = {}
+    for key in ("gemm_gflops", "copy_gbs", "mxnet_dot_gflops"):
+        v = d.get(key)
+        if v is None and key == "mxnet_dot_gflops":
+            rates[key] = None
+        elif isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+            return f"{key} is {v!r}, not a positive number"
+        else:
+            rates[key] = float(v)
+    try:
+        sizes = [{int(k): float(x) for k, x in (d.get(key) or {}).items()}
+                 for key in ("gemm", "mxnet_dot")]
+        extra = int(d.get("copy_bytes") or 0), float(d.get("seconds") or 0.0)
+    except (AttributeError, TypeError, ValueError):
+        return ("gemm, mxnet_dot (size -> GFLOP/s), copy_bytes or seconds is not as pyprof peaks "
+                "writes it")
+    return Peaks(rates["gemm_gflops"], rates["copy_gbs"], rates["mxnet_dot_gflops"], *sizes, *extra)
 
 
 def _best(run: Callable[[], None], work: float, repeats: int, until: float) -> float:

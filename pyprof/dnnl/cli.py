@@ -145,7 +145,7 @@ def matmul_dnnl(o: argparse.Namespace) -> int:
     child = [sys.executable, "-m", "pyprof", "matmul", "--size", str(o.size), "--iters",
              str(o.iters), "--begin", str(o.begin), "--end", str(o.end), "--mode", o.mode,
              "--output", o.output, "--ctx", o.ctx, "--device-id", str(o.device_id),
-             "--binding", o.binding]
+             "--binding", o.binding, "--peak-budget", str(o.peak_budget)]
     log = os.path.splitext(o.output)[0] + ".dnnl.log"
     code, splitter = capture.run(child, log)
     if code != 0:

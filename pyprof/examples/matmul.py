@@ -4,7 +4,8 @@ Mirrors MXNet's Clojure profiler example (``profiler.core``): bind ``dot(A, B)``
 uniform [-1, 1) float32 matrices, run ``--iters`` forward passes, record iterations
 ``[--begin, --end)``, write the Chrome trace and print MXNet's aggregate statistics and
 the achieved GFLOP/s (2*N^3 flops per call) from the profiler's own operator time beside
-the wall-clock figure. ``--binding jvm`` runs the same program in the JVM layer, loaded
+the wall-clock figure, and against this machine's peaks (MXNet's dot, numpy's GEMM) measured
+after the run. ``--binding jvm`` runs the same program in the JVM layer, loaded
 into this process through JPype; ``lein run`` in ``jvm/`` runs it in a plain JVM.
 """
 
@@ -41,6 +42,7 @@ class MatmulResult:
     wall_gflops: float | None
     stats_table: str
     bulk_note: str | None = None
+    peaks: dict | None = None
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -57,6 +59,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device-id", type=int, default=0, help="device id (default 0)")
     p.add_argument("--binding", choices=("python", "jvm"), default="python",
                    help="python: this process's pyprof; jvm: the JVM layer through JPype")
+    p.add_argument("--peak-budget", type=float, default=2.5, metavar="S",
+                   help="seconds for measuring this machine's peaks (MXNet dot, numpy GEMM) after "
+                        "the run, to compare the dot with (default 2.5; 0: not measured)")
     p.add_argument("--dnnl", action="store_true",
                    help="run in a child process with oneDNN's verbose output on and show the "
                         "oneDNN primitives inside the dot (or that it does not use oneDNN)")
@@ -70,6 +75,8 @@ def check_options(o: argparse.Namespace) -> None:
         raise rules.error("example.positive", option="--iters", value=o.iters)
     if not 0 <= o.begin < o.end:
         raise rules.error("example.begin_end", begin=o.begin, end=o.end)
+    if not o.peak_budget >= 0:
+        raise rules.error("example.non_negative", option="--peak-budget", value=o.peak_budget)
     if o.begin >= o.iters:
         raise rules.error("example.begin_past", begin=o.begin, last=o.iters - 1, iters=o.iters)
     try:
@@ -164,7 +171,19 @@ def _result(binding: str, o: argparse.Namespace, table: str, wall_ms: float) -> 
         gflops=(flops * len(durations) / (dot_ms / 1e3) / 1e9) if dot_ms > 0 else None,
         wall_ms=wall_ms,
         wall_gflops=(flops * n / (wall_ms / 1e3) / 1e9) if wall_ms > 0 else None,
-        stats_table=table, bulk_note=bulk_note(o.output))
+        stats_table=table, bulk_note=bulk_note(o.output), peaks=measure_peaks(o))
+
+
+def measure_peaks(o: argparse.Namespace) -> dict | None:
+    """This machine's peaks (:func:`pyprof.attribution.peaks.measure` in ``--peak-budget``
+    seconds, :meth:`~pyprof.attribution.peaks.Peaks.as_dict`: GFLOP/s, GB/s), measured after
+    the profiled run, with the profiler stopped; None with a budget of 0 or on a GPU (the peaks
+    are the CPU's)."""
+    if o.peak_budget <= 0 or o.ctx != "cpu":
+        return None
+    from ..attribution.peaks import measure
+
+    return measure(budget_s=o.peak_budget).as_dict()
 
 
 def run_jvm(o: argparse.Namespace) -> MatmulResult:
@@ -198,6 +217,13 @@ def report(r: MatmulResult, file=sys.stdout) -> None:
     fmt = lambda g: "n/a" if g is None else f"{g:.1f}"  # noqa: E731
     p(f"GFLOP/s:      {fmt(r.gflops)} from operator time, {fmt(r.wall_gflops)} wall-clock "
       f"({r.wall_ms:.3f} ms for the profiled iterations; 2*N^3 flops per dot, N={r.size})")
+    if r.peaks is not None:
+        def pct(peak: float | None) -> str:
+            return "n/a" if r.gflops is None or not peak else f"{100 * r.gflops / peak:.0f}%"
+        dot = r.peaks["mxnet_dot_gflops"]
+        p(f"peak:         MXNet dot {fmt(dot)} GFLOP/s (this dot at {pct(dot)} of it), numpy GEMM "
+          f"{fmt(r.peaks['gemm_gflops'])} GFLOP/s ({pct(r.peaks['gemm_gflops'])}); measured in "
+          f"{r.peaks['seconds']:.1f} s after the run (pyprof peaks)")
     if r.bulk_note:
         p(f"note:         {r.bulk_note}")
 

@@ -12,7 +12,7 @@ from .reader import TraceReader
 from .statistics import API_CATEGORY, ASYNC_COPY_CATEGORIES, TraceStats, stats
 from .writer import check_output
 
-__all__ = ["plot"]
+__all__ = ["plot", "image_path"]
 
 _MAX_BARS_PER_LANE = 20000
 
@@ -56,10 +56,12 @@ def _thin(iv: np.ndarray, gap: float) -> np.ndarray:
     return np.asarray(out)
 
 
-def _image_path(out: str, supported: dict[str, str]) -> str:
+def image_path(out: str, supported: dict[str, str]) -> str:
     """The path the image goes to (``.png`` appended when ``out`` has no extension, as
     matplotlib would do unasked); fails early, before reading the trace, on an output
-    matplotlib cannot write."""
+    matplotlib cannot write (``supported``: extension -> description, as matplotlib's
+    ``FigureCanvasBase.get_supported_filetypes()``). Raises TraceError: ``plot.image_format``,
+    or ``trace.bad_output`` (a directory, a missing directory, no permission, ...)."""
     check_output(out)  # a directory named without extension: say so, do not write beside it
     ext = os.path.splitext(out)[1][1:].lower()
     if not ext:
@@ -108,7 +110,7 @@ def plot(path: str | os.PathLike[str], out_png: str | os.PathLike[str], *, top: 
     from matplotlib.backend_bases import FigureCanvasBase
     from matplotlib.figure import Figure
 
-    out = _image_path(os.fspath(out_png), FigureCanvasBase.get_supported_filetypes())
+    out = image_path(os.fspath(out_png), FigureCanvasBase.get_supported_filetypes())
     res = result if result is not None else stats(
         path, progress=progress, exclude_categories=() if category == API_CATEGORY else (API_CATEGORY,))
     totals: dict[str, int] = {}

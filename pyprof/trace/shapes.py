@@ -21,7 +21,7 @@ from .. import rules
 from .reader import iter_events
 from .slices import closed_slices
 
-__all__ = ["ShapeGroup", "ShapeStats", "shape_stats", "check_by", "BY"]
+__all__ = ["ShapeGroup", "ShapeStats", "shape_stats", "check_by", "dims_text", "BY"]
 
 _ARGS: dict[str, str] = rules.spec("attribution.json")["trace_args"]
 #: The groupings ``stats(by=...)`` and ``summarize(by=...)`` know.
@@ -163,7 +163,8 @@ def render(result: ShapeStats, *, fmt: str = "table", top: int | None = None) ->
         cols = list(records[0]) if records else ["category", "name", "device", "input_dims"]
         w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
         w.writeheader()
-        w.writerows({**r, "input_dims": _dims(r["input_dims"]), "input_type": _dims(r["input_type"])}
+        w.writerows({**r, "input_dims": dims_text(r["input_dims"]),
+                     "input_type": dims_text(r["input_type"])}
                     for r in records)
         return buf.getvalue()
     from tabulate import tabulate
@@ -172,7 +173,7 @@ def render(result: ShapeStats, *, fmt: str = "table", top: int | None = None) ->
         rows = [r for r in records if (r["device"], r["category"]) == key]
         total = sum(g.total_us for g in by_group[key])
         title = f"{key[0] or 'host'} / {key[1]}: {total / 1e3:.3f} ms, by input shape"
-        table = [[r["name"], _dims(r["input_dims"]), _dims(r["input_type"]), r["count"],
+        table = [[r["name"], dims_text(r["input_dims"]), dims_text(r["input_type"]), r["count"],
                   r["total_us"] / 1e3, r["share_pct"], r["mean_us"] / 1e3,
                   _num(r["gflops_per_s"]), _num(r["gb_per_s"])] for r in rows]
         parts.append(("### " if fmt == "markdown" else "") + title + "\n\n" + tabulate(
@@ -182,7 +183,9 @@ def render(result: ShapeStats, *, fmt: str = "table", top: int | None = None) ->
     return "\n\n".join(parts or ["no timed events found"]) + "\n"
 
 
-def _dims(v: Any) -> str:
+def dims_text(v: Any) -> str:
+    """Shapes as a table shows them: ``[[4, 5], [5, 3]]`` -> ``"4x5; 5x3"``, dtypes
+    ``["float32", "int64"]`` -> ``"float32, int64"``, ``[]`` -> ``"()"``, None -> ``"-"``."""
     if v is None:
         return "-"
     return "; ".join("x".join(str(d) for d in s) if isinstance(s, (list, tuple)) else str(s) for s in v) \

@@ -1,0 +1,270 @@
+"""``pyprof roofline``: each (operator, input shape) group of a trace against this machine's roofs.
+
+The groups are those of ``pyprof summarize --by shape`` (:func:`pyprof.trace.stats` with
+``by="shape"``, C API calls left out, read as ``summarize`` reads), from the ``"pyprof.flops"``
+and ``"pyprof.bytes"`` args that ``pyprof.profile(..., record_shapes=True, with_flops=True)``
+writes. A group with FLOPs, bytes and time is a point at
+
+* x: arithmetic intensity, its FLOPs over its bytes (FLOP/byte), and
+* y: achieved GFLOP/s, its FLOPs over its operator time (1e9 FLOP/s),
+
+drawn on log-log axes (matplotlib, Agg backend) against roofs ``min(P, x * B)``: ``P`` numpy's
+GEMM peak and MXNet's dot peak, ``B`` the copy bandwidth, all from
+:func:`pyprof.attribution.peaks.measure` (``pyprof peaks``) or a file it wrote. A group's own
+roof uses the machine's best compute peak, except for the operators of ``attribution.json
+roofline.mxnet_dot_operators`` (MXNet's ``dot``), held to MXNet's dot peak: the kernel that
+peak measures. Groups above ``roofline.above`` (1.1) times their roof are listed by
+:meth:`Roofline.above`: a FLOP or byte count too high, or peaks measured under load.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from .. import rules
+from ..trace.shapes import ShapeGroup, dims_text
+from .peaks import Peaks
+
+__all__ = ["Point", "Roofline", "roofline", "points", "render", "ABOVE"]
+
+_SPEC: dict[str, Any] = rules.spec("attribution.json")
+_ROOF = _SPEC["roofline"]
+#: A group above this many times its roof is reported (``attribution.json roofline.above``).
+ABOVE: float = float(_ROOF["above"])
+_MXNET_DOT = frozenset(_ROOF["mxnet_dot_operators"])
+_OPERATOR_CATEGORIES = frozenset(_SPEC["matching"]["categories"])
+GEMM, MXNET_DOT = "numpy GEMM", "MXNet dot"
+
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One (operator, input shape) group on the roofline.
+
+    Attributes:
+        group: the :class:`~pyprof.trace.shapes.ShapeGroup` (calls, time, FLOPs, bytes).
+        intensity: FLOPs per byte moved.
+        gflops, gbs: achieved GFLOP/s and GB/s over the group's operator time (1e9/s).
+        peak_name, peak_gflops: the compute peak the group is held to (``"numpy GEMM"`` or
+            ``"MXNet dot"``) and its GFLOP/s.
+        roof_gflops: the roof at this intensity, ``min(peak_gflops, intensity * copy GB/s)``.
+        bound: ``"compute"`` when the roof is the compute peak, else ``"memory"``.
+    """
+
+    group: ShapeGroup
+    intensity: float
+    gflops: float
+    gbs: float
+    peak_name: str
+    peak_gflops: float
+    roof_gflops: float
+    bound: str
+
+    @property
+    def roof_pct(self) -> float:
+        """Achieved GFLOP/s as a percentage of the roof at this intensity."""
+        return 100.0 * self.gflops / self.roof_gflops
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"name": self.group.name, "device": self.group.device,
+                "category": self.group.category, "input_dims": self.group.input_dims,
+                "input_type": self.group.input_type, "count": self.group.count,
+                "total_us": self.group.total_us, "flops": self.group.flops,
+                "bytes": self.group.bytes, "intensity": self.intensity, "gflops_per_s": self.gflops,
+                "gb_per_s": self.gbs, "peak": self.peak_name, "peak_gflops": self.peak_gflops,
+                "roof_gflops": self.roof_gflops, "roof_pct": self.roof_pct, "bound": self.bound}
+
+
+@dataclasses.dataclass
+class Roofline:
+    """What :func:`roofline` placed and against what.
+
+    Attributes:
+        points: the groups with FLOPs, bytes and time, most time first.
+        peaks: the roofs' :class:`~pyprof.attribution.peaks.Peaks`.
+        peaks_from: the file the peaks were read from; None when measured in this run.
+        left_out: operator groups without FLOPs or bytes (bookkeeping such as ``DeleteVariable``,
+            copies, which count 0 FLOPs, operators ``flops.json`` has no formula for), or no time.
+        image: the image written.
+    """
+
+    points: list[Point]
+    peaks: Peaks
+    peaks_from: str | None
+    left_out: int
+    image: str
+
+    def above(self, factor: float = ABOVE) -> list[Point]:
+        """The points above ``factor`` times their roof, most over first."""
+        return sorted((p for p in self.points if p.gflops > factor * p.roof_gflops),
+                      key=lambda p: -p.gflops / p.roof_gflops)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"units": {"intensity": "FLOP/byte", "rates": "1e9/s", "time": "us"},
+                "peaks": self.peaks.as_dict(), "peaks_from": self.peaks_from,
+                "image": self.image, "left_out": self.left_out, "above_factor": ABOVE,
+                "groups": [p.as_dict() for p in self.points],
+                "above": [p.as_dict() for p in self.above()]}
+
+
+def _peak(name: str, peaks: Peaks) -> tuple[str, float]:
+    if name in _MXNET_DOT and peaks.mxnet_dot_gflops is not None:
+        return MXNET_DOT, peaks.mxnet_dot_gflops
+    if peaks.mxnet_dot_gflops is not None and peaks.mxnet_dot_gflops > peaks.gemm_gflops:
+        return MXNET_DOT, peaks.mxnet_dot_gflops
+    return GEMM, peaks.gemm_gflops
+
+
+def points(groups: Sequence[ShapeGroup], peaks: Peaks) -> tuple[list[Point], int]:
+    """The groups that go on a roofline as :class:`Point` (most time first), and how many
+    operator groups were left out (no FLOPs, no bytes, 0 FLOPs, or no time)."""
+    out: list[Point] = []
+    left_out = 0
+    for g in sorted(groups, key=lambda g: (-g.total_us, g.name, str(g.input_dims))):
+        if not (g.flops and g.bytes and g.total_us > 0):
+            left_out += g.category in _OPERATOR_CATEGORIES
+            continue
+        intensity = g.flops / g.bytes
+        name, peak = _peak(g.name, peaks)
+        memory = intensity * peaks.copy_gbs
+        out.append(Point(g, intensity, g.flops / g.total_us / 1e3, g.bytes / g.total_us / 1e3,
+                         name, peak, min(peak, memory), "compute" if peak <= memory else "memory"))
+    return out, left_out
+
+
+def roofline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+             out: str | os.PathLike[str], *, peaks: Peaks | str | os.PathLike[str] | None = None,
+             budget_s: float = 5.0, mxnet: bool = True, top: int = 10,
+             progress: bool | None = None) -> Roofline:
+    """Place every (operator, shape) group of ``paths`` on a roofline and draw it to ``out``.
+
+    Args:
+        paths: trace file(s), plain or gzip, read as ``pyprof summarize`` reads them (several
+            are pooled; damaged files are read as far as possible).
+        out: image path; its extension picks the format (``.png``, ``.svg``, ...; none: ``.png``
+            is appended); checked before the trace is read.
+        peaks: :class:`~pyprof.attribution.peaks.Peaks`, or the path of a file written by
+            ``pyprof peaks --format json``; None: measured now, after the trace is read, by
+            :func:`~pyprof.attribution.peaks.measure` in about ``budget_s`` seconds
+            (``mxnet=False`` skips MXNet's dot: ``mx.nd.dot`` through ``MXImperativeInvokeEx``).
+        top: the ``top`` groups with the most time are labelled on the plot (0: none).
+        progress: tqdm bars while reading.
+
+    Returns:
+        :class:`Roofline` (FLOP/byte, GFLOP/s, GB/s).
+
+    Raises:
+        TraceError: ``roofline.no_flops`` when no group carries FLOPs and bytes (a trace recorded
+            without ``record_shapes=True, with_flops=True``); ``plot.image_format`` or
+            ``trace.bad_output`` for ``out``.
+        TraceNotFoundError / TraceFormatError: as :func:`pyprof.trace.summarize` (a missing,
+            empty or foreign file).
+        PyprofError: ``roofline.bad_peaks`` for a peaks file that cannot be read.
+    """
+    from ..trace import API_CATEGORY, stats
+    from ..trace.plotting import image_path
+    from .peaks import measure, read_peaks
+
+    import matplotlib
+    matplotlib.use("Agg", force=False)
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    image = image_path(os.fspath(out), FigureCanvasBase.get_supported_filetypes())
+    names = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+    got = peaks if isinstance(peaks, Peaks) else read_peaks(peaks) if peaks is not None else None
+    result = stats(names, by="shape", exclude_categories={API_CATEGORY}, progress=progress)
+    if not any(g.flops and g.bytes and g.total_us > 0 for g in result.groups):
+        raise rules.error("roofline.no_flops", path=", ".join(names),
+                          flops=_SPEC["trace_args"]["flops"], bytes=_SPEC["trace_args"]["bytes"])
+    if got is None:
+        got = measure(budget_s=budget_s, mxnet=mxnet)
+    pts, left_out = points(result.groups, got)
+    r = Roofline(pts, got, None if peaks is None or isinstance(peaks, Peaks) else os.fspath(peaks),
+                 left_out, image)
+    _draw(r, top)
+    return r
+
+
+def _label(p: Point) -> str:
+    return f"{p.group.name} {dims_text(p.group.input_dims)}"
+
+
+def _draw(r: Roofline, top: int) -> None:
+    import matplotlib
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    pk = r.peaks
+    roofs = [(GEMM, pk.gemm_gflops, "-")] + (
+        [(MXNET_DOT, pk.mxnet_dot_gflops, "--")] if pk.mxnet_dot_gflops is not None else [])
+    xs = np.array([p.intensity for p in r.points])
+    ys = np.array([p.gflops for p in r.points])
+    ridges = [peak / pk.copy_gbs for _, peak, _ in roofs]
+    lo, hi = min(xs.min(), *ridges) / 4, max(xs.max(), *ridges) * 4
+    line = np.geomspace(lo, hi, 256)
+    fig = Figure(figsize=(11, 7), constrained_layout=True)
+    ax = fig.subplots()
+    for name, peak, style in roofs:
+        ax.plot(line, np.minimum(peak, line * pk.copy_gbs), style, color="black", linewidth=1.2,
+                label=f"{name} peak {peak:.1f} GFLOP/s, copy {pk.copy_gbs:.1f} GB/s")
+    total = sum(p.group.total_us for p in r.points) or 1
+    sizes = [20 + 400 * (p.group.total_us / total) ** 0.5 for p in r.points]
+    ops = list(dict.fromkeys(p.group.name for p in r.points))[:10]
+    cmap = matplotlib.colormaps["tab10"]
+    colors = [cmap(ops.index(p.group.name)) if p.group.name in ops else (0.6, 0.6, 0.6, 1.0)
+              for p in r.points]
+    above = {id(p) for p in r.above()}
+    handles, labels = ax.get_legend_handles_labels()
+    for p, size, color in zip(r.points, sizes, colors):  # one legend entry per top operator
+        dot = ax.scatter([p.intensity], [p.gflops], s=size, color=[color], alpha=0.75, zorder=3,
+                         edgecolors="red" if id(p) in above else "black",
+                         linewidths=2 if id(p) in above else 0.5)
+        if p.group.name in ops and p.group.name not in labels:  # (given here: "_plus_scalar"
+            handles.append(dot)                                # as a label would be dropped)
+            labels.append(p.group.name)
+    for p in r.points[:max(top, 0)]:
+        ax.annotate(_label(p), (p.intensity, p.gflops), textcoords="offset points", xytext=(6, 4),
+                    fontsize=7, color="red" if id(p) in above else "black")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(min(ys.min(), lo * pk.copy_gbs) / 3, max(ys.max(), *(p for _, p, _ in roofs)) * 3)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("achieved GFLOP/s (operator time)")
+    where = f"peaks from {r.peaks_from}" if r.peaks_from else f"peaks measured in {pk.seconds:.1f} s"
+    ax.set_title(f"roofline: {len(r.points)} (operator, input shape) groups; {where}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(handles, labels, loc="lower right", fontsize="small")
+    try:
+        fig.savefig(r.image, dpi=100)
+    except OSError as exc:
+        raise rules.error("trace.cannot_write", path=r.image, why=exc.strerror or exc) from exc
+
+
+def render(r: Roofline, fmt: str = "table") -> str:
+    """``pyprof roofline``'s report: ``"json"`` (:meth:`Roofline.as_dict`), or a line of the
+    roofs and a table (tabulate, as ``pyprof summarize``): operator, input dims, calls, GFLOP/s,
+    GB/s, FLOP/byte, roof GFLOP/s at that intensity, % of it, and bound (compute or memory)."""
+    if fmt == "json":
+        import orjson
+        return orjson.dumps(r.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
+    from tabulate import tabulate
+
+    pk = r.peaks
+    dot = f", {MXNET_DOT} {pk.mxnet_dot_gflops:.1f} GFLOP/s" if pk.mxnet_dot_gflops is not None else ""
+    where = f"from {r.peaks_from}" if r.peaks_from else f"measured in {pk.seconds:.1f} s"
+    head = (f"roofs: {GEMM} {pk.gemm_gflops:.1f} GFLOP/s{dot}, copy {pk.copy_gbs:.1f} GB/s "
+            f"({where})")
+    devices = len({p.group.device for p in r.points}) > 1
+    rows = [[p.group.name] + ([p.group.device or "host"] if devices else []) +
+            [dims_text(p.group.input_dims), p.group.count, p.gflops, p.gbs, p.intensity,
+             p.roof_gflops, p.roof_pct, f"{p.bound} ({p.peak_name})" if p.bound == "compute"
+             else "memory"] for p in r.points]
+    table = tabulate(rows, headers=["operator"] + (["device"] if devices else []) + [
+        "input dims", "calls", "GFLOP/s", "GB/s", "FLOP/byte", "roof (GFLOP/s)", "roof (%)",
+        "bound"], tablefmt="simple", floatfmt=".3f")
+    tail = [f"{r.left_out} operator group(s) without FLOPs or bytes left out (bookkeeping, "
+            "copies, operators flops.json has no formula for)"] if r.left_out else []
+    return "\n\n".join([head, table, *tail]) + "\n"
