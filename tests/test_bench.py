@@ -27,7 +27,7 @@ def _cases():
 
 @pytest.fixture(scope="module")
 def both_engines():
-    opts = dict(runs=25, warmup=3, run_backward=False, progress=False)
+    opts = dict(runs=10, warmup=2, run_backward=False, progress=False)
     return {eng: bench.run_cases(_cases(), profiler=eng, **opts) for eng in bench.ENGINES}
 
 
@@ -37,7 +37,7 @@ def test_engines_time_the_same_runs(both_engines):
     nat, py = both_engines["native"], both_engines["python"]
     for op in [*HEAVY, TINY["op"]]:
         a, b = nat.find(op)[0]["forward"], py.find(op)[0]["forward"]
-        assert a["count"] == b["count"] == 25
+        assert a["count"] == b["count"] == 10
         assert 0 < a["median_ms"] <= a["p90_ms"] and 0 < b["median_ms"] <= b["p90_ms"]
     for op in HEAVY:  # the same kernels in the same unit: within 10x whatever the load (a units check)
         a, b = nat.find(op)[0]["forward"], py.find(op)[0]["forward"]
@@ -51,7 +51,7 @@ def test_native_engine_reads_kernels_and_memory_in_bytes(both_engines):
     # one 512x512 float32 output: exactly 1 MiB handed out by the storage manager
     assert dot["memory"]["forward_peak_bytes"] == 512 * 512 * 4
     assert [k["name"] for k in dot["kernels"]["forward"]] == ["dot"]
-    assert dot["kernels"]["forward"][0]["calls"] == 25
+    assert dot["kernels"]["forward"][0]["calls"] == 10
     doc = json.loads(rep.to_json())
     assert doc["units"] == {"time": "ms", "memory": "bytes"}
     assert "peak mem (bytes)" in rep.to_markdown()

@@ -68,7 +68,7 @@
 
 (deftest eight-threads-with-profiling-switched-on-and-off
   (let [dir (str (temp-dir))
-        seconds (Long/parseLong (or (System/getenv "PYPROF_STRESS_SECONDS") "20"))
+        seconds (Long/parseLong (or (System/getenv "PYPROF_STRESS_SECONDS") "10"))
         {:keys [exit out err]} (java-child ["-e" (str "(require 'pyprof.stress-test)"
                                                        "(pyprof.stress-test/child-stress \"" dir "\" " seconds ")")]
                                            :jvm-args [] ; full JIT: 20 s of busy threads
