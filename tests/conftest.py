@@ -231,3 +231,25 @@ def _install_guards() -> None:
         popen_init(self, args, *a, **k)
 
     subprocess.Popen.__init__ = guarded_init
+
+
+#: where ``PYPROF_TEST_CPU_LOG=FILE`` appends one line per test: CPU seconds of the test's
+#: worker and of the child processes it waited for (a forked zygote child is the zygote's,
+#: not counted), wall seconds, test id; for finding what makes the suite long
+_CPU_LOG = os.environ.get("PYPROF_TEST_CPU_LOG")
+
+if _CPU_LOG:
+    import resource
+    import time
+
+    def _cpu() -> tuple[float, float]:
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        (me0, kids0), t0 = _cpu(), time.monotonic()
+        yield
+        (me1, kids1), t1 = _cpu(), time.monotonic()
+        with open(_CPU_LOG, "a") as f:
+            f.write(f"{me1 - me0:.2f}\t{kids1 - kids0:.2f}\t{t1 - t0:.2f}\t{item.nodeid}\n")
