@@ -10,7 +10,7 @@ import pytest
 from tests.child import run_scenario
 
 _LOOP = """
-import json, random, pyprof, mxnet as mx
+import json, random, numpy as np, pyprof, mxnet as mx
 from pyprof.attribution.matching import BOOKKEEPING, ARGS
 rng = random.Random(SEED)
 shapes = [(8, 16), (16, 16), (4, 16), (32, 8)]
@@ -22,7 +22,7 @@ with pyprof.profile(path="w.json", record_shapes=True, with_flops=True) as p:
     live = [mx.nd.ones(s) for s in shapes]
     for i in range(300):
         x = rng.choice(live)
-        k = rng.randrange(9)
+        k = rng.randrange(10)
         if k == 0: y = mx.nd.relu(x)
         elif k == 1: y = x + 1
         elif k == 2: y = mx.nd.exp(x)
@@ -31,7 +31,8 @@ with pyprof.profile(path="w.json", record_shapes=True, with_flops=True) as p:
         elif k == 5: y = mx.nd.sum(x, axis=1, keepdims=True)
         elif k == 6: y = mx.nd.transpose(x)
         elif k == 7: y = x * x
-        else: y = x.reshape((x.shape[1], x.shape[0]))  # a new handle made by no operator
+        elif k == 8: y = x.reshape((x.shape[1], x.shape[0]))  # a view: a new handle, x's variable
+        else: y = mx.nd.array(np.ones(x.shape[::-1], "float32"))  # made by no operator
         if rng.random() < 0.5: live[rng.randrange(len(live))] = y
     mx.nd.waitall()
 events = json.load(open("w.json"))["traceEvents"]
@@ -87,7 +88,7 @@ def test_random_loop_every_operator_event_carries_shapes_and_the_memory_check_pa
     r = run_scenario(_loop(seed), tmp_path, timeout=120)
     rep = r["report"]
     assert r["without"] == [], r["report"]
-    assert rep["matched"] == rep["calls"] == rep["events"] > 300
+    assert rep["matched"] == rep["calls"] == rep["events"] > 280
     assert r["inconsistent"] == []
     # exact in most runs; now and then an event had no ready candidate (a dependency the rule
     # does not see) and took the earliest call, labelled ambiguous: 0-1 on a quiet machine,
@@ -103,7 +104,7 @@ def test_random_loop_every_operator_event_carries_shapes_and_the_memory_check_pa
     assert r["flops"] and all(f == 2 * dims[0][0] * dims[0][1] * dims[1][1] for dims, f in r["flops"])
     assert r["valid"] is True
     # grouped by shape, the totals are the ungrouped ones, per operator
-    assert r["totals"][0] == r["totals"][1] and r["calls"][0] == r["calls"][1] > 300
+    assert r["totals"][0] == r["totals"][1] and r["calls"][0] == r["calls"][1] > 280
     assert len(r["dot_groups"]) >= 3  # dot at several shapes, each its own row
     for dims, count, fl, rate in r["dot_groups"]:
         assert fl == count * 2 * dims[0][0] * dims[0][1] * dims[1][1] and rate > 0
@@ -220,8 +221,9 @@ def test_an_unknown_grouping_is_an_error_naming_the_choices(tmp_path):
 _OFF = """
 import pyprof, mxnet as mx
 from mxnet.base import _LIB
+from pyprof.attribution.capture import VIEWS
 def fns():
-    return [getattr(getattr(_LIB, n), "__wrapped__", None) for n in ("MXImperativeInvokeEx", "MXNDArrayFree")]
+    return [getattr(getattr(_LIB, n), "__wrapped__", None) for n in ("MXImperativeInvokeEx", "MXNDArrayFree", *VIEWS)]
 mx.nd.ones((2, 2)).wait_to_read()
 plain = fns()
 with pyprof.profile(path="off.json") as p:            # every option off
@@ -235,15 +237,17 @@ result = {"off_same": during_off == plain, "on_hooked": during_on != plain,
           "raw_names": [getattr(f, "__name__", "") for f in plain],
           "hooked_names": [getattr(f, "__name__", "") for f in during_on],
           "after_plain": [getattr(f, "__name__", "") for f in after],
-          "off_attribution": p.windows[0].attribution, "on_calls": q.windows[0].attribution.calls}
+          "off_attribution": p.windows[0].attribution, "on_calls": q.windows[0].attribution.calls,
+          "views": list(VIEWS)}
 """
 
 
 def test_with_every_option_off_the_gated_functions_are_untouched(tmp_path):
     r = run_scenario(_OFF, tmp_path, timeout=120)
     assert r["off_same"] is True and r["off_attribution"] is None
-    assert r["on_hooked"] is True and r["hooked_names"] == ["invoke", "free"]
-    assert r["raw_names"] == r["after_plain"] == ["MXImperativeInvokeEx", "MXNDArrayFree"]
+    assert r["on_hooked"] is True and r["hooked_names"] == ["invoke", "free"] + ["view"] * len(r["views"])
+    assert r["raw_names"] == r["after_plain"] == ["MXImperativeInvokeEx", "MXNDArrayFree", *r["views"]]
+    assert "MXNDArrayReshape64" in r["views"] and "MXNDArraySlice64" in r["views"]
     assert r["on_calls"] == 1
 
 
