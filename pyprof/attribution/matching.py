@@ -11,14 +11,13 @@ default, ``MXNET_CPU_WORKER_NTHREADS`` > 1) an event with more than one ready ca
 labelled ``ambiguous`` instead of being claimed exact.
 
 The memory check: the rise of the device's ``Memory: <device>`` counter inside the event, on
-the event's thread, equals the bytes of the call's outputs (their shapes and dtypes). It needs
-the previous sample of the counter, so an allocation that is the window's first sample is not
-checked. Pure Python over the window's file; no C function is called.
+the event's thread, equals the bytes of the call's outputs; made only where the trace tells the
+rise (:mod:`pyprof.attribution.memory`), and counted as unchecked with a reason otherwise
+(``matching.memory_unchecked``). Pure Python over the window's file; no C function is called.
 """
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import os
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from ..trace.slices import closed_slices
 from ..trace.writer import TraceWriter
 from . import flops as _flops
 from .capture import HANDLES, Call
+from .memory import CounterSamples
 
 __all__ = ["ARGS", "BOOKKEEPING", "MAX_ANNOTATE_BYTES", "MatchReport", "annotate",
            "annotate_window", "match", "workers_per_device"]
@@ -60,6 +60,9 @@ class MatchReport:
             events with no call, by name -> count.
         memory_checked / memory_passed: matches whose counter rise could be checked / equalled
             the outputs' bytes.
+        by_memory: matches labelled ``memory`` (none yet).
+        memory_unchecked: matches not checked, by reason (a key of ``attribution.json
+            matching.memory_unchecked``) -> count; with memory_checked they make ``matched``.
     """
 
     calls: int
@@ -71,6 +74,8 @@ class MatchReport:
     unmatched_events: dict[str, int]
     memory_checked: int
     memory_passed: int
+    by_memory: int = 0
+    memory_unchecked: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def memory_share(self) -> float | None:
@@ -174,25 +179,6 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     return out, ops
 
 
-def _memory_rises(events: Sequence[dict[str, Any]]) -> dict[str, list[tuple[Any, Any, Any]]]:
-    """Per device: (ts, tid, rise) of every ``Memory: <device>`` sample, in time order; the
-    first sample's rise is None (the value before it is not in the window)."""
-    prefix = _M["memory_counter"].split("{")[0]
-    samples: dict[str, list[tuple[Any, int, Any, Any]]] = {}
-    for i, ev in enumerate(events):
-        name = ev.get("name")
-        if ev.get("ph") == "C" and isinstance(name, str) and name.startswith(prefix):
-            value = (ev.get("args") or {}).get(name)
-            if isinstance(value, (int, float)):
-                samples.setdefault(name[len(prefix):], []).append((ev.get("ts"), i, ev.get("tid"), value))
-    out = {}
-    for device, s in samples.items():
-        s.sort(key=lambda x: (x[0], x[1]))
-        out[device] = [(s[k][0], s[k][2], s[k][3] - s[k - 1][3] if k else None)
-                       for k in range(len(s))]
-    return out
-
-
 def _nbytes(shapes: list | None, dtypes: list | None) -> int | None:
     if shapes is None or any(s is None for s in shapes):
         return None
@@ -242,26 +228,31 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     with open(path, "rb") as f:
         doc = orjson.loads(f.read())
     events = doc["traceEvents"]
+    samples = CounterSamples(events)
+
+    def nbytes(c: Call) -> int | None:
+        return _nbytes(c.shapes("out"), c.dtypes("out"))
+
     found, ops = match(calls, events, env=env)
-    rises = _memory_rises(events)
     checked = passed = 0
+    unchecked: dict[str, int] = {}
     threads = threads or {}
     by_index = {o.index: o for o in ops}
-    starts = {d: [t for t, _, _ in series] for d, series in rises.items()}
     for index, (c, label) in found.items():
         ev = events[index]
         args = _args(c, label, options, ev.get("name"), threads)
-        want = _nbytes(c.shapes("out"), c.dtypes("out"))
         op = by_index[index]
-        series = rises.get(op.device, ())
-        lo = bisect.bisect_left(starts.get(op.device, ()), op.start)
-        hi = bisect.bisect_right(starts.get(op.device, ()), op.end)
-        inside = [r for t, tid, r in series[lo:hi] if tid == op.tid]
-        if want is not None and rises.get(op.device) and None not in inside:
-            ok = sum(inside) == want
+        want = nbytes(c)
+        got, why = samples.rise(op.device, op.tid, op.start, op.end)
+        if want is None:
+            why = "no_shapes"
+        if why is None:
+            ok = got == want
             checked += 1
             passed += ok
             args[ARGS["memory_check"]] = ok
+        else:
+            unchecked[why] = unchecked.get(why, 0) + 1
         ev["args"] = {**(ev.get("args") or {}), **args}
     with TraceWriter(path, gzip=False, display_time_unit=doc.get("displayTimeUnit", "ms"),
                      top_level={k: v for k, v in doc.items() if k != "traceEvents"}) as w:
@@ -275,7 +266,7 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     labels = [label for _, label in found.values()]
     return MatchReport(len(calls), len(counted), len(found), labels.count(_LABELS["exact"]),
                        labels.count(_LABELS["ambiguous"]), len(calls) - len(found), unmatched,
-                       checked, passed)
+                       checked, passed, 0, unchecked)
 
 
 def annotate_window(index: int, path: str, calls: Sequence[Call], options: dict[str, bool], *,

@@ -41,6 +41,7 @@ result = {"report": p.windows[0].attribution.as_dict(),
           "without": sorted({e["name"] for e in ops if ARGS["input_dims"] not in (e.get("args") or {})
                              and e["name"] not in BOOKKEEPING}),
           "bad_memory": [e["name"] for e in ops if (e.get("args") or {}).get(ARGS["memory_check"]) is False],
+          "no_memory_check": sum(1 for e in ops if ARGS["match"] in (e.get("args") or {}) and ARGS["memory_check"] not in e["args"]),
           # unary operators: the input's recorded shape is the output's (stale cache entries break it)
           "inconsistent": [e["args"][ARGS["input_dims"]] for e in ops if e["name"] in ("relu", "exp", "_plus_scalar")
                            and e["args"][ARGS["input_dims"]][0] != e["args"][ARGS["output_dims"]][0]],
@@ -95,7 +96,12 @@ def test_random_loop_every_operator_event_carries_shapes_and_the_memory_check_pa
     # up to 10 of about 340 seen under a load average of 9
     assert rep["exact"] + rep["ambiguous"] == rep["matched"]
     assert rep["ambiguous"] <= 0.05 * rep["matched"]
-    assert rep["memory_checked"] >= rep["matched"] - 1
+    # unchecked only where the trace cannot tell, each with its reason
+    unchecked = rep["memory_unchecked"]
+    assert rep["memory_checked"] + sum(unchecked.values()) == rep["matched"]
+    assert r["no_memory_check"] == sum(unchecked.values())
+    assert set(unchecked) <= {"first_sample", "interleaved"}, unchecked
+    assert unchecked.get("first_sample", 0) <= 1 and sum(unchecked.values()) <= 40, unchecked
     # 0 mismatches in most runs; about 1 run in 5 here has 2 to 5 (two equal operators
     # swapped, or counter samples of two threads in the same microsecond), so the bound is 2%
     assert len(r["bad_memory"]) == rep["memory_checked"] - rep["memory_passed"]
@@ -151,7 +157,10 @@ def test_a_ready_operator_after_a_slow_producer_is_matched_to_its_own_event(tmp_
     assert r["order"].count([[3, 3]]) == 30
     assert sum(p == [[[3, 3]], [[300, 300]]] for p in pairs) >= 15, r["order"]
     assert r["order"].count([[3, 3]]) == 30 == r["order"].count([[300, 300]])
-    assert r["report"]["memory_passed"] == r["report"]["memory_checked"] >= 89
+    rep = r["report"]
+    assert rep["memory_passed"] == rep["memory_checked"] >= 85, rep
+    assert rep["memory_checked"] + sum(rep["memory_unchecked"].values()) == rep["matched"] == 90
+    assert set(rep["memory_unchecked"]) <= {"first_sample", "interleaved"}, rep
 
 
 _SITES = """
