@@ -70,11 +70,11 @@ _c.Recorder._make_free = lambda self, raw: raw
     "first_same_name": """
 from pyprof.attribution import matching as _m
 _orig = _m.match
-def _first(calls, events, env=None):
+def _first(calls, events, **kw):
     for c in calls:
         c.producers = ()
         c.pushed_us = c.t_us - c.seq  # earliest call first
-    return _orig(calls, events, env=env)
+    return _orig(calls, events, **kw)
 _m.match = _first
 """,
 }
@@ -91,21 +91,21 @@ def test_random_loop_every_operator_event_carries_shapes_and_the_memory_check_pa
     assert r["without"] == [], r["report"]
     assert rep["matched"] == rep["calls"] == rep["events"] > 280
     assert r["inconsistent"] == []
-    # exact in most runs; now and then an event had no ready candidate (a dependency the rule
-    # does not see) and took the earliest call, labelled ambiguous: 0-1 on a quiet machine,
-    # up to 10 of about 340 seen under a load average of 9
-    assert rep["exact"] + rep["ambiguous"] == rep["matched"]
-    assert rep["ambiguous"] <= 0.05 * rep["matched"]
-    # unchecked only where the trace cannot tell, each with its reason
+    # labelled, not claimed: ties the rule cannot order (two calls made ready by one completion
+    # through different engine variables, or a push racing a completion), decided by the
+    # memory counter where it tells them apart. 40 runs here (docs/attribution.md): 0
+    # mismatches; per run at most 27 unchecked (66 interleaved, 37 first samples and 2 decided
+    # by memory in all) and at most 4 labelled
+    assert rep["exact"] + rep["ambiguous"] + rep["by_memory"] == rep["matched"]
+    assert rep["ambiguous"] + rep["by_memory"] <= 12
+    # the memory check: no mismatch; unchecked only where the trace cannot tell, with a reason
     unchecked = rep["memory_unchecked"]
+    assert rep["memory_passed"] == rep["memory_checked"] and r["bad_memory"] == [], r["bad_memory"]
     assert rep["memory_checked"] + sum(unchecked.values()) == rep["matched"]
     assert r["no_memory_check"] == sum(unchecked.values())
-    assert set(unchecked) <= {"first_sample", "interleaved"}, unchecked
-    assert unchecked.get("first_sample", 0) <= 1 and sum(unchecked.values()) <= 40, unchecked
-    # 0 mismatches in most runs; about 1 run in 5 here has 2 to 5 (two equal operators
-    # swapped, or counter samples of two threads in the same microsecond), so the bound is 2%
-    assert len(r["bad_memory"]) == rep["memory_checked"] - rep["memory_passed"]
-    assert rep["memory_passed"] >= 0.98 * rep["memory_checked"]
+    assert set(unchecked) <= {"first_sample", "interleaved", "matched_by_memory"}, unchecked
+    assert unchecked.get("first_sample", 0) <= 1 and unchecked.get("matched_by_memory", 0) == rep["by_memory"]
+    assert sum(unchecked.values()) <= 40, unchecked
     # dot (M x K) . (K x 8): 2*M*K*8 FLOPs, from the recorded shapes
     assert r["flops"] and all(f == 2 * dims[0][0] * dims[0][1] * dims[1][1] for dims, f in r["flops"])
     assert r["valid"] is True
@@ -157,10 +157,12 @@ def test_a_ready_operator_after_a_slow_producer_is_matched_to_its_own_event(tmp_
     assert r["order"].count([[3, 3]]) == 30
     assert sum(p == [[[3, 3]], [[300, 300]]] for p in pairs) >= 15, r["order"]
     assert r["order"].count([[3, 3]]) == 30 == r["order"].count([[300, 300]])
+    # no mismatch; unchecked: the window's first sample, and the iterations where the dot's
+    # completion raced the ready relu's push (the counter told them apart: label memory)
     rep = r["report"]
-    assert rep["memory_passed"] == rep["memory_checked"] >= 85, rep
+    assert rep["memory_passed"] == rep["memory_checked"] >= 75, rep
     assert rep["memory_checked"] + sum(rep["memory_unchecked"].values()) == rep["matched"] == 90
-    assert set(rep["memory_unchecked"]) <= {"first_sample", "interleaved"}, rep
+    assert set(rep["memory_unchecked"]) <= {"first_sample", "interleaved", "matched_by_memory"}, rep
 
 
 _SITES = """
