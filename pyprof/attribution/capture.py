@@ -13,8 +13,11 @@ an output or first seen, evicted at ``MXNDArrayFree`` since addresses are reused
 attributes (keys and vals as passed), the calling thread, the call's time (the trace's clock,
 microseconds) and, with ``with_stack``, the call stack up to the call site: the first frame
 whose module is not one of ``attribution.json capture.skip_modules``. Each input also names its
-producer: the last recorded call that wrote the handle (forgotten at the free), which is what
-:mod:`pyprof.attribution.matching` needs.
+producer: the last recorded call that wrote the handle (forgotten at the free), and which of
+that call's outputs it is (its engine variable), which is what :mod:`pyprof.attribution.matching`
+needs. A view (``reshape``, ``x[i]``, ``x[a:b]``, ``detach``: ``attribution.json capture.views``)
+is a new handle on the same engine variable, so it inherits its source's producer; without that
+an operator reading a view looked ready before the source's producer had run.
 
 The shape queries are C API calls: with ``profile_api`` they show in the trace as
 ``MXNDArrayGetShapeEx``/``MXNDArrayGetDType`` calls (one pair per output and per input not seen
@@ -34,7 +37,7 @@ from typing import Any
 from .. import rules
 from ..native import capi
 
-__all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "dtype_name"]
+__all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "VIEWS", "dtype_name"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
 #: The session options, each with what it records.
@@ -44,6 +47,9 @@ _SKIP = tuple(_SPEC["skip_modules"])
 #: Calls one window records at most (attribution.json capture.max_calls; tests lower it):
 #: past it the recorder stops until the next window, so memory stays bounded.
 MAX_CALLS: int = _SPEC["max_calls"]
+#: The C functions that make a view: a new handle on its source's engine variable
+#: (attribution.json capture.views; each takes the source first and the new handle's out last).
+VIEWS: tuple[str, ...] = tuple(_SPEC["views"])
 
 #: Operator name -> handle (aliases share a handle; a trace names the operator by one of them),
 #: and handle -> one of its names; filled once per process.
@@ -64,14 +70,15 @@ class Call:
     trace's clock (microseconds since the epoch)."""
 
     __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
-                 "producers", "thread", "stack")
+                 "producers", "slots", "thread", "stack")
 
     def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
                  in_meta: list | None, out_meta: list | None, keys: list, vals: list,
-                 producers: tuple, thread: int, stack: tuple | None) -> None:
+                 producers: tuple, thread: int, stack: tuple | None, slots: tuple = ()) -> None:
         self.seq, self.t_us, self.pushed_us, self.op = seq, t_us, pushed_us, op
         self.inputs, self.outputs, self.in_meta, self.out_meta = inputs, outputs, in_meta, out_meta
         self.keys, self.vals, self.producers = keys, vals, producers
+        self.slots = slots  # per input: which output of its producer it is (-1: unknown)
         self.thread, self.stack = thread, stack
 
     @property
@@ -115,7 +122,7 @@ class Recorder:
         self.calls: list[Call] = []
         self._seq = 0  # calls recorded by this recorder, every window: a producer's seq is unique
         self._active = [False]  # a list: the hot path reads it without an attribute lookup
-        self._cache: dict[int, tuple] = {}  # handle -> (shape, dtype code, producer seq)
+        self._cache: dict[int, tuple] = {}  # handle -> (shape, dtype code, producer seq, output slot)
         self._lock = threading.Lock()
         self._hooked = False
         self._skip: dict[Any, bool] = {}  # code object -> not a call site
@@ -138,6 +145,8 @@ class Recorder:
         if not capi.hook_mxnet("MXImperativeInvokeEx", self._make_invoke):
             return False
         capi.hook_mxnet("MXNDArrayFree", self._make_free)
+        for name in VIEWS:
+            capi.hook_mxnet(name, self._make_view)
         self._hooked = True
         return True
 
@@ -146,6 +155,8 @@ class Recorder:
         if self._hooked:
             capi.hook_mxnet("MXImperativeInvokeEx")
             capi.hook_mxnet("MXNDArrayFree")
+            for name in VIEWS:
+                capi.hook_mxnet(name)
             self._hooked = False
         self._active[0] = False
         self._cache.clear()
@@ -189,6 +200,23 @@ class Recorder:
             return raw(h)
         return free
 
+    def _make_view(self, raw: Callable[..., int]) -> Callable[..., int]:
+        active, cache = self._active, self._cache
+
+        def view(*a: Any) -> int:
+            rc = raw(*a)  # (source handle, ..., NDArrayHandle* out): the out is a view of the source
+            if rc == 0 and active[0]:
+                try:
+                    e = cache.get(getattr(a[0], "value", a[0]))
+                    if e is not None:  # a source never seen has no producer: nor has its view
+                        h = a[-1]._obj.value
+                        s, d = capi.ndarray_meta(h) if self.shapes else (None, -1)
+                        cache[h] = (s, d, e[2], e[3])  # one dict store, as the free's pop
+                except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
+                    self.unrecorded += 1
+            return rc
+        return view
+
     def _record(self, t_us: int, pushed_us: int, a: tuple) -> None:
         op, ins, outs, keys, vals = capi.invoke_io(a)
         cache = self._cache
@@ -198,28 +226,29 @@ class Recorder:
                 return
             seq = self._seq
             self._seq = seq + 1
-            producers = tuple(e[2] if (e := cache.get(h)) is not None else -1 for h in ins)
+            known = [cache.get(h) for h in ins]
+            producers = tuple(e[2] if e is not None else -1 for e in known)
+            slots = tuple(e[3] if e is not None else -1 for e in known)
             if self.shapes:
                 meta = capi.ndarray_meta
                 in_meta = []
-                for h in ins:
-                    e = cache.get(h)
+                for h, e in zip(ins, known):
                     if e is None:
                         s, d = meta(h)
-                        e = cache[h] = (s, d, -1)
+                        e = cache[h] = (s, d, -1, -1)
                     in_meta.append(e)
                 out_meta = []
-                for h in outs:
+                for j, h in enumerate(outs):
                     s, d = meta(h)
-                    e = cache[h] = (s, d, seq)
+                    e = cache[h] = (s, d, seq, j)
                     out_meta.append(e)
             else:
                 in_meta = out_meta = None
-                for h in outs:
-                    cache[h] = (None, -1, seq)
+                for j, h in enumerate(outs):
+                    cache[h] = (None, -1, seq, j)
             stack = self._stack() if self.stack else None
-            self.calls.append(Call(seq, t_us, pushed_us, op, ins, outs, in_meta,
-                                   out_meta, keys, vals, producers, threading.get_ident(), stack))
+            self.calls.append(Call(seq, t_us, pushed_us, op, ins, outs, in_meta, out_meta, keys,
+                                   vals, producers, threading.get_ident(), stack, slots))
 
     def _stack(self) -> tuple:
         """(code, line) pairs from the call site outwards (frames of skip_modules left out)."""
