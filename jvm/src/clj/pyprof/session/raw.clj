@@ -84,11 +84,6 @@
           (.readFully r buf)
           (String. buf StandardCharsets/UTF_8))))))
 
-(defn parse-range
-  "The events of MXNet trace text (`pyprof.trace.reader/parse-raw`)."
-  [^String text]
-  (reader/parse-raw text))
-
 (defn- write-atomic!
   "Writes the file `path` by (write java.io.Writer) into a temporary file beside it named with the
   pid (a dead process's is recognised and deleted), then renamed over `path`; `mode` (e.g.
@@ -108,7 +103,7 @@
       (finally (Files/deleteIfExists tmp)))))
 
 (defn- events-in "The events in bytes [start, end) of the trace file at `path`." [path start end]
-  (parse-range (read-range path start end)))
+  (reader/parse-raw (read-range path start end)))
 
 (defn- remember-metadata!
   "Adds the metadata events among `events` not yet known; returns the known metadata."
@@ -288,11 +283,9 @@
   parts (as Python's pyprof.process.keep_file.join); returns the number of events."
   [parts ^String path]
   (let [events (mapcat #(events-in % 0 Long/MAX_VALUE) (concat parts [path]))
-        metadata (remember-metadata! events)
-        body (remove #(= "M" (get % "ph")) events)]
-    (write-trace! path (concat metadata body))
+        n (write-events! path (remember-metadata! events) events)]
     (doseq [^String p parts] (.delete (io/file p)))
-    (+ (count metadata) (count body))))
+    n))
 
 (defn partial-path ^String [path] (str path ".partial"))
 
