@@ -318,25 +318,23 @@
 ;; ------------------------------------------------------------------ exit
 
 (defn finish!
-  "At exit: finishes the raw file (MXNet's destructor then writes nothing) and deletes it."
+  "At exit: finishes the raw file (MXNet's destructor then writes nothing) and deletes it; only
+  deletes it when someone reconfigured to their own file (MXNet never writes ours again)."
   []
-  (let [{:keys [path]} @raw
-        {:keys [finished running]} (profiler/state)
-        steady (:steady (profiler/-update-tracker! identity))]
-    (when (and path (not finished) (not (:finished @raw))
-               (= path (get (profiler/current-config) "filename"))
-               (or (.isDirectory (io/file ^String (raw-dir))) (rawdir/recreate! (raw-dir))))
-      (profiler/-as-owner "exit"
-        (if steady ; steady mode: no stop (IsProfiling stays); the finished dump only ends output
-          (profiler/pause)
-          (when running (profiler/profiler-set-state :stop)))
-        (profiler/-update-tracker! assoc :repair-on-finish false) ; deleted next: no rewrite
-        (profiler/dump-profile true))
-      (swap! raw assoc :finished true)
-      (when-not (System/getenv (rawdir/spec "keep_env"))
-        (rawdir/remove-dir! (raw-dir))))
-    (when (and path (not (:finished @raw)) (not= path (get (profiler/current-config) "filename")))
-      ;; someone reconfigured to their own file: MXNet never writes ours again
+  (let [{:keys [path finished]} @raw
+        {:keys [running] done :finished} (profiler/state)
+        ours? (= path (get (profiler/current-config) "filename"))]
+    (when (and path (not finished)
+               (or (not ours?)
+                   (and (not done) (or (.isDirectory (io/file ^String (raw-dir)))
+                                       (rawdir/recreate! (raw-dir))))))
+      (when ours?
+        (profiler/-as-owner "exit"
+          (if (:steady (profiler/-update-tracker! identity)) ; steady: no stop (IsProfiling stays),
+            (profiler/pause)                                 ; the finished dump only ends output
+            (when running (profiler/profiler-set-state :stop)))
+          (profiler/-update-tracker! assoc :repair-on-finish false) ; deleted next: no rewrite
+          (profiler/dump-profile true)))
       (swap! raw assoc :finished true)
       (when-not (System/getenv (rawdir/spec "keep_env"))
         (rawdir/remove-dir! (raw-dir))))))
