@@ -31,19 +31,13 @@
 (defn edit-distance
   "Levenshtein distance between `a` and `b`, in code points."
   ^long [^String a ^String b]
-  (let [a (.toArray (.codePoints a))
-        b (.toArray (.codePoints b))
-        n (alength b)]
-    (loop [i 0, prev (vec (range (inc n)))]
-      (if (= i (alength a))
-        (peek prev)
-        (recur (inc i)
-               (reduce (fn [row j]
-                         (conj row (min (inc (peek row))
-                                        (inc (nth prev (inc j)))
-                                        (+ (nth prev j) (if (= (aget a i) (aget b j)) 0 1)))))
-                       [(inc i)]
-                       (range n)))))))
+  (let [b (vec (.toArray (.codePoints b)))]
+    (peek (reduce (fn [prev ca]
+                    (reduce (fn [row j]
+                              (conj row (min (inc (peek row)) (inc (prev (inc j)))
+                                             (+ (prev j) (if (= ca (b j)) 0 1)))))
+                            [(inc (first prev))] (range (count b))))
+                  (vec (range (inc (count b)))) (.toArray (.codePoints a))))))
 
 (defn- nearest-of
   "The item of `valid` closest to `c` by edit distance (ties: the earlier), and the fields that
