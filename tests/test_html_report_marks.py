@@ -168,3 +168,19 @@ def test_bad_peaks_file_is_one_line(window, tmp_path):
     res = run_cli(["report", path, "-o", str(tmp_path / "r.html"), "--peaks", str(bad)], tmp_path)
     assert res.returncode != 0 and not (tmp_path / "r.html").exists()
     assert res.stderr.strip().count("\n") == 0 and "cannot read peaks from" in res.stderr
+
+
+def test_measure_peaks_gives_roofs(window, tmp_path):
+    """``--measure-peaks``: the roofs measured in the run (numpy GEMM, copy, MXNet's dot)."""
+    import re
+    _, path = window
+    out = tmp_path / "r.html"
+    res = run_cli(["report", path, "-o", str(out), "--measure-peaks"], tmp_path)
+    assert res.returncode == 0, res.stderr
+    blob = re.search(r'id="pyprof-roofline-0">(.*?)</script>', out.read_text()).group(1)
+    view = json.loads(blob)
+    assert view["peaks_from"] == "measured" and view["note"] is None
+    assert view["peaks"]["gemm_gflops"] > 0 and view["peaks"]["copy_gbs"] > 0
+    assert [r["name"] for r in view["roofs"]] == ["numpy GEMM", "MXNet dot"]
+    assert all(p["roof_gflops"] == min(p["peak_gflops"], p["intensity"] * view["peaks"]["copy_gbs"])
+               for p in view["points"])
