@@ -193,7 +193,7 @@ def test_instant_marks_and_window(tmp_path, open_report):
     page = open_report(out)
     page.check_clean()
     tl = page.js("(() => { const t = pyprofReport.files[0].timeline; return {marks: t.marks, span: t.span}; })()")
-    assert tl["marks"] == [{"name": "step 1", "ts": 60, "track": 0}] and tl["span"] == 120
+    assert tl["marks"] == [{"name": "step 1", "ts": 60, "track": 0, "cat": "marker"}] and tl["span"] == 120
 
 
 def test_not_one_or_two_traces(tmp_path):

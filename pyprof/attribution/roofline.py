@@ -28,7 +28,8 @@ from .. import rules
 from ..trace.shapes import ShapeGroup, dims_text
 from .peaks import Peaks
 
-__all__ = ["Point", "Roofline", "roofline", "points", "render", "ABOVE"]
+__all__ = ["Point", "Roofline", "roofline", "shape_groups", "placeable", "points", "render",
+           "ABOVE"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")
 _ROOF = _SPEC["roofline"]
@@ -51,21 +52,23 @@ class Point:
             ``"MXNet dot"``) and its GFLOP/s.
         roof_gflops: the roof at this intensity, ``min(peak_gflops, intensity * copy GB/s)``.
         bound: ``"compute"`` when the roof is the compute peak, else ``"memory"``.
+
+    The last four are None for a point placed without peaks (:func:`points` ``peaks=None``).
     """
 
     group: ShapeGroup
     intensity: float
     gflops: float
     gbs: float
-    peak_name: str
-    peak_gflops: float
-    roof_gflops: float
-    bound: str
+    peak_name: str | None
+    peak_gflops: float | None
+    roof_gflops: float | None
+    bound: str | None
 
     @property
-    def roof_pct(self) -> float:
-        """Achieved GFLOP/s as a percentage of the roof at this intensity."""
-        return 100.0 * self.gflops / self.roof_gflops
+    def roof_pct(self) -> float | None:
+        """Achieved GFLOP/s as a percentage of the roof at this intensity (None without one)."""
+        return None if self.roof_gflops is None else 100.0 * self.gflops / self.roof_gflops
 
     def as_dict(self) -> dict[str, Any]:
         return {"name": self.group.name, "device": self.group.device,
@@ -98,8 +101,9 @@ class Roofline:
 
     def above(self, factor: float = ABOVE) -> list[Point]:
         """The points above ``factor`` times their roof, most over first."""
-        return sorted((p for p in self.points if p.gflops > factor * p.roof_gflops),
-                      key=lambda p: -p.gflops / p.roof_gflops)
+        return sorted((p for p in self.points
+                       if p.roof_gflops is not None and p.gflops > factor * p.roof_gflops),
+                      key=lambda p: -p.gflops / (p.roof_gflops or 1.0))
 
     def as_dict(self) -> dict[str, Any]:
         return {"units": {"intensity": "FLOP/byte", "rates": "1e9/s", "time": "us"},
@@ -117,16 +121,39 @@ def _peak(name: str, peaks: Peaks) -> tuple[str, float]:
     return GEMM, peaks.gemm_gflops
 
 
-def points(groups: Sequence[ShapeGroup], peaks: Peaks) -> tuple[list[Point], int]:
+def shape_groups(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                 progress: bool | None = None) -> list[ShapeGroup]:
+    """The (operator, input shape) groups a roofline places: those of ``pyprof summarize --by
+    shape`` (:func:`pyprof.trace.stats` ``by="shape"``, C API calls left out) of ``paths``,
+    pooled. Raises as :func:`pyprof.trace.summarize` (TraceNotFoundError, TraceFormatError)."""
+    from ..trace.naming import API_CATEGORY
+    from ..trace.statistics import stats
+
+    names = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
+    return list(stats(names, by="shape", exclude_categories={API_CATEGORY},
+                      progress=progress).groups)
+
+
+def placeable(g: ShapeGroup) -> bool:
+    """True when ``g`` goes on a roofline: it has FLOPs, bytes and time."""
+    return bool(g.flops and g.bytes and g.total_us > 0)
+
+
+def points(groups: Sequence[ShapeGroup], peaks: Peaks | None) -> tuple[list[Point], int]:
     """The groups that go on a roofline as :class:`Point` (most time first), and how many
-    operator groups were left out (no FLOPs, no bytes, 0 FLOPs, or no time)."""
+    operator groups were left out (no FLOPs, no bytes, 0 FLOPs, or no time). With ``peaks``
+    None, the points carry no roof (FLOP/byte, GFLOP/s and GB/s only)."""
     out: list[Point] = []
     left_out = 0
     for g in sorted(groups, key=lambda g: (-g.total_us, g.name, str(g.input_dims))):
-        if not (g.flops and g.bytes and g.total_us > 0):
+        if not placeable(g):
             left_out += g.category in _OPERATOR_CATEGORIES
             continue
         intensity = g.flops / g.bytes
+        if peaks is None:
+            out.append(Point(g, intensity, g.flops / g.total_us / 1e3, g.bytes / g.total_us / 1e3,
+                             None, None, None, None))
+            continue
         name, peak = _peak(g.name, peaks)
         memory = intensity * peaks.copy_gbs
         out.append(Point(g, intensity, g.flops / g.total_us / 1e3, g.bytes / g.total_us / 1e3,
@@ -163,7 +190,6 @@ def roofline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             empty or foreign file).
         PyprofError: ``roofline.bad_peaks`` for a peaks file that cannot be read.
     """
-    from ..trace import API_CATEGORY, stats
     from ..trace.plotting import image_path
     from .peaks import measure, read_peaks
 
@@ -174,13 +200,13 @@ def roofline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     image = image_path(os.fspath(out), FigureCanvasBase.get_supported_filetypes())
     names = [os.fspath(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths)]
     got = peaks if isinstance(peaks, Peaks) else read_peaks(peaks) if peaks is not None else None
-    result = stats(names, by="shape", exclude_categories={API_CATEGORY}, progress=progress)
-    if not any(g.flops and g.bytes and g.total_us > 0 for g in result.groups):
+    groups = shape_groups(names, progress=progress)
+    if not any(placeable(g) for g in groups):
         raise rules.error("roofline.no_flops", path=", ".join(names),
                           flops=_SPEC["trace_args"]["flops"], bytes=_SPEC["trace_args"]["bytes"])
     if got is None:
         got = measure(budget_s=budget_s, mxnet=mxnet)
-    pts, left_out = points(result.groups, got)
+    pts, left_out = points(groups, got)
     r = Roofline(pts, got, None if peaks is None or isinstance(peaks, Peaks) else os.fspath(peaks),
                  left_out, image)
     _draw(r, top)

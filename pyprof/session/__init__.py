@@ -37,6 +37,7 @@ from .scheduling import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATION
                          STEADY_OPERATIONS, Action, check_action, operations, saves_many,
                          schedule)
 from . import steady
+from .stepmarks import step_events
 from .windows import PARTIAL, EndedWindow, OpenWindow, Window, complete_headless_trace, now_us
 from .windows import write_partial
 from ..process.tracker import TRACKER
@@ -239,6 +240,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._state != "open":
             raise rules.error("session.not_open", state=self._state)
         self.step_num += 1
+        if self._window is not None and self._running:  # a step mark (stepmarks.py)
+            self._window.steps.append((self.step_num, now_us()))
         with TRACKER.lock:
             self._enforce_cap(watchdog=False)
         self._transition(self._action, self._action_for(self.step_num))
@@ -344,7 +347,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if ended is None:
             return
         w = ended.window
-        events = RAW.cut(w.start, ended.end, w.path)
+        events = RAW.cut(w.start, ended.end, w.path,
+                         step_events(w.index, w.steps, ended.last_step, ended.end_us))
         report = self._annotate(w.index, w.path, self._calls.pop(w.index, None))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(w.path + PARTIAL)

@@ -12,7 +12,8 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from ..native import capi as _capi
 from . import cap as _cap
@@ -217,11 +218,13 @@ class RawTrace:
             read_range(self.path, self.scanned, end, METADATA, out=None, scratch=self.directory)
             self.scanned = end
 
-    def cut(self, start: int, end: int, out: str) -> int:
-        """Write raw bytes ``[start, end)`` as a valid trace at ``out``; return events written."""
+    def cut(self, start: int, end: int, out: str, extra: Sequence[dict[str, Any]] = ()) -> int:
+        """Write raw bytes ``[start, end)`` as a valid trace at ``out``, then ``extra`` events
+        (the step marks); return events written."""
         assert self.path is not None
         self.harvest(start)
-        count = read_range(self.path, start, end, METADATA, out=out, scratch=self.directory)
+        count = read_range(self.path, start, end, METADATA, out=out, scratch=self.directory,
+                           extra=extra)
         self.scanned = max(self.scanned, end)
         return count
 

@@ -18,7 +18,7 @@ import dataclasses
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import orjson
@@ -86,13 +86,15 @@ class Window:
 class OpenWindow:
     """The window being recorded: its index, where it starts in the raw trace, and when."""
 
-    __slots__ = ("index", "start", "first_step", "path", "start_us", "truncated")
+    __slots__ = ("index", "start", "first_step", "path", "start_us", "truncated", "steps")
 
     def __init__(self, index: int, start: int, first_step: int, path: str,
                  start_us: int) -> None:
         self.index, self.start, self.first_step = index, start, first_step
         self.path, self.start_us = path, start_us
         self.truncated = False  # stopped recording at the raw trace's cap
+        # (step, began_us) of each step recorded: the window's step marks (stepmarks.py)
+        self.steps: list[tuple[int, int]] = [(first_step, start_us)]
 
 
 class EndedWindow:
@@ -115,7 +117,8 @@ def metadata_key(event: dict[str, Any]) -> bytes:
 
 
 def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],
-               out: str | None, scratch: str | None = None) -> int:
+               out: str | None, scratch: str | None = None,
+               extra: Sequence[dict[str, Any]] = ()) -> int:
     """Read the events in bytes ``[start, end)`` of ``raw`` (``end`` None: to the end).
 
     New metadata events are added to ``metadata``. With ``out``, a valid trace is written there:
@@ -127,13 +130,16 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
     renumbered to small integers no other id of the window uses. The range is read twice, from
     a copy in ``scratch`` (default: beside ``out``, else ``raw``), named
     ``.pyprof-<pid>-segment-*.json`` so that a dead process's copy is recognised and deleted.
+    ``extra`` events (the window's step marks, :mod:`pyprof.session.stepmarks`) are written
+    after the range's.
     """
     fd, segment = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-segment-", suffix=".json",
                                    dir=scratch or os.path.dirname(out or raw) or ".")
     try:
         with os.fdopen(fd, "wb") as dst:
             _copy_range(raw, start, end, dst)
-        return _write_events([segment] if os.path.getsize(segment) > 0 else [], metadata, out)
+        return _write_events([segment] if os.path.getsize(segment) > 0 else [], metadata, out,
+                             extra)
     finally:
         os.unlink(segment)
 
@@ -149,7 +155,7 @@ def join_traces(sources: list[str], out: str, metadata: dict[bytes, dict[str, An
 
 
 def _write_events(paths: list[str], metadata: dict[bytes, dict[str, Any]],
-                  out: str | None) -> int:
+                  out: str | None, extra: Sequence[dict[str, Any]] = ()) -> int:
     """The body of :func:`read_range` and :func:`join_traces`: read ``paths`` (twice when
     writing), in order, and write their events as one valid trace at ``out``."""
     from ..trace.mxnet_layout import parse_raw
@@ -183,6 +189,7 @@ def _write_events(paths: list[str], metadata: dict[bytes, dict[str, Any]],
                     if record:
                         metadata[key] = ev
                 yield ev
+        yield from (dict(ev) for ev in extra)
 
     # The trace package's writer and slice planning (package-internal, not in
     # pyprof.trace.__all__), imported late, as pyprof.trace is.

@@ -123,7 +123,7 @@ def _report(args: argparse.Namespace) -> int:
     traces = [args.trace] + ([args.trace2] if args.trace2 else [])
     res = report_html(traces, args.output, labels=_labels(args.label, len(traces)),
                       include_api=args.include_api, threshold=args.threshold,
-                      progress=_progress(args))
+                      peaks=args.peaks, measure_peaks=args.measure_peaks, progress=_progress(args))
     print(f"wrote {res.out}: {res.bytes / 1e6:.2f} MB, {res.slices} slices, {res.operators} operator rows")
     return 0
 
@@ -223,7 +223,7 @@ def register(subparsers: Subparsers) -> None:
                    help="operators shown: the N with the most total time (default 15)")
 
     p = add("report", _report, "one self-contained HTML report of a trace (timeline, operators, "
-            "memory), or of two with their difference; opens offline from file://")
+            "memory, roofline), or of two with their difference; opens offline from file://")
     p.add_argument("trace", help="trace file, plain or .gz")
     p.add_argument("trace2", nargs="?", default=None,
                    help="a second trace (new) compared with the first (base), as pyprof diff")
@@ -233,6 +233,11 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--threshold", type=_percent, default=5.0, metavar="PCT",
                    help="regression threshold of the difference, as pyprof diff (default 5)")
     p.add_argument("--include-api", action="store_true", help="also show C API calls (MXNET_C_API)")
+    p.add_argument("--peaks", default=None, metavar="FILE",
+                   help="roofs for the roofline of a trace with FLOPs: the file `pyprof peaks "
+                        "--format json` writes (default: points only, with a note)")
+    p.add_argument("--measure-peaks", action="store_true",
+                   help="measure the roofs now instead (about 5 s, as pyprof peaks)")
 
 
 def main(argv: list[str] | None = None) -> int:

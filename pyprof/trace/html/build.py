@@ -29,13 +29,21 @@ from ..naming import API_CATEGORY
 from ..report import summarize
 from ..statistics import stats
 from ..writer import check_output
+from ...attribution.peaks import Peaks, measure, read_peaks
 from .columns import timeline
+from .roofview import roofline_view
 
 __all__ = ["report_html", "ReportResult", "CSP", "UPLOT_VERSION"]
 
 #: The page's Content-Security-Policy: inline scripts and styles and ``data:`` images only.
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
        "img-src data:; base-uri 'none'; form-action 'none'")
+
+#: A session's step marks (schedule.json ``step_marks``): instants of this category with a step.
+_STEP_MARKS: dict[str, str] = rules.spec("schedule.json")["step_marks"]
+
+#: The arg of an operator event that holds its FLOPs (attribution.json ``trace_args``).
+_FLOPS_ARG: str = rules.spec("attribution.json")["trace_args"]["flops"]
 
 #: The vendored uPlot (memory chart), pinned; its licence is ``assets/vendor/uPlot-LICENSE.txt``.
 UPLOT_VERSION = "1.6.32"
@@ -70,17 +78,22 @@ def _script_json(value: object) -> str:
 def report_html(traces: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                 out: str | os.PathLike[str], *, labels: Sequence[str] | None = None,
                 include_api: bool = False, threshold: float = 5.0,
+                peaks: Peaks | str | os.PathLike[str] | None = None, measure_peaks: bool = False,
                 progress: bool | None = None) -> ReportResult:
     """Write one self-contained HTML report of one trace, or of two (base, new) with the
     per-operator difference.
 
     The page holds: the repairs and notes ``pyprof summarize`` reports; a timeline per device
     (pid) and thread (tid) with zoom and pan (oneDNN primitives merged by ``pyprof dnnl
-    --trace`` nested under their operators, instant events and each file's window as marks); the
+    --trace`` nested under their operators, instant events as marks, and a session window's
+    steps, its ``ProfilerStep#N`` instants, as a line per step over the window's span shaded); the
     ``Memory: <device>`` counters over time; the operator table (``summarize --format json``,
     times in microseconds there, milliseconds on the page) with share bars, sortable, a click
     on a row highlighting the operator's slices; with two traces the ``pyprof diff`` table; the
-    arguments of a clicked slice (shapes, types, pyprof's keys, whatever the trace carries).
+    arguments of a clicked slice (shapes, types, call site, FLOPs, whatever the trace carries);
+    when a trace carries FLOPs (``record_shapes=True, with_flops=True``), its roofline: each
+    (operator, input shape) group as ``pyprof roofline`` places it (:mod:`.roofview`), against
+    the roofs of ``peaks``.
 
     Args:
         traces: one trace path, or two (base, new); plain or gzip, valid or damaged.
@@ -88,6 +101,9 @@ def report_html(traces: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
         labels: a label per trace (default the file names).
         include_api: also show C API calls (``MXNET_C_API``), as ``summarize --include-api``.
         threshold: regression threshold of the difference, percent (as ``pyprof diff``).
+        peaks: the roofline's roofs: :class:`~pyprof.attribution.peaks.Peaks` or a file
+            ``pyprof peaks --format json`` wrote; None: points only, with a note, unless
+            ``measure_peaks`` (measured now, about 5 s, only when a trace carries FLOPs).
         progress: tqdm bars while reading.
 
     Returns:
@@ -96,7 +112,9 @@ def report_html(traces: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     Raises:
         TraceError: ``out`` cannot be written (``trace.bad_output``, checked first), not one or
             two traces (``report.trace_count``), labels not one per trace
-            (``trace.label_count``); the errors of :func:`~pyprof.trace.summarize`
+            (``trace.label_count``); PyprofError ``roofline.bad_peaks`` for a peaks file that
+            cannot be read (checked before any trace is read); the errors of
+            :func:`~pyprof.trace.summarize`
             (TraceNotFoundError, TraceFormatError: empty, damaged beyond repair, not a trace)
             and, with two traces, of :func:`~pyprof.trace.diff` (``diff.no_events``).
     """
@@ -108,6 +126,7 @@ def report_html(traces: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
         raise rules.error("trace.label_count", labels=len(names), traces=len(paths))
     out = os.fspath(out)
     check_output(out)
+    given_peaks = peaks if isinstance(peaks, Peaks) or peaks is None else read_peaks(peaks)
     excluded = () if include_api else (API_CATEGORY,)
     results = [stats(p, progress=progress, exclude_categories=excluded) for p in paths]
     summaries = [summarize(r, fmt="json", include_api=include_api) for r in results]
@@ -120,6 +139,13 @@ def report_html(traces: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
         notes = ([f"{tl['unmatched']} begin/end event(s) without their pair left off the timeline"]
                  if tl["unmatched"] else [])
         files.append({"label": names[i], "path": p, "notes": notes})
+        if any(_FLOPS_ARG in a for a in tl["args"] if isinstance(a, dict)):
+            if given_peaks is None and measure_peaks:
+                given_peaks = measure()
+            view = roofline_view(p, given_peaks, _peaks_from(peaks, measure_peaks), progress=progress)
+            if view is not None:
+                blobs.append(f'<script type="application/json" id="pyprof-roofline-{i}">'
+                             f'{_script_json(view)}</script>')
         packed = base64.b64encode(gzip.compress(orjson.dumps(tl), compresslevel=9, mtime=0)).decode()
         blobs.append(f'<script type="application/json" id="pyprof-summary-{i}">'
                      f'{summaries[i].strip().replace("<", chr(92) + "u003c")}</script>\n'
@@ -144,19 +170,26 @@ def report_html(traces: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     return ReportResult(out, os.path.getsize(out), n_slices, n_ops)
 
 
+def _peaks_from(peaks: object, measure_peaks: bool) -> str | None:
+    if isinstance(peaks, (str, os.PathLike)):
+        return os.fspath(peaks)
+    return "measured" if peaks is None and measure_peaks else None
+
+
 def _page(title: str, files: list[dict[str, object]], blobs: list[str], has_diff: bool) -> str:
     subtitle = " &middot; ".join(html.escape(f"{f['label']}: {f['path']}") for f in files)
     parts = {
         "@CSP@": html.escape(CSP, quote=True),
         "@TITLE@": html.escape(title),
         "@SUBTITLE@": subtitle,
-        "@FOOTER@": html.escape(f"written by pyprof {__version__}; memory chart: uPlot "
+        "@FOOTER@": html.escape(f"written by pyprof {__version__}; memory and roofline charts: uPlot "
                                 f"{UPLOT_VERSION} (MIT licence, (c) Leon Sorokin)"),
-        "@META@": _script_json({"files": files, "diff": has_diff}),
+        "@META@": _script_json({"files": files, "diff": has_diff, "steps": {"cat": _STEP_MARKS["cat"]}}),
         "@UPLOT_CSS@": _asset(f"vendor/uPlot-{UPLOT_VERSION}.min.css"),
         "@STYLE@": _asset("report.css"),
         "@UPLOT_JS@": _asset(f"vendor/uPlot-{UPLOT_VERSION}.iife.min.js"),
         "@TIMELINE_JS@": _asset("timeline.js"),
+        "@ROOFLINE_JS@": _asset("roofline.js"),
         "@APP_JS@": _asset("app.js"),
         "@DATA@": "\n".join(blobs),
     }

@@ -61,7 +61,7 @@ def timeline(path: str | os.PathLike[str], *, exclude_categories: Iterable[str] 
         ``{"t0": us, "span": us, "tracks": [{"pid", "tid", "process", "thread"}], "names": [...],
         "cats": [...], "args": [...], "slices": {"track", "start", "dur", "name", "cat",
         "depth", "args"}, "counters": [{"name", "ts", "value"}], "marks": [{"name", "ts",
-        "track"}], "unmatched": n}``; slices sorted by track, then start (longer first on
+        "track", "cat"?, "args"?}], "unmatched": n}``; slices sorted by track, then start (longer first on
         ties); ``start`` delta-encoded (each the difference to the previous one, the first from
         0: it compresses far better); ``args`` is -1 or an index into ``args``; pid and tid as
         strings (64-bit ids do not fit a JavaScript number).
@@ -76,7 +76,7 @@ def timeline(path: str | os.PathLike[str], *, exclude_categories: Iterable[str] 
     raw: list[tuple[Any, Any, float, float, str, str, Any]] = []  # pid, tid, ts, dur, name, cat, args
     opened: dict[tuple[Any, Any, Any], list[dict[str, Any]]] = {}
     counters: dict[str, tuple[list[float], list[float]]] = {}
-    marks: list[tuple[Any, Any, float, str]] = []
+    marks: list[tuple[Any, Any, float, str, str, Any]] = []  # pid, tid, ts, name, cat, args
     unmatched = 0
     for ev in reader:
         ph = ev.get("ph")
@@ -114,7 +114,8 @@ def timeline(path: str | os.PathLike[str], *, exclude_categories: Iterable[str] 
                     col[0].append(float(ts))
                     col[1].append(float(value))
         else:
-            marks.append((pid, tid, float(ts), str(ev.get("name", ""))))
+            marks.append((pid, tid, float(ts), str(ev.get("name", "")), str(ev.get("cat", "")),
+                          ev.get("args")))
     unmatched += sum(len(s) for s in opened.values())
     return _columns(raw, counters, marks, pnames, tnames, unmatched)
 
@@ -142,7 +143,7 @@ def _same_id(text: str) -> Any:
 
 def _columns(raw: list[tuple[Any, Any, float, float, str, str, Any]],
              counters: dict[str, tuple[list[float], list[float]]],
-             marks: list[tuple[Any, Any, float, str]], pnames: dict[Any, str],
+             marks: list[tuple[Any, Any, float, str, str, Any]], pnames: dict[Any, str],
              tnames: dict[tuple[Any, Any], str], unmatched: int) -> dict[str, Any]:
     homes: dict[tuple[Any, Any], tuple[Any, Any]] = {}
     for pid, tid, _, _, _, cat, _ in raw:
@@ -201,10 +202,21 @@ def _columns(raw: list[tuple[Any, Any, float, float, str, str, Any]],
         "args": arg_values, "slices": cols,
         "counters": [{"name": n, "ts": [_num(t - t0) for t in ts], "value": [_num(v) for v in vs]}
                      for n, (ts, vs) in sorted(counters.items())],
-        "marks": [{"name": name, "ts": _num(ts - t0), "track": track_of.get((pid, tid), -1)}
-                  for pid, tid, ts, name in sorted(marks, key=lambda m: m[2])],
+        "marks": [_mark(name, _num(ts - t0), track_of.get((pid, tid), -1), cat, a)
+                  for pid, tid, ts, name, cat, a in sorted(marks, key=lambda m: m[2])],
         "unmatched": unmatched,
     }
+
+
+def _mark(name: str, ts: float | int, track: int, cat: str, args: Any) -> dict[str, Any]:
+    """One instant mark; its category and arguments when it has them (a session's step marks,
+    schedule.json ``step_marks``, carry step, window and step_us)."""
+    out: dict[str, Any] = {"name": name, "ts": ts, "track": track}
+    if cat:
+        out["cat"] = cat
+    if isinstance(args, dict) and args:
+        out["args"] = _js_safe(args)
+    return out
 
 
 def _js_safe(v: Any) -> Any:

@@ -12,16 +12,7 @@
     if (text !== undefined && text !== null) e.textContent = String(text);
     return e;
   }
-  // x with f decimals exactly as Python's format(x, ".<f>f") writes it: toFixed rounds an exact
-  // tie (0.5625 to 3 places) up, Python to the even digit; toFixed(100) shows the exact value.
-  function fixed(x, f) {
-    var s = x.toFixed(f);
-    if (!isFinite(x) || Math.abs(x) >= 1e21) return s;
-    var full = Math.abs(x).toFixed(100), dot = full.indexOf(".");
-    if (!/^50*$/.test(full.slice(dot + 1 + f))) return s;
-    var cut = full.slice(0, f ? dot + 1 + f : dot);
-    return +cut[cut.length - 1] % 2 === 0 ? (x < 0 ? "-" : "") + cut : s;
-  }
+  var fixed = t.fixed;  // x with f decimals as Python formats it
   function ms(us) { return us === null || us === undefined ? "-" : fixed(us / 1e3, 3); }
   function jsonOf(id) { return JSON.parse(document.getElementById(id).textContent); }
 
@@ -206,7 +197,8 @@
     if (!notes.children.length) notes.appendChild(el("p", { "class": "none" }, "no repairs or notes"));
 
     var detailHost = document.getElementById("details");
-    var tl = new t.Timeline(document.getElementById("timeline"), files, function (hit) { details(hit, detailHost); });
+    var tl = new t.Timeline(document.getElementById("timeline"), files, function (hit) { details(hit, detailHost); },
+                            meta.steps.cat);
     state.timeline = tl;
     details(null, detailHost);
     var chart = memoryChart(files, document.getElementById("memory"));
@@ -214,6 +206,14 @@
       tl.onView = function (v0, v1) { chart.setScale("x", { min: v0 / 1e3, max: v1 / 1e3 }); };
       tl.onView(tl.v0, tl.v1);
     }
+    var roofHost = document.getElementById("roofline");
+    state.rooflines = files.map(function (f, fi) {
+      var node = document.getElementById("pyprof-roofline-" + fi);
+      return node ? PyprofRoofline.draw(JSON.parse(node.textContent), files.length > 1 ? f.label : null, roofHost) : null;
+    });
+    if (!state.rooflines.some(function (r) { return r; }))
+      roofHost.appendChild(el("p", { "class": "none" }, "no FLOPs in this trace: record it with " +
+        "pyprof.profile(record_shapes=True, with_flops=True) for the roofline"));
     var tables = document.getElementById("tables");
     files.forEach(function (f, fi) {
       if (files.length > 1) tables.appendChild(el("h3", null, f.label));

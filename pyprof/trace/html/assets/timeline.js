@@ -4,6 +4,7 @@
 "use strict";
 var PyprofTimeline = (function () {
   var LANE = 14, GUTTER = 190, AXIS = 22, FILE_HEAD = 18, HIGHLIGHT = "#d62728";
+  var STEP_COLOR = "#2ca02c", WINDOW_FILL = "rgba(44,160,44,0.10)";
 
   function hue(s) {
     var h = 2166136261;
@@ -12,7 +13,7 @@ var PyprofTimeline = (function () {
   }
 
   // Columns of one file's timeline (see pyprof/trace/html/columns.py) to lanes of typed arrays.
-  function prepare(file, fileIndex) {
+  function prepare(file, fileIndex, stepCat) {
     var tl = file.timeline, c = tl.slices, n = c.track.length;
     var start = new Float64Array(n), s = 0;
     for (var i = 0; i < n; i++) { s += c.start[i]; start[i] = s; }
@@ -43,8 +44,22 @@ var PyprofTimeline = (function () {
     }
     lanes.forEach(function (l) { tracks[l.track].lanes[l.depth] = l; });
     var device = tracks.map(function (t) { return t.process; });
+    // A session's step marks (schedule.json step_marks: category, args step/window/step_us) and
+    // the span of each window they cover; the other instants stay plain marks.
+    var steps = [], others = [], windows = {};
+    tl.marks.forEach(function (m) {
+      var a = m.args;
+      if (stepCat !== null && m.cat === stepCat && a && typeof a.step === "number" && typeof a.step_us === "number") {
+        steps.push(m);
+        var w = windows[a.window] || (windows[a.window] = { window: a.window, start: m.ts, end: m.ts + a.step_us });
+        w.start = Math.min(w.start, m.ts); w.end = Math.max(w.end, m.ts + a.step_us);
+      } else others.push(m);
+    });
+    var spans = Object.keys(windows).map(function (k) { return windows[k]; });
+    spans.forEach(function (w) { if (w.end > tl.span) tl.span = w.end; });
     var colors = tl.names.map(function (nm) { return "hsl(" + hue(nm) + ",55%,62%)"; });
-    return { file: file, tl: tl, start: start, tracks: tracks, colors: colors, device: device };
+    return { file: file, tl: tl, start: start, tracks: tracks, colors: colors, device: device,
+             steps: steps, marks: others, windows: spans };
   }
 
   function lowerBound(arr, n, v) {
@@ -53,10 +68,10 @@ var PyprofTimeline = (function () {
     return lo;
   }
 
-  function Timeline(canvas, files, onSelect) {
+  function Timeline(canvas, files, onSelect, stepCat) {
     this.canvas = canvas;
     this.ctx = canvas.getContext("2d");
-    this.files = files.map(prepare);
+    this.files = files.map(function (f, i) { return prepare(f, i, stepCat === undefined ? null : stepCat); });
     this.onSelect = onSelect;
     this.span = Math.max.apply(null, this.files.map(function (f) { return f.tl.span; }).concat([1]));
     this.v0 = 0; this.v1 = this.span;
@@ -178,6 +193,16 @@ var PyprofTimeline = (function () {
     ctx.fillText("time from start", 4, 12);
   };
 
+  // x with f decimals exactly as Python's format(x, ".<f>f") writes it: toFixed rounds an exact
+  // tie (0.5625 to 3 places) up, Python to the even digit; toFixed(100) shows the exact value.
+  function fixed(x, f) {
+    var s = x.toFixed(f);
+    if (!isFinite(x) || Math.abs(x) >= 1e21) return s;
+    var full = Math.abs(x).toFixed(100), dot = full.indexOf(".");
+    if (!/^50*$/.test(full.slice(dot + 1 + f))) return s;
+    var cut = full.slice(0, f ? dot + 1 + f : dot);
+    return +cut[cut.length - 1] % 2 === 0 ? (x < 0 ? "-" : "") + cut : s;
+  }
   function fmtTime(us) {
     var a = Math.abs(us);
     if (a >= 1e6) return (us / 1e6).toFixed(3).replace(/\.?0+$/, "") + " s";
@@ -188,6 +213,7 @@ var PyprofTimeline = (function () {
   Timeline.prototype.draw = function () {
     var ctx = this.ctx, self = this, k = (this.width - GUTTER) / (this.v1 - this.v0), drawn = 0;
     ctx.clearRect(0, 0, this.width, this.height);
+    this.drawnSteps = [];
     this.drawAxis();
     ctx.font = "10px sans-serif";
     this.rows.forEach(function (r) {
@@ -198,12 +224,13 @@ var PyprofTimeline = (function () {
         if (x1 > x0) ctx.fillRect(x0, r.y + 2, x1 - x0, r.h - 4);
         ctx.fillStyle = "#1f4e79"; ctx.font = "bold 11px sans-serif";
         ctx.fillText("window: " + f.file.label, 4, r.y + 13); ctx.font = "10px sans-serif";
-        f.tl.marks.forEach(function (m) {
+        f.marks.forEach(function (m) {
           var x = self.xOf(m.ts);
           if (x < GUTTER || x > self.width) return;
           ctx.fillStyle = "#9467bd"; ctx.fillRect(x - 0.5, r.y, 1.5, self.height - r.y);
           ctx.fillText(m.name, x + 2, r.y + 13);
         });
+        self.drawWindows(f, r);
         return;
       }
       var t = r.track;
@@ -218,9 +245,39 @@ var PyprofTimeline = (function () {
         if (lane) drawn += self.drawLane(f, lane, r.y + 2 + d * LANE, k);
       });
     });
+    this.rows.forEach(function (r) { if (r.head) self.drawSteps(self.files[r.file], r); });
     this.drawCount++;
     this.lastDrawn = drawn;
     this.canvas.dataset.view = this.v0 + "," + this.v1;
+  };
+
+  // A session window's span shaded over its file's rows (drawn first, under the slices) ...
+  Timeline.prototype.drawWindows = function (f, r) {
+    var ctx = this.ctx, self = this, y1 = this.fileEnd(r.file);
+    f.windows.forEach(function (w) {
+      var x0 = Math.max(GUTTER, self.xOf(w.start)), x1 = Math.min(self.width, self.xOf(w.end));
+      if (x1 > x0) { ctx.fillStyle = WINDOW_FILL; ctx.fillRect(x0, r.y, x1 - x0, y1 - r.y); }
+    });
+  };
+
+  // ... and a line and a label at each step's start (drawn last, over them).
+  Timeline.prototype.drawSteps = function (f, r) {
+    var ctx = this.ctx, self = this, y1 = this.fileEnd(r.file);
+    ctx.font = "10px sans-serif";
+    f.steps.forEach(function (m) {
+      var x = self.xOf(m.ts);
+      if (x < GUTTER || x > self.width) return;
+      var xi = Math.round(x);
+      ctx.fillStyle = STEP_COLOR; ctx.fillRect(xi, r.y, 1, y1 - r.y);
+      ctx.fillText(m.name, xi + 3, r.y + 13);
+      self.drawnSteps.push({ file: r.file, name: m.name, ts: m.ts, step: m.args.step, x: xi, y: r.y });
+    });
+  };
+
+  Timeline.prototype.fileEnd = function (fi) {  // the y where file fi's rows end
+    var end = this.height;
+    for (var i = 0; i < this.rows.length; i++) if (this.rows[i].head && this.rows[i].file > fi) return this.rows[i].y;
+    return end;
   };
 
   Timeline.prototype.hit = function (x, y) {
@@ -266,5 +323,5 @@ var PyprofTimeline = (function () {
     window.addEventListener("resize", function () { self.resize(); });
   };
 
-  return { Timeline: Timeline, fmtTime: fmtTime, HIGHLIGHT: HIGHLIGHT, GUTTER: GUTTER };
+  return { Timeline: Timeline, fmtTime: fmtTime, fixed: fixed, HIGHLIGHT: HIGHLIGHT, GUTTER: GUTTER, STEP_COLOR: STEP_COLOR };
 })();

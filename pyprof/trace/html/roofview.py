@@ -1,0 +1,45 @@
+"""The roofline view of an HTML report: each (operator, input shape) group with FLOPs of a trace.
+
+The points are :func:`pyprof.attribution.roofline.points` of
+:func:`~pyprof.attribution.roofline.shape_groups`, the computation ``pyprof roofline`` draws
+(FLOP/byte, GFLOP/s, GB/s; C API calls left out); the roofs are the peaks of a file ``pyprof
+peaks --format json`` wrote (``pyprof report --peaks FILE``), or measured in the run with
+``--measure-peaks`` (about ``budget_s`` seconds, :func:`pyprof.attribution.peaks.measure`);
+without either, the points alone and a note saying how to add the roofs. The page draws them
+with the vendored uPlot on log-log axes, with a table of the same values.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...attribution.peaks import Peaks
+from ...attribution.roofline import GEMM, MXNET_DOT, placeable, points, shape_groups
+
+__all__ = ["roofline_view", "NO_PEAKS_NOTE"]
+
+#: The note a report without peaks shows under its roofline.
+NO_PEAKS_NOTE = ("no roofs: this machine's peaks were not given; run `pyprof peaks --format json "
+                 "> peaks.json` and then `pyprof report TRACE --peaks peaks.json -o report.html` "
+                 "(or `pyprof report --measure-peaks`, a few seconds more)")
+
+
+def roofline_view(path: str, peaks: Peaks | None, peaks_from: str | None, *,
+                  progress: bool | None = None) -> dict[str, Any] | None:
+    """The roofline of one trace for the page, or None when no group carries FLOPs and bytes.
+
+    Returns:
+        ``{"points": [Point.as_dict()...], "left_out": n, "peaks": Peaks.as_dict() | None,
+        "roofs": [{"name", "gflops"}], "peaks_from": str | None, "note": str | None}``; points
+        most time first; FLOP/byte, 1e9 FLOP/s and 1e9 B/s, times in microseconds.
+    """
+    groups = shape_groups(path, progress=progress)
+    if not any(placeable(g) for g in groups):
+        return None
+    pts, left_out = points(groups, peaks)
+    roofs = [] if peaks is None else [{"name": GEMM, "gflops": peaks.gemm_gflops}] + (
+        [{"name": MXNET_DOT, "gflops": peaks.mxnet_dot_gflops}]
+        if peaks.mxnet_dot_gflops is not None else [])
+    return {"points": [p.as_dict() for p in pts], "left_out": left_out,
+            "peaks": None if peaks is None else peaks.as_dict(), "roofs": roofs,
+            "peaks_from": peaks_from, "note": NO_PEAKS_NOTE if peaks is None else None}
