@@ -137,16 +137,10 @@ def table_order(text: str, category: str) -> list[str]:
     return rows
 
 
-#: The step marks a Python session's windows end with (schedule.json ``step_marks``). The JVM's
-#: windows do not write them yet (docs/sessions.md), so the summaries leave them out; that gap
-#: is tested on its own (tests/test_session_stepmarks.py), not as a divergence of every session.
-_STEP_MARKS = json.loads((ROOT / "pyprof" / "spec" / "schedule.json").read_text())["step_marks"]
-
-
 def trace_summary(path: str) -> Any:
-    """A written trace's events (not metadata, C API calls, memory counters or a session's step
-    marks) as name, cat and ph (and args for counters), with their counts;
-    ``{"unreadable": True}`` for a file that is no complete JSON document."""
+    """A written trace's events (not metadata, C API calls or memory counters) as name, cat and
+    ph (and args for counters), with their counts; ``{"unreadable": True}`` for a file that is no
+    complete JSON document."""
     try:
         with open(path, encoding="utf-8") as f:
             events = json.load(f)["traceEvents"]
@@ -155,8 +149,7 @@ def trace_summary(path: str) -> Any:
     counts: Counter[str] = Counter()
     for e in events:
         if e.get("ph") == "M" or e.get("cat") == "MXNET_C_API" \
-                or str(e.get("name", "")).startswith("Memory:") \
-                or (e.get("ph") == _STEP_MARKS["ph"] and e.get("cat") == _STEP_MARKS["cat"]):
+                or str(e.get("name", "")).startswith("Memory:"):
             continue
         keep = ("name", "cat", "ph", "args") if e.get("ph") == "C" else ("name", "cat", "ph")
         counts[json.dumps({k: e[k] for k in keep if k in e}, sort_keys=True)] += 1

@@ -10,7 +10,7 @@
             [pyprof.session :as session]
             [pyprof.session.raw :as raw]
             [pyprof.session.schedule :as sched]
-            [pyprof.test-util :refer [java-child temp-dir]]
+            [pyprof.test-util :refer [java-child python-json temp-dir]]
             [pyprof.trace.reader :as reader])
   (:import (pyprof.jvm ProfilerSession PyprofException)))
 
@@ -426,3 +426,17 @@
           (is (< (- e1 s1) (+ 600000 (- (- e0 s0) 50000) 300000)) (str "spans " spans)))
         (doseq [[[_ end] [start _]] (partition 2 1 spans)]
           (is (< -1 (- start end) 100000) "back to back: only the boundary between windows"))))))
+
+(deftest step-marks-are-pythons
+  ;; the steps of a window as instants: the same events as pyprof.session.stepmarks writes
+  (let [starts [[3 1000] [4 1500] [5 2600] [6 2700]]
+        ours (sched/step-events 2 starts 5 3000 77)]
+    (is (= ["ProfilerStep#3" "ProfilerStep#4" "ProfilerStep#5"] (map #(% "name") ours)))
+    (is (= [500 1100 400] (map #(get-in % ["args" "step_us"]) ours)) "the last runs to the end")
+    (is (every? #(= ["i" "g" "pyprof" 77 77 2] [(% "ph") (% "s") (% "cat") (% "pid") (% "tid")
+                                               (get-in % ["args" "window"])]) ours))
+    (is (= [] (sched/step-events 0 [] 5 3000 77)))
+    (when-let [py (python-json (str "import json, sys; from pyprof.session import stepmarks as m\n"
+                                    "evs = m.step_events(2, [(3, 1000), (4, 1500), (5, 2600), (6, 2700)], 5, 3000)\n"
+                                    "print(json.dumps([{k: v for k, v in e.items() if k not in ('pid', 'tid')} for e in evs]))"))]
+      (is (= py (mapv #(dissoc % "pid" "tid") ours))))))

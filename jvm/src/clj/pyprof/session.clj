@@ -179,8 +179,10 @@
             start (raw/size)]
         (raw/harvest! start (when ended [(get-in ended [:window :start]) (:end ended)]))
         (swap! st assoc :opened (inc opened)
-               :window {:index opened :start start :first-step step :start-us (raw/now-us)
-                        :path (fill-path (::template s) opened step)})
+               :window (let [t (raw/now-us)]
+                         {:index opened :start start :first-step step :start-us t
+                          :steps [[step t]] ; [step began-us], the step marks
+                          :path (fill-path (::template s) opened step)}))
         (write-partial! s)))))
 
 (defn- run-op! [s]
@@ -204,8 +206,8 @@
   (let [st (::state s)]
     (when-let [{:keys [window end end-us last-step]} (:ended @st)]
       (swap! st assoc :ended nil)
-      (let [{:keys [index start first-step path start-us]} window
-            n (raw/cut! start end path)
+      (let [{:keys [index start first-step path start-us steps]} window
+            n (raw/cut! start end path (sched/step-events index steps last-step end-us (raw/pid)))
             _ (raw/delete-partial! path)
             _ (note-windows! s)
             w {:index index :path path :first-step first-step :last-step last-step :events n
@@ -292,6 +294,8 @@
       (when-not (= :open (:state @st))
         (throw (rules/error "session.not_open" {:state (name (:state @st))})))
       (let [n (:step (swap! st update :step inc))]
+        (when (and (:window @st) (:running @st)) ; a step mark
+          (swap! st update-in [:window :steps] conj [n (raw/now-us)]))
         (profiler/-as-owner (::name s) (enforce-cap! s false))
         (transition! s (:action @st) (action-for s n) false)))
     nil))

@@ -259,15 +259,16 @@
     (count out-events)))
 
 (defn cut!
-  "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first; returns the
-  number of events written."
-  [start end out]
-  (harvest! start)
-  (let [known (metadata)
-        events (events-in (:path @raw) start end)]
-    (swap! raw update :scanned max end)
-    (remember-metadata! events)
-    (write-events! out known events)))
+  "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first, then `extra`
+  events (the step marks); returns the number of events written."
+  ([start end out] (cut! start end out []))
+  ([start end out extra]
+   (harvest! start)
+   (let [known (metadata)
+         events (events-in (:path @raw) start end)]
+     (swap! raw update :scanned max end)
+     (remember-metadata! events)
+     (write-events! out known (concat events extra)))))
 
 (defn rewrite-trace!
   "Rewrites the MXNet trace at `path` as a valid trace, known metadata first (as Python's

@@ -115,3 +115,16 @@
        (cond (> saves 1) true
              (>= step steps) false
              :else (recur (inc step) cur saves))))))
+
+(defn step-events
+  "The step marks of window `window` (schedule.json step_marks, as Python's
+  pyprof.session.stepmarks.step_events): one instant per step of `starts` ([step began-us] in
+  order, microseconds since the epoch) up to `last-step`, the last one running to `end-us`; on
+  the process's main thread (tid = pid, as Linux numbers it)."
+  [window starts last-step end-us pid]
+  (let [{:strs [name cat ph scope]} (spec "step_marks")
+        kept (vec (filter #(<= (first %) last-step) starts))]
+    (vec (for [[i [step began]] (map-indexed vector kept)
+               :let [end (if-let [[_ t] (get kept (inc i))] t (max end-us began))]]
+           {"name" (rules/render name {:step step}) "cat" cat "ph" ph "s" scope "ts" began
+            "pid" pid "tid" pid "args" {"step" step "window" window "step_us" (- end began)}}))))
