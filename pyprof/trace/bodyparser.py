@@ -149,7 +149,7 @@ class BodyParser:
 
     def _skip(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """``events`` without those skipped on purpose: excluded categories, async copies."""
-        excluded, copies = self.excluded, self.copies
+        excluded = self.excluded
         out = []
         for ev in events:
             cat = ev.get("cat")

@@ -5,7 +5,6 @@ unescaped, read as MXNet meant them, by the same cases the JVM's raw_layout_test
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..naming import API_CATEGORY, ASYNC_COPY_CATEGORIES
+from ..naming import API_CATEGORY
 from ..reader import TraceReader
 from ..slices import is_number
 
