@@ -209,8 +209,9 @@ def test_start_waits_at_most_its_bound_and_the_leftover_is_recovered_behind_it(t
     wait = 0.1
     result, err = _next(work, rawbase, PYPROF_RECOVER_WAIT_SECONDS=str(wait))
     # start() gave up waiting for the leftover after 0.1 s (its own work, configuring MXNet,
-    # comes on top: seconds on a busy 2-core machine); the sweep took longer, on its own thread
-    assert wait <= result["leftovers_s"] < wait + 0.3, result
+    # comes on top: seconds on a busy 2-core machine); the sweep took longer, on its own thread.
+    # The slack is for a loaded machine's thread scheduling (0.3 s was passed at a load of 10)
+    assert wait <= result["leftovers_s"] < wait + 1.0, result
     assert result["start_s"] < wait + 5 and result["swept_s"] > result["start_s"] + 0.2, result
     recovered = work / f"big.recovered-{pid}.json"
     assert f"pyprof: recovered window {work / 'big.json'} of dead process {pid} as " \
@@ -228,7 +229,7 @@ def test_a_leftover_of_several_gigabytes_is_reported_once_not_converted(tmp_path
     size = 5 << 30
     os.truncate(raw, size)  # a real trace with a sparse tail: 5 GiB, hardly any disk
     result, err = _next(work, rawbase)  # the defaults: wait 1 s, recover up to 1 GiB
-    assert result["leftovers_s"] < SPEC["start_wait_seconds"] + 0.3, result
+    assert result["leftovers_s"] < SPEC["start_wait_seconds"] + 1.0, result
     window = work / "big.json"
     start = json.loads((work / "big.json.partial").read_text())["start"]
     reported = [line for line in err.splitlines() if line.startswith("pyprof: did not recover")]
@@ -242,7 +243,7 @@ def test_a_leftover_of_several_gigabytes_is_reported_once_not_converted(tmp_path
     # a later start leaves the reported leftover alone and says nothing
     result, err = _next(work, rawbase)
     assert "big.json" not in err and raw.exists() and (raw.parent / "reported").exists(), err
-    assert result["leftovers_s"] < SPEC["start_wait_seconds"] + 0.3
+    assert result["leftovers_s"] < SPEC["start_wait_seconds"] + 1.0
 
 
 #: A next start that never ends by itself (the test kills it while its sweep recovers).
