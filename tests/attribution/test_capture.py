@@ -152,10 +152,11 @@ result = {"order": [e["args"]["Input Dims"] for e in relu], "report": p.windows[
 def test_a_ready_operator_after_a_slow_producer_is_matched_to_its_own_event(tmp_path):
     r = run_scenario(_SLOW.replace("PLANT", ""), tmp_path, timeout=120)
     # the ready relu runs first (it was queued while the dot ran): its event has its shape
-    # (most iterations; in some the dot was done before the ready relu was queued)
+    # (24-29 of 30 iterations on a quiet machine, 11 seen at a load of 11; in the others the
+    # dot was done before the ready relu was queued): enough of them for the case to be tested
     pairs = [r["order"][i:i + 2] for i in range(0, 60, 2)]
     assert r["order"].count([[3, 3]]) == 30
-    assert sum(p == [[[3, 3]], [[300, 300]]] for p in pairs) >= 15, r["order"]
+    assert sum(p == [[[3, 3]], [[300, 300]]] for p in pairs) >= 8, r["order"]
     assert r["order"].count([[3, 3]]) == 30 == r["order"].count([[300, 300]])
     # no mismatch; unchecked: the window's first sample, and the iterations where the dot's
     # completion raced the ready relu's push (the counter told them apart: label memory)
