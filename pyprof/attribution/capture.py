@@ -33,6 +33,7 @@ from typing import Any
 
 from .. import rules
 from ..native import capi
+from . import cachedop
 
 __all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "dtype_name"]
 
@@ -41,6 +42,11 @@ _SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
 OPTIONS: dict[str, str] = _SPEC["options"]
 _DTYPES: dict[int, str] = {int(k): v for k, v in _SPEC["dtypes"].items()}
 _SKIP = tuple(_SPEC["skip_modules"])
+_SOURCES: dict[str, str] = _SPEC["sources"]
+# The CachedOp functions hooked with the imperative ones (module cachedop): invocations, and
+# creations with the index of their CachedOpHandle* argument.
+_CACHED_INVOKE = ("MXInvokeCachedOpEx", "MXInvokeCachedOp")
+_CACHED_CREATE = {"MXCreateCachedOpEx": 4, "MXCreateCachedOp": 1}
 #: Calls one window records at most (attribution.json capture.max_calls; tests lower it):
 #: past it the recorder stops until the next window, so memory stays bounded.
 MAX_CALLS: int = _SPEC["max_calls"]
@@ -59,20 +65,26 @@ def dtype_name(code: int) -> str:
 class Call:
     """One recorded call. ``op`` is the operator's handle (:attr:`name` one of its names);
     shapes and dtypes are None without ``record_shapes``; ``stack`` is a tuple of (code, line)
-    pairs, innermost first, None without ``with_stack``. ``t_us`` is when the call began,
+    pairs, innermost first, None without ``with_stack``. A CachedOp node's call (see
+    :mod:`pyprof.attribution.cachedop`) has only its graph inputs' handles and no outputs, its
+    ``block`` and ``source`` ``"inference"``. ``t_us`` is when the call began,
     ``pushed_us`` when it returned (by then MXNet's engine has the operator), both on the
     trace's clock (microseconds since the epoch)."""
 
     __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
-                 "producers", "thread", "stack")
+                 "producers", "thread", "stack", "block", "source")
 
     def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
                  in_meta: list | None, out_meta: list | None, keys: list, vals: list,
-                 producers: tuple, thread: int, stack: tuple | None) -> None:
+                 producers: tuple, thread: int, stack: tuple | None, block: str | None = None,
+                 source: str = "call") -> None:
         self.seq, self.t_us, self.pushed_us, self.op = seq, t_us, pushed_us, op
         self.inputs, self.outputs, self.in_meta, self.out_meta = inputs, outputs, in_meta, out_meta
         self.keys, self.vals, self.producers = keys, vals, producers
         self.thread, self.stack = thread, stack
+        #: the Gluon block of a CachedOp node (``conv0``), None for an imperative call; source:
+        #: where the shapes came from (attribution.json ``capture.sources``)
+        self.block, self.source = block, source
 
     @property
     def name(self) -> str:
@@ -119,6 +131,9 @@ class Recorder:
         self._lock = threading.Lock()
         self._hooked = False
         self._skip: dict[Any, bool] = {}  # code object -> not a call site
+        self._graphs = cachedop.Graphs()  # CachedOp handle -> its symbol, while it lives
+        self._codes = {v: k for k, v in _DTYPES.items()}  # dtype name -> MXNet's code
+        self._pending_calls = 0  # node calls of the recorded CachedOp invocations, less one each
         self.full = False  # the window reached capture.max_calls: recording stopped
         self.unrecorded = 0  # calls whose recording failed (they ran; their events carry no args)
         _RECORDERS.add(self)
@@ -138,6 +153,11 @@ class Recorder:
         if not capi.hook_mxnet("MXImperativeInvokeEx", self._make_invoke):
             return False
         capi.hook_mxnet("MXNDArrayFree", self._make_free)
+        for name in _CACHED_INVOKE:
+            capi.hook_mxnet(name, self._make_cached_invoke)
+        for name, out_arg in _CACHED_CREATE.items():
+            capi.hook_mxnet(name, lambda raw, i=out_arg: self._make_cached_create(raw, i))
+        capi.hook_mxnet("MXFreeCachedOp", self._make_cached_free)
         self._hooked = True
         return True
 
@@ -146,9 +166,12 @@ class Recorder:
         if self._hooked:
             capi.hook_mxnet("MXImperativeInvokeEx")
             capi.hook_mxnet("MXNDArrayFree")
+            for name in (*_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp"):
+                capi.hook_mxnet(name)
             self._hooked = False
         self._active[0] = False
         self._cache.clear()
+        self._graphs.clear()
 
     def resume(self) -> None:
         """A window starts recording: record calls from now on."""
@@ -164,6 +187,9 @@ class Recorder:
         recording stopped at ``capture.max_calls`` (the next window records again)."""
         with self._lock:
             calls, self.calls, full, self.full = self.calls, [], self.full, False
+            self._pending_calls = 0
+        if any(type(c) is _Invocation for c in calls):
+            calls = [x for c in calls for x in (self._expand(c) if type(c) is _Invocation else (c,))]
         return calls, full
 
     # -- the hot path ---------------------------------------------------------------------------
@@ -189,11 +215,95 @@ class Recorder:
             return raw(h)
         return free
 
+    def _make_cached_invoke(self, raw: Callable[..., int]) -> Callable[..., int]:
+        active, record, now = self._active, self._record_cached, time.time_ns
+
+        def invoke(*a: Any) -> int:
+            t = now()
+            rc = raw(*a)
+            if rc == 0 and active[0]:
+                try:
+                    record(t // 1000, now() // 1000, a)
+                except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
+                    self.unrecorded += 1
+            return rc
+        return invoke
+
+    def _make_cached_create(self, raw: Callable[..., int], out_arg: int) -> Callable[..., int]:
+        graphs = self._graphs
+
+        def create(*a: Any) -> int:
+            rc = raw(*a)
+            if rc == 0:
+                try:
+                    graphs.created(a[out_arg]._obj.value, cachedop.symbol_json(a[0]))
+                except Exception:  # noqa: BLE001 - its invocations fall back to the Gluon block
+                    pass
+            return rc
+        return create
+
+    def _make_cached_free(self, raw: Callable[..., int]) -> Callable[..., int]:
+        freed = self._graphs.freed
+
+        def free(h: Any) -> int:
+            freed(getattr(h, "value", h))  # before the free: the address may be reused at once
+            return raw(h)
+        return free
+
+    def _meta(self, h: int) -> tuple:
+        """The cache entry of input handle ``h``, queried and cached when not seen before."""
+        e = self._cache.get(h)
+        if e is None or e[1] == -1:  # never seen, or recorded without shapes
+            s, d = capi.ndarray_meta(h)
+            e = self._cache[h] = (s, d, -1 if e is None else e[2])
+        return e
+
+    def _record_cached(self, t_us: int, pushed_us: int, a: tuple) -> None:
+        """A CachedOp invocation: its seqs (one per operator node) reserved now, its node calls
+        made at :meth:`take` (the shape inference cannot run inside MXNet's call, see
+        :meth:`pyprof.attribution.cachedop.Graph.meta`); its outputs cached as the nodes'."""
+        handle, ins, outs = cachedop.invoke_io(a)
+        graph = self._graphs.get(handle) or self._graphs.from_stack(handle)
+        if graph is None:
+            self.unrecorded += 1
+            return
+        meta, cache = capi.ndarray_meta, self._cache
+        with self._lock:
+            n = len(graph.nodes)
+            if self._pending_calls + len(self.calls) + n > MAX_CALLS:
+                self.full, self._active[0] = True, False
+                return
+            in_meta = [self._meta(h) for h in ins]
+            first = self._seq
+            self._seq = first + n
+            for h, (j, i) in zip(outs, graph.heads):
+                if j < 0:
+                    cache[h] = in_meta[i]
+                else:
+                    s, d = meta(h) if self.shapes else (None, -1)
+                    cache[h] = (s, d, first + j)
+            self.calls.append(_Invocation(first, t_us, pushed_us, graph, ins, in_meta,
+                                          threading.get_ident(), self._stack() if self.stack else None))
+            self._pending_calls += n - 1
+
+    def _expand(self, inv: _Invocation) -> list[Call]:
+        """The node calls of one CachedOp invocation, in graph order."""
+        g = inv.graph
+        metas = g.meta(tuple((e[0], e[1]) for e in inv.in_meta), self._codes) if self.shapes else None
+        out = []
+        for k, n in enumerate(g.nodes):
+            producers = tuple(inv.in_meta[i][2] if j < 0 else inv.first + j for j, i in n.inputs)
+            m = metas[k] if metas is not None else (None, None)
+            out.append(Call(inv.first + k, inv.t_us, inv.pushed_us, HANDLES.get(n.op, -1),
+                            [inv.inputs[i] for j, i in n.inputs if j < 0], [], m[0], m[1], n.keys,
+                            n.vals, producers, inv.thread, inv.stack, n.block, _SOURCES["node"]))
+        return out
+
     def _record(self, t_us: int, pushed_us: int, a: tuple) -> None:
         op, ins, outs, keys, vals = capi.invoke_io(a)
         cache = self._cache
         with self._lock:
-            if len(self.calls) >= MAX_CALLS:  # memory stays bounded, whatever the window's length
+            if len(self.calls) + self._pending_calls >= MAX_CALLS:  # memory stays bounded, whatever the window's length
                 self.full, self._active[0] = True, False
                 return
             seq = self._seq
@@ -241,6 +351,17 @@ class Recorder:
         return tuple(out)
 
 
+class _Invocation:
+    """A recorded CachedOp invocation until :meth:`Recorder.take` makes its node calls."""
+
+    __slots__ = ("first", "t_us", "pushed_us", "graph", "inputs", "in_meta", "thread", "stack")
+
+    def __init__(self, first: int, t_us: int, pushed_us: int, graph: cachedop.Graph, inputs: list,
+                 in_meta: list, thread: int, stack: tuple | None) -> None:
+        self.first, self.t_us, self.pushed_us, self.graph = first, t_us, pushed_us, graph
+        self.inputs, self.in_meta, self.thread, self.stack = inputs, in_meta, thread, stack
+
+
 _RECORDERS: weakref.WeakSet[Recorder] = weakref.WeakSet()
 
 
@@ -250,7 +371,7 @@ def _after_fork_in_child() -> None:
     for r in list(_RECORDERS):
         r._lock = threading.Lock()
         r._active[0] = False
-        r.calls = []
+        r.calls, r._pending_calls = [], 0
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
