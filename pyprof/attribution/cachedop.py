@@ -19,7 +19,8 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["Graph", "Graphs", "Node", "block_of", "invoke_io", "symbol_json"]
+__all__ = ["Graph", "Graphs", "Node", "backward_meta", "backward_plan", "block_of", "invoke_io",
+           "symbol_json"]
 
 
 class Node:
@@ -53,13 +54,15 @@ class Graph:
     (:attr:`nodes`, read from the JSON without a C call) and, per input signature, each node's
     input and output (shape, dtype code) (:meth:`meta`, one inference per signature)."""
 
-    __slots__ = ("json", "prefixes", "nodes", "heads", "signatures", "_sym", "_json_nodes", "failed")
+    __slots__ = ("json", "prefixes", "nodes", "heads", "signatures", "_sym", "_json_nodes", "failed",
+                 "plan")
 
     def __init__(self, sym_json: str, prefixes: list[str]) -> None:
         self.json, self.prefixes = sym_json, prefixes
         self.signatures: dict[tuple, list | None] = {}
         self._sym = None
         self.failed = 0  # signatures whose inference failed
+        self.plan: list | None = None  # backward_plan, made at the first backward
         graph = json.loads(sym_json)
         self._json_nodes = nodes_json = graph["nodes"]
         var = {nid: i for i, nid in enumerate(n for n, nd in enumerate(nodes_json) if nd["op"] == "null")}
@@ -140,6 +143,41 @@ def _slots(nodes_json: list[dict], outs: list[str]) -> dict[int, tuple[int, int]
     return slots if k == len(outs) else None
 
 
+def backward_plan(graph: Graph, table: dict[str, dict]) -> list[tuple[int, str, list[str], bool, list[int]]]:
+    """The backward nodes of ``graph``'s forward nodes that ``table`` (attribution.json
+    ``capture.backward``) knows, in the order MXNet runs them (reverse graph order): (forward
+    node index, backward operator, input refs, exact, the positions in this list of the
+    backward nodes whose gradients it reads, i.e. of the forward node's consumers)."""
+    plan: list[tuple[int, str, list[str], bool, list[int]]] = []
+    at: dict[int, int] = {}
+    consumers: dict[int, list[int]] = {}
+    for m, n in enumerate(graph.nodes):
+        for j, _ in n.inputs:
+            if j >= 0:
+                consumers.setdefault(j, []).append(m)
+    for k in range(len(graph.nodes) - 1, -1, -1):
+        spec = table.get(graph.nodes[k].op)
+        if spec is None:
+            continue
+        at[k] = len(plan)
+        plan.append((k, spec["op"], spec["inputs"], bool(spec["exact"]),
+                     [at[m] for m in consumers.get(k, ()) if m in at]))
+    return plan
+
+
+def backward_meta(refs: list[str], in_meta: list, out_meta: list) -> list:
+    """A backward node's inputs' (shape, dtype code) from its forward node's, by ``refs``
+    (``g0``: forward output 0's gradient, ``i1``: forward input 1, ``i*``: every forward
+    input, ``o0``: forward output 0)."""
+    out = []
+    for r in refs:
+        if r == "i*":
+            out.extend(in_meta)
+        else:
+            out.append((out_meta if r[0] in "go" else in_meta)[int(r[1:])])
+    return out
+
+
 def _np_name(t: Any) -> str:
     import numpy as np
 
@@ -180,15 +218,19 @@ def _prefixes(blk: Any) -> list[str]:
     return out
 
 
-def symbol_json(sym_handle: Any) -> str:
-    """The JSON of a symbol handle, through mxnet's own library object. C: MXSymbolSaveToJSON."""
-    import ctypes
-
-    lib = sys.modules["mxnet.base"]._LIB
-    out = ctypes.c_char_p()
-    if lib.MXSymbolSaveToJSON(sym_handle, ctypes.byref(out)):
-        raise RuntimeError("MXSymbolSaveToJSON failed")
-    return (out.value or b"").decode()
+def symbol_json() -> str | None:
+    """The JSON of the symbol a CachedOp is being made of: the ``sym`` of mxnet's
+    ``CachedOp.__init__`` on the stack (mxnet's Python front end makes every CachedOp of
+    ``mxnet.base._LIB``); None when it is not there. C: MXSymbolSaveToJSON (by mxnet)."""
+    f = sys._getframe(1)
+    for _ in range(8):
+        if f is None:
+            return None
+        sym = f.f_locals.get("sym") if f.f_code.co_name == "__init__" else None
+        if sym is not None and hasattr(sym, "tojson"):
+            return sym.tojson()
+        f = f.f_back
+    return None
 
 
 def invoke_io(a: tuple) -> tuple[int, list, list]:
@@ -203,9 +245,13 @@ class Graphs:
     def __init__(self) -> None:
         self.by_handle: dict[int, Graph] = {}
 
-    def created(self, handle: int, sym_json: str) -> None:
-        """A CachedOp was made (its block, if Gluon's, is in ``_build_cache`` on the stack)."""
-        self.by_handle[handle] = Graph(sym_json, _prefixes(_block_on_stack("_build_cache")))
+    def created(self, handle: int) -> None:
+        """A CachedOp was made (by mxnet's ``CachedOp.__init__``; its block, if Gluon's, is in
+        ``_build_cache`` on the stack); a handle whose symbol is not found is left out."""
+        self.by_handle.pop(handle, None)
+        sym_json = symbol_json()
+        if sym_json is not None:
+            self.by_handle[handle] = Graph(sym_json, _prefixes(_block_on_stack("_build_cache")))
 
     def from_stack(self, handle: int) -> Graph | None:
         """A CachedOp made before the recorder was installed: its symbol from the Gluon block

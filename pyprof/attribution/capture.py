@@ -43,6 +43,7 @@ OPTIONS: dict[str, str] = _SPEC["options"]
 _DTYPES: dict[int, str] = {int(k): v for k, v in _SPEC["dtypes"].items()}
 _SKIP = tuple(_SPEC["skip_modules"])
 _SOURCES: dict[str, str] = _SPEC["sources"]
+_BACKWARD: dict[str, dict] = {k: v for k, v in _SPEC["backward"].items() if k != "about"}
 # The CachedOp functions hooked with the imperative ones (module cachedop): invocations, and
 # creations with the index of their CachedOpHandle* argument.
 _CACHED_INVOKE = ("MXInvokeCachedOpEx", "MXInvokeCachedOp")
@@ -134,6 +135,7 @@ class Recorder:
         self._graphs = cachedop.Graphs()  # CachedOp handle -> its symbol, while it lives
         self._codes = {v: k for k, v in _DTYPES.items()}  # dtype name -> MXNet's code
         self._pending_calls = 0  # node calls of the recorded CachedOp invocations, less one each
+        self._taped: list[_Invocation] = []  # invocations autograd recorded, not backwarded yet
         self.full = False  # the window reached capture.max_calls: recording stopped
         self.unrecorded = 0  # calls whose recording failed (they ran; their events carry no args)
         _RECORDERS.add(self)
@@ -158,6 +160,7 @@ class Recorder:
         for name, out_arg in _CACHED_CREATE.items():
             capi.hook_mxnet(name, lambda raw, i=out_arg: self._make_cached_create(raw, i))
         capi.hook_mxnet("MXFreeCachedOp", self._make_cached_free)
+        capi.hook_mxnet("MXAutogradBackwardEx", self._make_backward)
         self._hooked = True
         return True
 
@@ -166,7 +169,7 @@ class Recorder:
         if self._hooked:
             capi.hook_mxnet("MXImperativeInvokeEx")
             capi.hook_mxnet("MXNDArrayFree")
-            for name in (*_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp"):
+            for name in (*_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp", "MXAutogradBackwardEx"):
                 capi.hook_mxnet(name)
             self._hooked = False
         self._active[0] = False
@@ -236,7 +239,7 @@ class Recorder:
             rc = raw(*a)
             if rc == 0:
                 try:
-                    graphs.created(a[out_arg]._obj.value, cachedop.symbol_json(a[0]))
+                    graphs.created(a[out_arg]._obj.value)
                 except Exception:  # noqa: BLE001 - its invocations fall back to the Gluon block
                     pass
             return rc
@@ -282,13 +285,50 @@ class Recorder:
                 else:
                     s, d = meta(h) if self.shapes else (None, -1)
                     cache[h] = (s, d, first + j)
-            self.calls.append(_Invocation(first, t_us, pushed_us, graph, ins, in_meta,
-                                          threading.get_ident(), self._stack() if self.stack else None))
+            inv = _Invocation(first, t_us, pushed_us, graph, ins, in_meta, threading.get_ident(),
+                              self._stack() if self.stack else None)
+            self.calls.append(inv)
             self._pending_calls += n - 1
+            if _autograd_recording():
+                self._taped.append(inv)
+
+    def _make_backward(self, raw: Callable[..., int]) -> Callable[..., int]:
+        active, now = self._active, time.time_ns
+
+        def backward(*a: Any) -> int:
+            t = now()
+            rc = raw(*a)
+            if rc == 0 and active[0] and self._taped:
+                try:
+                    self._record_backward(t // 1000, now() // 1000)
+                except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
+                    self.unrecorded += 1
+            return rc
+        return backward
+
+    def _record_backward(self, t_us: int, pushed_us: int) -> None:
+        """The backward nodes of the CachedOp invocations autograd recorded (newest first, each
+        in reverse graph order): seqs reserved now, calls made at :meth:`take`."""
+        with self._lock:
+            taped, self._taped = self._taped, []
+            for inv in reversed(taped):
+                g = inv.graph
+                if g.plan is None:
+                    g.plan = cachedop.backward_plan(g, _BACKWARD)
+                if not g.plan:
+                    continue
+                first = self._seq
+                self._seq = first + len(g.plan)
+                self.calls.append(_Invocation(first, t_us, pushed_us, g, inv, None,
+                                              threading.get_ident(), None))
+                self._pending_calls += len(g.plan) - 1
 
     def _expand(self, inv: _Invocation) -> list[Call]:
-        """The node calls of one CachedOp invocation, in graph order."""
+        """The node calls of one CachedOp invocation, in graph order; of its backward, in the
+        order of its plan (the invocation's ``inputs`` is then the forward invocation)."""
         g = inv.graph
+        if isinstance(inv.inputs, _Invocation):
+            return self._expand_backward(inv, inv.inputs)
         metas = g.meta(tuple((e[0], e[1]) for e in inv.in_meta), self._codes) if self.shapes else None
         out = []
         for k, n in enumerate(g.nodes):
@@ -297,6 +337,20 @@ class Recorder:
             out.append(Call(inv.first + k, inv.t_us, inv.pushed_us, HANDLES.get(n.op, -1),
                             [inv.inputs[i] for j, i in n.inputs if j < 0], [], m[0], m[1], n.keys,
                             n.vals, producers, inv.thread, inv.stack, n.block, _SOURCES["node"]))
+        return out
+
+    def _expand_backward(self, bwd: _Invocation, fwd: _Invocation) -> list[Call]:
+        g = fwd.graph
+        metas = g.meta(tuple((e[0], e[1]) for e in fwd.in_meta), self._codes) if self.shapes else None
+        out = []
+        for p, (k, op, refs, exact, after) in enumerate(g.plan or ()):
+            ins = outs = None
+            if metas is not None:
+                ins, outs = cachedop.backward_meta(refs, *metas[k]), metas[k][0]
+            n = g.nodes[k]
+            out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(op, -1), [], [], ins, outs,
+                            n.keys, n.vals, tuple(bwd.first + q for q in after), bwd.thread, fwd.stack,
+                            n.block, _SOURCES["backward" if exact else "backward_partial"]))
         return out
 
     def _record(self, t_us: int, pushed_us: int, a: tuple) -> None:
@@ -351,13 +405,19 @@ class Recorder:
         return tuple(out)
 
 
+def _autograd_recording() -> bool:
+    """Whether autograd records on this thread. C: MXAutogradIsRecording."""
+    ag = sys.modules.get("mxnet.autograd")
+    return bool(ag is not None and ag.is_recording())
+
+
 class _Invocation:
     """A recorded CachedOp invocation until :meth:`Recorder.take` makes its node calls."""
 
     __slots__ = ("first", "t_us", "pushed_us", "graph", "inputs", "in_meta", "thread", "stack")
 
-    def __init__(self, first: int, t_us: int, pushed_us: int, graph: cachedop.Graph, inputs: list,
-                 in_meta: list, thread: int, stack: tuple | None) -> None:
+    def __init__(self, first: int, t_us: int, pushed_us: int, graph: cachedop.Graph, inputs: Any,
+                 in_meta: list | None, thread: int, stack: tuple | None) -> None:
         self.first, self.t_us, self.pushed_us, self.graph = first, t_us, pushed_us, graph
         self.inputs, self.in_meta, self.thread, self.stack = inputs, in_meta, thread, stack
 
@@ -371,7 +431,7 @@ def _after_fork_in_child() -> None:
     for r in list(_RECORDERS):
         r._lock = threading.Lock()
         r._active[0] = False
-        r.calls, r._pending_calls = [], 0
+        r.calls, r._pending_calls, r._taped = [], 0, []
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
