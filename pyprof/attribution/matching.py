@@ -130,6 +130,10 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     for c in calls:
         pending.setdefault(c.op, []).append(c)
     first = min((c.seq for c in calls), default=0)
+    # calls whose operator has no event in the window (a hybridized block's nodes inside an
+    # ImperativeBulk): they never end here, so they hold nothing back
+    present = {HANDLES.get(ev.name, -1) for ev in ops}
+    unseen = {c.seq for c in calls if c.op not in present}
     ended: dict[int, Any] = {}  # call seq -> its event's end
     out: dict[int, tuple[Call, str]] = {}
     workers: dict[str, int] = {}
@@ -151,8 +155,8 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
             earliest = earliest or c
             ready = c.pushed_us
             for p in c.producers:
-                if p < first or p < 0:
-                    continue  # made before the window (or never recorded): ended
+                if p < first or p < 0 or p in unseen:
+                    continue  # made before the window, never recorded, or with no event: ended
                 end = ended.get(p)
                 if end is None or end > ev.start:
                     ready = None

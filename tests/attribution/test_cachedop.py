@@ -14,6 +14,7 @@ import mxnet as mx
 from mxnet import autograd, gluon
 from pyprof.attribution.matching import BOOKKEEPING, ARGS
 from pyprof.examples.gluon_cnn import build_net, synthetic_mnist
+WARMUP = True
 PLANT
 net = build_net(gluon); net.initialize(mx.init.Xavier()); net.hybridize()
 trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1})
@@ -23,8 +24,9 @@ def step(d, l):
     with autograd.record():
         loss = loss_fn(net(d), l)
     loss.backward(); trainer.step(64)
-step(*batches[0]); mx.nd.waitall()   # the CachedOp is made here, before the session
+if WARMUP: step(*batches[0]); mx.nd.waitall()   # the CachedOp is made here, before the session
 with pyprof.profile(path="w.json", record_shapes=True, with_flops=True) as p:
+    if not WARMUP: net(batches[0][0][:8]).wait_to_read()  # made here, through MXCreateCachedOpEx
     for i in range(3):
         step(*batches[i % 2])
         net(batches[0][0][:8]).wait_to_read()   # inference at batch 8
@@ -40,9 +42,10 @@ sh = pyprof.trace.stats("w.json", categories={"operator"}, by="shape")
 result = {
     "report": p.windows[0].attribution.as_dict(),
     "without": sorted({e["name"] for e in ops if ARGS["input_dims"] not in a(e) and e["name"] not in BOOKKEEPING}),
-    "gemm": sorted({(e["name"], a(e).get(ARGS["block"]), json.dumps(a(e)[ARGS["input_dims"]], separators=(",", ":")), a(e).get(ARGS["flops"]))
+    "gemm": sorted({(e["name"], a(e).get(ARGS["block"]), json.dumps(a(e).get(ARGS["input_dims"]), separators=(",", ":")), a(e).get(ARGS["flops"]))
                     for e in ops if e["name"] in ("Convolution", "FullyConnected", "_backward_Convolution", "_backward_FullyConnected")}),
-    "conv0_batches": [a(e)[ARGS["input_dims"]][0][0] for e in ops if e["name"] == "Convolution" and a(e).get(ARGS["block"]) == "conv0"],
+    "conv0_batches": [a(e).get(ARGS["input_dims"], [[None]])[0][0] for e in ops if e["name"] == "Convolution" and a(e).get(ARGS["block"]) == "conv0"],
+    "backward_blocks": [a(e).get(ARGS["block"]) for e in ops if e["name"].startswith("_backward") and ARGS["block"] in a(e)],
     "blocks": sorted({a(e).get(ARGS["block"]) for e in ops if a(e).get(ARGS["block"])}),
     "sources": sorted({(e["name"], a(e)[ARGS["source"]]) for e in ops if ARGS["source"] in a(e) and e["name"].startswith("_backward")}),
     "matches": sorted({a(e)[ARGS["match"]] for e in ops if ARGS["match"] in a(e)}),
@@ -88,9 +91,13 @@ _c.Graphs.freed = lambda self, handle: None
 """
 
 
-def _run(tmp_path, plant: str = ""):
-    return run_scenario(_CNN.replace("PLANT", plant), tmp_path, env={"PYPROF_PER_OPERATOR": "1"},
-                        fresh=True, timeout=240)
+_NO_STACK_FALLBACK = """
+from pyprof.attribution import cachedop as _c
+_c.Graphs.from_stack = lambda self, handle: None
+"""
+def _run(tmp_path, plant: str = "", per_operator: bool = True):
+    return run_scenario(_CNN.replace("PLANT", plant), tmp_path,
+                        env={"PYPROF_PER_OPERATOR": "1" if per_operator else "0"}, fresh=True, timeout=240)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +120,13 @@ def test_gemm_layers_flops_are_the_golden_integers_with_their_blocks(cnn):
                              "dense1", "flatten0", "pool0", "pool1"]
 
 
+# The order MXNet 1.9.1 runs the CNN's backward nodes in (its graph, Executor.debug_str).
+_BACKWARD_ORDER = ["dense1", "dense0_relu", "dense0", "flatten0", "pool1", "conv1_relu", "conv1",
+                   "pool0", "conv0_relu", "conv0"]
+
+
 def test_backward_nodes_are_labelled_by_how_their_shapes_were_derived(cnn):
+    assert cnn["backward_blocks"] == _BACKWARD_ORDER * 3  # each event its own node's shapes
     assert [s for s in cnn["sources"] if s[0] == "_backward_Pooling"] == [["_backward_Pooling",
                                                                            "derived, partial inputs"]]
     assert {s[1] for s in cnn["sources"] if s[0] != "_backward_Pooling"} == {"derived"}
@@ -137,3 +150,22 @@ def test_shapes_from_the_wrong_signature_fail(tmp_path):
 
 def test_no_eviction_at_free_fails(tmp_path):
     assert _run(tmp_path, _NO_EVICTION)["graphs"] == [1, 1]
+
+
+def test_a_cached_op_made_inside_the_session_gets_its_symbol_at_creation(tmp_path):
+    # the fallback (the Gluon block on the stack) planted away: MXCreateCachedOpEx's hook alone
+    r = _run(tmp_path, _NO_STACK_FALLBACK + "WARMUP = False\n")
+    # (the first forward also finishes Gluon's deferred initialisation: a CopyCPU2CPU per
+    # parameter, made by NDArray copies, not by a recorded call)
+    assert r["without"] == sorted(_UNCOVERED + ["CopyCPU2CPU"]) and "conv0" in r["blocks"]
+    assert r["conv0_batches"] == [8] + [64, 8] * 3
+    # and without either, a CachedOp made before the session is left unrecorded
+    assert _run(tmp_path / "before", _NO_STACK_FALLBACK)["without"] != _UNCOVERED
+
+
+def test_in_bulk_mode_the_nodes_stay_unmatched_and_the_imperative_calls_exact(tmp_path):
+    r = _run(tmp_path, per_operator=False)
+    rep = r["report"]
+    assert rep["ambiguous"] == 0 and rep["exact"] == rep["matched"] > 0
+    assert rep["unmatched_calls"] == 3 * (10 + 10 + 10)  # forward at 64 and 8, backward: in bulks
+    assert "ImperativeBulk" in r["without"]
