@@ -55,7 +55,7 @@ class Graph:
     input and output (shape, dtype code) (:meth:`meta`, one inference per signature)."""
 
     __slots__ = ("json", "prefixes", "nodes", "heads", "signatures", "_sym", "_json_nodes", "failed",
-                 "plan")
+                 "plan", "outputs")
 
     def __init__(self, sym_json: str, prefixes: list[str]) -> None:
         self.json, self.prefixes = sym_json, prefixes
@@ -63,6 +63,7 @@ class Graph:
         self._sym = None
         self.failed = 0  # signatures whose inference failed
         self.plan: list | None = None  # backward_plan, made at the first backward
+        self.outputs: dict[tuple, list] = {}  # signature -> the invocation's outputs' metas
         graph = json.loads(sym_json)
         self._json_nodes = nodes_json = graph["nodes"]
         var = {nid: i for i, nid in enumerate(n for n, nd in enumerate(nodes_json) if nd["op"] == "null")}

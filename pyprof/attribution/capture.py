@@ -136,6 +136,7 @@ class Recorder:
         self._codes = {v: k for k, v in _DTYPES.items()}  # dtype name -> MXNet's code
         self._pending_calls = 0  # node calls of the recorded CachedOp invocations, less one each
         self._taped: list[_Invocation] = []  # invocations autograd recorded, not backwarded yet
+        self._recording: dict[int, bool] = {}  # thread ident -> autograd records (as last set)
         self.full = False  # the window reached capture.max_calls: recording stopped
         self.unrecorded = 0  # calls whose recording failed (they ran; their events carry no args)
         _RECORDERS.add(self)
@@ -156,11 +157,12 @@ class Recorder:
             return False
         capi.hook_mxnet("MXNDArrayFree", self._make_free)
         for name in _CACHED_INVOKE:
-            capi.hook_mxnet(name, self._make_cached_invoke)
+            capi.hook_mxnet(name, lambda raw: self._make_invoke(raw, cached=True))
         for name, out_arg in _CACHED_CREATE.items():
             capi.hook_mxnet(name, lambda raw, i=out_arg: self._make_cached_create(raw, i))
         capi.hook_mxnet("MXFreeCachedOp", self._make_cached_free)
         capi.hook_mxnet("MXAutogradBackwardEx", self._make_backward)
+        capi.hook_mxnet("MXAutogradSetIsRecording", self._make_set_recording)
         self._hooked = True
         return True
 
@@ -169,12 +171,14 @@ class Recorder:
         if self._hooked:
             capi.hook_mxnet("MXImperativeInvokeEx")
             capi.hook_mxnet("MXNDArrayFree")
-            for name in (*_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp", "MXAutogradBackwardEx"):
+            for name in (*_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp", "MXAutogradBackwardEx",
+                         "MXAutogradSetIsRecording"):
                 capi.hook_mxnet(name)
             self._hooked = False
         self._active[0] = False
         self._cache.clear()
         self._graphs.clear()
+        self._recording.clear()
 
     def resume(self) -> None:
         """A window starts recording: record calls from now on."""
@@ -191,13 +195,16 @@ class Recorder:
         with self._lock:
             calls, self.calls, full, self.full = self.calls, [], self.full, False
             self._pending_calls = 0
+            self._taped = []  # a forward of this window backwarded in the next gets no backward calls
         if any(type(c) is _Invocation for c in calls):
             calls = [x for c in calls for x in (self._expand(c) if type(c) is _Invocation else (c,))]
         return calls, full
 
     # -- the hot path ---------------------------------------------------------------------------
-    def _make_invoke(self, raw: Callable[..., int]) -> Callable[..., int]:
-        active, record, now = self._active, self._record, time.time_ns
+    def _make_invoke(self, raw: Callable[..., int], cached: bool = False) -> Callable[..., int]:
+        """``MXImperativeInvokeEx`` (or, ``cached``, ``MXInvokeCachedOp(Ex)``) recording."""
+        active, now = self._active, time.time_ns
+        record = self._record_cached if cached else self._record
 
         def invoke(*a: Any) -> int:
             t = now()
@@ -217,20 +224,6 @@ class Recorder:
             pop(getattr(h, "value", h), None)  # before the free: the address may be reused at once
             return raw(h)
         return free
-
-    def _make_cached_invoke(self, raw: Callable[..., int]) -> Callable[..., int]:
-        active, record, now = self._active, self._record_cached, time.time_ns
-
-        def invoke(*a: Any) -> int:
-            t = now()
-            rc = raw(*a)
-            if rc == 0 and active[0]:
-                try:
-                    record(t // 1000, now() // 1000, a)
-                except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
-                    self.unrecorded += 1
-            return rc
-        return invoke
 
     def _make_cached_create(self, raw: Callable[..., int], out_arg: int) -> Callable[..., int]:
         graphs = self._graphs
@@ -279,18 +272,32 @@ class Recorder:
             in_meta = [self._meta(h) for h in ins]
             first = self._seq
             self._seq = first + n
-            for h, (j, i) in zip(outs, graph.heads):
-                if j < 0:
-                    cache[h] = in_meta[i]
-                else:
-                    s, d = meta(h) if self.shapes else (None, -1)
-                    cache[h] = (s, d, first + j)
+            sig = tuple((e[0], e[1]) for e in in_meta)
+            known = graph.outputs.get(sig)  # the outputs' (shape, dtype) at this signature
+            if known is None or len(known) != len(outs):
+                known = graph.outputs[sig] = [meta(h) if self.shapes else (None, -1) for h in outs]
+            for h, (j, i), (s, d) in zip(outs, graph.heads, known):
+                cache[h] = in_meta[i] if j < 0 else (s, d, first + j)
             inv = _Invocation(first, t_us, pushed_us, graph, ins, in_meta, threading.get_ident(),
                               self._stack() if self.stack else None)
             self.calls.append(inv)
             self._pending_calls += n - 1
-            if _autograd_recording():
+            t = threading.get_ident()
+            rec = self._recording.get(t)
+            if rec is None:  # not set since the recorder was installed: asked once
+                rec = self._recording[t] = _autograd_recording()
+            if rec:
                 self._taped.append(inv)
+
+    def _make_set_recording(self, raw: Callable[..., int]) -> Callable[..., int]:
+        recording, ident = self._recording, threading.get_ident
+
+        def set_recording(*a: Any) -> int:
+            rc = raw(*a)
+            if rc == 0:
+                recording[ident()] = bool(getattr(a[0], "value", a[0]))
+            return rc
+        return set_recording
 
     def _make_backward(self, raw: Callable[..., int]) -> Callable[..., int]:
         active, now = self._active, time.time_ns
