@@ -19,8 +19,8 @@ import json
 import sys
 from typing import Any
 
-__all__ = ["Graph", "Graphs", "Node", "backward_meta", "backward_plan", "block_of", "invoke_io",
-           "symbol_json"]
+__all__ = ["Graph", "Graphs", "Invocation", "Node", "autograd_recording", "backward_meta",
+           "backward_plan", "block_of", "invoke_io", "symbol_json"]
 
 
 class Node:
@@ -238,6 +238,24 @@ def invoke_io(a: tuple) -> tuple[int, list, list]:
     """(CachedOp handle, input handles, output handles) of MXInvokeCachedOp(Ex)'s ctypes args."""
     h = getattr(a[0], "value", a[0])
     return h, list(a[2][:a[1].value]), list(a[4]._obj[:a[3]._obj.value])
+
+
+def autograd_recording() -> bool:
+    """Whether autograd records on this thread. C: MXAutogradIsRecording."""
+    ag = sys.modules.get("mxnet.autograd")
+    return bool(ag is not None and ag.is_recording())
+
+
+class Invocation:
+    """A recorded CachedOp invocation (its seqs start at ``first``) until the recorder's
+    ``take`` makes its node calls; a backward one has its forward Invocation as ``inputs``."""
+
+    __slots__ = ("first", "t_us", "pushed_us", "graph", "inputs", "in_meta", "thread", "stack")
+
+    def __init__(self, first: int, t_us: int, pushed_us: int, graph: Graph, inputs: Any,
+                 in_meta: list | None, thread: int, stack: tuple | None) -> None:
+        self.first, self.t_us, self.pushed_us, self.graph = first, t_us, pushed_us, graph
+        self.inputs, self.in_meta, self.thread, self.stack = inputs, in_meta, thread, stack
 
 
 class Graphs:

@@ -16,6 +16,16 @@ whose module is not one of ``attribution.json capture.skip_modules``. Each input
 producer: the last recorded call that wrote the handle (forgotten at the free), which is what
 :mod:`pyprof.attribution.matching` needs.
 
+Hybridized Gluon blocks (:mod:`pyprof.attribution.cachedop`): ``MXInvokeCachedOpEx`` and
+``MXInvokeCachedOp`` record one call per operator node of the block's graph, in graph order,
+with its Gluon block (``Call.block``); the graph comes from ``MXCreateCachedOpEx``/
+``MXCreateCachedOp`` (or, for a CachedOp made before the recorder was installed, from the
+Gluon block running it) and is forgotten at ``MXFreeCachedOp``; the nodes' shapes come from
+one inference per input signature, made at :meth:`Recorder.take` (outside MXNet's calls). An
+invocation autograd records (tracked at ``MXAutogradSetIsRecording``) also gets, at the next
+``MXAutogradBackwardEx``, one call per backward node that ``attribution.json
+capture.backward`` knows, with shapes derived from its forward node's.
+
 The shape queries are C API calls: with ``profile_api`` they show in the trace as
 ``MXNDArrayGetShapeEx``/``MXNDArrayGetDType`` calls (one pair per output and per input not seen
 before).
@@ -135,7 +145,7 @@ class Recorder:
         self._graphs = cachedop.Graphs()  # CachedOp handle -> its symbol, while it lives
         self._codes = {v: k for k, v in _DTYPES.items()}  # dtype name -> MXNet's code
         self._pending_calls = 0  # node calls of the recorded CachedOp invocations, less one each
-        self._taped: list[_Invocation] = []  # invocations autograd recorded, not backwarded yet
+        self._taped: list[cachedop.Invocation] = []  # autograd recorded them; not backwarded yet
         self._recording: dict[int, bool] = {}  # thread ident -> autograd records (as last set)
         self.full = False  # the window reached capture.max_calls: recording stopped
         self.unrecorded = 0  # calls whose recording failed (they ran; their events carry no args)
@@ -196,8 +206,9 @@ class Recorder:
             calls, self.calls, full, self.full = self.calls, [], self.full, False
             self._pending_calls = 0
             self._taped = []  # a forward of this window backwarded in the next gets no backward calls
-        if any(type(c) is _Invocation for c in calls):
-            calls = [x for c in calls for x in (self._expand(c) if type(c) is _Invocation else (c,))]
+        if any(type(c) is cachedop.Invocation for c in calls):
+            calls = [x for c in calls
+                     for x in (self._expand(c) if type(c) is cachedop.Invocation else (c,))]
         return calls, full
 
     # -- the hot path ---------------------------------------------------------------------------
@@ -278,14 +289,14 @@ class Recorder:
                 known = graph.outputs[sig] = [meta(h) if self.shapes else (None, -1) for h in outs]
             for h, (j, i), (s, d) in zip(outs, graph.heads, known):
                 cache[h] = in_meta[i] if j < 0 else (s, d, first + j)
-            inv = _Invocation(first, t_us, pushed_us, graph, ins, in_meta, threading.get_ident(),
+            inv = cachedop.Invocation(first, t_us, pushed_us, graph, ins, in_meta, threading.get_ident(),
                               self._stack() if self.stack else None)
             self.calls.append(inv)
             self._pending_calls += n - 1
             t = threading.get_ident()
             rec = self._recording.get(t)
             if rec is None:  # not set since the recorder was installed: asked once
-                rec = self._recording[t] = _autograd_recording()
+                rec = self._recording[t] = cachedop.autograd_recording()
             if rec:
                 self._taped.append(inv)
 
@@ -324,17 +335,20 @@ class Recorder:
                     g.plan = cachedop.backward_plan(g, _BACKWARD)
                 if not g.plan:
                     continue
+                if self._pending_calls + len(self.calls) + len(g.plan) > MAX_CALLS:
+                    self.full, self._active[0] = True, False
+                    return
                 first = self._seq
                 self._seq = first + len(g.plan)
-                self.calls.append(_Invocation(first, t_us, pushed_us, g, inv, None,
+                self.calls.append(cachedop.Invocation(first, t_us, pushed_us, g, inv, None,
                                               threading.get_ident(), None))
                 self._pending_calls += len(g.plan) - 1
 
-    def _expand(self, inv: _Invocation) -> list[Call]:
+    def _expand(self, inv: cachedop.Invocation) -> list[Call]:
         """The node calls of one CachedOp invocation, in graph order; of its backward, in the
         order of its plan (the invocation's ``inputs`` is then the forward invocation)."""
         g = inv.graph
-        if isinstance(inv.inputs, _Invocation):
+        if isinstance(inv.inputs, cachedop.Invocation):
             return self._expand_backward(inv, inv.inputs)
         metas = g.meta(tuple((e[0], e[1]) for e in inv.in_meta), self._codes) if self.shapes else None
         out = []
@@ -346,7 +360,7 @@ class Recorder:
                             n.vals, producers, inv.thread, inv.stack, n.block, _SOURCES["node"]))
         return out
 
-    def _expand_backward(self, bwd: _Invocation, fwd: _Invocation) -> list[Call]:
+    def _expand_backward(self, bwd: cachedop.Invocation, fwd: cachedop.Invocation) -> list[Call]:
         g = fwd.graph
         metas = g.meta(tuple((e[0], e[1]) for e in fwd.in_meta), self._codes) if self.shapes else None
         out = []
@@ -364,7 +378,7 @@ class Recorder:
         op, ins, outs, keys, vals = capi.invoke_io(a)
         cache = self._cache
         with self._lock:
-            if len(self.calls) + self._pending_calls >= MAX_CALLS:  # memory stays bounded, whatever the window's length
+            if len(self.calls) + self._pending_calls >= MAX_CALLS:  # bounded, whatever the window
                 self.full, self._active[0] = True, False
                 return
             seq = self._seq
@@ -410,23 +424,6 @@ class Recorder:
             out.append((f.f_code, f.f_lineno))
             f = f.f_back
         return tuple(out)
-
-
-def _autograd_recording() -> bool:
-    """Whether autograd records on this thread. C: MXAutogradIsRecording."""
-    ag = sys.modules.get("mxnet.autograd")
-    return bool(ag is not None and ag.is_recording())
-
-
-class _Invocation:
-    """A recorded CachedOp invocation until :meth:`Recorder.take` makes its node calls."""
-
-    __slots__ = ("first", "t_us", "pushed_us", "graph", "inputs", "in_meta", "thread", "stack")
-
-    def __init__(self, first: int, t_us: int, pushed_us: int, graph: cachedop.Graph, inputs: Any,
-                 in_meta: list | None, thread: int, stack: tuple | None) -> None:
-        self.first, self.t_us, self.pushed_us, self.graph = first, t_us, pushed_us, graph
-        self.inputs, self.in_meta, self.thread, self.stack = inputs, in_meta, thread, stack
 
 
 _RECORDERS: weakref.WeakSet[Recorder] = weakref.WeakSet()

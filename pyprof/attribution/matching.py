@@ -5,10 +5,11 @@ The rule (``attribution.json matching``): operator events are taken in order of 
 an event is matched to the unmatched recorded call of its operator (by handle: aliases are one
 operator), made before the event started, whose input producers have all ended by then, with
 the earliest *ready time* (the call's time, or its producers' last end when later; ties: the
-earlier call). A device with one FIFO worker (MXNet's CPU default) runs its operators in the
-order they became ready, so the match is exact there; with several workers per device (the GPU
-default, ``MXNET_CPU_WORKER_NTHREADS`` > 1) an event with more than one ready candidate is
-labelled ``ambiguous`` instead of being claimed exact.
+earlier call). A producer whose operator has no event in the window (a hybridized block's
+node inside an ``ImperativeBulk``) counts as ended. A device with one FIFO worker (MXNet's CPU
+default) runs its operators in the order they became ready, so the match is exact there; with
+several workers per device (the GPU default, ``MXNET_CPU_WORKER_NTHREADS`` > 1) an event with
+more than one ready candidate is labelled ``ambiguous`` instead of being claimed exact.
 
 The memory check: the rise of the device's ``Memory: <device>`` counter inside the event, on
 the event's thread, equals the bytes of the call's outputs (their shapes and dtypes). It needs

@@ -43,7 +43,7 @@ result = {
     "report": p.windows[0].attribution.as_dict(),
     "without": sorted({e["name"] for e in ops if ARGS["input_dims"] not in a(e) and e["name"] not in BOOKKEEPING}),
     "gemm": sorted({(e["name"], a(e).get(ARGS["block"]), json.dumps(a(e).get(ARGS["input_dims"]), separators=(",", ":")), a(e).get(ARGS["flops"]))
-                    for e in ops if e["name"] in ("Convolution", "FullyConnected", "_backward_Convolution", "_backward_FullyConnected")}),
+                    for e in ops if e["name"] in ("Convolution", "FullyConnected", "_backward_Convolution", "_backward_FullyConnected")}, key=str),
     "conv0_batches": [a(e).get(ARGS["input_dims"], [[None]])[0][0] for e in ops if e["name"] == "Convolution" and a(e).get(ARGS["block"]) == "conv0"],
     "backward_blocks": [a(e).get(ARGS["block"]) for e in ops if e["name"].startswith("_backward") and ARGS["block"] in a(e)],
     "blocks": sorted({a(e).get(ARGS["block"]) for e in ops if a(e).get(ARGS["block"])}),
@@ -169,3 +169,11 @@ def test_in_bulk_mode_the_nodes_stay_unmatched_and_the_imperative_calls_exact(tm
     assert rep["ambiguous"] == 0 and rep["exact"] == rep["matched"] > 0
     assert rep["unmatched_calls"] == 3 * (10 + 10 + 10)  # forward at 64 and 8, backward: in bulks
     assert "ImperativeBulk" in r["without"]
+
+
+@pytest.mark.parametrize("limit", [5, 15])
+def test_a_window_records_at_most_max_calls_node_calls(tmp_path, limit):
+    # 5: the first forward's 10 nodes do not fit; 15: they and the loss's 4 calls do, the
+    # backward's 10 nodes do not
+    r = _run(tmp_path, f"from pyprof.attribution import capture as _cap\n_cap.MAX_CALLS = {limit}\n")
+    assert r["report"]["calls"] == {5: 0, 15: 14}[limit]
