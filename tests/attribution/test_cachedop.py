@@ -25,7 +25,7 @@ def step(d, l):
         loss = loss_fn(net(d), l)
     loss.backward(); trainer.step(64)
 if WARMUP: step(*batches[0]); mx.nd.waitall()   # the CachedOp is made here, before the session
-with pyprof.profile(path="w.json", record_shapes=True, with_flops=True) as p:
+with pyprof.profile(path="w.json", record_shapes=True, with_flops=True, with_stack=True) as p:
     if not WARMUP: net(batches[0][0][:8]).wait_to_read()  # made here, through MXCreateCachedOpEx
     for i in range(3):
         step(*batches[i % 2])
@@ -46,6 +46,8 @@ result = {
                     for e in ops if e["name"] in ("Convolution", "FullyConnected", "_backward_Convolution", "_backward_FullyConnected")}, key=str),
     "conv0_batches": [a(e).get(ARGS["input_dims"], [[None]])[0][0] for e in ops if e["name"] == "Convolution" and a(e).get(ARGS["block"]) == "conv0"],
     "backward_blocks": [a(e).get(ARGS["block"]) for e in ops if e["name"].startswith("_backward") and ARGS["block"] in a(e)],
+    "sites": sorted({(e["name"], a(e)[ARGS["call_site"]].rsplit(" ", 1)[1]) for e in ops
+                     if e["name"] in ("Convolution", "_backward_Convolution") and ARGS["call_site"] in a(e)}),
     "blocks": sorted({a(e).get(ARGS["block"]) for e in ops if a(e).get(ARGS["block"])}),
     "sources": sorted({(e["name"], a(e)[ARGS["source"]]) for e in ops if ARGS["source"] in a(e) and e["name"].startswith("_backward")}),
     "matches": sorted({a(e)[ARGS["match"]] for e in ops if ARGS["match"] in a(e)}),
@@ -123,6 +125,13 @@ def test_gemm_layers_flops_are_the_golden_integers_with_their_blocks(cnn):
 # The order MXNet 1.9.1 runs the CNN's backward nodes in (its graph, Executor.debug_str).
 _BACKWARD_ORDER = ["dense1", "dense0_relu", "dense0", "flatten0", "pool1", "conv1_relu", "conv1",
                    "pool0", "conv0_relu", "conv0"]
+
+
+def test_node_calls_carry_the_call_site_of_their_invocation(cnn):
+    # the training forward is called in step(), the inference forward at module level; a
+    # backward node carries its forward invocation's site
+    assert cnn["sites"] == [["Convolution", "<module>"], ["Convolution", "step"],
+                            ["_backward_Convolution", "step"]]
 
 
 def test_backward_nodes_are_labelled_by_how_their_shapes_were_derived(cnn):
