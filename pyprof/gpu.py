@@ -244,22 +244,20 @@ def describe_build(library: str) -> Build:
 
 
 def remedy(card: CC, build: Build) -> str:
-    """How to get a build with kernels for ``card`` (one clause, no trailing period)."""
+    """How to get a build with kernels for ``card`` (gpu.json ``remedy``)."""
+    words = SPEC["remedy"]
     fits = [w for w in WHEELS if runs_on(card, wheel_sass(w))]
     if fits:
         w = fits[-1]
-        return (f"install {w['name']}=={MXNET_VERSION} in place of {build.label()} "
-                f"(scripts/setup.sh --gpu {w['name'].removeprefix('mxnet-')}; it needs a driver "
-                f"for CUDA {w['cuda']} or newer)")
+        return words["wheel"].format(wheel=w["name"], version=MXNET_VERSION, build=build.label(),
+                                     short=w["name"].removeprefix("mxnet-"), cuda=w["cuda"])
     newest = WHEELS[-1]
     top = max(wheel_sass(newest))
     toolkit = TOOLKIT_FOR.get(card)
-    needs = f"CUDA {toolkit} or newer" if toolkit else f"a CUDA toolkit that supports {sm(card)}"
-    return (f"no MXNet {MXNET_VERSION} wheel has kernels for compute capability {cc_str(card)} "
-            f"(the newest, {newest['name']}, stops at {sm(top)}): build MXNet {MXNET_VERSION} "
-            f"from source with {needs} and MXNET_CUDA_ARCH={cc_str(card)}, then set "
-            f"MXNET_LIBRARY_PATH to its libmxnet.so; or use a GPU of compute capability "
-            f"{top[0]}.x")
+    needs = (words["needs_toolkit"].format(toolkit=toolkit) if toolkit
+             else words["needs_any"].format(sm=sm(card)))
+    return words["source"].format(version=MXNET_VERSION, cc=cc_str(card), newest=newest["name"],
+                                  top=sm(top), needs=needs, major=top[0])
 
 
 def unsupported(card_name: str, card: CC, build: Build) -> dict | None:

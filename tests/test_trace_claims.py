@@ -334,7 +334,7 @@ except pyprof.PyprofError as e:
     out["c"] = [type(e).__name__, e.code, str(e.fields["pid"]) == str(holder.pid)]
 out["after_c"] = claim.held()
 out["jvm_holds_b"] = bool(jvm.eval_clojure(
-    '(.holds (pyprof.jvm.Tracker/current) (pyprof.config/abspath "b.json"))'))
+    '(.holds (pyprof.jvm.Tracker/current) (pyprof.output/abspath "b.json"))'))
 holder.kill(); holder.wait()
 print(json.dumps(out))
 """

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Graph", "Graphs", "Invocation", "Node", "autograd_recording", "backward_meta",
@@ -290,3 +291,23 @@ class Graphs:
 
     def clear(self) -> None:
         self.by_handle.clear()
+
+    def hook_create(self, raw: Callable[..., int], out_arg: int) -> Callable[..., int]:
+        """``MXCreateCachedOpEx``/``MXCreateCachedOp`` (CachedOpHandle* at ``out_arg``) that
+        keeps the new CachedOp's graph (:meth:`created`)."""
+        def create(*a: Any) -> int:
+            rc = raw(*a)
+            if rc == 0:
+                try:
+                    self.created(a[out_arg]._obj.value)
+                except Exception:  # noqa: BLE001 - its invocations fall back to the Gluon block
+                    pass
+            return rc
+        return create
+
+    def hook_free(self, raw: Callable[..., int]) -> Callable[..., int]:
+        """``MXFreeCachedOp`` that forgets the graph first (the address may be reused at once)."""
+        def free(h: Any) -> int:
+            self.freed(getattr(h, "value", h))
+            return raw(h)
+        return free

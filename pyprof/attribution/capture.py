@@ -13,8 +13,11 @@ an output or first seen, evicted at ``MXNDArrayFree`` since addresses are reused
 attributes (keys and vals as passed), the calling thread, the call's time (the trace's clock,
 microseconds) and, with ``with_stack``, the call stack up to the call site: the first frame
 whose module is not one of ``attribution.json capture.skip_modules``. Each input also names its
-producer: the last recorded call that wrote the handle (forgotten at the free), which is what
-:mod:`pyprof.attribution.matching` needs.
+producer: the last recorded call that wrote the handle (forgotten at the free), and which of
+that call's outputs it is (its engine variable), which is what :mod:`pyprof.attribution.matching`
+needs. A view (``reshape``, ``x[i]``, ``x[a:b]``, ``detach``: ``attribution.json capture.views``)
+is a new handle on the same engine variable, so it inherits its source's producer; without that
+an operator reading a view looked ready before the source's producer had run.
 
 Hybridized Gluon blocks (:mod:`pyprof.attribution.cachedop`): ``MXInvokeCachedOpEx`` and
 ``MXInvokeCachedOp`` record one call per operator node of the block's graph, in graph order,
@@ -45,7 +48,7 @@ from .. import rules
 from ..native import capi
 from . import cachedop
 
-__all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "dtype_name"]
+__all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "VIEWS", "dtype_name"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
 #: The session options, each with what it records.
@@ -61,6 +64,9 @@ _CACHED_CREATE = {"MXCreateCachedOpEx": 4, "MXCreateCachedOp": 1}
 #: Calls one window records at most (attribution.json capture.max_calls; tests lower it):
 #: past it the recorder stops until the next window, so memory stays bounded.
 MAX_CALLS: int = _SPEC["max_calls"]
+#: The C functions that make a view: a new handle on its source's engine variable
+#: (attribution.json capture.views; each takes the source first and the new handle's out last).
+VIEWS: tuple[str, ...] = tuple(_SPEC["views"])
 
 #: Operator name -> handle (aliases share a handle; a trace names the operator by one of them),
 #: and handle -> one of its names; filled once per process.
@@ -83,15 +89,16 @@ class Call:
     trace's clock (microseconds since the epoch)."""
 
     __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
-                 "producers", "thread", "stack", "block", "source")
+                 "producers", "slots", "thread", "stack", "block", "source")
 
     def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
                  in_meta: list | None, out_meta: list | None, keys: list, vals: list,
-                 producers: tuple, thread: int, stack: tuple | None, block: str | None = None,
-                 source: str = "call") -> None:
+                 producers: tuple, thread: int, stack: tuple | None, slots: tuple = (),
+                 block: str | None = None, source: str = "call") -> None:
         self.seq, self.t_us, self.pushed_us, self.op = seq, t_us, pushed_us, op
         self.inputs, self.outputs, self.in_meta, self.out_meta = inputs, outputs, in_meta, out_meta
         self.keys, self.vals, self.producers = keys, vals, producers
+        self.slots = slots  # per input: which output of its producer it is (-1: unknown)
         self.thread, self.stack = thread, stack
         #: the Gluon block of a CachedOp node (``conv0``), None for an imperative call; source:
         #: where the shapes came from (attribution.json ``capture.sources``)
@@ -138,7 +145,7 @@ class Recorder:
         self.calls: list[Call] = []
         self._seq = 0  # calls recorded by this recorder, every window: a producer's seq is unique
         self._active = [False]  # a list: the hot path reads it without an attribute lookup
-        self._cache: dict[int, tuple] = {}  # handle -> (shape, dtype code, producer seq)
+        self._cache: dict[int, tuple] = {}  # handle -> (shape, dtype code, producer seq, output slot)
         self._lock = threading.Lock()
         self._hooked = False
         self._skip: dict[Any, bool] = {}  # code object -> not a call site
@@ -166,11 +173,13 @@ class Recorder:
         if not capi.hook_mxnet("MXImperativeInvokeEx", self._make_invoke):
             return False
         capi.hook_mxnet("MXNDArrayFree", self._make_free)
+        for name in VIEWS:
+            capi.hook_mxnet(name, self._make_view)
         for name in _CACHED_INVOKE:
             capi.hook_mxnet(name, lambda raw: self._make_invoke(raw, cached=True))
         for name, out_arg in _CACHED_CREATE.items():
-            capi.hook_mxnet(name, lambda raw, i=out_arg: self._make_cached_create(raw, i))
-        capi.hook_mxnet("MXFreeCachedOp", self._make_cached_free)
+            capi.hook_mxnet(name, lambda raw, i=out_arg: self._graphs.hook_create(raw, i))
+        capi.hook_mxnet("MXFreeCachedOp", self._graphs.hook_free)
         capi.hook_mxnet("MXAutogradBackwardEx", self._make_backward)
         capi.hook_mxnet("MXAutogradSetIsRecording", self._make_set_recording)
         self._hooked = True
@@ -181,8 +190,8 @@ class Recorder:
         if self._hooked:
             capi.hook_mxnet("MXImperativeInvokeEx")
             capi.hook_mxnet("MXNDArrayFree")
-            for name in (*_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp", "MXAutogradBackwardEx",
-                         "MXAutogradSetIsRecording"):
+            for name in (*VIEWS, *_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp",
+                         "MXAutogradBackwardEx", "MXAutogradSetIsRecording"):
                 capi.hook_mxnet(name)
             self._hooked = False
         self._active[0] = False
@@ -236,33 +245,29 @@ class Recorder:
             return raw(h)
         return free
 
-    def _make_cached_create(self, raw: Callable[..., int], out_arg: int) -> Callable[..., int]:
-        graphs = self._graphs
+    def _make_view(self, raw: Callable[..., int]) -> Callable[..., int]:
+        active, cache = self._active, self._cache
 
-        def create(*a: Any) -> int:
-            rc = raw(*a)
-            if rc == 0:
+        def view(*a: Any) -> int:
+            rc = raw(*a)  # (source handle, ..., NDArrayHandle* out): the out is a view of the source
+            if rc == 0 and active[0]:
                 try:
-                    graphs.created(a[out_arg]._obj.value)
-                except Exception:  # noqa: BLE001 - its invocations fall back to the Gluon block
-                    pass
+                    e = cache.get(getattr(a[0], "value", a[0]))
+                    if e is not None:  # a source never seen has no producer: nor has its view
+                        h = a[-1]._obj.value
+                        s, d = capi.ndarray_meta(h) if self.shapes else (None, -1)
+                        cache[h] = (s, d, e[2], e[3])  # one dict store, as the free's pop
+                except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
+                    self.unrecorded += 1
             return rc
-        return create
-
-    def _make_cached_free(self, raw: Callable[..., int]) -> Callable[..., int]:
-        freed = self._graphs.freed
-
-        def free(h: Any) -> int:
-            freed(getattr(h, "value", h))  # before the free: the address may be reused at once
-            return raw(h)
-        return free
+        return view
 
     def _meta(self, h: int) -> tuple:
         """The cache entry of input handle ``h``, queried and cached when not seen before."""
         e = self._cache.get(h)
         if e is None or e[1] == -1:  # never seen, or recorded without shapes
             s, d = capi.ndarray_meta(h)
-            e = self._cache[h] = (s, d, -1 if e is None else e[2])
+            e = self._cache[h] = (s, d, -1, -1) if e is None else (s, d, e[2], e[3])
         return e
 
     def _record_cached(self, t_us: int, pushed_us: int, a: tuple) -> None:
@@ -288,7 +293,7 @@ class Recorder:
             if known is None or len(known) != len(outs):
                 known = graph.outputs[sig] = [meta(h) if self.shapes else (None, -1) for h in outs]
             for h, (j, i), (s, d) in zip(outs, graph.heads, known):
-                cache[h] = in_meta[i] if j < 0 else (s, d, first + j)
+                cache[h] = in_meta[i] if j < 0 else (s, d, first + j, i)
             inv = cachedop.Invocation(first, t_us, pushed_us, graph, ins, in_meta, threading.get_ident(),
                               self._stack() if self.stack else None)
             self.calls.append(inv)
@@ -354,10 +359,11 @@ class Recorder:
         out = []
         for k, n in enumerate(g.nodes):
             producers = tuple(inv.in_meta[i][2] if j < 0 else inv.first + j for j, i in n.inputs)
+            slots = tuple(inv.in_meta[i][3] if j < 0 else i for j, i in n.inputs)
             m = metas[k] if metas is not None else (None, None)
             out.append(Call(inv.first + k, inv.t_us, inv.pushed_us, HANDLES.get(n.op, -1),
                             [inv.inputs[i] for j, i in n.inputs if j < 0], [], m[0], m[1], n.keys,
-                            n.vals, producers, inv.thread, inv.stack, n.block, _SOURCES["node"]))
+                            n.vals, producers, inv.thread, inv.stack, slots, n.block, _SOURCES["node"]))
         return out
 
     def _expand_backward(self, bwd: cachedop.Invocation, fwd: cachedop.Invocation) -> list[Call]:
@@ -371,7 +377,8 @@ class Recorder:
             n = g.nodes[k]
             out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(op, -1), [], [], ins, outs,
                             n.keys, n.vals, tuple(bwd.first + q for q in after), bwd.thread, fwd.stack,
-                            n.block, _SOURCES["backward" if exact else "backward_partial"]))
+                            tuple(0 for _ in after), n.block,
+                            _SOURCES["backward" if exact else "backward_partial"]))
         return out
 
     def _record(self, t_us: int, pushed_us: int, a: tuple) -> None:
@@ -383,28 +390,29 @@ class Recorder:
                 return
             seq = self._seq
             self._seq = seq + 1
-            producers = tuple(e[2] if (e := cache.get(h)) is not None else -1 for h in ins)
+            known = [cache.get(h) for h in ins]
+            producers = tuple(e[2] if e is not None else -1 for e in known)
+            slots = tuple(e[3] if e is not None else -1 for e in known)
             if self.shapes:
                 meta = capi.ndarray_meta
                 in_meta = []
-                for h in ins:
-                    e = cache.get(h)
+                for h, e in zip(ins, known):
                     if e is None:
                         s, d = meta(h)
-                        e = cache[h] = (s, d, -1)
+                        e = cache[h] = (s, d, -1, -1)
                     in_meta.append(e)
                 out_meta = []
-                for h in outs:
+                for j, h in enumerate(outs):
                     s, d = meta(h)
-                    e = cache[h] = (s, d, seq)
+                    e = cache[h] = (s, d, seq, j)
                     out_meta.append(e)
             else:
                 in_meta = out_meta = None
-                for h in outs:
-                    cache[h] = (None, -1, seq)
+                for j, h in enumerate(outs):
+                    cache[h] = (None, -1, seq, j)
             stack = self._stack() if self.stack else None
-            self.calls.append(Call(seq, t_us, pushed_us, op, ins, outs, in_meta,
-                                   out_meta, keys, vals, producers, threading.get_ident(), stack))
+            self.calls.append(Call(seq, t_us, pushed_us, op, ins, outs, in_meta, out_meta, keys,
+                                   vals, producers, threading.get_ident(), stack, slots))
 
     def _stack(self) -> tuple:
         """(code, line) pairs from the call site outwards (frames of skip_modules left out)."""

@@ -3,18 +3,25 @@ window, checking each match against the memory counter, and writing the args int
 
 The rule (``attribution.json matching``): operator events are taken in order of their start;
 an event is matched to the unmatched recorded call of its operator (by handle: aliases are one
-operator), made before the event started, whose input producers have all ended by then, with
-the earliest *ready time* (the call's time, or its producers' last end when later; ties: the
-earlier call). A producer whose operator has no event in the window (a hybridized block's
-node inside an ``ImperativeBulk``) counts as ended. A device with one FIFO worker (MXNet's CPU
-default) runs its operators in the order they became ready, so the match is exact there; with
-several workers per device (the GPU default, ``MXNET_CPU_WORKER_NTHREADS`` > 1) an event with
-more than one ready candidate is labelled ``ambiguous`` instead of being claimed exact.
+operator), made before the event started, whose producers have all ended by then, with the
+earliest *ready time* (the call's return, or its producers' last end when later; ties: the
+earlier call). A call's producers are its inputs' (views inherit their source's: one engine
+variable) and, for an operator that requests temp space, the call that took the same one of
+the device's round-robin copies before it (``matching.resources``); a producer whose operator
+has no event in the window (a hybridized block's node inside an ``ImperativeBulk``) counts as
+ended. A device with one FIFO
+worker (MXNet's CPU default) runs its operators in the order they became ready, so the match
+is exact there when the trace orders the chosen call's readiness before every other ready
+candidate's; when it cannot (one completion released both through different variables, or a
+push raced a completion) the memory counter decides if it tells them apart (label ``memory``),
+else the event is labelled ``ambiguous``. With several workers per device (the GPU default,
+``MXNET_CPU_WORKER_NTHREADS`` > 1) an event with more than one ready candidate is labelled
+``ambiguous`` instead of being claimed exact.
 
 The memory check: the rise of the device's ``Memory: <device>`` counter inside the event, on
-the event's thread, equals the bytes of the call's outputs (their shapes and dtypes). It needs
-the previous sample of the counter, so an allocation that is the window's first sample is not
-checked. Pure Python over the window's file; no C function is called.
+the event's thread, equals the bytes of the call's outputs; made only where the trace tells the
+rise (:mod:`pyprof.attribution.memory`), and counted as unchecked with a reason otherwise
+(``matching.memory_unchecked``). Pure Python over the window's file; no C function is called.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -33,6 +40,7 @@ from ..trace.slices import closed_slices
 from ..trace.writer import TraceWriter
 from . import flops as _flops
 from .capture import HANDLES, Call
+from .memory import CounterSamples
 
 __all__ = ["ARGS", "BOOKKEEPING", "MAX_ANNOTATE_BYTES", "MatchReport", "annotate",
            "annotate_window", "match", "workers_per_device"]
@@ -45,6 +53,7 @@ _M: dict[str, Any] = _SPEC["matching"]
 BOOKKEEPING = frozenset(_M["bookkeeping"])
 _CATEGORIES = frozenset(_M["categories"])
 _LABELS: dict[str, str] = _M["match_labels"]
+_RES: dict[str, Any] = _M["resources"]
 _CALL: str = _SPEC["capture"]["sources"]["call"]
 #: A window file larger than this (bytes) is kept as cut, without args: annotating reads the
 #: whole window into memory (attribution.json capture.max_annotate_bytes; tests lower it).
@@ -57,11 +66,15 @@ class MatchReport:
 
     Attributes:
         calls: recorded calls; events: operator events that are not bookkeeping.
-        matched: events given a call (``exact`` + ``ambiguous`` of them).
+        matched: events given a call (``exact`` + ``ambiguous`` + ``by_memory`` of them).
         unmatched_calls: calls no event took; unmatched_events: non-bookkeeping operator
             events with no call, by name -> count.
         memory_checked / memory_passed: matches whose counter rise could be checked / equalled
             the outputs' bytes.
+        by_memory: matches labelled ``memory`` (a tie the rule could not order, decided by the
+            counter's rise: not checked).
+        memory_unchecked: matches not checked, by reason (a key of ``attribution.json
+            matching.memory_unchecked``) -> count; with memory_checked they make ``matched``.
     """
 
     calls: int
@@ -73,6 +86,8 @@ class MatchReport:
     unmatched_events: dict[str, int]
     memory_checked: int
     memory_passed: int
+    by_memory: int = 0
+    memory_unchecked: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def memory_share(self) -> float | None:
@@ -122,81 +137,146 @@ def _operator_events(events: Sequence[dict[str, Any]]) -> list[_Event]:
     return out
 
 
+def _temp_chain(calls: Sequence[Call], ops: Sequence[_Event], env: dict[str, str] | None) -> dict[int, int]:
+    """call seq -> the seq of the call that took the same temp-space copy before it, in the
+    window (attribution.json matching.resources); empty unless every event is on a CPU."""
+    if not ops or any(o.device.split("/")[0] != "cpu" for o in ops):
+        return {}
+    env = os.environ if env is None else env
+    var, default = _RES["copies"]["cpu"]
+    try:
+        n = max(1, int(env.get(var, default)))
+    except ValueError:
+        n = default
+    temp = {HANDLES[name] for name in _RES["temp_space"] if name in HANDLES}
+    users = [c.seq for c in calls if c.op in temp]
+    return {users[k]: users[k - n] for k in range(n, len(users))}
+
+
+class _Ready:
+    """When a candidate call reached the worker's queue: ``point`` the rule's time (the call's
+    return, or its last producer's end), ``lo``/``hi`` the bounds of the real moment, ``bind``
+    what made it ready (``("push", thread)`` or ``(producer seq, engine variable)``; None when
+    two things did at the same stamp)."""
+
+    __slots__ = ("call", "point", "lo", "hi", "bind")
+
+    def __init__(self, call: Call, point: Any, lo: Any, hi: Any, bind: Any) -> None:
+        self.call, self.point, self.lo, self.hi, self.bind = call, point, lo, hi, bind
+
+    def surely_before(self, other: _Ready) -> bool:
+        """This call certainly reached the queue of one FIFO worker before ``other``: its moment
+        ends before the other's begins, or both were made ready by one thing that releases
+        them in call order (one thread's pushes; one variable's waiting readers)."""
+        return self.hi < other.lo or (self.bind is not None and self.bind == other.bind)
+
+
+def _ready(c: Call, deps: list, ended: dict, after: dict, first: int, start: Any) -> _Ready | None:
+    point, lo, hi, bind = c.pushed_us, c.t_us, c.pushed_us, ("push", c.thread)
+    for p, var in deps:
+        if p < first or p < 0:
+            continue  # made before the window (or never recorded): ended
+        end = ended.get(p)
+        if end is None or end > start:
+            return None
+        # released in the producer's completion: after its end, before its worker's next event
+        lo, hi = max(lo, end), max(hi, after[p])
+        if end > point:
+            point, bind = end, (p, var)
+        elif end == point and bind != (p, var):
+            bind = None
+    return _Ready(c, point, lo, hi, bind)
+
+
+def _dependencies(calls: Sequence[Call], chain: dict[int, int]) -> dict[int, list]:
+    """call seq -> [(producer seq, engine variable)]: its inputs' and its temp-space copy's."""
+    deps: dict[int, list] = {}
+    for c in calls:
+        slots = getattr(c, "slots", ()) or ()
+        d = [(p, ("out", p, slots[i] if i < len(slots) else -1)) for i, p in enumerate(c.producers)]
+        if c.seq in chain:
+            d.append((chain[c.seq], ("temp", chain[c.seq])))
+        deps[c.seq] = d
+    return deps
+
+
 def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
-          env: dict[str, str] | None = None) -> tuple[dict[int, tuple[Call, str]], list[_Event]]:
+          env: dict[str, str] | None = None, rise: Callable[[_Event], int | None] | None = None,
+          nbytes: Callable[[Call], int | None] | None = None,
+          ) -> tuple[dict[int, tuple[Call, str]], list[_Event]]:
     """Match ``calls`` to the operator events of ``events`` (a window's trace events):
-    ``{event index: (call, label)}`` and the operator events, by the module's rule."""
+    ``{event index: (call, label)}`` and the operator events, by the module's rule. ``rise``
+    (the memory counter's certain rise inside an event, or None) and ``nbytes`` (a call's
+    outputs' bytes, or None) let memory decide a tie the rule cannot order."""
     ops = _operator_events(events)
+    deps = _dependencies(calls, _temp_chain(calls, ops, env))
+    # calls whose operator has no event in the window (a hybridized block's nodes inside an
+    # ImperativeBulk) never end here: they hold nothing back
+    present = {HANDLES.get(ev.name, -1) for ev in ops}
+    unseen = {c.seq for c in calls if c.op not in present}
+    if unseen:
+        deps = {k: [d for d in v if d[0] not in unseen] for k, v in deps.items()}
     pending: dict[int, list[Call]] = {}
     for c in calls:
         pending.setdefault(c.op, []).append(c)
+    starts: dict[Any, list] = {}
+    for o in ops:
+        starts.setdefault(o.tid, []).append(o.start)
     first = min((c.seq for c in calls), default=0)
-    # calls whose operator has no event in the window (a hybridized block's nodes inside an
-    # ImperativeBulk): they never end here, so they hold nothing back
-    present = {HANDLES.get(ev.name, -1) for ev in ops}
-    unseen = {c.seq for c in calls if c.op not in present}
     ended: dict[int, Any] = {}  # call seq -> its event's end
+    after: dict[int, Any] = {}  # call seq -> the next event start on its event's thread
+    tainted: set[int] = set()  # calls of a tie guessed at: their own match is a guess too
     out: dict[int, tuple[Call, str]] = {}
     workers: dict[str, int] = {}
     for ev in ops:
         if ev.name in BOOKKEEPING:
             continue
         todo = pending.get(HANDLES.get(ev.name, -1))
-        if not todo:
+        if not todo or todo[0].t_us > ev.start:
             continue
         n = workers.get(ev.device)
         if n is None:
             n = workers[ev.device] = workers_per_device(ev.device, env)
-        best, ready_n, earliest = None, 0, None
+        best: _Ready | None = None
+        ready: list[_Ready] = []
         for c in todo:
             if c.t_us > ev.start:
                 break  # calls are in call order, so in time order
-            if n == 1 and best is not None and c.pushed_us >= best[0]:
-                break  # no later call can be ready earlier (ready >= returned, in call order)
-            earliest = earliest or c
-            ready = c.pushed_us
-            for p in c.producers:
-                if p < first or p < 0 or p in unseen:
-                    continue  # made before the window, never recorded, or with no event: ended
-                end = ended.get(p)
-                if end is None or end > ev.start:
-                    ready = None
-                    break
-                ready = max(ready, end)
-            if ready is None:
-                continue
-            ready_n += 1
-            if best is None or ready < best[0]:
-                best = (ready, c)
-        if best is None and earliest is None:
-            continue
-        # no candidate ready: a dependency the rule does not see (an earlier match was wrong,
-        # or the engine held the call back); the earliest call, labelled, so nothing cascades
-        c = best[1] if best is not None else earliest
+            if n == 1 and best is not None and c.t_us > best.hi:
+                break  # no later call was ready before the best (ready >= called, in call order)
+            r = _ready(c, deps[c.seq], ended, after, first, ev.start)
+            if r is not None:
+                ready.append(r)
+                if best is None or (r.point, r.call.seq) < (best.point, best.call.seq):
+                    best = r
+        if best is None:
+            # no candidate ready: a dependency the rule does not see (an earlier match was
+            # wrong, or the engine held the call back); the earliest call, labelled, so
+            # nothing cascades
+            c, label = todo[0], _LABELS["ambiguous"]
+        elif n > 1:
+            c, label = best.call, _LABELS["exact" if len(ready) == 1 else "ambiguous"]
+        else:
+            c, label = best.call, _LABELS["exact"]
+            tie = [r for r in ready if r is not best and not best.surely_before(r)]
+            if tie:
+                tie.append(best)
+                want = rise(ev) if rise is not None and nbytes is not None else None
+                fits = [r.call for r in tie if want is not None and nbytes(r.call) == want]
+                if len(fits) == 1:
+                    c, label = fits[0], _LABELS["memory"]
+                else:
+                    label = _LABELS["ambiguous"]
+                    tainted.update(r.call.seq for r in tie)
+        if c.seq in tainted and label == _LABELS["exact"]:
+            label = _LABELS["ambiguous"]
         todo.remove(c)
         ended[c.seq] = ev.end
-        exact = best is not None and (n == 1 or ready_n == 1)
-        out[ev.index] = (c, _LABELS["exact"] if exact else _LABELS["ambiguous"])
+        s = starts[ev.tid]
+        k = bisect.bisect_right(s, ev.end)
+        after[c.seq] = s[k] if k < len(s) else ev.end
+        out[ev.index] = (c, label)
     return out, ops
-
-
-def _memory_rises(events: Sequence[dict[str, Any]]) -> dict[str, list[tuple[Any, Any, Any]]]:
-    """Per device: (ts, tid, rise) of every ``Memory: <device>`` sample, in time order; the
-    first sample's rise is None (the value before it is not in the window)."""
-    prefix = _M["memory_counter"].split("{")[0]
-    samples: dict[str, list[tuple[Any, int, Any, Any]]] = {}
-    for i, ev in enumerate(events):
-        name = ev.get("name")
-        if ev.get("ph") == "C" and isinstance(name, str) and name.startswith(prefix):
-            value = (ev.get("args") or {}).get(name)
-            if isinstance(value, (int, float)):
-                samples.setdefault(name[len(prefix):], []).append((ev.get("ts"), i, ev.get("tid"), value))
-    out = {}
-    for device, s in samples.items():
-        s.sort(key=lambda x: (x[0], x[1]))
-        out[device] = [(s[k][0], s[k][2], s[k][3] - s[k - 1][3] if k else None)
-                       for k in range(len(s))]
-    return out
 
 
 def _nbytes(shapes: list | None, dtypes: list | None) -> int | None:
@@ -251,28 +331,40 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     with open(path, "rb") as f:
         doc = orjson.loads(f.read())
     events = doc["traceEvents"]
-    found, ops = match(calls, events, env=env)
-    rises = _memory_rises(events)
+    samples = CounterSamples(events)
+
+    def rise(op: _Event) -> int | None:
+        return samples.rise(op.device, op.tid, op.start, op.end)[0]
+
+    def nbytes(c: Call) -> int | None:
+        # a CachedOp allocates its graph's arrays by its memory plan, ahead of its nodes: the
+        # counter neither checks nor chooses a node's match
+        return _nbytes(c.shapes("out"), c.dtypes("out")) if c.source == _CALL else None
+
+    found, ops = match(calls, events, env=env, rise=rise, nbytes=nbytes)
     checked = passed = 0
+    unchecked: dict[str, int] = {}
     threads = threads or {}
     by_index = {o.index: o for o in ops}
-    starts = {d: [t for t, _, _ in series] for d, series in rises.items()}
     for index, (c, label) in found.items():
         ev = events[index]
         args = _args(c, label, options, ev.get("name"), threads)
-        want = _nbytes(c.shapes("out"), c.dtypes("out"))
         op = by_index[index]
-        series = rises.get(op.device, ())
-        lo = bisect.bisect_left(starts.get(op.device, ()), op.start)
-        hi = bisect.bisect_right(starts.get(op.device, ()), op.end)
-        inside = [r for t, tid, r in series[lo:hi] if tid == op.tid]
-        # a CachedOp allocates its graph's arrays by its memory plan, not inside each node's
-        # event: the check is for imperative calls only
-        if want is not None and c.source == _CALL and rises.get(op.device) and None not in inside:
-            ok = sum(inside) == want
+        want = nbytes(c)
+        got, why = samples.rise(op.device, op.tid, op.start, op.end)
+        if c.source != _CALL:
+            why = "cached_op_node"
+        elif want is None:
+            why = "no_shapes"
+        elif label == _LABELS["memory"]:
+            why = "matched_by_memory"
+        if why is None:
+            ok = got == want
             checked += 1
             passed += ok
             args[ARGS["memory_check"]] = ok
+        else:
+            unchecked[why] = unchecked.get(why, 0) + 1
         ev["args"] = {**(ev.get("args") or {}), **args}
     with TraceWriter(path, gzip=False, display_time_unit=doc.get("displayTimeUnit", "ms"),
                      top_level={k: v for k, v in doc.items() if k != "traceEvents"}) as w:
@@ -286,7 +378,7 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     labels = [label for _, label in found.values()]
     return MatchReport(len(calls), len(counted), len(found), labels.count(_LABELS["exact"]),
                        labels.count(_LABELS["ambiguous"]), len(calls) - len(found), unmatched,
-                       checked, passed)
+                       checked, passed, labels.count(_LABELS["memory"]), unchecked)
 
 
 def annotate_window(index: int, path: str, calls: Sequence[Call], options: dict[str, bool], *,

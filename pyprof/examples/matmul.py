@@ -23,6 +23,9 @@ from .. import context, env, profiler, rules
 from ..errors import ConfigError
 from . import _cli
 
+#: a dot above this many times the measured peak gets a note (attribution.json roofline.above)
+ABOVE: float = float(rules.spec("attribution.json")["roofline"]["above"])
+
 DEFAULT_OUTPUT = "./profile-matmul-20iter.json"
 
 
@@ -224,6 +227,10 @@ def report(r: MatmulResult, file=sys.stdout) -> None:
         p(f"peak:         MXNet dot {fmt(dot)} GFLOP/s (this dot at {pct(dot)} of it), numpy GEMM "
           f"{fmt(r.peaks['gemm_gflops'])} GFLOP/s ({pct(r.peaks['gemm_gflops'])}); measured in "
           f"{r.peaks['seconds']:.1f} s after the run (pyprof peaks)")
+        if r.gflops is not None and dot and r.gflops > ABOVE * dot:
+            p(f"note:         this dot ran above {ABOVE:g}x the MXNet dot peak measured after it: "
+              f"the machine was busier while measuring (load average {os.getloadavg()[0]:.1f}); "
+              f"measure the peaks on a quiet machine (pyprof peaks) or raise --peak-budget")
     if r.bulk_note:
         p(f"note:         {r.bulk_note}")
 

@@ -10,7 +10,7 @@ import pytest
 from tests.child import run_scenario
 
 _LOOP = """
-import json, random, pyprof, mxnet as mx
+import json, random, numpy as np, pyprof, mxnet as mx
 from pyprof.attribution.matching import BOOKKEEPING, ARGS
 rng = random.Random(SEED)
 shapes = [(8, 16), (16, 16), (4, 16), (32, 8)]
@@ -22,7 +22,7 @@ with pyprof.profile(path="w.json", record_shapes=True, with_flops=True) as p:
     live = [mx.nd.ones(s) for s in shapes]
     for i in range(300):
         x = rng.choice(live)
-        k = rng.randrange(9)
+        k = rng.randrange(10)
         if k == 0: y = mx.nd.relu(x)
         elif k == 1: y = x + 1
         elif k == 2: y = mx.nd.exp(x)
@@ -31,7 +31,8 @@ with pyprof.profile(path="w.json", record_shapes=True, with_flops=True) as p:
         elif k == 5: y = mx.nd.sum(x, axis=1, keepdims=True)
         elif k == 6: y = mx.nd.transpose(x)
         elif k == 7: y = x * x
-        else: y = x.reshape((x.shape[1], x.shape[0]))  # a new handle made by no operator
+        elif k == 8: y = x.reshape((x.shape[1], x.shape[0]))  # a view: a new handle, x's variable
+        else: y = mx.nd.array(np.ones(x.shape[::-1], "float32"))  # made by no operator
         if rng.random() < 0.5: live[rng.randrange(len(live))] = y
     mx.nd.waitall()
 events = json.load(open("w.json"))["traceEvents"]
@@ -40,6 +41,7 @@ result = {"report": p.windows[0].attribution.as_dict(),
           "without": sorted({e["name"] for e in ops if ARGS["input_dims"] not in (e.get("args") or {})
                              and e["name"] not in BOOKKEEPING}),
           "bad_memory": [e["name"] for e in ops if (e.get("args") or {}).get(ARGS["memory_check"]) is False],
+          "no_memory_check": sum(1 for e in ops if ARGS["match"] in (e.get("args") or {}) and ARGS["memory_check"] not in e["args"]),
           # unary operators: the input's recorded shape is the output's (stale cache entries break it)
           "inconsistent": [e["args"][ARGS["input_dims"]] for e in ops if e["name"] in ("relu", "exp", "_plus_scalar")
                            and e["args"][ARGS["input_dims"]][0] != e["args"][ARGS["output_dims"]][0]],
@@ -68,11 +70,11 @@ _c.Recorder._make_free = lambda self, raw: raw
     "first_same_name": """
 from pyprof.attribution import matching as _m
 _orig = _m.match
-def _first(calls, events, env=None):
+def _first(calls, events, **kw):
     for c in calls:
         c.producers = ()
         c.pushed_us = c.t_us - c.seq  # earliest call first
-    return _orig(calls, events, env=env)
+    return _orig(calls, events, **kw)
 _m.match = _first
 """,
 }
@@ -87,23 +89,28 @@ def test_random_loop_every_operator_event_carries_shapes_and_the_memory_check_pa
     r = run_scenario(_loop(seed), tmp_path, timeout=120)
     rep = r["report"]
     assert r["without"] == [], r["report"]
-    assert rep["matched"] == rep["calls"] == rep["events"] > 300
+    assert rep["matched"] == rep["calls"] == rep["events"] > 280
     assert r["inconsistent"] == []
-    # exact in most runs; now and then an event had no ready candidate (a dependency the rule
-    # does not see) and took the earliest call, labelled ambiguous: 0-1 on a quiet machine,
-    # up to 10 of about 340 seen under a load average of 9
-    assert rep["exact"] + rep["ambiguous"] == rep["matched"]
-    assert rep["ambiguous"] <= 0.05 * rep["matched"]
-    assert rep["memory_checked"] >= rep["matched"] - 1
-    # 0 mismatches in most runs; about 1 run in 5 here has 2 to 5 (two equal operators
-    # swapped, or counter samples of two threads in the same microsecond), so the bound is 2%
-    assert len(r["bad_memory"]) == rep["memory_checked"] - rep["memory_passed"]
-    assert rep["memory_passed"] >= 0.98 * rep["memory_checked"]
+    # labelled, not claimed: ties the rule cannot order (two calls made ready by one completion
+    # through different engine variables, or a push racing a completion), decided by the
+    # memory counter where it tells them apart. 40 runs here (docs/attribution.md): 0
+    # mismatches; per run at most 27 unchecked (66 interleaved, 37 first samples and 2 decided
+    # by memory in all) and at most 4 labelled
+    assert rep["exact"] + rep["ambiguous"] + rep["by_memory"] == rep["matched"]
+    assert rep["ambiguous"] + rep["by_memory"] <= 12
+    # the memory check: no mismatch; unchecked only where the trace cannot tell, with a reason
+    unchecked = rep["memory_unchecked"]
+    assert rep["memory_passed"] == rep["memory_checked"] and r["bad_memory"] == [], r["bad_memory"]
+    assert rep["memory_checked"] + sum(unchecked.values()) == rep["matched"]
+    assert r["no_memory_check"] == sum(unchecked.values())
+    assert set(unchecked) <= {"first_sample", "interleaved", "matched_by_memory"}, unchecked
+    assert unchecked.get("first_sample", 0) <= 1 and unchecked.get("matched_by_memory", 0) == rep["by_memory"]
+    assert sum(unchecked.values()) <= 40, unchecked
     # dot (M x K) . (K x 8): 2*M*K*8 FLOPs, from the recorded shapes
     assert r["flops"] and all(f == 2 * dims[0][0] * dims[0][1] * dims[1][1] for dims, f in r["flops"])
     assert r["valid"] is True
     # grouped by shape, the totals are the ungrouped ones, per operator
-    assert r["totals"][0] == r["totals"][1] and r["calls"][0] == r["calls"][1] > 300
+    assert r["totals"][0] == r["totals"][1] and r["calls"][0] == r["calls"][1] > 280
     assert len(r["dot_groups"]) >= 3  # dot at several shapes, each its own row
     for dims, count, fl, rate in r["dot_groups"]:
         assert fl == count * 2 * dims[0][0] * dims[0][1] * dims[1][1] and rate > 0
@@ -150,7 +157,12 @@ def test_a_ready_operator_after_a_slow_producer_is_matched_to_its_own_event(tmp_
     assert r["order"].count([[3, 3]]) == 30
     assert sum(p == [[[3, 3]], [[300, 300]]] for p in pairs) >= 15, r["order"]
     assert r["order"].count([[3, 3]]) == 30 == r["order"].count([[300, 300]])
-    assert r["report"]["memory_passed"] == r["report"]["memory_checked"] >= 89
+    # no mismatch; unchecked: the window's first sample, and the iterations where the dot's
+    # completion raced the ready relu's push (the counter told them apart: label memory)
+    rep = r["report"]
+    assert rep["memory_passed"] == rep["memory_checked"] >= 75, rep
+    assert rep["memory_checked"] + sum(rep["memory_unchecked"].values()) == rep["matched"] == 90
+    assert set(rep["memory_unchecked"]) <= {"first_sample", "interleaved", "matched_by_memory"}, rep
 
 
 _SITES = """
@@ -220,10 +232,11 @@ def test_an_unknown_grouping_is_an_error_naming_the_choices(tmp_path):
 _OFF = """
 import pyprof, mxnet as mx
 from mxnet.base import _LIB
+from pyprof.attribution.capture import VIEWS
 def fns():
-    return [getattr(getattr(_LIB, n), "__wrapped__", None) for n in NAMES]
-NAMES = ("MXImperativeInvokeEx", "MXNDArrayFree", "MXInvokeCachedOpEx", "MXInvokeCachedOp", "MXCreateCachedOpEx",
-         "MXCreateCachedOp", "MXFreeCachedOp", "MXAutogradBackwardEx", "MXAutogradSetIsRecording")
+    return [getattr(getattr(_LIB, n), "__wrapped__", None) for n in ("MXImperativeInvokeEx", "MXNDArrayFree", *VIEWS, *CACHED)]
+CACHED = ("MXInvokeCachedOpEx", "MXInvokeCachedOp", "MXCreateCachedOpEx", "MXCreateCachedOp", "MXFreeCachedOp",
+          "MXAutogradBackwardEx", "MXAutogradSetIsRecording")
 mx.nd.ones((2, 2)).wait_to_read()
 plain = fns()
 with pyprof.profile(path="off.json") as p:            # every option off
@@ -237,18 +250,20 @@ result = {"off_same": during_off == plain, "on_hooked": during_on != plain,
           "raw_names": [getattr(f, "__name__", "") for f in plain],
           "hooked_names": [getattr(f, "__name__", "") for f in during_on],
           "after_plain": [getattr(f, "__name__", "") for f in after],
-          "off_attribution": p.windows[0].attribution, "on_calls": q.windows[0].attribution.calls}
+          "off_attribution": p.windows[0].attribution, "on_calls": q.windows[0].attribution.calls,
+          "views": list(VIEWS)}
 """
 
 
 def test_with_every_option_off_the_gated_functions_are_untouched(tmp_path):
     r = run_scenario(_OFF, tmp_path, timeout=120)
     assert r["off_same"] is True and r["off_attribution"] is None
-    assert r["on_hooked"] is True and r["hooked_names"] == [
-        "invoke", "free", "invoke", "invoke", "create", "create", "free", "backward", "set_recording"]
+    cached = ["invoke", "invoke", "create", "create", "free", "backward", "set_recording"]
+    assert r["on_hooked"] is True and r["hooked_names"] == ["invoke", "free"] + ["view"] * len(r["views"]) + cached
     assert r["raw_names"] == r["after_plain"] == [
-        "MXImperativeInvokeEx", "MXNDArrayFree", "MXInvokeCachedOpEx", "MXInvokeCachedOp", "MXCreateCachedOpEx",
-        "MXCreateCachedOp", "MXFreeCachedOp", "MXAutogradBackwardEx", "MXAutogradSetIsRecording"]
+        "MXImperativeInvokeEx", "MXNDArrayFree", *r["views"], "MXInvokeCachedOpEx", "MXInvokeCachedOp",
+        "MXCreateCachedOpEx", "MXCreateCachedOp", "MXFreeCachedOp", "MXAutogradBackwardEx", "MXAutogradSetIsRecording"]
+    assert "MXNDArrayReshape64" in r["views"] and "MXNDArraySlice64" in r["views"]
     assert r["on_calls"] == 1
 
 

@@ -28,14 +28,19 @@ from pyprof.attribution import peaks
 a = mx.nd.random.uniform(shape=(1024, 1024)); b = mx.nd.random.uniform(shape=(1024, 1024))
 e = mx.nd.random.uniform(shape=(2048, 2048))
 mx.nd.dot(a, b).wait_to_read(); (mx.nd.relu(e) + 1).wait_to_read()  # warm-up: threads, pages
+before = peaks.measure(budget_s=3).as_dict()
 with pyprof.profile(path="w.json", record_shapes=True, with_flops=True):
     for _ in range(4):
         mx.nd.dot(a, b).wait_to_read()
     for _ in range(2):
         y = mx.nd.relu(e); z = e + 1; w = e * e; v = mx.nd.exp(e)
         mx.nd.waitall()
-# the peaks right after, in the same process: the machine is shared, so both see the same load
-open("peaks.json", "w").write(json.dumps(peaks.measure(budget_s=3).as_dict()))
+# the peaks right before and after, in the same process, the best of both (a peak is a best
+# case): the machine is shared, and a burst of load during one measurement must not make it low
+after = peaks.measure(budget_s=3).as_dict()
+for k in ("gemm_gflops", "copy_gbs", "mxnet_dot_gflops"):
+    after[k] = max(before[k], after[k])
+open("peaks.json", "w").write(json.dumps(after))
 """
 
 

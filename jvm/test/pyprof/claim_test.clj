@@ -7,7 +7,7 @@
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
             [pyprof.claim :as claim]
-            [pyprof.config :as config])
+            [pyprof.output :as output])
   (:import (java.nio.file Files)
            (java.nio.file.attribute PosixFilePermissions)
            (java.security MessageDigest)
@@ -25,7 +25,7 @@
 (deftest the-claim-file-follows-the-rule
   (let [trace (tmp-trace)
         f (claim/claim-file (str trace "/../t.json"))]
-    (is (= (str (claim/claim-dir) "/" (sha256-32 (config/abspath trace)) ".claim") f)
+    (is (= (str (claim/claim-dir) "/" (sha256-32 (output/abspath trace)) ".claim") f)
         "normalised first: one claim for every spelling")
     (is (= (claim/claim-file trace) f))
     (is (str/ends-with? (claim/claim-dir)
@@ -34,7 +34,7 @@
 (deftest a-claim-in-the-same-process-and-giving-it-back
   (let [trace (tmp-trace)
         t (Tracker/current)
-        full (config/abspath trace)]
+        full (output/abspath trace)]
     (is (true? (claim/claim! "filename" trace)) "a new claim")
     (is (.holds t full))
     (is (= (str (.pid (java.lang.ProcessHandle/current)))

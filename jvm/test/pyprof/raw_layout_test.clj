@@ -39,10 +39,10 @@
     (doseq [{:strs [about text events error]} cases]
       (testing about
         (if error
-          (let [e (try (raw/parse-range text) (catch clojure.lang.ExceptionInfo e e))]
+          (let [e (try (reader/parse-raw text) (catch clojure.lang.ExceptionInfo e e))]
             (is (= error (:pyprof/code (ex-data e))))
             (is (re-find #"pyprof repair" (str (ex-message e)))))
-          (is (= (map big events) (map big (raw/parse-range text)))))))
+          (is (= (map big events) (map big (reader/parse-raw text)))))))
     (testing "the cases hold what they claim: names kept byte for byte, the cut event dropped"
       (is (= ["process_name" "x\\\\y" "x\\\\y" "C:\\tmp" "C:\\tmp"]
              (take 5 (map #(get % "name") (get (nth cases 1) "events")))))

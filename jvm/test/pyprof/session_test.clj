@@ -10,7 +10,8 @@
             [pyprof.session :as session]
             [pyprof.session.raw :as raw]
             [pyprof.session.schedule :as sched]
-            [pyprof.test-util :refer [java-child temp-dir]])
+            [pyprof.test-util :refer [java-child temp-dir]]
+            [pyprof.trace.reader :as reader])
   (:import (pyprof.jvm ProfilerSession PyprofException)))
 
 (def ^:private spec-file (json/read-str (slurp (io/resource "schedule.json"))))
@@ -62,10 +63,10 @@
     (is (= (vec (keys (spec-file "actions"))) (:choices (ex-data e))))))
 
 (deftest parse-range-accepts-what-mxnet-appends
-  (is (= [{"ph" "M"} {"ph" "B"}] (session/parse-range "{\n  \"traceEvents\": [\n{\"ph\":\"M\"}\n,\n{\"ph\":\"B\"}\n")))
-  (is (= [{"ph" "E"}] (session/parse-range ",\n{\"ph\":\"E\"}\n\n\n    ],\n    \"displayTimeUnit\": \"ms\"\n}\n")))
-  (is (= [] (session/parse-range "  ,\n ")))
-  (is (= [{"a" 1}] (session/parse-range ",{\"a\": 1}\n,\n{\"b\": 2, \"c"))) "a cut-off tail is dropped")
+  (is (= [{"ph" "M"} {"ph" "B"}] (reader/parse-raw "{\n  \"traceEvents\": [\n{\"ph\":\"M\"}\n,\n{\"ph\":\"B\"}\n")))
+  (is (= [{"ph" "E"}] (reader/parse-raw ",\n{\"ph\":\"E\"}\n\n\n    ],\n    \"displayTimeUnit\": \"ms\"\n}\n")))
+  (is (= [] (reader/parse-raw "  ,\n ")))
+  (is (= [{"a" 1}] (reader/parse-raw ",{\"a\": 1}\n,\n{\"b\": 2, \"c"))) "a cut-off tail is dropped")
 
 (deftest options-are-checked-before-anything-runs
   (is (= ["session.reserved_option"

@@ -5,7 +5,7 @@
             [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
-            [pyprof.config :as config]
+            [pyprof.output :as output]
             [pyprof.example.ndarray :as nd]
             [pyprof.profiler :as profiler]
             [pyprof.session :as session]
@@ -47,9 +47,9 @@
   (let [cwd (System/getProperty "user.dir")
         at-cwd #(some-> ^String % (str/replace "$CWD" cwd))]
     (doseq [{:strs [path absolute directory]} (cases "path_cases.json")]
-      (is (= (at-cwd absolute) (config/abspath path)) path)
+      (is (= (at-cwd absolute) (output/abspath path)) path)
       (when directory
-        (is (= (at-cwd directory) (config/parent-directory path)) path)))))
+        (is (= (at-cwd directory) (output/parent-directory path)) path)))))
 
 (deftest a-session-refuses-a-bad-template-when-made
   (doseq [[path code] [["w_{windw}.json" "template.unknown_field"]

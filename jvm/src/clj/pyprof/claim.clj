@@ -3,6 +3,7 @@
   trace_claims), which documents the rule. The POSIX lock is taken by the process's one holder of
   claims, the tracker (`pyprof.jvm.Tracker/claim`). Internal to the profiler layer."
   (:require [pyprof.config :as config]
+            [pyprof.output :as output]
             [pyprof.rules :as rules])
   (:import (com.sun.security.auth.module UnixSystem)
            (java.io File IOException)
@@ -19,7 +20,7 @@
   "$PYPROF_CLAIM_DIR, else $TMPDIR, else /tmp (api.json trace_claims)."
   ^String []
   (if-let [v (some #(not-empty (System/getenv ^String %)) (spec "base_env"))]
-    (config/abspath v)
+    (output/abspath v)
     (spec "base_default")))
 
 (defn claim-dir
@@ -31,7 +32,7 @@
   "The claim file of trace path `path` (a prefix of the sha256 of its absolute path)."
   ^String [^String path]
   (let [digest (.digest (MessageDigest/getInstance "SHA-256")
-                        (.getBytes (config/abspath path) "UTF-8"))
+                        (.getBytes (output/abspath path) "UTF-8"))
         hex (apply str (map #(format "%02x" (bit-and (int %) 0xff)) digest))]
     (str (File. (claim-dir) ^String (rules/render (spec "file")
                                                   {:hash (subs hex 0 (spec "hash_chars"))})))))
@@ -67,7 +68,7 @@
   true when the claim is new. Throws config.filename_claimed (or `code`) or config.claim_failed."
   ([key path] (claim! key path "config.filename_claimed" nil))
   ([key ^String path code example]
-  (let [full (config/abspath path)
+  (let [full (output/abspath path)
         file (claim-file full)
         t (Tracker/current)
         new? (not (.holds t full))
@@ -92,11 +93,11 @@
   {pid}); the path claimed anew, or nil. session.path_claimed, config.claim_failed."
   [^String text parts]
   (when-not (some #(and (map? %) (= "pid" (:name %))) parts)
-    (let [path (config/abspath text)]
+    (let [path (output/abspath text)]
       (when (claim! "path" path "session.path_claimed" (with-pid text "{pid}"))
         path))))
 
 (defn release!
   "Gives the claim of `path` back (nil: every claim of this process)."
   [path]
-  (.release (Tracker/current) (some-> path config/abspath)))
+  (.release (Tracker/current) (some-> path output/abspath)))

@@ -4,12 +4,10 @@
   Errors from the catalogue with Python's fields (config.unknown_key, config.bad_value,
   config.missing_directory, config.bad_path) and the JVM's own config.not_a_map,
   config.bad_key_type, config.duplicate_key; `:given` holds the key as the caller wrote it."
-  (:require [clojure.java.io :as io]
-            [clojure.string :as str]
+  (:require [clojure.string :as str]
             [pyprof.output :as output]
             [pyprof.rules :as rules]
-            [pyprof.util :as util])
-  (:import (java.nio.file Paths)))
+            [pyprof.util :as util]))
 
 (set! *warn-on-reflection* true)
 
@@ -33,19 +31,13 @@
 (defn edit-distance
   "Levenshtein distance between `a` and `b`, in code points."
   ^long [^String a ^String b]
-  (let [a (.toArray (.codePoints a))
-        b (.toArray (.codePoints b))
-        n (alength b)]
-    (loop [i 0, prev (vec (range (inc n)))]
-      (if (= i (alength a))
-        (peek prev)
-        (recur (inc i)
-               (reduce (fn [row j]
-                         (conj row (min (inc (peek row))
-                                        (inc (nth prev (inc j)))
-                                        (+ (nth prev j) (if (= (aget a i) (aget b j)) 0 1)))))
-                       [(inc i)]
-                       (range n)))))))
+  (let [b (vec (.toArray (.codePoints b)))]
+    (peek (reduce (fn [prev ca]
+                    (reduce (fn [row j]
+                              (conj row (min (inc (peek row)) (inc (prev (inc j)))
+                                             (+ (prev j) (if (= ca (b j)) 0 1)))))
+                            [(inc (first prev))] (range (count b))))
+                  (vec (range (inc (count b)))) (.toArray (.codePoints a))))))
 
 (defn- nearest-of
   "The item of `valid` closest to `c` by edit distance (ties: the earlier), and the fields that
@@ -112,42 +104,12 @@
                            ". fix: use a type the spec defines")
                       {:pyprof/error :invalid-spec})))))
 
-;; ------------------------------------------------------------------ paths (grammar.json paths)
-
-(defn abspath
-  "`path` made absolute against user.dir and normalised lexically (grammar.json paths)."
-  ^String [^String path]
-  (str (.normalize (.toAbsolutePath (Paths/get path (make-array String 0))))))
-
-(defn parent-directory
-  "The directory of `path` by grammar.json paths."
-  ^String [^String path]
-  (let [abs (Paths/get (abspath path) (make-array String 0))]
-    (str (or (.getParent abs) abs))))
-
 (defn splitext
   "[stem suffix] of a file name, as Python's os.path.splitext: the suffix from the last dot, none
   when the name's only dots lead it."
   [^String name]
   (let [i (str/last-index-of name ".")]
     (if (and i (re-find #"[^.]" (subs name 0 i))) [(subs name 0 i) (subs name i)] [name ""])))
-
-(defn same-file?
-  "True when `a` and `b` name the same file by grammar.json paths."
-  [^String a ^String b]
-  (= (abspath a) (abspath b)))
-
-(defn- check-file!
-  "For a file key: config.missing_directory, else config.bad_path (`pyprof.output/file-problem`),
-  as pyprof.process.output.check_config_path."
-  [{:keys [file name]} k ^String c-val]
-  (when file
-    (let [parent (parent-directory c-val)]
-      (when-not (or (.isDirectory (io/file parent)) (output/file-in-the-way parent))
-        (throw (rules/error "config.missing_directory"
-                            {:value c-val :key name :directory parent :given k})))
-      (when-let [problem (output/file-problem c-val parent)]
-        (throw (rules/error "config.bad_path" (merge {:value c-val :key name :given k} problem)))))))
 
 (defn validate
   "`options` (keyword or C string keys) checked against the spec, as a map of C key -> C string, as
@@ -165,7 +127,7 @@
              c-val (or (value->c ks v)
                        (throw (rules/error "config.bad_value"
                                            {:value v :key c-key :accepted (accepted ks) :given k})))]
-         (check-file! ks k c-val)
+         (when (:file ks) (output/check-config-path! c-key k c-val))
          (when (contains? out c-key)
            (throw (rules/error "config.duplicate_key" {:key c-key :value v :given k})))
          (assoc out c-key c-val)))

@@ -134,19 +134,19 @@
                  :else {:sass nil :ptx nil :source "unknown"}))))
 
 (defn remedy
-  "How to get a build with kernels for `card` (Python's gpu.remedy, word for word)."
+  "How to get a build with kernels for `card` (gpu.json remedy, as Python's gpu.remedy)."
   [card {:keys [name library]}]
-  (if-let [w (last (filter #(runs-on? card (wheel-sass %) []) wheels))]
-    (str "install " (w "name") "==" mxnet-version " in place of " (or name library)
-         " (scripts/setup.sh --gpu " (subs (w "name") 6) "; it needs a driver for CUDA "
-         (w "cuda") " or newer)")
-    (let [newest (last wheels), top (last (sort (wheel-sass newest))), tk (toolkit-for card)]
-      (str "no MXNet " mxnet-version " wheel has kernels for compute capability " (cc-str card)
-           " (the newest, " (newest "name") ", stops at " (sm top) "): build MXNet " mxnet-version
-           " from source with "
-           (if tk (str "CUDA " tk " or newer") (str "a CUDA toolkit that supports " (sm card)))
-           " and MXNET_CUDA_ARCH=" (cc-str card) ", then set MXNET_LIBRARY_PATH to its libmxnet.so;"
-           " or use a GPU of compute capability " (first top) ".x"))))
+  (let [words (spec "remedy")]
+    (if-let [w (last (filter #(runs-on? card (wheel-sass %) []) wheels))]
+      (rules/render (words "wheel") {:wheel (w "name") :version mxnet-version :build (or name library)
+                                     :short (subs (w "name") 6) :cuda (w "cuda")})
+      (let [newest (last wheels), top (last (sort (wheel-sass newest))), tk (toolkit-for card)]
+        (rules/render (words "source")
+                      {:version mxnet-version :cc (cc-str card) :newest (newest "name") :top (sm top)
+                       :major (first top)
+                       :needs (if tk
+                                (rules/render (words "needs_toolkit") {:toolkit tk})
+                                (rules/render (words "needs_any") {:sm (sm card)}))})))))
 
 (defn unsupported
   "The catalogue fields of device.gpu_unsupported when `build` has no kernels that run on

@@ -8,12 +8,29 @@
             [pyprof.rules :as rules])
   (:import (java.io File)
            (java.nio.file AccessDeniedException FileSystemException Files LinkOption
-                          NoSuchFileException)
+                          NoSuchFileException Paths)
            (java.nio.file.attribute FileAttribute)))
 
 (set! *warn-on-reflection* true)
 
-(defn min-free-bytes
+(defn abspath
+  "`path` made absolute against user.dir and normalised lexically (grammar.json paths), as
+  pyprof.process.output.absolute."
+  ^String [^String path]
+  (str (.normalize (.toAbsolutePath (Paths/get path (make-array String 0))))))
+
+(defn parent-directory
+  "The directory of `path` by grammar.json paths."
+  ^String [^String path]
+  (let [abs (Paths/get (abspath path) (make-array String 0))]
+    (str (or (.getParent abs) abs))))
+
+(defn same-file?
+  "True when `a` and `b` name the same file by grammar.json paths."
+  [^String a ^String b]
+  (= (abspath a) (abspath b)))
+
+(defn- min-free-bytes
   "Free bytes a trace's file system must have: $PYPROF_MIN_FREE_BYTES (an integer >= 0; 0 turns it
   off), else api.json output_paths.min_free_bytes."
   ^long []
@@ -54,13 +71,14 @@
     (rules/path-problem "missing_directory" {:directory directory})))
 
 (defn file-problem
-  "What keeps MXNet from writing a trace at `path` (in absolute `directory`), or nil, as
-  pyprof.process.output.file_problem: the text, a missing directory, a directory or special file
-  at `path`, no file creatable there (a hidden probe), fewer than `min-free` bytes free."
-  ([path directory] (file-problem path directory (min-free-bytes)))
-  ([^String path ^String directory min-free]
+  "What keeps MXNet from writing a trace at `path`, or nil, as pyprof.process.output.file_problem:
+  the text, a missing directory, a directory or special file at `path`, no file creatable there (a
+  hidden probe), fewer than `min-free` bytes free."
+  ([path] (file-problem path (min-free-bytes)))
+  ([^String path min-free]
    (or (text-problem path)
-       (let [dir (io/file directory)
+       (let [directory (parent-directory path)
+             dir (io/file directory)
              f (io/file path)]
          (cond
            (not (.isDirectory dir)) (missing directory)
@@ -90,15 +108,23 @@
   (let [f (io/file path)]
     (when (.isFile f) (.length f))))
 
-(def ^String footer
-  "The bytes MXNet appends when it finishes a trace (api.json output_paths.mxnet_footer)."
-  (rules/output-paths "mxnet_footer"))
+(defn check-config-path!
+  "config.missing_directory or config.bad_path for `path` given as config key `key` (`given`: as
+  the caller wrote it), as pyprof.process.output.check_config_path."
+  [key given ^String path]
+  (let [directory (parent-directory path)]
+    (when-not (or (.isDirectory (io/file directory)) (file-in-the-way directory))
+      (throw (rules/error "config.missing_directory"
+                          {:value path :key key :directory directory :given given})))
+    (when-let [problem (file-problem path)]
+      (throw (rules/error "config.bad_path" (merge {:value path :key key :given given} problem))))))
 
-(defn ends-finished?
-  "True when the file at `path` ends with MXNet's closing bytes."
+(defn- ends-finished?
+  "True when the file at `path` ends with MXNet's closing bytes (api.json output_paths
+  mxnet_footer)."
   [^String path]
   (let [f (io/file path)
-        want (.getBytes footer "UTF-8")
+        want (.getBytes ^String (rules/output-paths "mxnet_footer") "UTF-8")
         n (alength want)]
     (and (.isFile f) (>= (.length f) n)
          (with-open [r (java.io.RandomAccessFile. ^File f "r")]
@@ -106,3 +132,11 @@
              (.seek r (- (.length r) n))
              (.readFully r buf)
              (java.util.Arrays/equals buf want))))))
+
+(defn check-dumped!
+  "After MXDumpProcessProfile: dump.lost when the file is gone or a finished one (`final?`) lacks
+  its closing bytes, as pyprof.process.output.check_dumped."
+  [^String path final?]
+  (when-let [problem (cond (nil? (size path)) (or (file-problem path) (rules/path-problem "gone" {}))
+                           (and final? (not (ends-finished? path))) (rules/path-problem "cut" {}))]
+    (throw (rules/error "dump.lost" (merge {:path path} problem)))))

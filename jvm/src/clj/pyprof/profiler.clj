@@ -134,7 +134,7 @@
                      (assoc c-opts "filename" current)
                      c-opts)
             ;; another file, by grammar.json paths ("./a.json" is "a.json")
-            moves (not (config/same-file? (get c-opts "filename" current) current))
+            moves (not (output/same-file? (get c-opts "filename" current) current))
             target ((config/effective c-opts) "filename") ; the C default when left out
             ;; api.json trace_claims, before MXNet deletes the file (a session's raw trace is
             ;; private)
@@ -199,7 +199,7 @@
        (when (:finished (tracker/snapshot))
          (throw (rules/error "state.finished_dump" {:trace (trace-name)})))
        (when-let [path (trace-name)]
-         (when-let [problem (output/file-problem path (config/parent-directory path))]
+         (when-let [problem (output/file-problem path)]
            ;; nothing dumped: MXNet keeps its queued events for another filename
            (throw (rules/error "dump.unwritable" (merge {:path path} problem)))))
        (try
@@ -221,7 +221,7 @@
              final? (or f (= rules/c-false (get config "continuous_dump")))]
          (when-let [path (trace-name)]
            ;; kept parts are joined even when the check reports a lost dump
-           (try (trace-file/check-dumped! path final?)
+           (try (output/check-dumped! path final?)
                 (finally (try (when final? (trace-file/finish-file! path))
                               ;; the trace is finished: its files are free again
                               (finally (when f (claim/release! nil)))))))))

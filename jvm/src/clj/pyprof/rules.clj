@@ -97,23 +97,18 @@
 (def c-true "The C string of true." (config-values "c_true"))
 (def c-false "The C string of false." (config-values "c_false"))
 
+(def ^:private java-escapes
+  {\" "\\\"", \\ "\\\\", \newline "\\n", \tab "\\t", \return "\\r", \backspace "\\b", \formfeed "\\f"})
+
 (defn- java-string
   "`s` as a Java string literal."
   [^String s]
-  (let [sb (StringBuilder. "\"")]
-    (doseq [c s]
-      (case c
-        \" (.append sb "\\\"")
-        \\ (.append sb "\\\\")
-        \newline (.append sb "\\n")
-        \tab (.append sb "\\t")
-        \return (.append sb "\\r")
-        \backspace (.append sb "\\b")
-        \formfeed (.append sb "\\f")
-        (if (or (< (int c) 0x20) (<= 0x7f (int c) 0x9f) (Character/isSurrogate c))
-          (.append sb (format "\\u%04x" (int c)))
-          (.append sb c))))
-    (str (.append sb "\""))))
+  (str "\"" (str/join (map (fn [c] (or (java-escapes c)
+                                       (if (or (< (int c) 0x20) (<= 0x7f (int c) 0x9f) (Character/isSurrogate c))
+                                         (format "\\u%04x" (int c))
+                                         c)))
+                            s))
+       "\""))
 
 (defn- java-literal
   "A value as Java source writes it (strings quoted, null, List.of(...), Map.of(...); a keyword or

@@ -31,10 +31,6 @@
   :warmup 0 :active 1 :repeat 0 :skip-first 0}."
   sched/schedule)
 
-(def ^{:arglists '([text]) :no-doc true} parse-range
-  "See `pyprof.session.raw/parse-range`."
-  raw/parse-range)
-
 (def ^{:arglists '([])} raw-trace-path
   "Path of this process's raw MXNet trace (nil before the first session)."
   raw/raw-trace-path)
@@ -56,9 +52,9 @@
 (defn- fill-path
   "The absolute path of window `window` starting at `step` (grammar.json window_path, paths)."
   [parts window step]
-  (config/abspath (template/fill parts {"window" window "step" step "pid" (raw/pid)})))
+  (output/abspath (template/fill parts {"window" window "step" step "pid" (raw/pid)})))
 
-(declare make-session)
+(declare make-session stop!)
 
 (defn profile
   "A new session (not started), as Python's `pyprof.session.profile`. Options (all optional):
@@ -110,9 +106,7 @@
         ;; windows are written there, and MXNet is silent when it cannot write: checked now,
         ;; as pyprof.session.profile does, when asked
         first-path (fill-path parts 0 0)
-        _ (when-let [problem (and check-file?
-                                  (output/file-problem first-path
-                                                       (config/parent-directory first-path)))]
+        _ (when-let [problem (and check-file? (output/file-problem first-path))]
             (throw (rules/error "session.bad_path" (merge {:value (str path)} problem))))]
     (when (and schedule (not (template/has? parts template/window-field))
                (sched/saves-many? schedule))
@@ -285,13 +279,8 @@
       (swap! open-sessions conj s)
       (try
         (transition! s (:action @st) (action-for s 0) false)
-        (catch Throwable t
-          (try (transition! s (:action @st) sched/final-action true) (catch Throwable _))
-          (when-let [w (:watchdog @st)] ((:stop w)))
-          (swap! st assoc :state :closed)
-          (some-> (:claimed @st) claim/release!)
-          (swap! open-sessions disj s)
-          (profiler/-update-tracker! assoc :session nil)
+        (catch Throwable t ; gives the profiler back, the session closed, as Python's start
+          (try (stop! s) (catch Throwable _))
           (throw t)))
       s)))
 

@@ -60,6 +60,11 @@
   (let [^String a (if (string? a) a (str a)) ^String b (if (string? b) b (str b))]
     (Arrays/compare ^ints (.toArray (.codePoints a)) ^ints (.toArray (.codePoints b)))))
 
+(defn- in-turn
+  "`a` against `b` by the values of `keyfns` in turn, each in `code-point-compare` order."
+  [keyfns a b]
+  (or (some #(let [c (code-point-compare (% a) (% b))] (when-not (zero? c) c)) keyfns) 0))
+
 (defn- text
   "A JSON value as the text of a name or device (lists and objects as compact JSON)."
   ^String [v]
@@ -283,18 +288,13 @@
            c #(long (.getOrDefault counts % 0))
            ops (->> (for [[k ^List ds] durations :when (pos? (.size ds))] (op-record k ds))
                     (sort (fn [a b] (let [t (compare (:total-us b) (:total-us a))]
-                                      (if (zero? t)
-                                        (or (first (remove zero? (map #(code-point-compare (% a) (% b))
-                                                                      [:category :name :device])))
-                                            0)
-                                        t))))
+                                      (if (zero? t) (in-turn [:category :name :device] a b) t))))
                     vec)
            r {:units {:time "us" :memory "bytes"}
               :operators ops
               :memory (mapv (fn [[d s]] (memory-record d s)) (sort-by key code-point-compare memory))
               :counters (->> counters
-                             (sort (fn [[a] [b]] (let [x (code-point-compare (first a) (first b))]
-                                                   (if (zero? x) (code-point-compare (second a) (second b)) x))))
+                             (sort-by key #(in-turn [first second] %1 %2))
                              (mapv (fn [[[cat n] [cnt mn mx sum _ last]]]
                                      {:category cat :name n :count cnt :min mn :max mx
                                       :mean (/ (double sum) cnt) :last last})))

@@ -6,6 +6,7 @@
   (`from-property!`). The fact is the tracker's :steady field: in a JPype-hosted JVM Python's."
   (:require [pyprof.config :as config]
             [pyprof.native :refer [mx]]
+            [pyprof.output :as output]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
             [pyprof.session.raw :as raw]
@@ -43,7 +44,7 @@
         (when running (throw (rules/error "steady.profiler_running"))))
       (profiler/-as-owner "steady"
         (if filename
-          (profiler/profiler-set-config (assoc rec :filename (config/abspath (str filename))))
+          (profiler/profiler-set-config (assoc rec :filename (output/abspath (str filename))))
           (raw/configure! rec c-opts))
         (profiler/profiler-set-state :run)
         (profiler/pause))

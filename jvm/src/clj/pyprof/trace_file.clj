@@ -1,8 +1,7 @@
 (ns pyprof.trace-file
   "What pyprof does around MXNet's trace file for `pyprof.profiler`, under the tracker's lock:
-  Python's pyprof.profiler _switch_file, _configure_same_file, _check_dumped and _finish_file."
+  Python's pyprof.profiler _switch_file, _configure_same_file and _finish_file."
   (:require [clojure.string :as str]
-            [pyprof.config :as config]
             [pyprof.keep-file :as keep-file]
             [pyprof.native :as native :refer [mx]]
             [pyprof.output :as output]
@@ -65,7 +64,7 @@
   [c-opts]
   (let [{:keys [config paused]} (tracker/snapshot)
         ^String old (config "filename")
-        dumped (and (nil? (output/file-problem old (config/parent-directory old)))
+        dumped (and (nil? (output/file-problem old))
                     (try (mx MXDumpProcessProfile 0 (int worker) nil)
                          true
                          (catch MXNetException e
@@ -86,7 +85,7 @@
         config (:config (tracker/snapshot))]
     (when (and (not= rules/c-false (get config "continuous_dump"))
                (not (.exists (java.io.File. path)))
-               (nil? (output/file-problem path (config/parent-directory path))))
+               (nil? (output/file-problem path)))
       ;; nothing dumped yet: dump now, so that no timer write lands between link and config
       (try (mx MXDumpProcessProfile 0 (int worker) nil)
            (catch MXNetException e (when-not (hasnt-run? e) (throw e)))))
@@ -96,15 +95,3 @@
                                                             "continuous_dump" rules/c-false))))]
       (tracker/update! update :kept-parts conj part))
     (send-config! c-opts))) ; retried while a dump timer (stopped here or before) exits
-
-(defn check-dumped!
-  "After MXDumpProcessProfile: dump.lost when the file is gone or a finished one lacks its closing
-  bytes, as pyprof.profiler._check_dumped."
-  [^String path final?]
-  (let [problem (cond (nil? (output/size path))
-                      (or (output/file-problem path (config/parent-directory path))
-                          (rules/path-problem "gone" {}))
-                      (and final? (not (output/ends-finished? path)))
-                      (rules/path-problem "cut" {}))]
-    (when problem
-      (throw (rules/error "dump.lost" (merge {:path path} problem))))))

@@ -34,19 +34,19 @@
                                  (rules/render (spec (if (zero? n) "recovered_name"
                                                          "recovered_name_taken"))
                                                {:stem stem :pid p :suffix suffix :n n})))
-            made (try (Files/createLink (path target) (path tmp)) target
-                      (catch FileAlreadyExistsException _ nil)
-                      (catch UnsupportedOperationException _ ::no-links)
-                      (catch java.io.IOException _ ::no-links))]
-        (cond (string? made) made
-              (= ::no-links made)
-              (if (try (Files/createFile (path target) (make-array FileAttribute 0)) true
-                       (catch FileAlreadyExistsException _ false))
-                (do (Files/move (path tmp) (path target)
-                                (into-array [java.nio.file.StandardCopyOption/REPLACE_EXISTING]))
-                    target)
-                (recur (inc n)))
-              :else (recur (inc n)))))))
+            linked (try (Files/createLink (path target) (path tmp)) true
+                        (catch FileAlreadyExistsException _ false)
+                        (catch UnsupportedOperationException _ nil)
+                        (catch java.io.IOException _ nil))
+            ;; no hard links here: an empty file claims the name, then the rename fills it
+            made (if (some? linked)
+                   linked
+                   (try (Files/createFile (path target) (make-array FileAttribute 0))
+                        (Files/move (path tmp) (path target)
+                                    (into-array [java.nio.file.StandardCopyOption/REPLACE_EXISTING]))
+                        true
+                        (catch FileAlreadyExistsException _ false)))]
+        (if made target (recur (inc n)))))))
 
 (defn- partial-info [w] (json/read-str (slurp (raw/partial-path w))))
 

@@ -84,11 +84,6 @@
           (.readFully r buf)
           (String. buf StandardCharsets/UTF_8))))))
 
-(defn parse-range
-  "The events of MXNet trace text (`pyprof.trace.reader/parse-raw`)."
-  [^String text]
-  (reader/parse-raw text))
-
 (defn- write-atomic!
   "Writes the file `path` by (write java.io.Writer) into a temporary file beside it named with the
   pid (a dead process's is recognised and deleted), then renamed over `path`; `mode` (e.g.
@@ -108,7 +103,7 @@
       (finally (Files/deleteIfExists tmp)))))
 
 (defn- events-in "The events in bytes [start, end) of the trace file at `path`." [path start end]
-  (parse-range (read-range path start end)))
+  (reader/parse-raw (read-range path start end)))
 
 (defn- remember-metadata!
   "Adds the metadata events among `events` not yet known; returns the known metadata."
@@ -288,11 +283,9 @@
   parts (as Python's pyprof.process.keep_file.join); returns the number of events."
   [parts ^String path]
   (let [events (mapcat #(events-in % 0 Long/MAX_VALUE) (concat parts [path]))
-        metadata (remember-metadata! events)
-        body (remove #(= "M" (get % "ph")) events)]
-    (write-trace! path (concat metadata body))
+        n (write-events! path (remember-metadata! events) events)]
     (doseq [^String p parts] (.delete (io/file p)))
-    (+ (count metadata) (count body))))
+    n))
 
 (defn partial-path ^String [path] (str path ".partial"))
 
@@ -325,25 +318,23 @@
 ;; ------------------------------------------------------------------ exit
 
 (defn finish!
-  "At exit: finishes the raw file (MXNet's destructor then writes nothing) and deletes it."
+  "At exit: finishes the raw file (MXNet's destructor then writes nothing) and deletes it; only
+  deletes it when someone reconfigured to their own file (MXNet never writes ours again)."
   []
-  (let [{:keys [path]} @raw
-        {:keys [finished running]} (profiler/state)
-        steady (:steady (profiler/-update-tracker! identity))]
-    (when (and path (not finished) (not (:finished @raw))
-               (= path (get (profiler/current-config) "filename"))
-               (or (.isDirectory (io/file ^String (raw-dir))) (rawdir/recreate! (raw-dir))))
-      (profiler/-as-owner "exit"
-        (if steady ; steady mode: no stop (IsProfiling stays); the finished dump only ends output
-          (profiler/pause)
-          (when running (profiler/profiler-set-state :stop)))
-        (profiler/-update-tracker! assoc :repair-on-finish false) ; deleted next: no rewrite
-        (profiler/dump-profile true))
-      (swap! raw assoc :finished true)
-      (when-not (System/getenv (rawdir/spec "keep_env"))
-        (rawdir/remove-dir! (raw-dir))))
-    (when (and path (not (:finished @raw)) (not= path (get (profiler/current-config) "filename")))
-      ;; someone reconfigured to their own file: MXNet never writes ours again
+  (let [{:keys [path finished]} @raw
+        {:keys [running] done :finished} (profiler/state)
+        ours? (= path (get (profiler/current-config) "filename"))]
+    (when (and path (not finished)
+               (or (not ours?)
+                   (and (not done) (or (.isDirectory (io/file ^String (raw-dir)))
+                                       (rawdir/recreate! (raw-dir))))))
+      (when ours?
+        (profiler/-as-owner "exit"
+          (if (:steady (profiler/-update-tracker! identity)) ; steady: no stop (IsProfiling stays),
+            (profiler/pause)                                 ; the finished dump only ends output
+            (when running (profiler/profiler-set-state :stop)))
+          (profiler/-update-tracker! assoc :repair-on-finish false) ; deleted next: no rewrite
+          (profiler/dump-profile true)))
       (swap! raw assoc :finished true)
       (when-not (System/getenv (rawdir/spec "keep_env"))
         (rawdir/remove-dir! (raw-dir))))))

@@ -20,6 +20,9 @@ import java.util.concurrent.locks.ReentrantLock;
  * as one locked {@link FileChannel} per claimed path, never opened twice.
  */
 public final class LocalTracker implements Tracker {
+  private static final List<String> BOOLEANS =
+      List.of("running", "ever_ran", "paused", "finished", "repair_on_finish");
+
   /** The one local tracker of this JVM. */
   static final LocalTracker INSTANCE = new LocalTracker(null);
 
@@ -33,16 +36,10 @@ public final class LocalTracker implements Tracker {
   public LocalTracker(Map<String, Object> initial) {
     Map<String, Object> start = new HashMap<>();
     for (String f : FIELDS) {
-      start.put(f, null);
+      start.put(f, f.equals("kept_parts") ? List.of() : BOOLEANS.contains(f) ? Boolean.FALSE : null);
     }
-    for (String f : List.of("running", "ever_ran", "paused", "finished", "repair_on_finish")) {
-      start.put(f, Boolean.FALSE);
-    }
-    start.put("kept_parts", List.of());
     fields = Collections.unmodifiableMap(start);
-    if (initial != null) {
-      write(initial);
-    }
+    write(initial == null ? Map.of() : initial);
   }
 
   @Override
@@ -137,15 +134,10 @@ public final class LocalTracker implements Tracker {
         if (ch == null) {
           continue;
         }
-        try {
-          ch.truncate(0); // no stale pid; still locked, so no other claimant writes meanwhile
+        try (FileChannel closed = ch) { // the lock goes with the channel
+          closed.truncate(0); // no stale pid; still locked, so no other claimant writes meanwhile
         } catch (IOException e) {
-          // the close below gives the claim back all the same
-        }
-        try {
-          ch.close();
-        } catch (IOException e) {
-          // closed or not, the lock goes with the channel
+          // closed all the same: the claim is given back
         }
       }
     }

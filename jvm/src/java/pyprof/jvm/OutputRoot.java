@@ -4,7 +4,6 @@ import java.io.IOException;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.InvalidPathException;
-import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.attribute.PosixFilePermissions;
@@ -30,36 +29,28 @@ public final class OutputRoot {
     try {
       dir = Paths.get(directory).toAbsolutePath().normalize();
     } catch (InvalidPathException e) {
-      throw PyprofException.catalogue("root.unusable", "root", directory, "reason",
-          "not a path (" + e.getReason() + ")");
+      throw unusable(directory, "not a path (" + e.getReason() + ")");
     }
-    if (!Files.exists(dir, LinkOption.NOFOLLOW_LINKS)) {
-      try {
-        Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(
-            PosixFilePermissions.fromString("rwx------")));
-      } catch (FileAlreadyExistsException e) {
-        // made concurrently: checked below
-      } catch (UnsupportedOperationException e) {
-        try {
-          Files.createDirectories(dir);
-        } catch (IOException e2) {
-          throw PyprofException.catalogue("root.unusable", "root", directory, "reason",
-              String.valueOf(e2.getMessage()));
-        }
-      } catch (IOException e) {
-        throw PyprofException.catalogue("root.unusable", "root", directory, "reason",
-            "cannot create it (" + e + ")");
-      }
+    try {
+      Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(
+          PosixFilePermissions.fromString("rwx------")));
+    } catch (FileAlreadyExistsException e) {
+      // there already, or made concurrently: checked below
+    } catch (IOException e) {
+      throw unusable(directory, "cannot create it (" + e + ")");
     }
     if (!Files.isDirectory(dir)) {
-      throw PyprofException.catalogue("root.unusable", "root", directory, "reason",
-          "it is not a directory");
+      throw unusable(directory, "it is not a directory");
     }
     try {
       root = dir.toRealPath();
     } catch (IOException e) {
-      throw PyprofException.catalogue("root.unusable", "root", directory, "reason", e.toString());
+      throw unusable(directory, e.toString());
     }
+  }
+
+  private static PyprofException unusable(String directory, String reason) {
+    return PyprofException.catalogue("root.unusable", "root", directory, "reason", reason);
   }
 
   /** The root named by {@code -Dpyprof.outputRoot}, else {@code <java.io.tmpdir>/pyprof}. */

@@ -1,0 +1,133 @@
+"""The ``Memory: <device>`` counter inside an operator event, and when a trace can tell it.
+
+MXNet 1.9.1 (``src/profiler/storage_profiler.h``) adjusts one atomic counter per device at
+every ``Storage::Alloc``/``Free`` (by the requested bytes; on the CPU the storage manager is
+unpooled) and emits a sample with the new value, the emitting thread's ``tid`` and a
+timestamp taken just *after* the update. Operators allocate their outputs on the worker
+thread, inside their event; the engine's ``DeleteVariable`` frees on the worker or, when it is
+ready at once, on the thread that freed the NDArray (the calling thread): two threads' samples
+interleave.
+
+The rise of a sample is its value minus the value just before its update, which is the value of
+the sample updated last before it. The trace orders updates only partly: a sample's update lies
+after the last event of its own thread stamped strictly before it (an operator's begin, an API
+call's, another counter's sample: nothing runs between the update and the stamp), and after the
+begin of the slice of its thread it is stamped inside (the premise of the check: a sample
+inside an operator's event is that operator's); that bound is ``lo``. It lies no later than its
+own stamp (``ts``). The rise is *certain* when its predecessor in time order is
+certainly updated before it and every other sample is certainly before that predecessor or
+after it (same thread: program order; other threads: disjoint intervals). Otherwise the check
+cannot be made from the trace, and says why (``attribution.json matching.memory_unchecked``).
+Pure Python over a window's events; no C function is called.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from typing import Any
+
+from .. import rules
+from ..trace.slices import closed_slices
+
+__all__ = ["CounterSamples", "UNCHECKED"]
+
+_M: dict[str, Any] = rules.spec("attribution.json")["matching"]
+#: Why a match's memory check could not be made: reason key -> its words.
+UNCHECKED: dict[str, str] = {k: v for k, v in _M["memory_unchecked"].items() if k != "about"}
+_PREFIX = _M["memory_counter"].split("{")[0]
+_NEG = float("-inf")
+#: Phases whose stamp a thread takes itself, in program order with its counter samples.
+_STAMPED = frozenset("BEXbeCin")
+
+
+class CounterSamples:
+    """The memory counter samples of a window, per device, with each one's certain rise (None
+    when the trace cannot tell it). ``events``: the window's trace events."""
+
+    def __init__(self, events: Sequence[dict[str, Any]]) -> None:
+        bounds: dict[Any, list] = {}  # tid -> the stamps of all its events (program order)
+        slices: dict[Any, list] = {}  # tid -> (begin, end) of its B/E and X slices
+        raw: dict[str, list] = {}
+        for i, ev, closed in closed_slices(events):
+            if closed is not None:
+                b, bev, dur = closed
+                slices.setdefault(bev.get("tid"), []).append((bev["ts"], bev["ts"] + dur))
+            ph, name, ts = ev.get("ph"), ev.get("name"), ev.get("ts")
+            if not isinstance(ts, (int, float)) or ph not in _STAMPED:
+                continue
+            bounds.setdefault(ev.get("tid"), []).append(ts)
+            if ph == "C" and isinstance(name, str) and name.startswith(_PREFIX):
+                value = (ev.get("args") or {}).get(name)
+                if isinstance(value, (int, float)):
+                    raw.setdefault(name[len(_PREFIX):], []).append((ts, i, ev.get("tid"), value))
+        for b in bounds.values():
+            b.sort()
+        #: device -> (stamps, tids, certain rises or None), in time order
+        self.series: dict[str, tuple[list, list, list]] = {}
+        for device, s in raw.items():
+            s.sort(key=lambda x: (x[0], x[1]))
+            self.series[device] = self._rises(s, bounds, slices)
+
+    @staticmethod
+    def _rises(s: list, bounds: dict[Any, list], slices: dict[Any, list]) -> tuple[list, list, list]:
+        n = len(s)
+        for v in slices.values():
+            v.sort()
+        lo, last = [], {}  # lo: the stamp after which the sample's update certainly came
+        for ts, _, tid, _ in s:
+            b = bounds.get(tid, ())
+            k = bisect.bisect_left(b, ts)  # events stamped strictly before this sample
+            low = max(b[k - 1] if k else _NEG, last.get(tid, _NEG))
+            v = slices.get(tid, ())
+            k = bisect.bisect_right(v, (ts, float("inf")))  # the latest slice begun by then
+            if k and v[k - 1][1] >= ts:
+                low = max(low, v[k - 1][0])  # inside it (the check's own premise): after its begin
+            lo.append(low)
+            last[tid] = ts
+        stamps = [x[0] for x in s]
+        # later[k] > 0: a later sample of another thread may have been updated before k (its
+        # lo is not after k's stamp): each sample q marks the samples k < q with ts >= lo[q]
+        diff = [0] * (n + 1)
+        later = [0] * n
+        for q in range(n):
+            a = bisect.bisect_left(stamps, lo[q], 0, q)
+            if a < q:
+                diff[a] += 1
+                diff[q] -= 1
+                for k in range(a, bisect.bisect_right(stamps, lo[q], 0, q)):
+                    later[k] -= s[k][2] == s[q][2]  # its own thread's: program order
+        run = 0
+        for k in range(n):
+            run += diff[k]
+            later[k] += run
+
+        def before(a: int, b: int) -> bool:  # a's update certainly came before b's
+            return s[a][2] == s[b][2] and a < b or s[a][0] < lo[b]
+
+        rises: list = []
+        for k in range(n):
+            p = k - 1
+            ok = p >= 0 and later[k] == 0 and before(p, k)
+            q = p - 1
+            while ok and q >= 0 and s[q][0] >= lo[p]:  # an earlier sample not surely before p
+                ok = s[q][2] == s[p][2]
+                q -= 1
+            rises.append(s[k][3] - s[p][3] if ok else None)
+        return stamps, [x[2] for x in s], rises
+
+    def rise(self, device: str, tid: Any, start: Any, end: Any) -> tuple[int | None, str | None]:
+        """The counter's rise on ``tid`` inside ``[start, end]`` on ``device``: ``(bytes,
+        None)``, or ``(None, reason)`` with a key of :data:`UNCHECKED` when the trace cannot
+        tell it."""
+        series = self.series.get(device)
+        if not series:
+            return None, "no_samples"
+        stamps, tids, rises = series
+        lo, hi = bisect.bisect_left(stamps, start), bisect.bisect_right(stamps, end)
+        inside = [k for k in range(lo, hi) if tids[k] == tid]
+        if inside and inside[0] == 0:
+            return None, "first_sample"  # the value before it is not in the window
+        if any(rises[k] is None for k in inside):
+            return None, "interleaved"
+        return sum(rises[k] for k in inside), None

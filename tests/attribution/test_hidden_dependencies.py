@@ -1,0 +1,87 @@
+"""Dependencies MXNet's engine has that no input handle shows (issue 22's memory check found
+them): a view shares its source's engine variable, and an operator that requests temp space
+waits for the call that took the same copy before it. Each scenario makes the engine run a
+later call first, on one CPU worker; matching must follow it, and a planted bug must not."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.child import run_scenario
+
+_SCENARIOS = {
+    # relu(view of a slow dot's output) waits for the dot; relu(c3), called later, is ready
+    "view": """
+slow = mx.nd.dot(big, big)
+a = mx.nd.relu(slow.reshape((90000,)))
+b = mx.nd.relu(c3)
+""",
+    # D takes temp-space copy k and waits for the slow dot; three ready sums take k+1..k+3;
+    # X = sum((3, 3)) takes copy k again and waits for D; Y = sum((1, 3)) takes k+1: it runs first
+    "temp_space": """
+slow = mx.nd.exp(big)
+d = mx.nd.sum(slow, axis=1)
+s = [mx.nd.sum(c3, axis=1, keepdims=True) for _ in range(3)]
+x = mx.nd.sum(c3, axis=0, keepdims=True)
+y = mx.nd.sum(row, axis=0, keepdims=True)
+""",
+}
+
+_BODY = """
+import json, pyprof, mxnet as mx
+PLANT
+big = mx.nd.ones((300, 300)); c3 = mx.nd.ones((3, 3)); row = mx.nd.ones((1, 3))
+mx.nd.sum(mx.nd.relu(mx.nd.dot(c3, c3)), axis=1).wait_to_read()
+with pyprof.profile(path="w.json", record_shapes=True) as p:
+    for i in range(20):
+        STEP
+        mx.nd.waitall()
+events = json.load(open("w.json"))["traceEvents"]
+NAME = "relu" if "relu" in '''STEP''' else "sum"
+ev = sorted((e for e in events if e.get("ph") == "B" and e.get("name") == NAME), key=lambda e: e["ts"])
+result = {"report": p.windows[0].attribution.as_dict(),
+          "rows": [[e["args"]["Input Dims"], e["args"]["pyprof.output_dims"], e["args"]["pyprof.match"],
+                    e["args"].get("pyprof.memory_check")] for e in ev]}
+"""
+
+_PLANTS = {
+    "view": """
+from pyprof.attribution import capture as _c
+_c.VIEWS = ()  # views not hooked: a view looks made before the window, ready at once
+""",
+    "temp_space": """
+from pyprof.attribution import matching as _m
+_m._temp_chain = lambda calls, ops, env: {}  # the round robin of temp-space copies not modelled
+""",
+}
+
+
+def _run(tmp_path, case: str, plant: str = ""):
+    body = _BODY.replace("PLANT", plant).replace("STEP", _SCENARIOS[case].strip().replace("\n", "\n        "))
+    return run_scenario(body, tmp_path, timeout=120)
+
+
+@pytest.mark.parametrize("case", sorted(_SCENARIOS))
+def test_a_call_held_back_by_a_hidden_dependency_is_matched_to_its_own_event(tmp_path, case):
+    r = _run(tmp_path, case)
+    rep = r["report"]
+    assert rep["matched"] == rep["calls"] == rep["events"]
+    # no mismatch; a few not checked or labelled where a push raced a completion (under load)
+    unchecked = sum(rep["memory_unchecked"].values())
+    assert rep["memory_passed"] == rep["memory_checked"] == rep["matched"] - unchecked, rep
+    assert unchecked <= rep["matched"] // 10, rep
+    if case == "view":  # the ready relu of the 3x3 array runs first, in most iterations
+        firsts = [r["rows"][i][0] for i in range(0, 40, 2)]
+        assert firsts.count([[3, 3]]) >= 10, firsts
+    else:  # per iteration: D, three sums, then Y before X: Y's (1, 3) -> (1, 3) is 5th
+        fifth = [r["rows"][i][1] for i in range(4, 120, 6)]
+        assert fifth.count([[1, 3]]) >= 15, fifth
+    labels = [m for _, _, m, _ in r["rows"]]
+    assert set(labels) <= {"exact", "memory", "ambiguous"}
+    assert labels.count("exact") >= 0.9 * len(labels), labels
+
+
+@pytest.mark.parametrize("case", sorted(_SCENARIOS))
+def test_the_hidden_dependency_not_modelled_fails_the_memory_check(tmp_path, case):
+    rep = _run(tmp_path, case, _PLANTS[case])["report"]
+    assert rep["memory_checked"] - rep["memory_passed"] >= 10, rep

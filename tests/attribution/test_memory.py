@@ -1,0 +1,55 @@
+"""When a trace tells the memory counter's rise inside an event (pyprof.attribution.memory):
+samples are stamped just after their update, so two threads' samples whose possible update
+moments overlap leave the rise unknown. Synthetic traces, every number chosen by hand."""
+
+from __future__ import annotations
+
+from pyprof.attribution.memory import UNCHECKED, CounterSamples
+
+_NAME = "Memory: cpu/0"
+
+
+def _c(ts, tid, value):
+    return {"ph": "C", "name": _NAME, "ts": ts, "pid": 1, "tid": tid, "args": {_NAME: value}}
+
+
+def _slice(name, b, e, tid):
+    return [{"ph": "B", "name": name, "cat": "operator", "ts": b, "pid": 0, "tid": tid},
+            {"ph": "E", "name": name, "cat": "operator", "ts": e, "pid": 0, "tid": tid}]
+
+
+def _trace(free_b, free_ts):
+    # worker 1: a sample at 5 (the window's first), then relu [10, 14] allocating 100 at 13;
+    # thread 2 frees 40 inside its DeleteVariable [free_b, free_ts + 1], stamped at free_ts
+    ev = [_c(5, 1, 1000)] + _slice("relu", 10, 14, 1) + _slice("DeleteVariable", free_b, free_ts + 1, 2)
+    if free_ts < 13:
+        ev += [_c(free_ts, 2, 960), _c(13, 1, 1060)]
+    else:
+        ev += [_c(13, 1, 1100), _c(free_ts, 2, 1060)]
+    return ev
+
+
+def test_a_rise_the_stamps_order_is_told():
+    s = CounterSamples(_trace(20, 21))  # the free comes after the relu's event
+    assert s.rise("cpu/0", 1, 10, 14) == (100, None)
+    assert s.rise("cpu/0", 2, 20, 22) == (-40, None)
+    s = CounterSamples(_trace(6, 7))  # before the relu began: ordered too
+    assert s.rise("cpu/0", 1, 10, 14) == (100, None)
+
+
+def test_another_threads_sample_that_may_come_between_leaves_it_unknown():
+    # the free's update lies in (11, 12], the relu's in (10, 13]: either came first
+    s = CounterSamples(_trace(11, 12))
+    assert s.rise("cpu/0", 1, 10, 14) == (None, "interleaved")
+    # stamped after the relu's sample, but possibly updated before it: unknown as well
+    s = CounterSamples(_trace(12, 13.5))
+    assert s.rise("cpu/0", 1, 10, 14) == (None, "interleaved")
+
+
+def test_the_first_sample_and_a_device_without_samples_say_so():
+    ev = _slice("relu", 4, 6, 1) + [_c(5, 1, 1000)]
+    s = CounterSamples(ev)
+    assert s.rise("cpu/0", 1, 4, 6) == (None, "first_sample")
+    assert s.rise("gpu/0", 1, 4, 6) == (None, "no_samples")
+    assert s.rise("cpu/0", 1, 7, 9) == (0, None)  # no sample inside: nothing allocated
+    assert set(UNCHECKED) >= {"first_sample", "no_samples", "interleaved", "no_shapes"}
