@@ -145,25 +145,26 @@ def _slots(nodes_json: list[dict], outs: list[str]) -> dict[int, tuple[int, int]
     return slots if k == len(outs) else None
 
 
-def backward_plan(graph: Graph, table: dict[str, dict]) -> list[tuple[int, str, list[str], bool, list[int]]]:
+def backward_plan(graph: Graph, table: dict[str, dict]) -> list[tuple[int, str, list[str], bool, list]]:
     """The backward nodes of ``graph``'s forward nodes that ``table`` (attribution.json
     ``capture.backward``) knows, in the order MXNet runs them (reverse graph order): (forward
     node index, backward operator, input refs, exact, the positions in this list of the
-    backward nodes whose gradients it reads, i.e. of the forward node's consumers)."""
-    plan: list[tuple[int, str, list[str], bool, list[int]]] = []
+    backward nodes whose gradients it reads, i.e. of the forward node's consumers, each with
+    the consumer's input position the forward node feeds, which is the gradient's output)."""
+    plan: list[tuple[int, str, list[str], bool, list[tuple[int, int]]]] = []
     at: dict[int, int] = {}
-    consumers: dict[int, list[int]] = {}
+    consumers: dict[int, list[tuple[int, int]]] = {}
     for m, n in enumerate(graph.nodes):
-        for j, _ in n.inputs:
+        for x, (j, _) in enumerate(n.inputs):
             if j >= 0:
-                consumers.setdefault(j, []).append(m)
+                consumers.setdefault(j, []).append((m, x))
     for k in range(len(graph.nodes) - 1, -1, -1):
         spec = table.get(graph.nodes[k].op)
         if spec is None:
             continue
         at[k] = len(plan)
         plan.append((k, spec["op"], spec["inputs"], bool(spec["exact"]),
-                     [at[m] for m in consumers.get(k, ()) if m in at]))
+                     [(at[m], x) for m, x in consumers.get(k, ()) if m in at]))
     return plan
 
 

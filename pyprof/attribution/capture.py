@@ -376,8 +376,8 @@ class Recorder:
                 ins, outs = cachedop.backward_meta(refs, *metas[k]), metas[k][0]
             n = g.nodes[k]
             out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(op, -1), [], [], ins, outs,
-                            n.keys, n.vals, tuple(bwd.first + q for q in after), bwd.thread, fwd.stack,
-                            tuple(0 for _ in after), n.block,
+                            n.keys, n.vals, tuple(bwd.first + q for q, _ in after), bwd.thread, fwd.stack,
+                            tuple(x for _, x in after), n.block,
                             _SOURCES["backward" if exact else "backward_partial"]))
         return out
 
