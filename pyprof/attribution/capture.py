@@ -19,6 +19,16 @@ needs. A view (``reshape``, ``x[i]``, ``x[a:b]``, ``detach``: ``attribution.json
 is a new handle on the same engine variable, so it inherits its source's producer; without that
 an operator reading a view looked ready before the source's producer had run.
 
+Hybridized Gluon blocks (:mod:`pyprof.attribution.cachedop`): ``MXInvokeCachedOpEx`` and
+``MXInvokeCachedOp`` record one call per operator node of the block's graph, in graph order,
+with its Gluon block (``Call.block``); the graph comes from ``MXCreateCachedOpEx``/
+``MXCreateCachedOp`` (or, for a CachedOp made before the recorder was installed, from the
+Gluon block running it) and is forgotten at ``MXFreeCachedOp``; the nodes' shapes come from
+one inference per input signature, made at :meth:`Recorder.take` (outside MXNet's calls). An
+invocation autograd records (tracked at ``MXAutogradSetIsRecording``) also gets, at the next
+``MXAutogradBackwardEx``, one call per backward node that ``attribution.json
+capture.backward`` knows, with shapes derived from its forward node's.
+
 The shape queries are C API calls: with ``profile_api`` they show in the trace as
 ``MXNDArrayGetShapeEx``/``MXNDArrayGetDType`` calls (one pair per output and per input not seen
 before).
@@ -36,6 +46,7 @@ from typing import Any
 
 from .. import rules
 from ..native import capi
+from . import cachedop
 
 __all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "VIEWS", "dtype_name"]
 
@@ -44,6 +55,12 @@ _SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
 OPTIONS: dict[str, str] = _SPEC["options"]
 _DTYPES: dict[int, str] = {int(k): v for k, v in _SPEC["dtypes"].items()}
 _SKIP = tuple(_SPEC["skip_modules"])
+_SOURCES: dict[str, str] = _SPEC["sources"]
+_BACKWARD: dict[str, dict] = {k: v for k, v in _SPEC["backward"].items() if k != "about"}
+# The CachedOp functions hooked with the imperative ones (module cachedop): invocations, and
+# creations with the index of their CachedOpHandle* argument.
+_CACHED_INVOKE = ("MXInvokeCachedOpEx", "MXInvokeCachedOp")
+_CACHED_CREATE = {"MXCreateCachedOpEx": 4, "MXCreateCachedOp": 1}
 #: Calls one window records at most (attribution.json capture.max_calls; tests lower it):
 #: past it the recorder stops until the next window, so memory stays bounded.
 MAX_CALLS: int = _SPEC["max_calls"]
@@ -65,21 +82,27 @@ def dtype_name(code: int) -> str:
 class Call:
     """One recorded call. ``op`` is the operator's handle (:attr:`name` one of its names);
     shapes and dtypes are None without ``record_shapes``; ``stack`` is a tuple of (code, line)
-    pairs, innermost first, None without ``with_stack``. ``t_us`` is when the call began,
+    pairs, innermost first, None without ``with_stack``. A CachedOp node's call (see
+    :mod:`pyprof.attribution.cachedop`) has only its graph inputs' handles and no outputs, its
+    ``block`` and ``source`` ``"inference"``. ``t_us`` is when the call began,
     ``pushed_us`` when it returned (by then MXNet's engine has the operator), both on the
     trace's clock (microseconds since the epoch)."""
 
     __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
-                 "producers", "slots", "thread", "stack")
+                 "producers", "slots", "thread", "stack", "block", "source")
 
     def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
                  in_meta: list | None, out_meta: list | None, keys: list, vals: list,
-                 producers: tuple, thread: int, stack: tuple | None, slots: tuple = ()) -> None:
+                 producers: tuple, thread: int, stack: tuple | None, slots: tuple = (),
+                 block: str | None = None, source: str = "call") -> None:
         self.seq, self.t_us, self.pushed_us, self.op = seq, t_us, pushed_us, op
         self.inputs, self.outputs, self.in_meta, self.out_meta = inputs, outputs, in_meta, out_meta
         self.keys, self.vals, self.producers = keys, vals, producers
         self.slots = slots  # per input: which output of its producer it is (-1: unknown)
         self.thread, self.stack = thread, stack
+        #: the Gluon block of a CachedOp node (``conv0``), None for an imperative call; source:
+        #: where the shapes came from (attribution.json ``capture.sources``)
+        self.block, self.source = block, source
 
     @property
     def name(self) -> str:
@@ -126,6 +149,11 @@ class Recorder:
         self._lock = threading.Lock()
         self._hooked = False
         self._skip: dict[Any, bool] = {}  # code object -> not a call site
+        self._graphs = cachedop.Graphs()  # CachedOp handle -> its symbol, while it lives
+        self._codes = {v: k for k, v in _DTYPES.items()}  # dtype name -> MXNet's code
+        self._pending_calls = 0  # node calls of the recorded CachedOp invocations, less one each
+        self._taped: list[cachedop.Invocation] = []  # autograd recorded them; not backwarded yet
+        self._recording: dict[int, bool] = {}  # thread ident -> autograd records (as last set)
         self.full = False  # the window reached capture.max_calls: recording stopped
         self.unrecorded = 0  # calls whose recording failed (they ran; their events carry no args)
         _RECORDERS.add(self)
@@ -147,6 +175,13 @@ class Recorder:
         capi.hook_mxnet("MXNDArrayFree", self._make_free)
         for name in VIEWS:
             capi.hook_mxnet(name, self._make_view)
+        for name in _CACHED_INVOKE:
+            capi.hook_mxnet(name, lambda raw: self._make_invoke(raw, cached=True))
+        for name, out_arg in _CACHED_CREATE.items():
+            capi.hook_mxnet(name, lambda raw, i=out_arg: self._graphs.hook_create(raw, i))
+        capi.hook_mxnet("MXFreeCachedOp", self._graphs.hook_free)
+        capi.hook_mxnet("MXAutogradBackwardEx", self._make_backward)
+        capi.hook_mxnet("MXAutogradSetIsRecording", self._make_set_recording)
         self._hooked = True
         return True
 
@@ -155,11 +190,14 @@ class Recorder:
         if self._hooked:
             capi.hook_mxnet("MXImperativeInvokeEx")
             capi.hook_mxnet("MXNDArrayFree")
-            for name in VIEWS:
+            for name in (*VIEWS, *_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp",
+                         "MXAutogradBackwardEx", "MXAutogradSetIsRecording"):
                 capi.hook_mxnet(name)
             self._hooked = False
         self._active[0] = False
         self._cache.clear()
+        self._graphs.clear()
+        self._recording.clear()
 
     def resume(self) -> None:
         """A window starts recording: record calls from now on."""
@@ -175,11 +213,18 @@ class Recorder:
         recording stopped at ``capture.max_calls`` (the next window records again)."""
         with self._lock:
             calls, self.calls, full, self.full = self.calls, [], self.full, False
+            self._pending_calls = 0
+            self._taped = []  # a forward of this window backwarded in the next gets no backward calls
+        if any(type(c) is cachedop.Invocation for c in calls):
+            calls = [x for c in calls
+                     for x in (self._expand(c) if type(c) is cachedop.Invocation else (c,))]
         return calls, full
 
     # -- the hot path ---------------------------------------------------------------------------
-    def _make_invoke(self, raw: Callable[..., int]) -> Callable[..., int]:
-        active, record, now = self._active, self._record, time.time_ns
+    def _make_invoke(self, raw: Callable[..., int], cached: bool = False) -> Callable[..., int]:
+        """``MXImperativeInvokeEx`` (or, ``cached``, ``MXInvokeCachedOp(Ex)``) recording."""
+        active, now = self._active, time.time_ns
+        record = self._record_cached if cached else self._record
 
         def invoke(*a: Any) -> int:
             t = now()
@@ -217,11 +262,130 @@ class Recorder:
             return rc
         return view
 
+    def _meta(self, h: int) -> tuple:
+        """The cache entry of input handle ``h``, queried and cached when not seen before."""
+        e = self._cache.get(h)
+        if e is None or e[1] == -1:  # never seen, or recorded without shapes
+            s, d = capi.ndarray_meta(h)
+            e = self._cache[h] = (s, d, -1, -1) if e is None else (s, d, e[2], e[3])
+        return e
+
+    def _record_cached(self, t_us: int, pushed_us: int, a: tuple) -> None:
+        """A CachedOp invocation: its seqs (one per operator node) reserved now, its node calls
+        made at :meth:`take` (the shape inference cannot run inside MXNet's call, see
+        :meth:`pyprof.attribution.cachedop.Graph.meta`); its outputs cached as the nodes'."""
+        handle, ins, outs = cachedop.invoke_io(a)
+        graph = self._graphs.get(handle) or self._graphs.from_stack(handle)
+        if graph is None:
+            self.unrecorded += 1
+            return
+        meta, cache = capi.ndarray_meta, self._cache
+        with self._lock:
+            n = len(graph.nodes)
+            if self._pending_calls + len(self.calls) + n > MAX_CALLS:
+                self.full, self._active[0] = True, False
+                return
+            in_meta = [self._meta(h) for h in ins]
+            first = self._seq
+            self._seq = first + n
+            sig = tuple((e[0], e[1]) for e in in_meta)
+            known = graph.outputs.get(sig)  # the outputs' (shape, dtype) at this signature
+            if known is None or len(known) != len(outs):
+                known = graph.outputs[sig] = [meta(h) if self.shapes else (None, -1) for h in outs]
+            for h, (j, i), (s, d) in zip(outs, graph.heads, known):
+                cache[h] = in_meta[i] if j < 0 else (s, d, first + j, i)
+            inv = cachedop.Invocation(first, t_us, pushed_us, graph, ins, in_meta, threading.get_ident(),
+                              self._stack() if self.stack else None)
+            self.calls.append(inv)
+            self._pending_calls += n - 1
+            t = threading.get_ident()
+            rec = self._recording.get(t)
+            if rec is None:  # not set since the recorder was installed: asked once
+                rec = self._recording[t] = cachedop.autograd_recording()
+            if rec:
+                self._taped.append(inv)
+
+    def _make_set_recording(self, raw: Callable[..., int]) -> Callable[..., int]:
+        recording, ident = self._recording, threading.get_ident
+
+        def set_recording(*a: Any) -> int:
+            rc = raw(*a)
+            if rc == 0:
+                recording[ident()] = bool(getattr(a[0], "value", a[0]))
+            return rc
+        return set_recording
+
+    def _make_backward(self, raw: Callable[..., int]) -> Callable[..., int]:
+        active, now = self._active, time.time_ns
+
+        def backward(*a: Any) -> int:
+            t = now()
+            rc = raw(*a)
+            if rc == 0 and active[0] and self._taped:
+                try:
+                    self._record_backward(t // 1000, now() // 1000)
+                except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
+                    self.unrecorded += 1
+            return rc
+        return backward
+
+    def _record_backward(self, t_us: int, pushed_us: int) -> None:
+        """The backward nodes of the CachedOp invocations autograd recorded (newest first, each
+        in reverse graph order): seqs reserved now, calls made at :meth:`take`."""
+        with self._lock:
+            taped, self._taped = self._taped, []
+            for inv in reversed(taped):
+                g = inv.graph
+                if g.plan is None:
+                    g.plan = cachedop.backward_plan(g, _BACKWARD)
+                if not g.plan:
+                    continue
+                if self._pending_calls + len(self.calls) + len(g.plan) > MAX_CALLS:
+                    self.full, self._active[0] = True, False
+                    return
+                first = self._seq
+                self._seq = first + len(g.plan)
+                self.calls.append(cachedop.Invocation(first, t_us, pushed_us, g, inv, None,
+                                              threading.get_ident(), None))
+                self._pending_calls += len(g.plan) - 1
+
+    def _expand(self, inv: cachedop.Invocation) -> list[Call]:
+        """The node calls of one CachedOp invocation, in graph order; of its backward, in the
+        order of its plan (the invocation's ``inputs`` is then the forward invocation)."""
+        g = inv.graph
+        if isinstance(inv.inputs, cachedop.Invocation):
+            return self._expand_backward(inv, inv.inputs)
+        metas = g.meta(tuple((e[0], e[1]) for e in inv.in_meta), self._codes) if self.shapes else None
+        out = []
+        for k, n in enumerate(g.nodes):
+            producers = tuple(inv.in_meta[i][2] if j < 0 else inv.first + j for j, i in n.inputs)
+            slots = tuple(inv.in_meta[i][3] if j < 0 else i for j, i in n.inputs)
+            m = metas[k] if metas is not None else (None, None)
+            out.append(Call(inv.first + k, inv.t_us, inv.pushed_us, HANDLES.get(n.op, -1),
+                            [inv.inputs[i] for j, i in n.inputs if j < 0], [], m[0], m[1], n.keys,
+                            n.vals, producers, inv.thread, inv.stack, slots, n.block, _SOURCES["node"]))
+        return out
+
+    def _expand_backward(self, bwd: cachedop.Invocation, fwd: cachedop.Invocation) -> list[Call]:
+        g = fwd.graph
+        metas = g.meta(tuple((e[0], e[1]) for e in fwd.in_meta), self._codes) if self.shapes else None
+        out = []
+        for p, (k, op, refs, exact, after) in enumerate(g.plan or ()):
+            ins = outs = None
+            if metas is not None:
+                ins, outs = cachedop.backward_meta(refs, *metas[k]), metas[k][0]
+            n = g.nodes[k]
+            out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(op, -1), [], [], ins, outs,
+                            n.keys, n.vals, tuple(bwd.first + q for q, _ in after), bwd.thread, fwd.stack,
+                            tuple(x for _, x in after), n.block,
+                            _SOURCES["backward" if exact else "backward_partial"]))
+        return out
+
     def _record(self, t_us: int, pushed_us: int, a: tuple) -> None:
         op, ins, outs, keys, vals = capi.invoke_io(a)
         cache = self._cache
         with self._lock:
-            if len(self.calls) >= MAX_CALLS:  # memory stays bounded, whatever the window's length
+            if len(self.calls) + self._pending_calls >= MAX_CALLS:  # bounded, whatever the window
                 self.full, self._active[0] = True, False
                 return
             seq = self._seq
@@ -279,7 +443,7 @@ def _after_fork_in_child() -> None:
     for r in list(_RECORDERS):
         r._lock = threading.Lock()
         r._active[0] = False
-        r.calls = []
+        r.calls, r._pending_calls, r._taped = [], 0, []
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

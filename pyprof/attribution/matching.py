@@ -7,7 +7,9 @@ operator), made before the event started, whose producers have all ended by then
 earliest *ready time* (the call's return, or its producers' last end when later; ties: the
 earlier call). A call's producers are its inputs' (views inherit their source's: one engine
 variable) and, for an operator that requests temp space, the call that took the same one of
-the device's round-robin copies before it (``matching.resources``). A device with one FIFO
+the device's round-robin copies before it (``matching.resources``); a producer whose operator
+has no event in the window (a hybridized block's node inside an ``ImperativeBulk``) counts as
+ended. A device with one FIFO
 worker (MXNet's CPU default) runs its operators in the order they became ready, so the match
 is exact there when the trace orders the chosen call's readiness before every other ready
 candidate's; when it cannot (one completion released both through different variables, or a
@@ -52,6 +54,7 @@ BOOKKEEPING = frozenset(_M["bookkeeping"])
 _CATEGORIES = frozenset(_M["categories"])
 _LABELS: dict[str, str] = _M["match_labels"]
 _RES: dict[str, Any] = _M["resources"]
+_CALL: str = _SPEC["capture"]["sources"]["call"]
 #: A window file larger than this (bytes) is kept as cut, without args: annotating reads the
 #: whole window into memory (attribution.json capture.max_annotate_bytes; tests lower it).
 MAX_ANNOTATE_BYTES: int = _SPEC["capture"]["max_annotate_bytes"]
@@ -207,6 +210,12 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     outputs' bytes, or None) let memory decide a tie the rule cannot order."""
     ops = _operator_events(events)
     deps = _dependencies(calls, _temp_chain(calls, ops, env))
+    # calls whose operator has no event in the window (a hybridized block's nodes inside an
+    # ImperativeBulk) never end here: they hold nothing back
+    present = {HANDLES.get(ev.name, -1) for ev in ops}
+    unseen = {c.seq for c in calls if c.op not in present}
+    if unseen:
+        deps = {k: [d for d in v if d[0] not in unseen] for k, v in deps.items()}
     pending: dict[int, list[Call]] = {}
     for c in calls:
         pending.setdefault(c.op, []).append(c)
@@ -289,6 +298,9 @@ def _args(c: Call, label: str, opts: dict[str, bool], name: str, threads: dict[i
         a[ARGS["output_type"]] = c.dtypes("out")
         a[ARGS["attrs"]] = c.attrs()
     a[ARGS["thread"]] = threads.get(c.thread, f"thread {c.thread}")
+    if c.block is not None:
+        a[ARGS["block"]] = c.block
+    a[ARGS["source"]] = c.source
     if c.stack is not None:
         a[ARGS["call_site"]] = c.call_site()
         a[ARGS["stack"]] = c.frames()
@@ -325,7 +337,9 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
         return samples.rise(op.device, op.tid, op.start, op.end)[0]
 
     def nbytes(c: Call) -> int | None:
-        return _nbytes(c.shapes("out"), c.dtypes("out"))
+        # a CachedOp allocates its graph's arrays by its memory plan, ahead of its nodes: the
+        # counter neither checks nor chooses a node's match
+        return _nbytes(c.shapes("out"), c.dtypes("out")) if c.source == _CALL else None
 
     found, ops = match(calls, events, env=env, rise=rise, nbytes=nbytes)
     checked = passed = 0
@@ -338,7 +352,9 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
         op = by_index[index]
         want = nbytes(c)
         got, why = samples.rise(op.device, op.tid, op.start, op.end)
-        if want is None:
+        if c.source != _CALL:
+            why = "cached_op_node"
+        elif want is None:
             why = "no_shapes"
         elif label == _LABELS["memory"]:
             why = "matched_by_memory"

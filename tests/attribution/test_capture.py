@@ -235,7 +235,9 @@ import pyprof, mxnet as mx
 from mxnet.base import _LIB
 from pyprof.attribution.capture import VIEWS
 def fns():
-    return [getattr(getattr(_LIB, n), "__wrapped__", None) for n in ("MXImperativeInvokeEx", "MXNDArrayFree", *VIEWS)]
+    return [getattr(getattr(_LIB, n), "__wrapped__", None) for n in ("MXImperativeInvokeEx", "MXNDArrayFree", *VIEWS, *CACHED)]
+CACHED = ("MXInvokeCachedOpEx", "MXInvokeCachedOp", "MXCreateCachedOpEx", "MXCreateCachedOp", "MXFreeCachedOp",
+          "MXAutogradBackwardEx", "MXAutogradSetIsRecording")
 mx.nd.ones((2, 2)).wait_to_read()
 plain = fns()
 with pyprof.profile(path="off.json") as p:            # every option off
@@ -257,8 +259,11 @@ result = {"off_same": during_off == plain, "on_hooked": during_on != plain,
 def test_with_every_option_off_the_gated_functions_are_untouched(tmp_path):
     r = run_scenario(_OFF, tmp_path, timeout=120)
     assert r["off_same"] is True and r["off_attribution"] is None
-    assert r["on_hooked"] is True and r["hooked_names"] == ["invoke", "free"] + ["view"] * len(r["views"])
-    assert r["raw_names"] == r["after_plain"] == ["MXImperativeInvokeEx", "MXNDArrayFree", *r["views"]]
+    cached = ["invoke", "invoke", "create", "create", "free", "backward", "set_recording"]
+    assert r["on_hooked"] is True and r["hooked_names"] == ["invoke", "free"] + ["view"] * len(r["views"]) + cached
+    assert r["raw_names"] == r["after_plain"] == [
+        "MXImperativeInvokeEx", "MXNDArrayFree", *r["views"], "MXInvokeCachedOpEx", "MXInvokeCachedOp",
+        "MXCreateCachedOpEx", "MXCreateCachedOp", "MXFreeCachedOp", "MXAutogradBackwardEx", "MXAutogradSetIsRecording"]
     assert "MXNDArrayReshape64" in r["views"] and "MXNDArraySlice64" in r["views"]
     assert r["on_calls"] == 1
 

@@ -1,0 +1,314 @@
+"""The nodes of hybridized Gluon blocks (CachedOp), for :mod:`pyprof.attribution.capture`.
+
+A hybridized block runs as one ``MXInvokeCachedOpEx`` (``MXInvokeCachedOp``) call whose
+operators MXNet pushes itself, so ``MXImperativeInvokeEx`` never sees them. While a recorder
+is installed, :class:`Graphs` keeps, per live CachedOp handle, the block's symbol as JSON
+(``MXSymbolSaveToJSON`` at ``MXCreateCachedOpEx``/``MXCreateCachedOp``) and the Gluon block
+prefixes of the block that built it (read from the caller's frames: ``HybridBlock._build_cache``);
+``MXFreeCachedOp`` evicts the handle (addresses are reused). Per (handle, input signature: the
+inputs' shapes and dtypes) one shape and one type inference of the symbol's internals
+(``mx.sym.Symbol.infer_shape``/``infer_type``, C: ``MXSymbolInferShapeEx``,
+``MXSymbolInferType``) gives every node's input and output shapes and dtypes; each invocation
+then becomes one :class:`Node` per operator node, in graph order. No NDArray is kept: a
+graph holds JSON, names and shapes, and one ``mx.sym.Symbol`` loaded from the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["Graph", "Graphs", "Invocation", "Node", "autograd_recording", "backward_meta",
+           "backward_plan", "block_of", "invoke_io", "symbol_json"]
+
+
+class Node:
+    """One operator node of a CachedOp's graph: its operator name, the Gluon block (``conv0``;
+    None when no block prefix matches), its attributes as bytes (as ``MXImperativeInvokeEx``
+    gets them), and its inputs as (operator node index, output index), ``(-1, i)`` for graph
+    input i."""
+
+    __slots__ = ("op", "name", "block", "keys", "vals", "inputs", "_entries")
+
+    def __init__(self, op: str, name: str, block: str | None, attrs: dict[str, str],
+                 inputs: list[tuple[int, int]], entries: list[tuple[int, int]]) -> None:
+        self.op, self.name, self.block = op, name, block
+        self.keys = [k.encode() for k in attrs]
+        self.vals = [str(v).encode() for v in attrs.values()]
+        self.inputs, self._entries = inputs, entries  # entries: the JSON's (node id, output)
+
+
+def block_of(node_name: str, prefixes: list[str]) -> str | None:
+    """The Gluon block a node belongs to: the longest block prefix of its name, without the
+    trailing ``_`` (``conv0_relu_fwd`` with prefixes ``conv0_``, ``pool0_`` -> ``conv0``);
+    without prefixes, the name less its last ``_`` part (``conv0_fwd`` -> ``conv0``)."""
+    best = max((p for p in prefixes if node_name.startswith(p) and p), key=len, default=None)
+    if best is not None:
+        return best.rstrip("_") or None
+    return node_name.rsplit("_", 1)[0] if "_" in node_name else None
+
+
+class Graph:
+    """One CachedOp's symbol: its JSON and block prefixes; its operator nodes in graph order
+    (:attr:`nodes`, read from the JSON without a C call) and, per input signature, each node's
+    input and output (shape, dtype code) (:meth:`meta`, one inference per signature)."""
+
+    __slots__ = ("json", "prefixes", "nodes", "heads", "signatures", "_sym", "_json_nodes", "failed",
+                 "plan", "outputs")
+
+    def __init__(self, sym_json: str, prefixes: list[str]) -> None:
+        self.json, self.prefixes = sym_json, prefixes
+        self.signatures: dict[tuple, list | None] = {}
+        self._sym = None
+        self.failed = 0  # signatures whose inference failed
+        self.plan: list | None = None  # backward_plan, made at the first backward
+        self.outputs: dict[tuple, list] = {}  # signature -> the invocation's outputs' metas
+        graph = json.loads(sym_json)
+        self._json_nodes = nodes_json = graph["nodes"]
+        var = {nid: i for i, nid in enumerate(n for n, nd in enumerate(nodes_json) if nd["op"] == "null")}
+        index: dict[int, int] = {}  # json node id -> position among operator nodes
+        self.nodes: list[Node] = []
+        for nid, nd in enumerate(nodes_json):
+            if nd["op"] == "null":
+                continue
+            ins = [(index[e[0]], e[1]) if e[0] in index else (-1, var[e[0]]) for e in nd["inputs"]]
+            index[nid] = len(self.nodes)
+            self.nodes.append(Node(nd["op"], nd["name"], block_of(nd["name"], prefixes),
+                                   nd.get("attrs") or {}, ins, [(e[0], e[1]) for e in nd["inputs"]]))
+        self.heads = [(index[h[0]], h[1]) if h[0] in index else (-1, var[h[0]]) for h in graph["heads"]]
+
+    def meta(self, signature: tuple, codes: dict[str, int]) -> list | None:
+        """Per operator node, (inputs' (shape, dtype code) list, outputs' list), at ``signature``
+        (one (shape, dtype code) per CachedOp input, in ``list_inputs`` order): inferred once per
+        signature; None when the inference fails (counted in :attr:`failed`). Call it outside
+        MXNet calls: the inference reuses the thread's C API return buffers (MXNet's
+        ``MXAPIThreadLocalEntry``), which the caller of an MXInvokeCachedOpEx still reads."""
+        if signature not in self.signatures:
+            got = self.signatures[signature] = self._infer(signature, codes)
+            self.failed += got is None
+        return self.signatures[signature]
+
+    def _infer(self, signature: tuple, codes: dict[str, int]) -> list | None:
+        import mxnet as mx
+
+        if self._sym is None:
+            self._sym = mx.sym.load_json(self.json)
+        sym = self._sym
+        names = sym.list_inputs()
+        internals = sym.get_internals()
+        slots = _slots(self._json_nodes, internals.list_outputs())
+        if len(names) != len(signature) or slots is None:
+            return None
+        args = set(sym.list_arguments())
+        shapes = {n: s for n, (s, _) in zip(names, signature) if n in args and s is not None}
+        types = {n: _dtype_name(d, codes) for n, (_, d) in zip(names, signature) if n in args}
+        try:
+            _, oshapes, _ = internals.infer_shape(**shapes)
+            _, otypes, _ = internals.infer_type(**types)
+        except Exception:  # noqa: BLE001 - MXNetError or a partial graph: left unrecorded
+            return None
+        if oshapes is None or otypes is None:
+            return None
+        meta = [(tuple(s) if s is not None else None, codes.get(_np_name(t), -1))
+                for s, t in zip(oshapes, otypes)]
+        out = []
+        op_ids = [nid for nid, nd in enumerate(self._json_nodes) if nd["op"] != "null"]
+        for node, nid in zip(self.nodes, op_ids):
+            first, count = slots[nid]
+            out.append(([meta[slots[j][0] + i] for j, i in node._entries], meta[first:first + count]))
+        return out
+
+
+def _slots(nodes_json: list[dict], outs: list[str]) -> dict[int, tuple[int, int]] | None:
+    """json node id -> (first internal output, number of outputs), from MXNet's internals
+    names, which list every node's outputs in node order: a variable's is its name, an
+    operator's ``<name>_<output>``; None when the names do not fit the nodes."""
+    slots, k = {}, 0
+    for nid, nd in enumerate(nodes_json):
+        name = nd["name"]
+        if nd["op"] == "null":
+            if k >= len(outs) or outs[k] != name:
+                return None
+            slots[nid], k = (k, 1), k + 1
+            continue
+        nxt = nodes_json[nid + 1] if nid + 1 < len(nodes_json) else None
+        stop = None if nxt is None else (nxt["name"] if nxt["op"] == "null" else nxt["name"] + "_")
+        first = k
+        while k < len(outs) and outs[k].startswith(name + "_") and (
+                k == first or stop is None or not outs[k].startswith(stop)):
+            k += 1
+        if k == first:
+            return None
+        slots[nid] = (first, k - first)
+    return slots if k == len(outs) else None
+
+
+def backward_plan(graph: Graph, table: dict[str, dict]) -> list[tuple[int, str, list[str], bool, list]]:
+    """The backward nodes of ``graph``'s forward nodes that ``table`` (attribution.json
+    ``capture.backward``) knows, in the order MXNet runs them (reverse graph order): (forward
+    node index, backward operator, input refs, exact, the positions in this list of the
+    backward nodes whose gradients it reads, i.e. of the forward node's consumers, each with
+    the consumer's input position the forward node feeds, which is the gradient's output)."""
+    plan: list[tuple[int, str, list[str], bool, list[tuple[int, int]]]] = []
+    at: dict[int, int] = {}
+    consumers: dict[int, list[tuple[int, int]]] = {}
+    for m, n in enumerate(graph.nodes):
+        for x, (j, _) in enumerate(n.inputs):
+            if j >= 0:
+                consumers.setdefault(j, []).append((m, x))
+    for k in range(len(graph.nodes) - 1, -1, -1):
+        spec = table.get(graph.nodes[k].op)
+        if spec is None:
+            continue
+        at[k] = len(plan)
+        plan.append((k, spec["op"], spec["inputs"], bool(spec["exact"]),
+                     [(at[m], x) for m, x in consumers.get(k, ()) if m in at]))
+    return plan
+
+
+def backward_meta(refs: list[str], in_meta: list, out_meta: list) -> list:
+    """A backward node's inputs' (shape, dtype code) from its forward node's, by ``refs``
+    (``g0``: forward output 0's gradient, ``i1``: forward input 1, ``i*``: every forward
+    input, ``o0``: forward output 0)."""
+    out = []
+    for r in refs:
+        if r == "i*":
+            out.extend(in_meta)
+        else:
+            out.append((out_meta if r[0] in "go" else in_meta)[int(r[1:])])
+    return out
+
+
+def _np_name(t: Any) -> str:
+    import numpy as np
+
+    return np.dtype(t).name
+
+
+def _dtype_name(code: int, codes: dict[str, int]) -> str:
+    for name, c in codes.items():
+        if c == code:
+            return name
+    return "float32"
+
+
+def _block_on_stack(function: str) -> Any:
+    """The ``self`` of the nearest frame running ``function`` (a HybridBlock method), or None."""
+    f = sys._getframe(1)
+    for _ in range(16):
+        if f is None:
+            return None
+        if f.f_code.co_name == function:
+            return f.f_locals.get("self")
+        f = f.f_back
+    return None
+
+
+def _prefixes(blk: Any) -> list[str]:
+    """The prefixes of a Gluon block and of all its children (``hybridsequential0_``, ``conv0_``)."""
+    out: list[str] = []
+    todo = [blk] if blk is not None else []
+    while todo:
+        b = todo.pop()
+        p = getattr(b, "prefix", None)
+        if isinstance(p, str):
+            out.append(p)
+        children = getattr(b, "_children", None)
+        if isinstance(children, dict):
+            todo.extend(children.values())
+    return out
+
+
+def symbol_json() -> str | None:
+    """The JSON of the symbol a CachedOp is being made of: the ``sym`` of mxnet's
+    ``CachedOp.__init__`` on the stack (mxnet's Python front end makes every CachedOp of
+    ``mxnet.base._LIB``); None when it is not there. C: MXSymbolSaveToJSON (by mxnet)."""
+    f = sys._getframe(1)
+    for _ in range(8):
+        if f is None:
+            return None
+        sym = f.f_locals.get("sym") if f.f_code.co_name == "__init__" else None
+        if sym is not None and hasattr(sym, "tojson"):
+            return sym.tojson()
+        f = f.f_back
+    return None
+
+
+def invoke_io(a: tuple) -> tuple[int, list, list]:
+    """(CachedOp handle, input handles, output handles) of MXInvokeCachedOp(Ex)'s ctypes args."""
+    h = getattr(a[0], "value", a[0])
+    return h, list(a[2][:a[1].value]), list(a[4]._obj[:a[3]._obj.value])
+
+
+def autograd_recording() -> bool:
+    """Whether autograd records on this thread. C: MXAutogradIsRecording."""
+    ag = sys.modules.get("mxnet.autograd")
+    return bool(ag is not None and ag.is_recording())
+
+
+class Invocation:
+    """A recorded CachedOp invocation (its seqs start at ``first``) until the recorder's
+    ``take`` makes its node calls; a backward one has its forward Invocation as ``inputs``."""
+
+    __slots__ = ("first", "t_us", "pushed_us", "graph", "inputs", "in_meta", "thread", "stack")
+
+    def __init__(self, first: int, t_us: int, pushed_us: int, graph: Graph, inputs: Any,
+                 in_meta: list | None, thread: int, stack: tuple | None) -> None:
+        self.first, self.t_us, self.pushed_us, self.graph = first, t_us, pushed_us, graph
+        self.inputs, self.in_meta, self.thread, self.stack = inputs, in_meta, thread, stack
+
+
+class Graphs:
+    """CachedOp handle -> :class:`Graph`, filled at creation, evicted at ``MXFreeCachedOp``."""
+
+    def __init__(self) -> None:
+        self.by_handle: dict[int, Graph] = {}
+
+    def created(self, handle: int) -> None:
+        """A CachedOp was made (by mxnet's ``CachedOp.__init__``; its block, if Gluon's, is in
+        ``_build_cache`` on the stack); a handle whose symbol is not found is left out."""
+        self.by_handle.pop(handle, None)
+        sym_json = symbol_json()
+        if sym_json is not None:
+            self.by_handle[handle] = Graph(sym_json, _prefixes(_block_on_stack("_build_cache")))
+
+    def from_stack(self, handle: int) -> Graph | None:
+        """A CachedOp made before the recorder was installed: its symbol from the Gluon block
+        running it (``HybridBlock._call_cached_op`` on the stack); None when there is none."""
+        blk = _block_on_stack("_call_cached_op")
+        op, graph = getattr(blk, "_cached_op", None), getattr(blk, "_cached_graph", None)
+        if op is None or not graph or getattr(op.handle, "value", None) != handle:
+            return None
+        g = self.by_handle[handle] = Graph(graph[1].tojson(), _prefixes(blk))
+        return g
+
+    def freed(self, handle: int) -> None:
+        self.by_handle.pop(handle, None)
+
+    def get(self, handle: int) -> Graph | None:
+        return self.by_handle.get(handle)
+
+    def clear(self) -> None:
+        self.by_handle.clear()
+
+    def hook_create(self, raw: Callable[..., int], out_arg: int) -> Callable[..., int]:
+        """``MXCreateCachedOpEx``/``MXCreateCachedOp`` (CachedOpHandle* at ``out_arg``) that
+        keeps the new CachedOp's graph (:meth:`created`)."""
+        def create(*a: Any) -> int:
+            rc = raw(*a)
+            if rc == 0:
+                try:
+                    self.created(a[out_arg]._obj.value)
+                except Exception:  # noqa: BLE001 - its invocations fall back to the Gluon block
+                    pass
+            return rc
+        return create
+
+    def hook_free(self, raw: Callable[..., int]) -> Callable[..., int]:
+        """``MXFreeCachedOp`` that forgets the graph first (the address may be reused at once)."""
+        def free(h: Any) -> int:
+            self.freed(getattr(h, "value", h))
+            return raw(h)
+        return free
