@@ -100,12 +100,21 @@ class DiffResult:
         threshold_pct: regression threshold used by :attr:`regressions` and :attr:`exit_code`.
         confidence: confidence level of the intervals.
         unit: unit of all times (``"us"`` for traces).
+        min_samples: fewest calls per side for a verdict other than ``unchanged``.
     """
 
     rows: list[DiffRow]
     threshold_pct: float
     confidence: float
     unit: str = "us"
+    min_samples: int = 5
+
+    @property
+    def too_few(self) -> list[DiffRow]:
+        """Rows on both sides with fewer than ``min_samples`` calls on one: ``unchanged`` for
+        want of a noise estimate, whatever their change."""
+        return [r for r in self.rows if r.base_count and r.new_count
+                and min(r.base_count, r.new_count) < self.min_samples]
 
     @property
     def regressions(self) -> list[DiffRow]:
@@ -190,7 +199,7 @@ def compare_samples(base: Mapping[Hashable, Sequence[float] | np.ndarray],
         rows.append(DiffRow(key, int(a.size), int(b.size), ta, tb, ma, mb, change, pct, lo, hi,
                             tb - ta, verdict))
     rows.sort(key=lambda r: -abs(r.impact))
-    return DiffResult(rows, float(threshold_pct), confidence, unit)
+    return DiffResult(rows, float(threshold_pct), confidence, unit, min_samples)
 
 
 def _check_threshold(threshold: float) -> None:
@@ -290,12 +299,11 @@ def format_diff(result: DiffResult, fmt: str = "table") -> str:
     Raises:
         TraceError: unknown format.
     """
-    note = bulk_note(result)
+    notes = [n for n in (bulk_note(result), _too_few_note(result)) if n]
     if fmt == "json":
         return orjson.dumps({"unit": result.unit, "threshold_pct": result.threshold_pct,
                              "confidence": result.confidence, "exit_code": result.exit_code,
-                             "rows": [r.as_dict() for r in result.rows],
-                             "notes": [note] if note else []},
+                             "rows": [r.as_dict() for r in result.rows], "notes": notes},
                             option=orjson.OPT_INDENT_2).decode()
     u = result.unit
     headers = ["operator", "verdict", "calls base", "calls new", f"median base ({u})",
@@ -318,4 +326,15 @@ def format_diff(result: DiffResult, fmt: str = "table") -> str:
     regs = result.regressions
     tail = (f"\n\n{len(regs)} regression(s) at or above {result.threshold_pct:g}%"
             if regs else f"\n\nno regression at or above {result.threshold_pct:g}%")
-    return text + tail + (f"\n\nNote: {note}" if note else "")
+    return text + tail + "".join(f"\n\nNote: {n}" for n in notes)
+
+
+def _too_few_note(result: DiffResult) -> str | None:
+    """The rows judged ``unchanged`` only for want of calls, named, or None."""
+    few = result.too_few
+    if not few:
+        return None
+    names = ", ".join(r.name for r in few[:5]) + (f" and {len(few) - 5} more" if len(few) > 5 else "")
+    return (f"{len(few)} operator(s) have fewer than {result.min_samples} calls on a side ({names}): "
+            f"too few for a noise estimate, so their verdict is unchanged whatever their change; "
+            f"profile more steps on both sides for a verdict")

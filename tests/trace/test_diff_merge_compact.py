@@ -23,9 +23,18 @@ def test_compare_samples_verdicts():
     assert json.loads(format_diff(res, "json"))["exit_code"] == 1
 
 
-def test_too_few_samples_is_unchanged():
-    res = compare_samples({"x": [1, 1]}, {"x": [9, 9]})
-    assert res.rows[0].verdict == "unchanged" and res.exit_code == 0
+def test_too_few_samples_is_unchanged_and_the_output_says_why():
+    res = compare_samples({"x": [1, 1], "y": [1] * 6, "gone": [1]}, {"x": [9, 9], "y": [2] * 6})
+    by = {r.name: r for r in res.rows}
+    assert by["x"].verdict == "unchanged" and res.exit_code == 1  # y regressed
+    assert [r.name for r in res.too_few] == ["x"]  # removed ("gone") is not "too few"
+    note = ("1 operator(s) have fewer than 5 calls on a side (x): too few for a noise estimate, "
+            "so their verdict is unchanged whatever their change; profile more steps on both "
+            "sides for a verdict")
+    assert format_diff(res).endswith("\n\nNote: " + note)
+    assert json.loads(format_diff(res, "json"))["notes"] == [note]
+    enough = compare_samples({"x": [1.0] * 5}, {"x": [1.0] * 5})
+    assert enough.too_few == [] and "Note" not in format_diff(enough)
 
 
 def test_diff_traces(fx):
