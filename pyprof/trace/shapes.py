@@ -130,6 +130,12 @@ def _calls(events: Iterable[dict[str, Any]]):
             yield cat, begin.get("name"), "" if device == cat else device, begin.get("args"), dur
 
 
+#: What ``--by shape`` says of a trace none of whose events carries shapes.
+NO_SHAPES_NOTE = ("no event of these traces carries shapes (\"Input Dims\"): every row is one "
+                  "operator; record with pyprof.profile(..., record_shapes=True), and "
+                  "with_flops=True for GFLOP/s and GB/s")
+
+
 def check_by(by: str | None) -> None:
     """Raise TraceError (``trace.by``) for a grouping other than None or one of :data:`BY`."""
     if by is not None and by not in BY:
@@ -155,9 +161,11 @@ def render(result: ShapeStats, *, fmt: str = "table", top: int | None = None) ->
         total = sum(g.total_us for g in rows)
         for g in rows[:top] if top else rows:
             records.append({**g.as_dict(), "share_pct": 100.0 * g.total_us / total if total else 0.0})
+    notes = [NO_SHAPES_NOTE] if records and all(r["input_dims"] is None for r in records) else []
     if fmt == "json":
         return orjson.dumps({"units": {"time": "us", "flops": "1e9/s", "bytes": "1e9/s"},
-                             "groups": records}, option=orjson.OPT_INDENT_2).decode() + "\n"
+                             "groups": records, "notes": notes},
+                            option=orjson.OPT_INDENT_2).decode() + "\n"
     if fmt == "csv":
         buf = io.StringIO()
         cols = list(records[0]) if records else ["category", "name", "device", "input_dims"]
@@ -180,7 +188,7 @@ def render(result: ShapeStats, *, fmt: str = "table", top: int | None = None) ->
             table, headers=["operator", "input dims", "input type", "calls", "total (ms)",
                             "share (%)", "mean (ms)", "GFLOP/s", "GB/s"],
             tablefmt="github" if fmt == "markdown" else "simple", floatfmt=".4f"))
-    return "\n\n".join(parts or ["no timed events found"]) + "\n"
+    return "\n\n".join((parts or ["no timed events found"]) + [f"note: {n}" for n in notes]) + "\n"
 
 
 def dims_text(v: Any) -> str:

@@ -228,6 +228,10 @@ def test_an_unknown_grouping_is_an_error_naming_the_choices(tmp_path):
         pyprof.trace.stats(path, by="op")
     g = pyprof.trace.stats(path, by="shape").groups
     assert [(x.name, x.input_dims, x.count, x.total_us, x.flops) for x in g] == [("dot", None, 1, 2, None)]
+    # a trace without shapes says so, and how to record them, instead of rows of "-" alone
+    from pyprof.trace.shapes import NO_SHAPES_NOTE
+    assert pyprof.trace.summarize(path, by="shape").endswith(f"\nnote: {NO_SHAPES_NOTE}\n")
+    assert json.loads(pyprof.trace.summarize(path, by="shape", fmt="json"))["notes"] == [NO_SHAPES_NOTE]
 
 
 _OFF = """
