@@ -32,7 +32,9 @@ jvm_suite() { (cd jvm && MXNET_LIBRARY_PATH="$libmxnet" lein test); }
 jvm_pid=""
 if [ "${PYPROF_TEST_SERIAL:-0}" != 1 ]; then
   echo "== JVM tests (lein test in jvm/), beside pytest: output when they end"
-  t_jvm=$SECONDS; jvm_suite >"$jvm_log" 2>&1 & jvm_pid=$!
+  t_jvm=$SECONDS
+  { jvm_suite && rc=0 || rc=$?; echo "== (lein test in jvm/: $((SECONDS - t_jvm)) s, beside pytest)"; exit $rc; } \
+    >"$jvm_log" 2>&1 & jvm_pid=$!
 fi
 # Most tests wait on child processes (MXNet, JVMs): one pytest worker per core keeps both busy.
 # Files stay whole on a worker (module fixtures run once). PYPROF_TEST_WORKERS=0 runs serially.
@@ -43,7 +45,7 @@ t=$SECONDS; .venv/bin/python -m pytest "${xdist[@]}" "$@" || status=$?; took pyt
 if [ -n "$jvm_pid" ]; then
   jvm_status=0; wait "$jvm_pid" || jvm_status=$?
   echo "== JVM tests (lein test in jvm/): output"
-  cat "$jvm_log"; took "lein test in jvm/, beside pytest" "$t_jvm"
+  cat "$jvm_log"
   ((jvm_status == 0)) || status=$jvm_status
 else
   echo "== JVM tests (lein test in jvm/)"
