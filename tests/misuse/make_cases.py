@@ -167,7 +167,12 @@ case("steady switch, finished dump and mode change refused", [
     err("set_state", {"state": "stop"}, "steady.set_state"), err("dump", {}, "steady.finished_dump"),
     err("set_config", {"filename": "{dir}/t.json", "profile_imperative": False}, "steady.config_mode"),
     send, trace])
-doc = {"about": "The misuse matrix (issue 12): each case runs in its own child process, in Python (tests/test_misuse.py) and through Clojure and Java (jvm/test/pyprof/misuse_test.clj). Every case ends in a catalogue error whose message ends in a fix, or in the documented result; data already collected is still written (a 'trace' step reads it back).",
-       "cases": C}
+SHARED = {"about": "A case shares a child process with others (one after another, then the probe case, which configures, runs, records, dumps and reads back, so it fails when a case before it changed the profiler) when it has no known_bug and each of its steps is refused with a catalogue error (a refusal changes nothing) or is one of these calls, which make profiler objects, schedules or files of the case's own directory and never configure, run or dump the profiler. Every other case gets a child of its own.",
+          "calls": ["Domain", "Task", "Frame", "Event", "Counter", "Marker", "Task.start", "Task.stop",
+                    "Task.close", "Event.stop", "Counter.set_value", "Counter.increment",
+                    "Counter.decrement", "Marker.mark", "schedule", "write_file", "make_fifo"],
+          "probe": "run twice keeps recording"}
+doc = {"about": "The misuse matrix (issue 12): each case runs in a child process, in Python (tests/test_misuse.py) and through Clojure and Java (jvm/test/pyprof/misuse_test.clj); shared_child says which cases share one. Every case ends in a catalogue error whose message ends in a fix, or in the documented result; data already collected is still written (a 'trace' step reads it back).",
+       "shared_child": SHARED, "cases": C}
 open(__import__("os").path.join(__import__("os").path.dirname(__file__), "cases.json"), "w").write(json.dumps(doc, indent=1) + "\n")
 print(len(C))
