@@ -23,18 +23,24 @@ if ((fast)); then
 fi
 status=0
 libmxnet="$("$root/.venv/bin/python" -c 'import pyprof.native.capi as c; print(c.library_path())')"
-# The JVM suite runs beside pytest: both are mostly child processes, and one after the other
-# left a third of the two cores idle. Its output is kept in a file and shown when it ends.
+# The JVM suite (then the seed's example) runs beside pytest: both are mostly child processes,
+# and one after the other left a third of the two cores idle. Its output is kept in a file and shown when it ends.
 # PYPROF_TEST_SERIAL=1 runs them one after the other.
 jvm_log="$(mktemp "${TMPDIR:-/tmp}/pyprof-lein-test.XXXXXX")"
 trap 'rm -f "$jvm_log"' EXIT
 jvm_suite() { (cd jvm && MXNET_LIBRARY_PATH="$libmxnet" lein test); }
+example_suite() {
+  echo "== The seed's Clojure example (lein test in examples/matmul/)"
+  local t=$SECONDS rc=0
+  (cd examples/matmul && MXNET_LIBRARY_PATH="$libmxnet" lein test) || rc=$?
+  echo "== (lein test in examples/matmul/: $((SECONDS - t)) s)"; return $rc
+}
 jvm_pid=""
 if [ "${PYPROF_TEST_SERIAL:-0}" != 1 ]; then
   echo "== JVM tests (lein test in jvm/), beside pytest: output when they end"
   t_jvm=$SECONDS
-  { jvm_suite && rc=0 || rc=$?; echo "== (lein test in jvm/: $((SECONDS - t_jvm)) s, beside pytest)"; exit $rc; } \
-    >"$jvm_log" 2>&1 & jvm_pid=$!
+  { jvm_suite && rc=0 || rc=$?; echo "== (lein test in jvm/: $((SECONDS - t_jvm)) s, beside pytest)"
+    example_suite || rc=$?; exit $rc; } >"$jvm_log" 2>&1 & jvm_pid=$!
 fi
 # Most tests wait on child processes (MXNet, JVMs): one pytest worker per core keeps both busy.
 # Files stay whole on a worker (module fixtures run once). PYPROF_TEST_WORKERS=0 runs serially.
@@ -44,15 +50,14 @@ echo "== Python tests (pytest${xdist:+ on $workers workers})"
 t=$SECONDS; .venv/bin/python -m pytest "${xdist[@]}" "$@" || status=$?; took pytest $t
 if [ -n "$jvm_pid" ]; then
   jvm_status=0; wait "$jvm_pid" || jvm_status=$?
-  echo "== JVM tests (lein test in jvm/): output"
+  echo "== JVM tests (lein test in jvm/, then examples/matmul/): output"
   cat "$jvm_log"
   ((jvm_status == 0)) || status=$jvm_status
 else
   echo "== JVM tests (lein test in jvm/)"
   t=$SECONDS; jvm_suite || status=$?; took "lein test in jvm/" $t
+  example_suite || status=$?
 fi
-echo "== The seed's Clojure example (lein test in examples/matmul/)"
-t=$SECONDS; (cd examples/matmul && MXNET_LIBRARY_PATH="$libmxnet" lein test) || status=$?; took "lein test in examples/matmul/" $t
 if ((${#setup[@]})); then
   echo "== The GPU check (scripts/gpu-check.sh)"
   scripts/gpu-check.sh "${GPU_CHECK_OUT:-$root/gpu-check-out}" || status=$?
