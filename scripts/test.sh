@@ -28,6 +28,9 @@ libmxnet="$("$root/.venv/bin/python" -c 'import pyprof.native.capi as c; print(c
 # PYPROF_TEST_SERIAL=1 runs them one after the other.
 jvm_log="$(mktemp "${TMPDIR:-/tmp}/pyprof-lein-test.XXXXXX")"
 trap 'rm -f "$jvm_log"' EXIT
+# A background job of a script ignores SIGINT: on Ctrl+C or TERM, stop it and its JVMs too.
+kill_tree() { local c; for c in $(pgrep -P "$1"); do kill_tree "$c"; done; kill -TERM "$1" 2>/dev/null || true; }
+trap '[ -n "${jvm_pid:-}" ] && kill_tree "$jvm_pid"; exit 130' INT TERM
 jvm_suite() { (cd jvm && MXNET_LIBRARY_PATH="$libmxnet" lein test); }
 example_suite() {
   echo "== The seed's Clojure example (lein test in examples/matmul/)"
