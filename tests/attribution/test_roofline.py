@@ -59,13 +59,26 @@ def workload(tmp_path_factory):
     return work
 
 
-def test_no_group_of_a_profiled_workload_is_above_1_1x_the_measured_peak(workload):
+def _roofline(work):
     from tests.child import run_cli
-    png = workload / "r.png"
-    run = run_cli(["roofline", "w.json", "-o", str(png), "--peaks", "peaks.json",
-                   "--format", "json"], workload, timeout=120)
+    run = run_cli(["roofline", "w.json", "-o", str(work / "r.png"), "--peaks", "peaks.json",
+                   "--format", "json"], work, timeout=120)
     assert run.returncode == 0, run.stderr
-    r = json.loads(run.stdout)
+    return run, json.loads(run.stdout)
+
+
+def test_no_group_of_a_profiled_workload_is_above_1_1x_the_measured_peak(workload, tmp_path):
+    from tests.child import run_scenario
+    run, r = _roofline(workload)
+    worst = max(g["gflops_per_s"] / g["roof_gflops"] for g in r["groups"])
+    if 1.1 < worst < 1.5:
+        # beside a running suite the peaks can be measured at a busier moment than the dot ran
+        # (1.2x seen at a load of 5): one more workload decides; a doubled FLOP count (planted:
+        # 1.7x and more) is above 1.5x and fails at once
+        run_scenario(_WORKLOAD, tmp_path, timeout=180)
+        workload = tmp_path
+        run, r = _roofline(workload)
+    png = workload / "r.png"
     pk = json.loads((workload / "peaks.json").read_text())
     assert r["peaks"]["mxnet_dot_gflops"] == pk["mxnet_dot_gflops"] > 0
     # the acceptance first: no group above 1.1x its roof (checked before the exact counts below,

@@ -55,9 +55,10 @@
         notes (filter #(str/includes? % "stopped recording at step") (str/split-lines err))]
     (is (= 0 exit) err)
     (is (true? (:truncated r)) (pr-str r))
-    ;; past the cap, at most dump_period + watch_seconds of events (3 times, for a busy machine)
+    ;; past the cap, at most dump_period + watch_seconds of events (4 times, for a busy machine:
+    ;; 3.4 times seen beside the Python suite)
     (is (> (:after-s r) 1.0) (pr-str r))
-    (is (<= cap (:max r) (+ cap (* (:rate r) (+ 0.05 (spec "watch_seconds")) 3))) (pr-str r))
+    (is (<= cap (:max r) (+ cap (* (:rate r) (+ 0.05 (spec "watch_seconds")) 4))) (pr-str r))
     (is (< (:max r) (+ cap (/ (* (:rate r) (:after-s r)) 2))) (pr-str r))
     (is (= 1 (count notes)) err)
     (is (str/includes? (first notes) (str "past its cap of " cap)) err)
