@@ -10,10 +10,12 @@ import pytest
 from tests.child import run_scenario
 
 _SCENARIOS = {
-    # relu(view of a slow dot's output) waits for the dot; relu(c3), called later, is ready
+    # relu(view of a slow dot's output) waits for the dot; relu(c3), called later, is ready.
+    # The dot of 500x500 takes about 3 ms: long enough that a loaded machine still reorders
+    # (with 300x300, 1 ms, only 7 of 20 iterations did at a load average of 6)
     "view": """
-slow = mx.nd.dot(big, big)
-a = mx.nd.relu(slow.reshape((90000,)))
+slow = mx.nd.dot(sq, sq)
+a = mx.nd.relu(slow.reshape((250000,)))
 b = mx.nd.relu(c3)
 """,
     # D takes temp-space copy k and waits for the slow dot; three ready sums take k+1..k+3;
@@ -30,7 +32,7 @@ y = mx.nd.sum(row, axis=0, keepdims=True)
 _BODY = """
 import json, pyprof, mxnet as mx
 PLANT
-big = mx.nd.ones((300, 300)); c3 = mx.nd.ones((3, 3)); row = mx.nd.ones((1, 3))
+big = mx.nd.ones((300, 300)); sq = mx.nd.ones((500, 500)); c3 = mx.nd.ones((3, 3)); row = mx.nd.ones((1, 3))
 mx.nd.sum(mx.nd.relu(mx.nd.dot(c3, c3)), axis=1).wait_to_read()
 with pyprof.profile(path="w.json", record_shapes=True) as p:
     for i in range(20):
