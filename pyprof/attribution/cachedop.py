@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["Graph", "Graphs", "Invocation", "Node", "autograd_recording", "backward_meta",
-           "backward_plan", "block_of", "invoke_io", "symbol_json"]
+           "backward_plan", "block_of", "invoke_io", "self_on_stack", "symbol_json"]
 
 
 class Node:
@@ -53,13 +53,16 @@ def block_of(node_name: str, prefixes: list[str]) -> str | None:
 class Graph:
     """One CachedOp's symbol: its JSON and block prefixes; its operator nodes in graph order
     (:attr:`nodes`, read from the JSON without a C call) and, per input signature, each node's
-    input and output (shape, dtype code) (:meth:`meta`, one inference per signature)."""
+    input and output (shape, dtype code) (:meth:`meta`, one inference per signature). A bound
+    executor's symbol (:mod:`pyprof.attribution.executor`) is a Graph too: ``prefixes`` None
+    (its nodes have no Gluon block), ``source`` ``"executor"`` (a key of
+    ``attribution.json capture.sources``)."""
 
     __slots__ = ("json", "prefixes", "nodes", "heads", "signatures", "_sym", "_json_nodes", "failed",
-                 "plan", "outputs")
+                 "plan", "outputs", "source")
 
-    def __init__(self, sym_json: str, prefixes: list[str]) -> None:
-        self.json, self.prefixes = sym_json, prefixes
+    def __init__(self, sym_json: str, prefixes: list[str] | None, source: str = "node") -> None:
+        self.json, self.prefixes, self.source = sym_json, prefixes, source
         self.signatures: dict[tuple, list | None] = {}
         self._sym = None
         self.failed = 0  # signatures whose inference failed
@@ -75,7 +78,8 @@ class Graph:
                 continue
             ins = [(index[e[0]], e[1]) if e[0] in index else (-1, var[e[0]]) for e in nd["inputs"]]
             index[nid] = len(self.nodes)
-            self.nodes.append(Node(nd["op"], nd["name"], block_of(nd["name"], prefixes),
+            block = block_of(nd["name"], prefixes) if prefixes is not None else None
+            self.nodes.append(Node(nd["op"], nd["name"], block,
                                    nd.get("attrs") or {}, ins, [(e[0], e[1]) for e in nd["inputs"]]))
         self.heads = [(index[h[0]], h[1]) if h[0] in index else (-1, var[h[0]]) for h in graph["heads"]]
 
@@ -194,8 +198,9 @@ def _dtype_name(code: int, codes: dict[str, int]) -> str:
     return "float32"
 
 
-def _block_on_stack(function: str) -> Any:
-    """The ``self`` of the nearest frame running ``function`` (a HybridBlock method), or None."""
+def self_on_stack(function: str) -> Any:
+    """The ``self`` of the nearest frame running ``function`` (a HybridBlock or Executor method),
+    or None."""
     f = sys._getframe(1)
     for _ in range(16):
         if f is None:
@@ -272,12 +277,12 @@ class Graphs:
         self.by_handle.pop(handle, None)
         sym_json = symbol_json()
         if sym_json is not None:
-            self.by_handle[handle] = Graph(sym_json, _prefixes(_block_on_stack("_build_cache")))
+            self.by_handle[handle] = Graph(sym_json, _prefixes(self_on_stack("_build_cache")))
 
     def from_stack(self, handle: int) -> Graph | None:
         """A CachedOp made before the recorder was installed: its symbol from the Gluon block
         running it (``HybridBlock._call_cached_op`` on the stack); None when there is none."""
-        blk = _block_on_stack("_call_cached_op")
+        blk = self_on_stack("_call_cached_op")
         op, graph = getattr(blk, "_cached_op", None), getattr(blk, "_cached_graph", None)
         if op is None or not graph or getattr(op.handle, "value", None) != handle:
             return None

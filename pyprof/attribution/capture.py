@@ -27,7 +27,10 @@ Gluon block running it) and is forgotten at ``MXFreeCachedOp``; the nodes' shape
 one inference per input signature, made at :meth:`Recorder.take` (outside MXNet's calls). An
 invocation autograd records (tracked at ``MXAutogradSetIsRecording``) also gets, at the next
 ``MXAutogradBackwardEx``, one call per backward node that ``attribution.json
-capture.backward`` knows, with shapes derived from its forward node's.
+capture.backward`` knows, with shapes derived from its forward node's. Bound executors
+(:mod:`pyprof.attribution.executor`): ``MXExecutorForward`` records one call per operator node
+of the bound symbol in the same way (the symbol and bound arrays read once per executor,
+forgotten at ``MXExecutorFree``), and ``MXExecutorOutputs`` gives its outputs their producers.
 
 The shape queries are C API calls: with ``profile_api`` they show in the trace as
 ``MXNDArrayGetShapeEx``/``MXNDArrayGetDType`` calls (one pair per output and per input not seen
@@ -46,14 +49,14 @@ from typing import Any
 
 from .. import rules
 from ..native import capi
-from . import cachedop
+from . import cachedop, executor
+from .calls import CODES, HANDLES, Call, dtype_name, load_handles
 
 __all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "VIEWS", "dtype_name"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
 #: The session options, each with what it records.
 OPTIONS: dict[str, str] = _SPEC["options"]
-_DTYPES: dict[int, str] = {int(k): v for k, v in _SPEC["dtypes"].items()}
 _SKIP = tuple(_SPEC["skip_modules"])
 _SOURCES: dict[str, str] = _SPEC["sources"]
 _BACKWARD: dict[str, dict] = {k: v for k, v in _SPEC["backward"].items() if k != "about"}
@@ -61,76 +64,13 @@ _BACKWARD: dict[str, dict] = {k: v for k, v in _SPEC["backward"].items() if k !=
 # creations with the index of their CachedOpHandle* argument.
 _CACHED_INVOKE = ("MXInvokeCachedOpEx", "MXInvokeCachedOp")
 _CACHED_CREATE = {"MXCreateCachedOpEx": 4, "MXCreateCachedOp": 1}
+_EXECUTOR = ("MXExecutorForward", "MXExecutorOutputs", "MXExecutorFree")  # module executor
 #: Calls one window records at most (attribution.json capture.max_calls; tests lower it):
 #: past it the recorder stops until the next window, so memory stays bounded.
 MAX_CALLS: int = _SPEC["max_calls"]
 #: The C functions that make a view: a new handle on its source's engine variable
 #: (attribution.json capture.views; each takes the source first and the new handle's out last).
 VIEWS: tuple[str, ...] = tuple(_SPEC["views"])
-
-#: Operator name -> handle (aliases share a handle; a trace names the operator by one of them),
-#: and handle -> one of its names; filled once per process.
-HANDLES: dict[str, int] = {}
-_NAMES: dict[int, str] = {}
-
-
-def dtype_name(code: int) -> str:
-    """The name of MXNet's dtype code (``0`` -> ``"float32"``; an unknown code as ``"dtype<N>"``)."""
-    return _DTYPES.get(code, f"dtype{code}")
-
-
-class Call:
-    """One recorded call. ``op`` is the operator's handle (:attr:`name` one of its names);
-    shapes and dtypes are None without ``record_shapes``; ``stack`` is a tuple of (code, line)
-    pairs, innermost first, None without ``with_stack``. A CachedOp node's call (see
-    :mod:`pyprof.attribution.cachedop`) has only its graph inputs' handles and no outputs, its
-    ``block`` and ``source`` ``"inference"``. ``t_us`` is when the call began,
-    ``pushed_us`` when it returned (by then MXNet's engine has the operator), both on the
-    trace's clock (microseconds since the epoch)."""
-
-    __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
-                 "producers", "slots", "thread", "stack", "block", "source")
-
-    def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
-                 in_meta: list | None, out_meta: list | None, keys: list, vals: list,
-                 producers: tuple, thread: int, stack: tuple | None, slots: tuple = (),
-                 block: str | None = None, source: str = "call") -> None:
-        self.seq, self.t_us, self.pushed_us, self.op = seq, t_us, pushed_us, op
-        self.inputs, self.outputs, self.in_meta, self.out_meta = inputs, outputs, in_meta, out_meta
-        self.keys, self.vals, self.producers = keys, vals, producers
-        self.slots = slots  # per input: which output of its producer it is (-1: unknown)
-        self.thread, self.stack = thread, stack
-        #: the Gluon block of a CachedOp node (``conv0``), None for an imperative call; source:
-        #: where the shapes came from (attribution.json ``capture.sources``)
-        self.block, self.source = block, source
-
-    @property
-    def name(self) -> str:
-        return _NAMES.get(self.op, f"op@{self.op:#x}")
-
-    def attrs(self) -> dict[str, str]:
-        """The call's attributes as MXNet's strings."""
-        return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace")
-                for k, v in zip(self.keys, self.vals)}
-
-    def shapes(self, which: str = "in") -> list[list[int]] | None:
-        meta = self.in_meta if which == "in" else self.out_meta
-        return None if meta is None else [list(m[0]) if m[0] is not None else None for m in meta]
-
-    def dtypes(self, which: str = "in") -> list[str] | None:
-        meta = self.in_meta if which == "in" else self.out_meta
-        return None if meta is None else [dtype_name(m[1]) for m in meta]
-
-    def frames(self) -> list[str]:
-        """The stack as ``"file:line function"`` frames, outermost first (the call site last)."""
-        return [f"{code.co_filename}:{line} {code.co_name}" for code, line in reversed(self.stack or ())]
-
-    def call_site(self) -> str | None:
-        if not self.stack:
-            return None
-        code, line = self.stack[0]
-        return f"{code.co_filename}:{line} {code.co_name}"
-
 
 class Recorder:
     """The calls of one session's windows (see the module docstring).
@@ -150,7 +90,7 @@ class Recorder:
         self._hooked = False
         self._skip: dict[Any, bool] = {}  # code object -> not a call site
         self._graphs = cachedop.Graphs()  # CachedOp handle -> its symbol, while it lives
-        self._codes = {v: k for k, v in _DTYPES.items()}  # dtype name -> MXNet's code
+        self._executors = executor.Executors()  # executor handle -> its bound symbol, while it lives
         self._pending_calls = 0  # node calls of the recorded CachedOp invocations, less one each
         self._taped: list[cachedop.Invocation] = []  # autograd recorded them; not backwarded yet
         self._recording: dict[int, bool] = {}  # thread ident -> autograd records (as last set)
@@ -166,17 +106,17 @@ class Recorder:
             return True
         if "mxnet.base" not in sys.modules:
             return False
-        if not HANDLES:
-            HANDLES.update(capi.op_handles())
-            for name, h in sorted(HANDLES.items(), reverse=True):
-                _NAMES[h] = name
+        load_handles()
         if not capi.hook_mxnet("MXImperativeInvokeEx", self._make_invoke):
             return False
         capi.hook_mxnet("MXNDArrayFree", self._make_free)
         for name in VIEWS:
             capi.hook_mxnet(name, self._make_view)
         for name in _CACHED_INVOKE:
-            capi.hook_mxnet(name, lambda raw: self._make_invoke(raw, cached=True))
+            capi.hook_mxnet(name, lambda raw: self._make_invoke(raw, self._resolve_cached))
+        capi.hook_mxnet("MXExecutorForward", lambda raw: self._make_invoke(raw, self._executors.resolve))
+        capi.hook_mxnet("MXExecutorOutputs", lambda raw: self._executors.hook_outputs(raw, self._cache))
+        capi.hook_mxnet("MXExecutorFree", self._executors.hook_free)
         for name, out_arg in _CACHED_CREATE.items():
             capi.hook_mxnet(name, lambda raw, i=out_arg: self._graphs.hook_create(raw, i))
         capi.hook_mxnet("MXFreeCachedOp", self._graphs.hook_free)
@@ -190,13 +130,14 @@ class Recorder:
         if self._hooked:
             capi.hook_mxnet("MXImperativeInvokeEx")
             capi.hook_mxnet("MXNDArrayFree")
-            for name in (*VIEWS, *_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp",
+            for name in (*VIEWS, *_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp", *_EXECUTOR,
                          "MXAutogradBackwardEx", "MXAutogradSetIsRecording"):
                 capi.hook_mxnet(name)
             self._hooked = False
         self._active[0] = False
         self._cache.clear()
         self._graphs.clear()
+        self._executors.clear()
         self._recording.clear()
 
     def resume(self) -> None:
@@ -221,10 +162,11 @@ class Recorder:
         return calls, full
 
     # -- the hot path ---------------------------------------------------------------------------
-    def _make_invoke(self, raw: Callable[..., int], cached: bool = False) -> Callable[..., int]:
-        """``MXImperativeInvokeEx`` (or, ``cached``, ``MXInvokeCachedOp(Ex)``) recording."""
+    def _make_invoke(self, raw: Callable[..., int], resolve: Callable | None = None) -> Callable[..., int]:
+        """``MXImperativeInvokeEx`` recording; with ``resolve`` (ctypes args -> the graph's
+        holder, or None), ``MXInvokeCachedOp(Ex)``'s or ``MXExecutorForward``'s."""
         active, now = self._active, time.time_ns
-        record = self._record_cached if cached else self._record
+        record = self._record if resolve is None else (lambda t, p, a: self._record_cached(t, p, a, resolve))
 
         def invoke(*a: Any) -> int:
             t = now()
@@ -270,15 +212,24 @@ class Recorder:
             e = self._cache[h] = (s, d, -1, -1) if e is None else (s, d, e[2], e[3])
         return e
 
-    def _record_cached(self, t_us: int, pushed_us: int, a: tuple) -> None:
-        """A CachedOp invocation: its seqs (one per operator node) reserved now, its node calls
-        made at :meth:`take` (the shape inference cannot run inside MXNet's call, see
-        :meth:`pyprof.attribution.cachedop.Graph.meta`); its outputs cached as the nodes'."""
-        handle, ins, outs = cachedop.invoke_io(a)
-        graph = self._graphs.get(handle) or self._graphs.from_stack(handle)
-        if graph is None:
+    def _resolve_cached(self, a: tuple) -> cachedop.Graph | None:
+        handle = getattr(a[0], "value", a[0])
+        return self._graphs.get(handle) or self._graphs.from_stack(handle)
+
+    def _record_cached(self, t_us: int, pushed_us: int, a: tuple, resolve: Callable) -> None:
+        """A CachedOp invocation or an executor's forward: its seqs (one per operator node)
+        reserved now, its node calls made at :meth:`take` (the shape inference cannot run inside
+        MXNet's call, see :meth:`pyprof.attribution.cachedop.Graph.meta`); a CachedOp's outputs
+        cached as the nodes' (an executor's at ``MXExecutorOutputs``)."""
+        holder = resolve(a)
+        if holder is None:
             self.unrecorded += 1
             return
+        bound = holder if isinstance(holder, executor.Bound) else None
+        if bound is None:
+            graph, (_, ins, outs) = holder, cachedop.invoke_io(a)
+        else:
+            graph, ins, outs = bound.graph, bound.inputs, []
         meta, cache = capi.ndarray_meta, self._cache
         with self._lock:
             n = len(graph.nodes)
@@ -288,6 +239,8 @@ class Recorder:
             in_meta = [self._meta(h) for h in ins]
             first = self._seq
             self._seq = first + n
+            if bound is not None:
+                bound.last = first
             sig = tuple((e[0], e[1]) for e in in_meta)
             known = graph.outputs.get(sig)  # the outputs' (shape, dtype) at this signature
             if known is None or len(known) != len(outs):
@@ -299,7 +252,7 @@ class Recorder:
             self.calls.append(inv)
             self._pending_calls += n - 1
             t = threading.get_ident()
-            rec = self._recording.get(t)
+            rec = self._recording.get(t) if bound is None else False  # an executor: not autograd's
             if rec is None:  # not set since the recorder was installed: asked once
                 rec = self._recording[t] = cachedop.autograd_recording()
             if rec:
@@ -355,7 +308,7 @@ class Recorder:
         g = inv.graph
         if isinstance(inv.inputs, cachedop.Invocation):
             return self._expand_backward(inv, inv.inputs)
-        metas = g.meta(tuple((e[0], e[1]) for e in inv.in_meta), self._codes) if self.shapes else None
+        metas = g.meta(tuple((e[0], e[1]) for e in inv.in_meta), CODES) if self.shapes else None
         out = []
         for k, n in enumerate(g.nodes):
             producers = tuple(inv.in_meta[i][2] if j < 0 else inv.first + j for j, i in n.inputs)
@@ -363,12 +316,13 @@ class Recorder:
             m = metas[k] if metas is not None else (None, None)
             out.append(Call(inv.first + k, inv.t_us, inv.pushed_us, HANDLES.get(n.op, -1),
                             [inv.inputs[i] for j, i in n.inputs if j < 0], [], m[0], m[1], n.keys,
-                            n.vals, producers, inv.thread, inv.stack, slots, n.block, _SOURCES["node"]))
+                            n.vals, producers, inv.thread, inv.stack, slots, n.block, _SOURCES[g.source],
+                            inv.first))
         return out
 
     def _expand_backward(self, bwd: cachedop.Invocation, fwd: cachedop.Invocation) -> list[Call]:
         g = fwd.graph
-        metas = g.meta(tuple((e[0], e[1]) for e in fwd.in_meta), self._codes) if self.shapes else None
+        metas = g.meta(tuple((e[0], e[1]) for e in fwd.in_meta), CODES) if self.shapes else None
         out = []
         for p, (k, op, refs, exact, after) in enumerate(g.plan or ()):
             ins = outs = None
@@ -378,7 +332,7 @@ class Recorder:
             out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(op, -1), [], [], ins, outs,
                             n.keys, n.vals, tuple(bwd.first + q for q, _ in after), bwd.thread, fwd.stack,
                             tuple(x for _, x in after), n.block,
-                            _SOURCES["backward" if exact else "backward_partial"]))
+                            _SOURCES["backward" if exact else "backward_partial"], bwd.first))
         return out
 
     def _record(self, t_us: int, pushed_us: int, a: tuple) -> None:
@@ -397,9 +351,9 @@ class Recorder:
                 meta = capi.ndarray_meta
                 in_meta = []
                 for h, e in zip(ins, known):
-                    if e is None:
+                    if e is None or e[1] == -1:  # never seen, or an executor's output (no shape yet)
                         s, d = meta(h)
-                        e = cache[h] = (s, d, -1, -1)
+                        e = cache[h] = (s, d, -1, -1) if e is None else (s, d, e[2], e[3])
                     in_meta.append(e)
                 out_meta = []
                 for j, h in enumerate(outs):

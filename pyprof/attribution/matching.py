@@ -39,8 +39,9 @@ from ..errors import PyprofError
 from ..trace.slices import closed_slices
 from ..trace.writer import TraceWriter
 from . import flops as _flops
-from .capture import HANDLES, Call
+from .calls import HANDLES, Call
 from .memory import CounterSamples
+from .segments import external_deps, group_of, merged, segment_ops
 
 __all__ = ["ARGS", "BOOKKEEPING", "MAX_ANNOTATE_BYTES", "MatchReport", "annotate",
            "annotate_window", "match", "workers_per_device"]
@@ -55,6 +56,7 @@ _CATEGORIES = frozenset(_M["categories"])
 _LABELS: dict[str, str] = _M["match_labels"]
 _RES: dict[str, Any] = _M["resources"]
 _CALL: str = _SPEC["capture"]["sources"]["call"]
+_EXECUTOR: str = _SPEC["capture"]["sources"]["executor"]
 #: A window file larger than this (bytes) is kept as cut, without args: annotating reads the
 #: whole window into memory (attribution.json capture.max_annotate_bytes; tests lower it).
 MAX_ANNOTATE_BYTES: int = _SPEC["capture"]["max_annotate_bytes"]
@@ -203,16 +205,22 @@ def _dependencies(calls: Sequence[Call], chain: dict[int, int]) -> dict[int, lis
 def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
           env: dict[str, str] | None = None, rise: Callable[[_Event], int | None] | None = None,
           nbytes: Callable[[Call], int | None] | None = None,
-          ) -> tuple[dict[int, tuple[Call, str]], list[_Event]]:
+          ) -> tuple[dict[int, tuple[Call, str, tuple[Call, ...]]], list[_Event]]:
     """Match ``calls`` to the operator events of ``events`` (a window's trace events):
-    ``{event index: (call, label)}`` and the operator events, by the module's rule. ``rise``
+    ``{event index: (call, label, the calls of the event)}`` and the operator events, by the
+    module's rule; a bulk segment's event (``[dot,relu]``) takes a run of node calls of one
+    invocation (:mod:`pyprof.attribution.segments`), whose first is the call. ``rise``
     (the memory counter's certain rise inside an event, or None) and ``nbytes`` (a call's
     outputs' bytes, or None) let memory decide a tie the rule cannot order."""
     ops = _operator_events(events)
     deps = _dependencies(calls, _temp_chain(calls, ops, env))
     # calls whose operator has no event in the window (a hybridized block's nodes inside an
     # ImperativeBulk) never end here: they hold nothing back
-    present = {HANDLES.get(ev.name, -1) for ev in ops}
+    names = {ev.name: segment_ops(ev.name) for ev in ops}
+    present = {HANDLES.get(x, -1) for v in names.values() for x in v or ()}
+    by_seq = {c.seq: c for c in calls}
+    # an executor's nodes run in its bracket segments when the window holds such (bulk mode)
+    bulked = {HANDLES.get(x, -1) for n, v in names.items() if n.startswith("[") for x in v or ()}
     unseen = {c.seq for c in calls if c.op not in present}
     if unseen:
         deps = {k: [d for d in v if d[0] not in unseen] for k, v in deps.items()}
@@ -226,14 +234,19 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     ended: dict[int, Any] = {}  # call seq -> its event's end
     after: dict[int, Any] = {}  # call seq -> the next event start on its event's thread
     tainted: set[int] = set()  # calls of a tie guessed at: their own match is a guess too
-    out: dict[int, tuple[Call, str]] = {}
+    out: dict[int, tuple[Call, str, tuple[Call, ...]]] = {}
     workers: dict[str, int] = {}
+    done: set[int] = set()  # matched calls
     for ev in ops:
-        if ev.name in BOOKKEEPING:
+        seg = names[ev.name]
+        if ev.name in BOOKKEEPING or seg is None:
             continue
-        todo = pending.get(HANDLES.get(ev.name, -1))
+        heads = [HANDLES.get(x, -1) for x in seg]
+        todo = pending.get(heads[0])
         if not todo or todo[0].t_us > ev.start:
             continue
+        bulk = seg != [ev.name]  # a segment: its calls are a run of nodes
+        groups: dict[int, tuple[Call, ...]] = {}
         n = workers.get(ev.device)
         if n is None:
             n = workers[ev.device] = workers_per_device(ev.device, env)
@@ -244,7 +257,11 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
                 break  # calls are in call order, so in time order
             if n == 1 and best is not None and c.t_us > best.hi:
                 break  # no later call was ready before the best (ready >= called, in call order)
-            r = _ready(c, deps[c.seq], ended, after, first, ev.start)
+            g = group_of(c, heads, by_seq, done) if bulk else (c,)
+            if g is None or not bulk and c.source == _EXECUTOR and c.op in bulked:
+                continue
+            groups[c.seq] = g
+            r = _ready(c, external_deps(g, deps) if bulk else deps[c.seq], ended, after, first, ev.start)
             if r is not None:
                 ready.append(r)
                 if best is None or (r.point, r.call.seq) < (best.point, best.call.seq):
@@ -253,7 +270,9 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
             # no candidate ready: a dependency the rule does not see (an earlier match was
             # wrong, or the engine held the call back); the earliest call, labelled, so
             # nothing cascades
-            c, label = todo[0], _LABELS["ambiguous"]
+            if not groups:
+                continue  # no run of nodes fits the segment
+            c, label = by_seq[min(groups)], _LABELS["ambiguous"]
         elif n > 1:
             c, label = best.call, _LABELS["exact" if len(ready) == 1 else "ambiguous"]
         else:
@@ -270,12 +289,14 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
                     tainted.update(r.call.seq for r in tie)
         if c.seq in tainted and label == _LABELS["exact"]:
             label = _LABELS["ambiguous"]
-        todo.remove(c)
-        ended[c.seq] = ev.end
         s = starts[ev.tid]
         k = bisect.bisect_right(s, ev.end)
-        after[c.seq] = s[k] if k < len(s) else ev.end
-        out[ev.index] = (c, label)
+        for x in groups[c.seq]:
+            pending[x.op].remove(x)
+            done.add(x.seq)
+            ended[x.seq] = ev.end
+            after[x.seq] = s[k] if k < len(s) else ev.end
+        out[ev.index] = (c, label, groups[c.seq])
     return out, ops
 
 
@@ -288,15 +309,37 @@ def _nbytes(shapes: list | None, dtypes: list | None) -> int | None:
         return None
 
 
-def _args(c: Call, label: str, opts: dict[str, bool], name: str, threads: dict[int, str]) -> dict:
+def _counts(name: str, c: Call) -> tuple[int | None, int | None]:
+    """(FLOPs, bytes) of call ``c`` of operator ``name`` (None where unknown)."""
+    ins, outs, attrs = c.shapes("in"), c.shapes("out"), c.attrs()
+    if ins is None or None in ins or None in outs:
+        return None, None
+    try:
+        f = _flops.flops(name, ins, attrs)
+    except PyprofError:
+        f = None
+    try:
+        b = _flops.bytes_moved(name, ins, attrs, dtypes=c.dtypes("in") or None,
+                               output_shapes_=outs, output_dtypes=c.dtypes("out"))
+    except PyprofError:
+        b = None
+    return f, b
+
+
+def _args(group: Sequence[Call], label: str, opts: dict[str, bool], names: list[str],
+          threads: dict[int, str]) -> dict:
+    """The args of an event whose calls are ``group`` (one, or a segment's nodes), of operators
+    ``names`` (the event's name for one call)."""
     a: dict[str, Any] = {}
+    c = merged(group)
     ins, outs = c.shapes("in"), c.shapes("out")
     if ins is not None:
         a[ARGS["input_dims"]] = [s if s is not None else [] for s in ins]
         a[ARGS["input_type"]] = c.dtypes("in")
         a[ARGS["output_dims"]] = [s if s is not None else [] for s in outs]
         a[ARGS["output_type"]] = c.dtypes("out")
-        a[ARGS["attrs"]] = c.attrs()
+        if len(group) == 1:
+            a[ARGS["attrs"]] = c.attrs()
     a[ARGS["thread"]] = threads.get(c.thread, f"thread {c.thread}")
     if c.block is not None:
         a[ARGS["block"]] = c.block
@@ -304,18 +347,11 @@ def _args(c: Call, label: str, opts: dict[str, bool], name: str, threads: dict[i
     if c.stack is not None:
         a[ARGS["call_site"]] = c.call_site()
         a[ARGS["stack"]] = c.frames()
-    if opts.get("with_flops") and ins is not None and None not in ins and None not in outs:
-        try:
-            f = _flops.flops(name, ins, c.attrs())
-        except PyprofError:
-            f = None
-        if f is not None:
-            a[ARGS["flops"]] = f
-        try:
-            a[ARGS["bytes"]] = _flops.bytes_moved(name, ins, c.attrs(), dtypes=c.dtypes("in") or None,
-                                                  output_shapes_=outs, output_dtypes=c.dtypes("out"))
-        except PyprofError:
-            pass
+    if opts.get("with_flops"):
+        counts = [_counts(n, x) for n, x in zip(names, group)]  # a segment's: the sums of its nodes'
+        for key, k in (("flops", 0), ("bytes", 1)):
+            if all(x[k] is not None for x in counts):
+                a[ARGS[key]] = sum(x[k] for x in counts)
     a[ARGS["match"]] = label
     return a
 
@@ -346,14 +382,14 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     unchecked: dict[str, int] = {}
     threads = threads or {}
     by_index = {o.index: o for o in ops}
-    for index, (c, label) in found.items():
+    for index, (c, label, group) in found.items():
         ev = events[index]
-        args = _args(c, label, options, ev.get("name"), threads)
+        args = _args(group, label, options, segment_ops(ev["name"]) or [], threads)
         op = by_index[index]
         want = nbytes(c)
         got, why = samples.rise(op.device, op.tid, op.start, op.end)
         if c.source != _CALL:
-            why = "cached_op_node"
+            why = "executor_node" if c.source == _EXECUTOR else "cached_op_node"
         elif want is None:
             why = "no_shapes"
         elif label == _LABELS["memory"]:
@@ -375,9 +411,10 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     for o in counted:
         if o.index not in found:
             unmatched[o.name] = unmatched.get(o.name, 0) + 1
-    labels = [label for _, label in found.values()]
+    labels = [x[1] for x in found.values()]
+    taken = sum(len(x[2]) for x in found.values())
     return MatchReport(len(calls), len(counted), len(found), labels.count(_LABELS["exact"]),
-                       labels.count(_LABELS["ambiguous"]), len(calls) - len(found), unmatched,
+                       labels.count(_LABELS["ambiguous"]), len(calls) - taken, unmatched,
                        checked, passed, labels.count(_LABELS["memory"]), unchecked)
 
 

@@ -1,0 +1,91 @@
+"""One recorded operator call (:class:`Call`), and the operators' handles, for
+:mod:`pyprof.attribution.capture` (which records them) and :mod:`pyprof.attribution.matching`
+(which matches them to trace events). No C function is called here but ``NNGetOpHandle``
+(:func:`load_handles`, once per process)."""
+
+from __future__ import annotations
+
+
+from .. import rules
+from ..native import capi
+
+__all__ = ["Call", "HANDLES", "CODES", "dtype_name", "load_handles"]
+
+_DTYPES: dict[int, str] = {int(k): v for k, v in rules.spec("attribution.json")["capture"]["dtypes"].items()}
+#: dtype name -> MXNet's code (attribution.json capture.dtypes).
+CODES: dict[str, int] = {v: k for k, v in _DTYPES.items()}
+
+#: Operator name -> handle (aliases share a handle; a trace names the operator by one of them),
+#: and handle -> one of its names; filled once per process.
+HANDLES: dict[str, int] = {}
+_NAMES: dict[int, str] = {}
+
+
+def dtype_name(code: int) -> str:
+    """The name of MXNet's dtype code (``0`` -> ``"float32"``; an unknown code as ``"dtype<N>"``)."""
+    return _DTYPES.get(code, f"dtype{code}")
+
+
+class Call:
+    """One recorded call. ``op`` is the operator's handle (:attr:`name` one of its names);
+    shapes and dtypes are None without ``record_shapes``; ``stack`` is a tuple of (code, line)
+    pairs, innermost first, None without ``with_stack``. A node's call (a hybridized block's, see
+    :mod:`pyprof.attribution.cachedop`; a bound executor's, :mod:`pyprof.attribution.executor`)
+    has only its graph inputs' handles and no outputs, its ``block`` (None for an executor),
+    ``source`` (``capture.sources``) and ``invocation``: the first seq of its invocation (its
+    nodes' seqs follow in graph order), -1 for an imperative call. ``t_us`` is when the call began,
+    ``pushed_us`` when it returned (by then MXNet's engine has the operator), both on the
+    trace's clock (microseconds since the epoch)."""
+
+    __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
+                 "producers", "slots", "thread", "stack", "block", "source", "invocation")
+
+    def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
+                 in_meta: list | None, out_meta: list | None, keys: list, vals: list,
+                 producers: tuple, thread: int, stack: tuple | None, slots: tuple = (),
+                 block: str | None = None, source: str = "call", invocation: int = -1) -> None:
+        self.seq, self.t_us, self.pushed_us, self.op = seq, t_us, pushed_us, op
+        self.inputs, self.outputs, self.in_meta, self.out_meta = inputs, outputs, in_meta, out_meta
+        self.keys, self.vals, self.producers = keys, vals, producers
+        self.slots = slots  # per input: which output of its producer it is (-1: unknown)
+        self.thread, self.stack = thread, stack
+        #: the Gluon block of a CachedOp node (``conv0``), None for an imperative call; source:
+        #: where the shapes came from (attribution.json ``capture.sources``)
+        self.block, self.source, self.invocation = block, source, invocation
+
+    @property
+    def name(self) -> str:
+        return _NAMES.get(self.op, f"op@{self.op:#x}")
+
+    def attrs(self) -> dict[str, str]:
+        """The call's attributes as MXNet's strings."""
+        return {k.decode("utf-8", "replace"): v.decode("utf-8", "replace")
+                for k, v in zip(self.keys, self.vals)}
+
+    def shapes(self, which: str = "in") -> list[list[int]] | None:
+        meta = self.in_meta if which == "in" else self.out_meta
+        return None if meta is None else [list(m[0]) if m[0] is not None else None for m in meta]
+
+    def dtypes(self, which: str = "in") -> list[str] | None:
+        meta = self.in_meta if which == "in" else self.out_meta
+        return None if meta is None else [dtype_name(m[1]) for m in meta]
+
+    def frames(self) -> list[str]:
+        """The stack as ``"file:line function"`` frames, outermost first (the call site last)."""
+        return [f"{code.co_filename}:{line} {code.co_name}" for code, line in reversed(self.stack or ())]
+
+    def call_site(self) -> str | None:
+        if not self.stack:
+            return None
+        code, line = self.stack[0]
+        return f"{code.co_filename}:{line} {code.co_name}"
+
+
+
+
+def load_handles() -> None:
+    """Fill :data:`HANDLES` once per process (mxnet imported). C: NNGetOpHandle."""
+    if not HANDLES:
+        HANDLES.update(capi.op_handles())
+        for name, h in sorted(HANDLES.items(), reverse=True):
+            _NAMES[h] = name
