@@ -7,7 +7,8 @@
   the raw trace `pyprof.session.raw`, its cap `pyprof.session.cap`, dead processes' leftovers
   `pyprof.session.leftovers`. At JVM exit (not in a JVM hosted by JPype) open sessions are
   stopped and their windows saved. Thread safe: one session's calls are serialised on it."
-  (:require [pyprof.claim :as claim]
+  (:require [pyprof.capture :as capture]
+            [pyprof.claim :as claim]
             [pyprof.config :as config]
             [pyprof.output :as output]
             [pyprof.profiler :as profiler]
@@ -77,22 +78,22 @@
   (make-session opts false)
   nil)
 
-(def ^:private capture-options
-  "attribution.json capture.options: what Python sessions record and the JVM's refuse."
-  (set (keys (get-in (rules/read-spec "attribution.json") ["capture" "options"]))))
-
 (defn- make-session
   "`profile`, with the window path's file check when `check-file?`."
   [opts check-file?]
   (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
-        rec (dissoc opts :schedule :on-trace-ready :path :steady)
+        all-rec (dissoc opts :schedule :on-trace-ready :path :steady)
+        ;; issue 22's options (pyprof.capture): C name -> on, as Python's bool()
+        attribution (into {} (for [[k v] all-rec :let [c (config/check-session-key! k)]
+                                   :when (capture/options c)]
+                               [c (boolean v)]))
+        rec (into {} (remove #(capture/options (config/check-session-key! (key %)))) all-rec)
         _ (doseq [k (keys rec)]
             (let [c (config/check-session-key! k)]
-              (when (contains? capture-options c) ; issue 22: Python sessions only, for now
-                (throw (rules/error "session.jvm_capture" {:option c})))
               (when-not (some #{c} (config/key-names)) ; the own options and recording keys
                 (throw (config/unknown-option-error
                         k c (concat ["schedule" "on_trace_ready" "path" "steady"]
+                                    (sort capture/options)
                                     (remove reserved (config/key-names))))))))
         c-opts (config/validate rec)
         ;; nil is none; false, a map, ... are not functions
@@ -114,6 +115,7 @@
     {::name (str "<pyprof.session " (swap! counter inc) ">")
      ::recording rec
      ::options c-opts
+     ::attribution (when (some true? (vals attribution)) attribution)
      ::schedule (or schedule (constantly sched/default-action))
      ::on-trace-ready on-trace-ready
      ::path first-path ; the first window's file
@@ -153,14 +155,16 @@
   (let [st (::state s)]
     (when (:running @st)
       (swap! st assoc :running false :cap-paused false)
-      (swap! st assoc :stopped-us (raw/quiesce! paused?)))
+      (swap! st assoc :stopped-us (raw/quiesce! paused?))
+      (when (::attribution s) (capture/pause!)))
     (when-let [w (:window @st)]
       (when (:ended @st) (save-op! s)) ; a table that stops twice before saving
       (let [{:keys [step final stopped-us]} @st
             end (raw/size)]
         (swap! st assoc :window nil
                :ended {:window w :end end :end-us (or stopped-us (raw/now-us))
-                       :last-step (max (:first-step w) (- step (if final 0 1)))})
+                       :last-step (max (:first-step w) (- step (if final 0 1)))
+                       :forwards (when (::attribution s) (capture/take!))})
         ;; recovery reads the window's range only
         (raw/write-partial! (:path w) (:start w) (:index w) (:start-us w) end))))))
 
@@ -189,12 +193,14 @@
   (let [st (::state s)]
     ;; a window stopped at the cap records nothing in its later steps
     (when-not (or (:running @st) (get-in @st [:window :truncated]))
+      (when-let [a (::attribution s)] (capture/resume! a))
       (profiler/profiler-set-state :run)
       (swap! st assoc :running true))))
 
 (defn- resume-op! "Steady mode's :run." [s]
   (let [st (::state s)]
     (when-not (:running @st)
+      (when-let [a (::attribution s)] (capture/resume! a))
       (profiler/resume)
       (swap! st assoc :running true))))
 
@@ -204,14 +210,22 @@
   "Writes the window that ended at the last :stop as a valid trace."
   [s]
   (let [st (::state s)]
-    (when-let [{:keys [window end end-us last-step]} (:ended @st)]
+    (when-let [{:keys [window end end-us last-step forwards]} (:ended @st)]
       (swap! st assoc :ended nil)
       (let [{:keys [index start first-step path start-us steps]} window
             n (raw/cut! start end path (sched/step-events index steps last-step end-us (raw/pid)))
+            attribution (when-let [a (::attribution s)]
+                          (try (capture/annotate! path forwards a)
+                               (catch Exception e ; the window stays as cut, as Python's
+                                 (binding [*out* *err*]
+                                   (println (rules/render (get-in capture/spec-capture ["annotate_note"])
+                                                          {:index index :path path :why (str e)})))
+                                 nil)))
             _ (raw/delete-partial! path)
             _ (note-windows! s)
-            w {:index index :path path :first-step first-step :last-step last-step :events n
-               :start-us start-us :end-us end-us :truncated (boolean (:truncated window))}]
+            w (cond-> {:index index :path path :first-step first-step :last-step last-step :events n
+                       :start-us start-us :end-us end-us :truncated (boolean (:truncated window))}
+                attribution (assoc :attribution attribution))]
         (swap! st #(-> % (update :windows conj w) (update :saved-now conj w)))
         ;; the window recording now: its .partial gets the metadata of the range just cut
         (when (:window @st) (write-partial! s))

@@ -331,6 +331,11 @@ public final class LibMXNet {
         "MXSymbolListArguments");
   }
 
+  /** The JSON stays valid until this thread's next MXNet call. */
+  public static void MXSymbolSaveToJSON(Pointer symbol, PointerByReference outJson) {
+    reader(() -> Natives.MXSymbolSaveToJSON(symbol, outJson), "MXSymbolSaveToJSON");
+  }
+
   public static void MXSymbolFree(Pointer symbol) {
     reader(() -> Natives.MXSymbolFree(symbol), "MXSymbolFree");
   }
@@ -348,10 +353,20 @@ public final class LibMXNet {
       PointerByReference out) {
     reader(() -> Natives.MXExecutorBind(symbolHandle, devType, devId, len, inArgs, argGradStore,
         gradReqType, auxStatesLen, auxStates, out), "MXExecutorBind");
+    ExecutorHook h = executorHook;
+    if (h != null) {
+      h.bound(out.getValue(), symbolHandle, len > 0 ? inArgs.getPointerArray(0, len) : new Pointer[0],
+          auxStatesLen > 0 ? auxStates.getPointerArray(0, auxStatesLen) : new Pointer[0]);
+    }
   }
 
   public static void MXExecutorForward(Pointer handle, int isTrain) {
+    ExecutorHook h = executorHook;
+    long begin = h != null ? ExecutorHook.nowUs() : 0;
     reader(() -> Natives.MXExecutorForward(handle, isTrain), "MXExecutorForward");
+    if (h != null) {
+      h.forward(handle, begin, ExecutorHook.nowUs());
+    }
   }
 
   public static void MXExecutorOutputs(
@@ -360,6 +375,19 @@ public final class LibMXNet {
   }
 
   public static void MXExecutorFree(Pointer handle) {
+    ExecutorHook h = executorHook;
+    if (h != null) {
+      h.freed(handle); // before the free: the address may be reused at once
+    }
     reader(() -> Natives.MXExecutorFree(handle), "MXExecutorFree");
+  }
+
+  // ---------------------------------------------------------------- executor capture (issue 22)
+
+  private static volatile ExecutorHook executorHook;
+
+  /** Sets (null: clears) the hook told of every bind, forward and free (pyprof.capture). */
+  public static void setExecutorHook(ExecutorHook h) {
+    executorHook = h;
   }
 }

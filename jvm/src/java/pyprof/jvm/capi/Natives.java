@@ -96,6 +96,8 @@ final class Natives {
   static native int MXSymbolListArguments(
       Pointer symbol, IntByReference outSize, PointerByReference outStrArray);
 
+  static native int MXSymbolSaveToJSON(Pointer symbol, PointerByReference outJson);
+
   static native int MXSymbolFree(Pointer symbol);
 
   static native int MXExecutorBind(

@@ -1,0 +1,199 @@
+(ns pyprof.capture
+  "Shapes, call sites and FLOPs of bound executors in the JVM's sessions (issue 22): the session
+  options :record-shapes, :with-stack, :with-flops (attribution.json capture.options), on the
+  operator events of each window, under the args names of attribution.json trace_args (the one
+  source, shared with Python's pyprof.attribution.matching).
+
+  Loading this namespace sets `pyprof.jvm.capi.LibMXNet`'s executor hook. Each MXExecutorBind
+  keeps, per executor: the bound arrays' shapes and dtypes (MXNDArrayGetShapeEx,
+  MXNDArrayGetDType: arguments, then auxiliary states) and the symbol's operator nodes with their
+  attributes (MXSymbolSaveToJSON); MXExecutorFree forgets it. While a window records (`resume!`
+  .. `pause!`), each MXExecutorForward is recorded: its executor, its begin and return times
+  (the trace's clock), the calling thread's name, and with :with-stack the call site and stack
+  (StackWalker: the first frame whose class is not one of capture.jvm_skip_classes, then every
+  frame outwards). The outputs' shapes are read once per executor at its first recorded forward
+  (MXExecutorOutputs; the handles it makes are freed). When a window is cut, `annotate!` gives
+  each operator event whose operators are an executor's whole symbol ([dot], or dot in
+  per-operator mode) the args of the earliest recorded forward of such an executor made before
+  it: first in, first out, as one CPU worker runs them."
+  (:require [clojure.data.json :as json]
+            [clojure.string :as str]
+            [pyprof.flops :as flops]
+            [pyprof.native :as native :refer [mx]]
+            [pyprof.rules :as rules]
+            [pyprof.session.raw :as raw]
+            [pyprof.trace.reader :as reader])
+  (:import (com.sun.jna Pointer)
+           (com.sun.jna.ptr IntByReference PointerByReference)
+           (java.lang StackWalker StackWalker$StackFrame)
+           (pyprof.jvm.capi ExecutorHook LibMXNet)))
+
+(set! *warn-on-reflection* true)
+
+(def ^:private spec (rules/read-spec "attribution.json"))
+(def ^:private args-names (dissoc (spec "trace_args") "about"))
+(def spec-capture "attribution.json capture." (spec "capture"))
+(def ^:private cap spec-capture)
+(def ^:private dtypes (cap "dtypes"))
+(def ^:private skip (vec (cap "jvm_skip_classes")))
+(def ^:private bookkeeping (set (get-in spec ["matching" "bookkeeping"])))
+(def ^:private categories (set (get-in spec ["matching" "categories"])))
+(def ^:private labels (get-in spec ["matching" "match_labels"]))
+
+(def options
+  "The session options this namespace records (attribution.json capture.options), as C spells them."
+  (set (keys (cap "options"))))
+
+;; :executors address -> {:ins [[shape dtype]] :ops [op] :attrs {..} :outs nil}; :forwards the
+;; window's records; :active while a window records; :opts the session's options
+(defonce ^:private state (atom {:executors {} :forwards [] :active false :opts nil :unrecorded 0}))
+
+(defn- meta-of
+  "[shape dtype-name] of NDArray handle `h` (C: MXNDArrayGetShapeEx, MXNDArrayGetDType)."
+  [^Pointer h]
+  (let [nd (IntByReference.) data (PointerByReference.) dt (IntByReference.)]
+    (mx MXNDArrayGetShapeEx h nd data)
+    (mx MXNDArrayGetDType h dt)
+    [(if (pos? (.getValue nd)) (mapv long (.getIntArray (.getValue data) 0 (.getValue nd))) [])
+     (get dtypes (str (.getValue dt)) (str "dtype" (.getValue dt)))]))
+
+(defn- symbol-nodes
+  "The operator nodes of symbol `sym`, in graph order: [{:op :attrs}] (C: MXSymbolSaveToJSON)."
+  [^Pointer sym]
+  (let [out (PointerByReference.)]
+    (mx MXSymbolSaveToJSON sym out)
+    (->> ((json/read-str (.getString (.getValue out) 0 "UTF-8")) "nodes")
+         (remove #(= "null" (% "op")))
+         (mapv (fn [n] {:op (n "op") :attrs (or (n "attrs") {})})))))
+
+(defn- outputs-meta
+  "[[shape dtype]] of executor `exec`'s outputs (C: MXExecutorOutputs; the handles it makes are
+  freed, MXNDArrayFree)."
+  [^Pointer exec]
+  (let [n (IntByReference.) out (PointerByReference.)]
+    (mx MXExecutorOutputs exec n out)
+    (let [hs (if (pos? (.getValue n)) (.getPointerArray (.getValue out) 0 (.getValue n)) [])]
+      (try (mapv meta-of hs)
+           (finally (doseq [h hs] (mx MXNDArrayFree ^Pointer h)))))))
+
+(defn- frame-name
+  "\"file:line function\" of `f`; a Clojure function by its demunged class (ns/fn)."
+  [^StackWalker$StackFrame f]
+  (let [c (.getClassName f)
+        clj? (and (str/includes? c "$") (#{"invoke" "invokeStatic" "doInvoke" "applyTo"} (.getMethodName f)))]
+    (str (.getFileName f) ":" (.getLineNumber f) " "
+         (if clj? (clojure.lang.Compiler/demunge c) (str c "." (.getMethodName f))))))
+
+(defn- skipped?
+  "Whether class `c` is one of capture.jvm_skip_classes (itself, or inside it: a . or $ after it)."
+  [^String c]
+  (some #(and (str/starts-with? c %)
+              (or (= (count c) (count %)) (#{\. \$} (.charAt c (count %)))))
+        skip))
+
+(defn- stack
+  "The frames from the call site outwards, innermost first, as `frame-name`s."
+  [whole?]
+  (.walk (StackWalker/getInstance)
+         (reify java.util.function.Function
+           (apply [_ frames]
+             (let [s (->> (iterator-seq (.iterator ^java.util.stream.Stream frames))
+                          (drop-while (fn [^StackWalker$StackFrame f] (skipped? (.getClassName f)))))]
+               (mapv frame-name (if whole? s (take 1 s))))))))
+
+(defn- bound! [^Pointer exec ^Pointer sym args aux]
+  (let [e {:ins (mapv meta-of (concat args aux)) :nodes (symbol-nodes sym)}]
+    (swap! state assoc-in [:executors (Pointer/nativeValue exec)] e)))
+
+(defn- forward! [^Pointer exec t pushed]
+  (let [{:keys [active opts forwards]} @state]
+    (when (and active (< (count forwards) (cap "max_calls")))
+      (let [k (Pointer/nativeValue exec)]
+        (when (and (get-in @state [:executors k]) (nil? (get-in @state [:executors k :outs])))
+          (swap! state assoc-in [:executors k :outs] (outputs-meta exec)))
+        (let [frames (when (opts "with_stack") (stack true))]
+          (swap! state update :forwards conj
+                 {:exec k :e (get-in @state [:executors k]) :t t :pushed pushed
+                  :thread (.getName (Thread/currentThread)) :stack frames}))))))
+
+(defonce ^:private hook
+  (let [h (reify ExecutorHook
+            (bound [_ exec sym args aux]
+              (try (bound! exec sym args aux) (catch Throwable _ (swap! state update :unrecorded inc))))
+            (forward [_ exec t pushed]
+              (try (forward! exec t pushed) (catch Throwable _ (swap! state update :unrecorded inc))))
+            (freed [_ exec]
+              (swap! state update :executors dissoc (Pointer/nativeValue exec))))]
+    (LibMXNet/setExecutorHook h)
+    h))
+
+(defn resume!
+  "A window of a session with capture options `opts` (C names -> true) starts recording."
+  [opts]
+  (swap! state assoc :active true :opts opts))
+
+(defn pause! "The window stopped recording." [] (swap! state assoc :active false))
+
+(defn take!
+  "The forwards recorded since the last take (the window's), in call order."
+  []
+  (let [[old _] (swap-vals! state assoc :forwards [])] (:forwards old)))
+
+(defn segment-ops
+  "The operator names of event `name`: [dot,relu] -> [\"dot\" \"relu\"], a,b -> [\"a\" \"b\"],
+  relu -> [\"relu\"]; nil for a segment name MXNet cut at 127 characters (as Python's
+  pyprof.attribution.segments/segment_ops)."
+  [^String name]
+  (cond (str/starts-with? name "[") (when (and (str/ends-with? name "]") (> (count name) 2))
+                                      (str/split (subs name 1 (dec (count name))) #","))
+        (str/includes? name ",") (str/split name #",")
+        :else [name]))
+
+(defn- args-of [{:keys [e thread stack]} label opts]
+  (let [{:keys [ins outs nodes]} e
+        one (when (= 1 (count nodes)) (first nodes))
+        a (cond-> {(args-names "thread") thread
+                   (args-names "source") (get-in cap ["sources" "executor"])
+                   (args-names "match") label}
+            ins (assoc (args-names "input_dims") (mapv first ins)
+                       (args-names "input_type") (mapv second ins))
+            outs (assoc (args-names "output_dims") (mapv first outs)
+                        (args-names "output_type") (mapv second outs))
+            one (assoc (args-names "attrs") (:attrs one))
+            stack (assoc (args-names "call_site") (first stack)
+                         (args-names "stack") (vec (reverse stack))))]
+    (if (and one ins outs (opts "with_flops"))
+      (let [shapes (mapv first ins)
+            f (try (flops/flops (:op one) shapes (:attrs one)) (catch Exception _ nil))
+            b (try (flops/bytes-moved (:op one) shapes (:attrs one)
+                                      {:dtypes (mapv second ins) :output-shapes (mapv first outs)
+                                       :output-dtypes (mapv second outs)})
+                   (catch Exception _ nil))]
+        (cond-> a f (assoc (args-names "flops") f) b (assoc (args-names "bytes") b)))
+      a)))
+
+(defn annotate!
+  "Gives the operator events of the window trace at `path` the args of the recorded `forwards`
+  (see the namespace doc) and rewrites it; returns {:calls :matched :unmatched-calls
+  :unmatched-events}."
+  [^String path forwards opts]
+  (let [events (reader/read-events path)
+        ops (->> (map-indexed vector events)
+                 (filter (fn [[_ ev]] (and (#{"B" "X"} (ev "ph")) (categories (ev "cat"))
+                                           (not (bookkeeping (ev "name"))))))
+                 (sort-by (fn [[i ev]] [(ev "ts") i])))
+        [found left] (reduce
+                      (fn [[found left] [i ev]]
+                        (let [seg (segment-ops (str (ev "name")))
+                              fits (filter #(and (= seg (map :op (get-in % [:e :nodes])))
+                                                 (<= (:t %) (ev "ts")))
+                                           left)]
+                          (if-let [f (first fits)]
+                            (let [label (labels (if (apply = (map :exec fits)) "exact" "ambiguous"))]
+                              [(assoc found i (args-of f label opts)) (remove #(identical? % f) left)])
+                            [found left])))
+                      [{} forwards] ops)]
+    (raw/write-trace! path (map-indexed (fn [i ev] (if-let [a (found i)] (update ev "args" merge a) ev))
+                                        events))
+    {:calls (count forwards) :matched (count found) :unmatched-calls (count left)
+     :unmatched-events (- (count ops) (count found))}))
