@@ -85,7 +85,8 @@
   ;; the nearest of the session's own options and its recording keys, as Python says it
   (is (str/starts-with? (second (error-of #(session/profile {:shedule nil})))
                         (str "unknown session option \"shedule\": did you mean \"schedule\"? a session"
-                             " takes schedule, on_trace_ready, path, steady, profile_all, ")))
+                             " takes schedule, on_trace_ready, path, steady, record_shapes, with_stack, with_flops,"
+                             " profile_all, ")))
   (is (str/includes? (second (error-of #(session/profile {:on-trace true})))
                      "fix: use :on-trace-ready"))
   (is (= ["session.path_needs_window"

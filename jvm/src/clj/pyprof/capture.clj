@@ -40,9 +40,12 @@
 (def ^:private categories (set (get-in spec ["matching" "categories"])))
 (def ^:private labels (get-in spec ["matching" "match_labels"]))
 
-(def options
-  "The session options this namespace records (attribution.json capture.options), as C spells them."
-  (set (keys (cap "options"))))
+(def option-names
+  "The session options this namespace records (attribution.json capture.options), as C spells
+  them, in the file's order."
+  (vec (keys (cap "options"))))
+
+(def options "`option-names` as a set." (set option-names))
 
 ;; :executors address -> {:ins [[shape dtype]] :ops [op] :attrs {..} :outs nil}; :forwards the
 ;; window's records; :active while a window records; :opts the session's options

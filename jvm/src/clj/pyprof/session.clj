@@ -93,7 +93,7 @@
               (when-not (some #{c} (config/key-names)) ; the own options and recording keys
                 (throw (config/unknown-option-error
                         k c (concat ["schedule" "on_trace_ready" "path" "steady"]
-                                    (sort capture/options)
+                                    capture/option-names
                                     (remove reserved (config/key-names))))))))
         c-opts (config/validate rec)
         ;; nil is none; false, a map, ... are not functions
