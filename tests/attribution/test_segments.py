@@ -1,0 +1,89 @@
+"""Bulk segments (pyprof.attribution.segments) and their matching, on synthetic calls and
+events: names, runs of one invocation's nodes, the segment's inputs, outputs and summed FLOPs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pyprof.attribution import matching
+from pyprof.attribution.calls import HANDLES, Call
+from pyprof.attribution.segments import group_of, merged, segment_ops
+
+DOT, RELU = 9001, 9002  # operator handles of this test
+
+
+@pytest.fixture(autouse=True)
+def handles(monkeypatch):
+    monkeypatch.setitem(HANDLES, "dot", DOT)
+    monkeypatch.setitem(HANDLES, "relu", RELU)
+
+
+def test_segment_names():
+    assert segment_ops("[dot,relu]") == ["dot", "relu"]
+    assert segment_ops("[dot]") == ["dot"]
+    assert segment_ops("Activation,Pooling") == ["Activation", "Pooling"]
+    assert segment_ops("relu") == ["relu"]
+    assert segment_ops("[dot,re") is None  # cut at 127 characters by MXNet
+    assert segment_ops("ImperativeBulk") == ["ImperativeBulk"]
+
+
+def _forward(first: int, t: int, n: int = 6) -> list[Call]:
+    """One invocation of relu(dot(A, B)): A (n,4), B (4,5); the relu reads the dot's output 0."""
+    f32 = 0
+    a, b, y = ((n, 4), f32), ((4, 5), f32), ((n, 5), f32)
+    dot = Call(first, t, t + 5, DOT, [11, 12], [], [a, b], [y], [], [], (-1, -1), 1, None, (-1, -1),
+               None, "bound symbol", first)
+    relu = Call(first + 1, t, t + 5, RELU, [], [], [y], [y], [], [], (first,), 1, None, (0,),
+                None, "bound symbol", first)
+    return [dot, relu]
+
+
+def _events(starts: list[int], name: str = "[dot,relu]") -> list[dict]:
+    ev = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "cpu/0"}}]
+    for s in starts:
+        ev += [{"ph": "B", "name": name, "cat": "operator", "pid": 1, "tid": 7, "ts": s},
+               {"ph": "E", "name": name, "cat": "operator", "pid": 1, "tid": 7, "ts": s + 50}]
+    return ev
+
+
+def test_a_segment_is_a_run_of_one_invocations_nodes():
+    calls = _forward(0, 100) + _forward(2, 110)
+    by_seq = {c.seq: c for c in calls}
+    assert group_of(calls[0], [DOT, RELU], by_seq, set()) == tuple(calls[:2])
+    assert group_of(calls[1], [RELU, DOT], by_seq, set()) is None  # the next node is another invocation's
+    assert group_of(calls[0], [DOT, RELU], by_seq, {1}) is None  # its relu matched already
+    imperative = Call(9, 100, 105, DOT, [], [], None, None, [], [], (), 1, None)
+    assert group_of(imperative, [DOT], {9: imperative}, set()) is None
+
+
+def test_the_segments_args_are_its_boundary_and_summed_counts(tmp_path):
+    m = merged(_forward(0, 100, n=6))
+    assert m.shapes("in") == [[6, 4], [4, 5]] and m.shapes("out") == [[6, 5]]
+    assert m.attrs() == {}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps({"traceEvents": _events([200])}))
+    rep = matching.annotate(path, _forward(0, 100), {"record_shapes": True, "with_flops": True})
+    assert (rep.matched, rep.unmatched_calls, rep.memory_unchecked) == (1, 0, {"executor_node": 1})
+    args = next(e["args"] for e in json.loads(path.read_text())["traceEvents"] if e.get("ph") == "B")
+    names = matching.ARGS
+    assert args[names["input_dims"]] == [[6, 4], [4, 5]]
+    assert args[names["output_dims"]] == [[6, 5]]
+    assert args[names["flops"]] == 2 * 6 * 4 * 5 + 6 * 5
+    assert args[names["bytes"]] == 4 * (6 * 4 + 4 * 5 + 6 * 5) + 4 * 2 * 6 * 5
+    assert names["attrs"] not in args and args[names["match"]] == "exact"
+
+
+def test_forwards_take_their_segments_first_in_first_out():
+    calls = _forward(0, 100, n=6) + _forward(2, 110, n=6)
+    found, _ = matching.match(calls, _events([200, 300]))
+    assert [(c.seq, len(g), label) for c, label, g in found.values()] == [(0, 2, "exact"), (2, 2, "exact")]
+
+
+def test_in_a_window_with_segments_an_executor_node_is_no_plain_event():
+    calls = _forward(0, 100)
+    ev = _events([200]) + [{"ph": "X", "name": "dot", "cat": "operator", "pid": 1, "tid": 7,
+                            "ts": 150, "dur": 10}]
+    found, _ = matching.match(calls, ev)
+    assert [(c.seq, len(g)) for c, _, g in found.values()] == [(0, 2)]
