@@ -151,7 +151,8 @@ def _temp_chain(calls: Sequence[Call], ops: Sequence[_Event], env: dict[str, str
     except ValueError:
         n = default
     temp = {HANDLES[name] for name in _RES["temp_space"] if name in HANDLES}
-    users = [c.seq for c in calls if c.op in temp]
+    # an executor's node took its copy when it was bound (attach_op_resource_pass): not per call
+    users = [c.seq for c in calls if c.op in temp and c.source != _EXECUTOR]
     return {users[k]: users[k - n] for k in range(n, len(users))}
 
 
