@@ -94,7 +94,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             StateError at ``start()`` when oneDNN already read its settings in this process.
         record_shapes, with_stack, with_flops: operator attribution (torch's names; off by
             default, and then nothing is added to any call): record each imperative call at
-            the gated ``MXImperativeInvokeEx`` (:mod:`pyprof.attribution.capture`) and write
+            the gated ``MXImperativeInvokeEx`` (:mod:`pyprof.attribution.capture`; the nodes
+            of hybridized blocks and of bound executors' forwards too) and write
             onto its operator event in the window, as ``args``, the input and output shapes
             and dtypes (``"Input Dims"``, ``"Input type"``), the call site and call stack
             (``with_stack``), FLOPs and bytes (``with_flops``, from ``pyprof/spec/flops.json``)

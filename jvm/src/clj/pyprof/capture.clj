@@ -185,18 +185,21 @@
                  (filter (fn [[_ ev]] (and (#{"B" "X"} (ev "ph")) (categories (ev "cat"))
                                            (not (bookkeeping (ev "name"))))))
                  (sort-by (fn [[i ev]] [(ev "ts") i])))
-        [found left] (reduce
-                      (fn [[found left] [i ev]]
-                        (let [seg (segment-ops (str (ev "name")))
-                              fits (filter #(and (= seg (map :op (get-in % [:e :nodes])))
-                                                 (<= (:t %) (ev "ts")))
-                                           left)]
-                          (if-let [f (first fits)]
-                            (let [label (labels (if (apply = (map :exec fits)) "exact" "ambiguous"))]
-                              [(assoc found i (args-of f label opts)) (remove #(identical? % f) left)])
-                            [found left])))
-                      [{} forwards] ops)]
+        ;; the operators of an executor's symbol -> its forwards, in call order (first in, first out)
+        queues (update-vals (group-by #(mapv :op (get-in % [:e :nodes])) forwards) vec)
+        found (first
+               (reduce
+                (fn [[found qs] [i ev]]
+                  (let [seg (segment-ops (str (ev "name")))
+                        q (get qs seg)
+                        ts (ev "ts")]
+                    (if (and (seq q) (<= (:t (first q)) ts))
+                      (let [ready (take-while #(<= (:t %) ts) q)
+                            label (labels (if (apply = (map :exec ready)) "exact" "ambiguous"))]
+                        [(assoc found i (args-of (first q) label opts)) (assoc qs seg (subvec q 1))])
+                      [found qs])))
+                [{} queues] ops))]
     (raw/write-trace! path (map-indexed (fn [i ev] (if-let [a (found i)] (update ev "args" merge a) ev))
                                         events))
-    {:calls (count forwards) :matched (count found) :unmatched-calls (count left)
+    {:calls (count forwards) :matched (count found) :unmatched-calls (- (count forwards) (count found))
      :unmatched-events (- (count ops) (count found))}))

@@ -65,6 +65,9 @@
     :on-trace-ready  called with each saved window map {:index :path :first-step :last-step
                      :events :start-us :end-us} (times: microseconds since the epoch)
     :steady          true: begin steady mode (`pyprof.steady`) at `start!`
+    :record-shapes, :with-stack, :with-flops
+                     bound executors' shapes, call sites and FLOPs on the windows' operator
+                     events (`pyprof.capture`); each window map gets :attribution
     recording keys as in `profiler-set-config`.
   Throws ex-info (errors.json): session.unknown_option, session.reserved_option, config errors,
   session.not_callable, template.*, session.bad_path, session.path_needs_window."

@@ -29,7 +29,9 @@ import java.util.Map;
  * {@code repeat}, {@code skip_first}, read by the rules of {@code schedule.json} shared with
  * Python; default: one window from start to stop), and the recording
  * keys of {@link Profiler#setConfig} except {@code filename}, {@code continuous_dump} and
- * {@code profile_process}.
+ * {@code profile_process}; {@code "record_shapes"}, {@code "with_stack"}, {@code "with_flops"}
+ * (booleans, off by default) give each bound executor's operator events in the windows its
+ * shapes, call site and FLOPs (the Clojure namespace {@code pyprof.capture}).
  *
  * <p>Thread safe: any number of threads may call any method. {@link #stop()}, {@link #dump()}
  * and {@link #close()} are idempotent. A failed {@link #start()} leaves the profiler as it was
