@@ -41,7 +41,7 @@ from ..trace.writer import TraceWriter
 from . import flops as _flops
 from .calls import HANDLES, Call
 from .memory import CounterSamples
-from .segments import external_deps, group_of, merged, segment_ops
+from .segments import SUBGRAPHS, external_deps, group_of, merged, node_names, node_ops, segment_ops
 
 __all__ = ["ARGS", "BOOKKEEPING", "MAX_ANNOTATE_BYTES", "MatchReport", "annotate",
            "annotate_window", "match", "workers_per_device"]
@@ -218,10 +218,11 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     # calls whose operator has no event in the window (a hybridized block's nodes inside an
     # ImperativeBulk) never end here: they hold nothing back
     names = {ev.name: segment_ops(ev.name) for ev in ops}
-    present = {HANDLES.get(x, -1) for v in names.values() for x in v or ()}
+    present = {h for v in names.values() for op, post in node_ops(v or ()) for h in (op, *post)}
     by_seq = {c.seq: c for c in calls}
     # an executor's nodes run in its bracket segments when the window holds such (bulk mode)
-    bulked = {HANDLES.get(x, -1) for n, v in names.items() if n.startswith("[") for x in v or ()}
+    bulked = {h for n, v in names.items() if n.startswith("[") for op, post in node_ops(v or ())
+              for h in (op, *post)}
     unseen = {c.seq for c in calls if c.op not in present}
     if unseen:
         deps = {k: [d for d in v if d[0] not in unseen] for k, v in deps.items()}
@@ -242,11 +243,11 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
         seg = names[ev.name]
         if ev.name in BOOKKEEPING or seg is None:
             continue
-        heads = [HANDLES.get(x, -1) for x in seg]
-        todo = pending.get(heads[0])
+        heads = node_ops(seg)
+        todo = pending.get(heads[0][0])
         if not todo or todo[0].t_us > ev.start:
             continue
-        bulk = seg != [ev.name]  # a segment: its calls are a run of nodes
+        bulk = seg != [ev.name] or ev.name in SUBGRAPHS  # a segment: its calls are a run of nodes
         groups: dict[int, tuple[Call, ...]] = {}
         n = workers.get(ev.device)
         if n is None:
@@ -385,7 +386,7 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     by_index = {o.index: o for o in ops}
     for index, (c, label, group) in found.items():
         ev = events[index]
-        args = _args(group, label, options, segment_ops(ev["name"]) or [], threads)
+        args = _args(group, label, options, node_names(segment_ops(ev["name"]) or [], group), threads)
         op = by_index[index]
         want = nbytes(c)
         got, why = samples.rise(op.device, op.tid, op.start, op.end)

@@ -6,16 +6,26 @@ their operators in graph order: ``[dot]``, ``[dot,relu]`` (a hybridized block wi
 of one recorded invocation (:attr:`pyprof.attribution.calls.Call.invocation`): consecutive seqs
 whose operators are the segment's, in order. Its args are the segment's: the inputs it reads
 from outside the segment, the outputs no node of the segment reads, and FLOPs and bytes as the
-sum of its nodes' (``None`` when a node has none). Pure Python; no C function is called.
+sum of its nodes' (``None`` when a node has none). A fused operator of MXNet's oneDNN subgraph
+backend (``[_sg_mkldnn_conv,Pooling]``; ``attribution.json matching.subgraphs``) takes its base
+node (``Convolution``) and the post nodes it may have fused after it (``BatchNorm``,
+``Activation``, ``elemwise_add``), up to a node of the next listed name. Pure Python; no C
+function is called.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from .calls import Call
+from .. import rules
+from .calls import HANDLES, Call
 
-__all__ = ["segment_ops", "group_of", "external_deps", "merged"]
+__all__ = ["SUBGRAPHS", "segment_ops", "node_ops", "node_names", "group_of", "external_deps", "merged"]
+
+#: oneDNN subgraph operator -> {"base": operator, "post": operators it may fuse after the base}.
+SUBGRAPHS: dict[str, dict[str, Any]] = {
+    k: v for k, v in rules.spec("attribution.json")["matching"]["subgraphs"].items() if k != "about"}
 
 
 def segment_ops(name: str) -> list[str] | None:
@@ -27,17 +37,50 @@ def segment_ops(name: str) -> list[str] | None:
     return name.split(",") if "," in name else [name]
 
 
-def group_of(c: Call, ops: Sequence[int], by_seq: dict[int, Call], done: set[int]) -> tuple[Call, ...] | None:
-    """``c`` and the node calls after it in its invocation whose operator handles are ``ops``
-    (``ops[0]`` is ``c``'s), none of them matched yet (``done``); None when they do not fit."""
+def node_ops(names: Sequence[str]) -> list[tuple[int, frozenset[int]]]:
+    """Per name of a segment, (the handle of the node it starts with, the handles of the post
+    nodes it may take after it: empty but for a oneDNN subgraph operator); -1 for an unknown
+    operator."""
+    out = []
+    for x in names:
+        sg = SUBGRAPHS.get(x)
+        out.append((HANDLES.get(x, -1), frozenset()) if sg is None else
+                   (HANDLES.get(sg["base"], -1), frozenset(HANDLES.get(p, -1) for p in sg["post"])))
+    return out
+
+
+def node_names(names: Sequence[str], group: Sequence[Call]) -> list[str]:
+    """The operator name of each node of ``group``, a segment listing ``names``, as flops.json
+    knows it: the listed name, or the subgraph's base or post operator, or the call's own."""
+    known = {HANDLES[x]: x for x in names if x in HANDLES}
+    for x in names:
+        for op in (SUBGRAPHS[x]["base"], *SUBGRAPHS[x]["post"]) if x in SUBGRAPHS else ():
+            known.setdefault(HANDLES.get(op, -1), op)
+    return [known.get(c.op, c.name) for c in group]
+
+
+def group_of(c: Call, ops: Sequence[tuple[int, frozenset[int]]], by_seq: dict[int, Call],
+             done: set[int]) -> tuple[Call, ...] | None:
+    """``c`` and the node calls after it in its invocation that make the segment ``ops``
+    (:func:`node_ops`; ``ops[0]`` starts with ``c``'s operator), none of them matched yet
+    (``done``); None when they do not fit."""
     if c.invocation < 0:
         return None  # an imperative call never runs inside a segment
+
+    def node(seq: int) -> Call | None:
+        x = by_seq.get(seq)
+        return x if x is not None and x.invocation == c.invocation and x.seq not in done else None
+
     out = [c]
-    for k, op in enumerate(ops[1:], 1):
-        x = by_seq.get(c.seq + k)
-        if x is None or x.invocation != c.invocation or x.op != op or x.seq in done:
-            return None
-        out.append(x)
+    for k, (op, post) in enumerate(ops):
+        if k:
+            x = node(out[-1].seq + 1)
+            if x is None or x.op != op:
+                return None
+            out.append(x)
+        stop = ops[k + 1][0] if k + 1 < len(ops) else None
+        while post and (x := node(out[-1].seq + 1)) is not None and x.op in post and x.op != stop:
+            out.append(x)  # a post node the subgraph operator fused
     return tuple(out)
 
 

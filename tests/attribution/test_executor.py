@@ -23,15 +23,19 @@ dot_ex = mx.sym.dot(A, B).bind(mx.cpu(), {"A": a, "B": b})    # before the sessi
 dot_ex.forward()[0].wait_to_read()
 with pyprof.profile(path="w.json", record_shapes=True, with_stack=True, with_flops=True) as p:
     two = mx.sym.relu(mx.sym.dot(A, B)).simple_bind(mx.cpu(), grad_req="null", A=(N, K), B=(K, M))  # inside
+    # oneDNN's subgraph backend fuses the FullyConnected and its Activation: [_sg_mkldnn_fully_connected]
+    fc = mx.sym.Activation(mx.sym.FullyConnected(A, num_hidden=M, name="fc"), act_type="relu").simple_bind(
+        mx.cpu(), grad_req="null", A=(N, K))
     # (simple_bind's zeroing of the arrays it allocates is SetValueOp events of no recorded call)
     line = sys._getframe().f_lineno
     for i in range(3):
         out = dot_ex.forward()[0]                               # line + 2
         two.forward()[0].wait_to_read()                         # line + 3
         mx.nd.relu(out).wait_to_read()   # an imperative call reading an executor's output
+        fc.forward()[0].wait_to_read()
     mx.nd.waitall()
     bound = len(p._recorder._executors.by_handle)
-    del two; gc.collect()                                       # MXExecutorFree
+    del two, fc; gc.collect()                                   # MXExecutorFree
     freed = len(p._recorder._executors.by_handle)
 ev = json.load(open("w.json"))["traceEvents"]
 ops = sorted((e for e in ev if e.get("ph") == "B" and e.get("cat") == "operator"), key=lambda e: e["ts"])
@@ -64,6 +68,7 @@ def per_op(tmp_path_factory):
 DOT_IN, DOT_OUT = [[N, K], [K, M]], [[N, M]]
 DOT_FLOPS = 2 * N * K * M
 DOT_BYTES = 4 * (N * K + K * M + N * M)
+FC_FLOPS = 2 * K * M * N + M * N  # FullyConnected: 2K per output element and the bias
 F32 = ["float32", "float32"]
 
 
@@ -81,23 +86,29 @@ def test_bulk_segments_carry_the_bound_symbols_shapes_flops_and_call_site(bulk):
     # the imperative relu reads dot_ex's output: matched exactly, with the call's own shapes
     relus = [r for r in rows if r[0] == "relu"]
     assert [r[1:3] + r[6:8] for r in relus] == [[DOT_OUT, ["float32"], "exact", "call"]] * 3
+    # a fused oneDNN operator: its base node and the post node it fused, FLOPs summed
+    fcs = [r[:8] for r in rows if r[0] == "[_sg_mkldnn_fully_connected]"]
+    assert fcs == [["[_sg_mkldnn_fully_connected]", [[N, K], [M, K], [M]], ["float32"] * 3, DOT_OUT,
+                    FC_FLOPS + N * M, 4 * (N * K + M * K + M + N * M) + 8 * N * M, "exact", "bound symbol"]] * 3
 
 
 def test_every_operator_event_is_matched_and_carries_shapes(bulk, per_op):
-    # bulk: 3 [dot], 3 [dot,relu] (two node calls each), 3 imperative relu; per operator: 9
-    # node events and the 3 relu
-    for r, events, nodes in ((bulk, 9, 6), (per_op, 12, 9)):
+    # bulk: 3 [dot], 3 [dot,relu] (two node calls each), 3 imperative relu, 3 fused FC (two
+    # node calls each); per operator: 9 node events, the 3 relu and the 3 fused FC
+    for r, events, nodes in ((bulk, 12, 9), (per_op, 15, 12)):
         rep = r["report"]
         assert r["without"] == ["SetValueOp"]
-        assert rep["unmatched_calls"] == 0 and rep["calls"] == 12
+        assert rep["unmatched_calls"] == 0 and rep["calls"] == 18
         assert rep["matched"] == rep["exact"] == events
-        assert rep["unmatched_events"] == {"SetValueOp": 2} and rep["events"] == events + 2
+        assert rep["unmatched_events"] == {"SetValueOp": 5} and rep["events"] == events + 5, rep
         assert rep["memory_unchecked"].get("executor_node") == nodes
 
 
 def test_per_operator_mode_gives_each_node_its_own_shapes(per_op):
     line_dot, line_two = per_op["lines"]
     rows = [r for r in per_op["rows"] if r[0] in ("dot", "relu") and r[7] == "bound symbol"]
+    # (the fused FC's event is _sg_mkldnn_fully_connected in this mode too: one fused operator)
+    assert len([r for r in per_op["rows"] if r[0] == "_sg_mkldnn_fully_connected" and r[4] == FC_FLOPS + N * M]) == 3
     want = []
     for _ in range(3):
         want += [["dot", DOT_IN, F32, DOT_OUT, DOT_FLOPS, DOT_BYTES, "exact", "bound symbol", line_dot],
@@ -107,7 +118,7 @@ def test_per_operator_mode_gives_each_node_its_own_shapes(per_op):
 
 
 def test_executors_are_evicted_when_freed(bulk):
-    assert bulk["executors"] == [2, 1]
+    assert bulk["executors"] == [3, 1]
 
 
 _ONE_NODE_SEGMENTS = """
@@ -122,4 +133,4 @@ def test_a_segment_taken_as_its_first_node_alone_fails(tmp_path):
     r = _run(tmp_path, per_operator=False, plant=_ONE_NODE_SEGMENTS)
     twos = [row for row in r["rows"] if row[0] == "[dot,relu]"]
     assert {row[4] for row in twos} == {DOT_FLOPS}
-    assert r["report"]["unmatched_calls"] == 3
+    assert r["report"]["unmatched_calls"] == 6  # the relu of [dot,relu] and the fused FC's Activation

@@ -9,15 +9,16 @@ import pytest
 
 from pyprof.attribution import matching
 from pyprof.attribution.calls import HANDLES, Call
-from pyprof.attribution.segments import group_of, merged, segment_ops
+from pyprof.attribution.segments import group_of, merged, node_names, node_ops, segment_ops
 
-DOT, RELU = 9001, 9002  # operator handles of this test
+DOT, RELU, CONV, ACT, BN = 9001, 9002, 9003, 9004, 9005  # operator handles of this test
 
 
 @pytest.fixture(autouse=True)
 def handles(monkeypatch):
-    monkeypatch.setitem(HANDLES, "dot", DOT)
-    monkeypatch.setitem(HANDLES, "relu", RELU)
+    for name, h in (("dot", DOT), ("relu", RELU), ("Convolution", CONV), ("Activation", ACT),
+                    ("BatchNorm", BN)):
+        monkeypatch.setitem(HANDLES, name, h)
 
 
 def test_segment_names():
@@ -51,11 +52,34 @@ def _events(starts: list[int], name: str = "[dot,relu]") -> list[dict]:
 def test_a_segment_is_a_run_of_one_invocations_nodes():
     calls = _forward(0, 100) + _forward(2, 110)
     by_seq = {c.seq: c for c in calls}
-    assert group_of(calls[0], [DOT, RELU], by_seq, set()) == tuple(calls[:2])
-    assert group_of(calls[1], [RELU, DOT], by_seq, set()) is None  # the next node is another invocation's
-    assert group_of(calls[0], [DOT, RELU], by_seq, {1}) is None  # its relu matched already
+    ops = node_ops(["dot", "relu"])
+    assert ops == [(DOT, frozenset()), (RELU, frozenset())]
+    assert group_of(calls[0], ops, by_seq, set()) == tuple(calls[:2])
+    assert group_of(calls[1], node_ops(["relu", "dot"]), by_seq, set()) is None  # another invocation's
+    assert group_of(calls[0], ops, by_seq, {1}) is None  # its relu matched already
     imperative = Call(9, 100, 105, DOT, [], [], None, None, [], [], (), 1, None)
-    assert group_of(imperative, [DOT], {9: imperative}, set()) is None
+    assert group_of(imperative, node_ops(["dot"]), {9: imperative}, set()) is None
+
+
+def _nodes(*ops: int) -> dict[int, Call]:
+    return {k: Call(k, 100, 105, op, [], [], None, None, [], [], (), 1, None, (), None, "bound symbol", 0)
+            for k, op in enumerate(ops)}
+
+
+def test_a_onednn_subgraph_operator_takes_its_base_and_the_post_nodes_it_fused():
+    by_seq = _nodes(CONV, BN, ACT, RELU)
+    conv = node_ops(["_sg_mkldnn_conv"])
+    assert conv[0][0] == CONV and {BN, ACT} <= conv[0][1]
+    assert [c.seq for c in group_of(by_seq[0], node_ops(["_sg_mkldnn_conv", "relu"]), by_seq, set())] == [0, 1, 2, 3]
+    # a post node of the name the segment lists next is that name's, not fused
+    g = group_of(by_seq[0], node_ops(["_sg_mkldnn_conv", "Activation", "relu"]), by_seq, set())
+    assert [c.seq for c in g] == [0, 1, 2, 3]
+    assert group_of(by_seq[0], node_ops(["_sg_mkldnn_conv", "BatchNorm", "relu"]), by_seq, set()) is None
+    by_seq = _nodes(CONV, ACT)
+    assert [c.seq for c in group_of(by_seq[0], node_ops(["_sg_mkldnn_conv", "Activation"]), by_seq, set())] == [0, 1]
+    assert [c.seq for c in group_of(by_seq[0], node_ops(["_sg_mkldnn_conv"]), by_seq, set())] == [0, 1]
+    # the FLOP table's names for the nodes: the base's and the post's
+    assert node_names(["_sg_mkldnn_conv"], tuple(by_seq.values())) == ["Convolution", "Activation"]
 
 
 def test_the_segments_args_are_its_boundary_and_summed_counts(tmp_path):
