@@ -81,3 +81,17 @@
 
 (deftest the-options-are-sessions-own
   (is (map? (session/profile {:record-shapes true :with-stack false :with-flops true}))))
+
+(deftest an-event-is-a-symbols-segment-by-the-rule-python-uses
+  (let [fits? #'pyprof.capture/fits?]
+    (is (= [true true false true true true false]
+           (mapv boolean [(fits? ["dot"] ["dot"])
+                          (fits? ["dot" "relu"] ["dot" "relu"])
+                          (fits? ["dot"] ["dot" "relu"]) ; a symbol of two segments: not one event
+                          ;; oneDNN fuses a FullyConnected's Activation, not a relu operator
+                          (fits? ["_sg_mkldnn_fully_connected"] ["FullyConnected" "Activation"])
+                          (fits? ["_sg_mkldnn_fully_connected" "relu"] ["FullyConnected" "relu"])
+                          (fits? ["_sg_mkldnn_conv" "Activation"] ["Convolution" "BatchNorm" "Activation"])
+                          (fits? ["_sg_mkldnn_conv"] ["Convolution" "BatchNorm" "Activation" "Pooling"])])))
+    (is (= ["dot" "relu"] (pyprof.capture/segment-ops "[dot,relu]")))
+    (is (nil? (pyprof.capture/segment-ops "[dot,re")))))

@@ -14,7 +14,8 @@
   frame outwards). The outputs' shapes are read once per executor at its first recorded forward
   (MXExecutorOutputs; the handles it makes are freed). When a window is cut, `annotate!` gives
   each operator event whose operators are an executor's whole symbol ([dot], or dot in
-  per-operator mode) the args of the earliest recorded forward of such an executor made before
+  per-operator mode; [_sg_mkldnn_fully_connected] for a FullyConnected and the Activation oneDNN
+  fused) the args of the earliest recorded forward of such an executor made before
   it: first in, first out, as one CPU worker runs them."
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
@@ -39,6 +40,7 @@
 (def ^:private bookkeeping (set (get-in spec ["matching" "bookkeeping"])))
 (def ^:private categories (set (get-in spec ["matching" "categories"])))
 (def ^:private labels (get-in spec ["matching" "match_labels"]))
+(def ^:private subgraphs (dissoc (get-in spec ["matching" "subgraphs"]) "about"))
 
 (def option-names
   "The session options this namespace records (attribution.json capture.options), as C spells
@@ -152,6 +154,19 @@
         (str/includes? name ",") (str/split name #",")
         :else [name]))
 
+(defn- fits?
+  "Whether the operator nodes `ops` (graph order) are the segment listing `seg`: each name takes
+  its node, a oneDNN subgraph operator (attribution.json matching.subgraphs) its base and the post
+  nodes it fused after it, up to the next name's node (Python's segments.group_of)."
+  [seg ops]
+  (loop [[x & more] seg, ops ops]
+    (if (nil? x)
+      (empty? ops)
+      (let [{base "base" post "post"} (subgraphs x)
+            stop (when-let [y (first more)] (get-in subgraphs [y "base"] y))]
+        (when (= (or base x) (first ops))
+          (recur more (drop-while #(and (some #{%} post) (not= % stop)) (rest ops))))))))
+
 (defn- args-of [{:keys [e thread stack]} label opts]
   (let [{:keys [ins outs nodes]} e
         one (when (= 1 (count nodes)) (first nodes))
@@ -191,12 +206,13 @@
                (reduce
                 (fn [[found qs] [i ev]]
                   (let [seg (segment-ops (str (ev "name")))
-                        q (get qs seg)
+                        k (some #(when (fits? seg %) %) (keys qs))
+                        q (get qs k)
                         ts (ev "ts")]
                     (if (and (seq q) (<= (:t (first q)) ts))
                       (let [ready (take-while #(<= (:t %) ts) q)
                             label (labels (if (apply = (map :exec ready)) "exact" "ambiguous"))]
-                        [(assoc found i (args-of (first q) label opts)) (assoc qs seg (subvec q 1))])
+                        [(assoc found i (args-of (first q) label opts)) (assoc qs k (subvec q 1))])
                       [found qs])))
                 [{} queues] ops))]
     (raw/write-trace! path (map-indexed (fn [i ev] (if-let [a (found i)] (update ev "args" merge a) ev))
