@@ -134,3 +134,41 @@ def test_a_segment_taken_as_its_first_node_alone_fails(tmp_path):
     twos = [row for row in r["rows"] if row[0] == "[dot,relu]"]
     assert {row[4] for row in twos} == {DOT_FLOPS}
     assert r["report"]["unmatched_calls"] == 6  # the relu of [dot,relu] and the fused FC's Activation
+
+
+_SLOW = """
+import json, pyprof, mxnet as mx
+PLANT
+big, c3 = mx.nd.ones((300, 300)), mx.nd.ones((3, 3))
+ex = mx.sym.dot(mx.sym.var("A"), mx.sym.var("B")).bind(mx.cpu(), {"A": big, "B": big})
+ex.forward()[0].wait_to_read(); mx.nd.relu(c3).wait_to_read()
+with pyprof.profile(path="w.json", record_shapes=True) as p:
+    for i in range(30):
+        out = ex.forward()[0]        # a slow executor
+        a = mx.nd.relu(out)          # waits for it: its output's producer is the forward's dot node
+        b = mx.nd.relu(c3)           # ready at once, same operator, called later
+        mx.nd.waitall()
+events = json.load(open("w.json"))["traceEvents"]
+relu = sorted((e for e in events if e.get("ph") == "B" and e.get("name") == "relu"), key=lambda e: e["ts"])
+result = {"order": [e["args"]["Input Dims"] for e in relu], "report": p.windows[0].attribution.as_dict()}
+"""
+
+_NO_OUTPUT_PRODUCERS = """
+from pyprof.attribution import executor as _e
+_e.Executors.hook_outputs = lambda self, raw, cache: raw
+"""
+
+
+def test_an_imperative_call_reading_an_executors_output_waits_for_its_forward(tmp_path):
+    r = run_scenario(_SLOW.replace("PLANT", ""), tmp_path, timeout=120)
+    pairs = [r["order"][i:i + 2] for i in range(0, 60, 2)]
+    # the ready relu ran first in enough iterations for the case to be tested (the dot of 300
+    # takes about 2 ms; the ready relu is queued meanwhile)
+    assert sum(p == [[[3, 3]], [[300, 300]]] for p in pairs) >= 8, r["order"]
+    assert r["order"].count([[3, 3]]) == 30 == r["order"].count([[300, 300]])
+    rep = r["report"]
+    assert rep["memory_passed"] == rep["memory_checked"] >= 40, rep
+    # planted: the outputs' handles without the forward as producer: the waiting relu looks
+    # ready first and takes the ready relu's event
+    planted = run_scenario(_SLOW.replace("PLANT", _NO_OUTPUT_PRODUCERS), tmp_path / "planted", timeout=120)
+    assert planted["report"]["memory_passed"] < planted["report"]["memory_checked"], planted["report"]
