@@ -96,15 +96,24 @@
               (or (= (count c) (count %)) (#{\. \$} (.charAt c (count %)))))
         skip))
 
+(defonce ^:private names-cache (atom {})) ; [class method file line] -> name: code locations
+
+(defn- frame-names
+  "`frame-name` of `f`, made when a window is annotated, once per code location."
+  [^StackWalker$StackFrame f]
+  (let [k [(.getClassName f) (.getMethodName f) (.getFileName f) (.getLineNumber f)]]
+    (or (@names-cache k) ((swap! names-cache assoc k (frame-name f)) k))))
+
 (defn- stack
-  "The frames from the call site outwards, innermost first, as `frame-name`s."
-  [whole?]
+  "The frames from the call site outwards, innermost first (StackFrames: named when the window is
+  annotated, not in the forward's call)."
+  []
   (.walk (StackWalker/getInstance)
          (reify java.util.function.Function
            (apply [_ frames]
-             (let [s (->> (iterator-seq (.iterator ^java.util.stream.Stream frames))
-                          (drop-while (fn [^StackWalker$StackFrame f] (skipped? (.getClassName f)))))]
-               (mapv frame-name (if whole? s (take 1 s))))))))
+             (->> (iterator-seq (.iterator ^java.util.stream.Stream frames))
+                  (drop-while (fn [^StackWalker$StackFrame f] (skipped? (.getClassName f))))
+                  vec)))))
 
 (defn- bound! [^Pointer exec ^Pointer sym args aux]
   (let [e {:ins (mapv meta-of (concat args aux)) :nodes (symbol-nodes sym)}]
@@ -116,7 +125,7 @@
       (let [k (Pointer/nativeValue exec)]
         (when (and (get-in @state [:executors k]) (nil? (get-in @state [:executors k :outs])))
           (swap! state assoc-in [:executors k :outs] (outputs-meta exec)))
-        (let [frames (when (opts "with_stack") (stack true))]
+        (let [frames (when (opts "with_stack") (stack))]
           (swap! state update :forwards conj
                  {:exec k :e (get-in @state [:executors k]) :t t :pushed pushed
                   :thread (.getName (Thread/currentThread)) :stack frames}))))))
@@ -178,8 +187,8 @@
             outs (assoc (args-names "output_dims") (mapv first outs)
                         (args-names "output_type") (mapv second outs))
             one (assoc (args-names "attrs") (:attrs one))
-            stack (assoc (args-names "call_site") (first stack)
-                         (args-names "stack") (vec (reverse stack))))]
+            stack (assoc (args-names "call_site") (frame-names (first stack))
+                         (args-names "stack") (mapv frame-names (rseq stack))))]
     (if (and one ins outs (opts "with_flops"))
       (let [shapes (mapv first ins)
             f (try (flops/flops (:op one) shapes (:attrs one)) (catch Exception _ nil))
