@@ -149,6 +149,16 @@ def test_names_are_text_not_markup(tmp_path, open_report):
     check_table(page, json.loads(summarize(trace, fmt="json")))
 
 
+# Pixels of colour [r, g, b] in the file's head row, left and right of the gutter's edge (GUTTER - 4).
+HEAD_LABEL_PIXELS_JS = """([r, g, b]) => { const c = document.getElementById('timeline'), k = c.width / c.clientWidth;
+  const row = pyprofReport.timeline.rows.find(x => x.head), edge = Math.round((PyprofTimeline.GUTTER - 4) * k);
+  const d = c.getContext('2d').getImageData(0, Math.round(row.y * k), c.width, Math.round(row.h * k)).data;
+  let left = 0, right = 0;
+  for (let i = 0; i < d.length; i += 4) if (d[i] === r && d[i+1] === g && d[i+2] === b) {
+    if ((i / 4) % c.width < edge) left++; else right++; }
+  return [left, right]; }"""
+
+
 @pytest.fixture(scope="module")
 def cnn_report(tmp_path_factory):
     """The tutorial's Gluon CNN (``pyprof train-demo``) in a child, and ``pyprof report`` on its
@@ -184,6 +194,9 @@ def test_gluon_cnn_report_in_browser(browser, cnn_report, open_report, tmp_path)
     assert int(page.page.locator("#timeline").get_attribute("data-highlight-count")) == \
         next(o["count"] for o in summary["operators"] if o["name"] == "Convolution")
     assert page.page.evaluate(RED_PIXELS_JS, list(HIGHLIGHT_RGB)) > 0
+    # The window's label, longer than the gutter, is cut at its edge: the step marks stay readable.
+    left, right = page.page.evaluate(HEAD_LABEL_PIXELS_JS, [31, 78, 121])  # timeline.js HEAD_COLOR
+    assert left > 0 and right == 0
     assert page.errors == []
     shot = tmp_path / "report.png"
     page.page.screenshot(path=str(shot), full_page=False)
