@@ -146,6 +146,17 @@
       (finally
         (when @running (profiler/profiler-set-state :stop))))))
 
+(defn- with-bound-dot
+  "(f exec) with `exec` a bound dot of two uniform [-1, 1) NxN matrices on `dev`, closed after."
+  [dev n f]
+  (with-open [a (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
+              b (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
+              va (sym/variable "A")
+              vb (sym/variable "B")
+              c (sym/dot "dot" [va vb])
+              exec (sym/bind c dev {"A" a "B" b})]
+    (f exec)))
+
 (defn run
   "Runs the example and returns
     {:trace \"/abs/trace.json\" :dot-name \"[dot]\" :dot-calls 1 :dot-ms 812.3 :gflops 169.2
@@ -165,14 +176,9 @@
          n (long size)]
      (some-> (.getParentFile file) .mkdirs)
      (let [{:keys [wall-ns profiled]}
-           (with-open [a (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
-                       b (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
-                       va (sym/variable "A")
-                       vb (sym/variable "B")
-                       c (sym/dot "dot" [va vb])
-                       exec (sym/bind c dev {"A" a "B" b})]
-             (profiler/profiler-set-config (profiler-config o))
-             (iterate-profiled exec o))
+           (with-bound-dot dev n (fn [exec]
+                                   (profiler/profiler-set-config (profiler-config o))
+                                   (iterate-profiled exec o)))
            _ (profiler/dump-profile true)
            table (profiler/dumps)
            {:keys [dot-calls dot-ms] :as dot} (dot-summary (read-trace file))
@@ -225,20 +231,14 @@
         (if (or (nil? n) (and (seq rates) (> (+ (System/nanoTime) (/ flop (apply max (vals rates)))) until)))
           {:gflops (when (seq rates) (apply max (vals rates))) :by-size rates
            :seconds (/ (- (System/nanoTime) start) 1e9)}
-          (recur more
-                 (assoc rates n
-                        (with-open [a (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
-                                    b (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
-                                    va (sym/variable "A")
-                                    vb (sym/variable "B")
-                                    c (sym/dot "dot" [va vb])
-                                    exec (sym/bind c dev {"A" a "B" b})]
-                          (let [run #(do (dotimes [_ (dec dot_batch)] (executor/forward exec))
-                                         (let [outs (executor/outputs (executor/forward exec))]
-                                           (try (nd/wait-to-read (first outs))
-                                                (finally (executor/close-all outs)))))]
-                            (when (empty? rates) (run))   ; warm-up: threads, pages, kernels
-                            (timed-best run flop repeats until))))))))))
+          (let [timed (fn [exec]
+                        (let [run #(do (dotimes [_ (dec dot_batch)] (executor/forward exec))
+                                       (let [outs (executor/outputs (executor/forward exec))]
+                                         (try (nd/wait-to-read (first outs))
+                                              (finally (executor/close-all outs)))))]
+                          (when (empty? rates) (run))   ; warm-up: threads, pages, kernels
+                          (timed-best run flop repeats until)))]
+            (recur more (assoc rates n (with-bound-dot dev n timed)))))))))
 
 ;; ------------------------------------------------------------------ command line
 
