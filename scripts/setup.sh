@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Idempotent set-up on Debian 12 with Python 3.11 and JDK 17: the Debian packages the
-# JVM layer needs (and chromium, the browser the HTML report's tests drive), the virtual
+# Idempotent set-up on Debian 12 with Python 3.11 and JDK 17: the Debian packages the JVM layer
+# needs (and chromium and firefox-esr, the browsers the HTML report's tests drive), the virtual
 # environment .venv with pyprof and its test tools, and the compiled jvm/ project. Safe to repeat: each step is skipped when already done.
 #
 #   scripts/setup.sh                 set up; keep the MXNet build already chosen (CPU at first)
@@ -61,17 +61,21 @@ if ((dry_run)); then
 fi
 
 debs=(leiningen clojure libjna-java libjna-jni libdata-json-clojure libtools-cli-clojure libjackson2-core-java
-      chromium)  # chromium: tests/test_html_report.py drives it with Playwright (no browser download)
+      chromium firefox-esr)  # the HTML report's tests drive both with Playwright (no browser download)
 python3 -c 'import ensurepip, venv' 2>/dev/null || debs+=(python3-venv)
 command -v javac >/dev/null || debs+=(openjdk-17-jdk-headless)
 missing=()
-for p in "${debs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# Not dpkg -s alone: a package removed but not purged still answers it (status config-files).
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }
+for p in "${debs[@]}"; do installed "$p" || missing+=("$p"); done
 if ((${#missing[@]})); then
   log "installing Debian packages: ${missing[*]}"
   sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -q >/dev/null
-  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+  apt_log="$(mktemp)"  # shown only on failure (apt's debconf notes are noise)
+  { $sudo apt-get update -q && $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"; } \
+    >"$apt_log" 2>&1 || { tail -n 20 "$apt_log" >&2; rm -f "$apt_log"; die "apt-get could not install: ${missing[*]}"; }
+  rm -f "$apt_log"
 fi
 
 if [ ! -x .venv/bin/python ]; then

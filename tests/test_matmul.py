@@ -10,6 +10,7 @@ import pytest
 
 from child import ROOT, cuda_build, load_trace, operator_pairs, run_cli
 from pyprof import trace
+from pyprof.examples.matmul import PEAK_BUDGET_S
 
 SMALL = ["--size", "512", "--iters", "3", "--begin", "1", "--end", "2"]
 
@@ -92,6 +93,21 @@ def test_lein_run_small(tmp_path):
     assert len(pairs) == 1
     assert pairs[0][0]["name"] in proc.stdout and "GFLOP/s" in proc.stdout
     assert "Time (ms)" in proc.stdout
+    # the peak line (default budget, attribution.json peaks): the dot's share of MXNet's dot peak
+    gflops = float(re.search(r"^GFLOP/s: ([0-9.]+) \(profiler, operator time\)", proc.stdout, re.M).group(1))
+    dot_us = sum(o.total_us for o in trace.stats(out, categories={"operator"}).operators
+                 if o.name in ("dot", "[dot]"))
+    assert gflops == pytest.approx(2 * 512 ** 3 / dot_us / 1e3, abs=0.051)
+    m = re.search(r"^peak: MXNet dot ([0-9.]+) GFLOP/s \(this dot at ([0-9]+)% of it\); measured in "
+                  r"([0-9.]+) s after the run", proc.stdout, re.M)
+    assert m, proc.stdout
+    peak, pct, seconds = map(float, m.groups())
+    lo, hi = 100 * (gflops - 0.05) / (peak + 0.05), 100 * (gflops + 0.05) / max(peak - 0.05, 1e-9)
+    assert peak > 0 and lo - 0.5 <= pct <= hi + 0.5
+    assert seconds < PEAK_BUDGET_S + 2
+    above = re.search(r"^note: this dot ran above 1\.1x the MXNet dot peak", proc.stdout, re.M)
+    if abs(gflops - 1.1 * peak) > 0.11:  # clear of the printed figures' rounding
+        assert bool(above) == (gflops > 1.1 * peak)
 
 
 @pytest.mark.skipif(cuda_build(), reason="a CUDA build of MXNet is installed")

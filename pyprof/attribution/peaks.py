@@ -29,8 +29,16 @@ from typing import Any
 
 import numpy as np
 
-#: ``mx.nd.dot`` products per timed run of the MXNet stage (their wake-ups amortised)
-DOT_BATCH = 4
+from .. import rules
+
+_SPEC = rules.spec("attribution.json")["peaks"]
+#: ``mx.nd.dot`` products per timed run of the MXNet stage (their wake-ups amortised;
+#: attribution.json peaks, which the JVM's example reads too)
+DOT_BATCH: int = int(_SPEC["dot_batch"])
+#: square sizes of MXNet's dot stage
+DOT_SIZES: tuple[int, ...] = tuple(int(n) for n in _SPEC["mxnet_dot_sizes"])
+#: timed runs per size
+REPEATS: int = int(_SPEC["repeats"])
 
 __all__ = ["Peaks", "measure", "format_peaks", "read_peaks"]
 
@@ -72,8 +80,6 @@ def read_peaks(path: str | os.PathLike[str]) -> Peaks:
         PyprofError: ``roofline.bad_peaks`` when the file cannot be read, is not JSON, or lacks a
             positive ``gemm_gflops`` or ``copy_gbs`` (``mxnet_dot_gflops`` may be null).
     """
-    from .. import rules
-
     try:
         with open(path, "rb") as f:
             got: Peaks | str = _parse(f.read())
@@ -141,7 +147,7 @@ def _sizes(sizes: Sequence[int], until: float, make: Callable[[int], Callable[[]
 
 
 def measure(*, gemm_sizes: Sequence[int] = (256, 512, 1024), copy_mib: int = 64,
-            dot_sizes: Sequence[int] = (1024, 2048), repeats: int = 5, budget_s: float = 5.0,
+            dot_sizes: Sequence[int] = DOT_SIZES, repeats: int = REPEATS, budget_s: float = 5.0,
             mxnet: bool = True) -> Peaks:
     """Measure the GEMM peak, copy bandwidth and (``mxnet=True``) MXNet's ``dot`` peak.
 

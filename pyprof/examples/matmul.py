@@ -25,6 +25,8 @@ from . import _cli
 
 #: a dot above this many times the measured peak gets a note (attribution.json roofline.above)
 ABOVE: float = float(rules.spec("attribution.json")["roofline"]["above"])
+#: default --peak-budget (s), the JVM example's too (attribution.json peaks)
+PEAK_BUDGET_S: float = float(rules.spec("attribution.json")["peaks"]["example_budget_s"])
 
 DEFAULT_OUTPUT = "./profile-matmul-20iter.json"
 
@@ -62,9 +64,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device-id", type=int, default=0, help="device id (default 0)")
     p.add_argument("--binding", choices=("python", "jvm"), default="python",
                    help="python: this process's pyprof; jvm: the JVM layer through JPype")
-    p.add_argument("--peak-budget", type=float, default=2.5, metavar="S",
+    p.add_argument("--peak-budget", type=float, default=PEAK_BUDGET_S, metavar="S",
                    help="seconds for measuring this machine's peaks (MXNet dot, numpy GEMM) after "
-                        "the run, to compare the dot with (default 2.5; 0: not measured)")
+                        f"the run, to compare the dot with (default {PEAK_BUDGET_S:g}; 0: not measured)")
     p.add_argument("--dnnl", action="store_true",
                    help="run in a child process with oneDNN's verbose output on and show the "
                         "oneDNN primitives inside the dot (or that it does not use oneDNN)")

@@ -1,6 +1,7 @@
 """The fast (regex + numpy) path of stats() gives exactly what the orjson + dict loop gives."""
 
 import gzip
+import os
 import random
 import subprocess
 import sys
@@ -16,6 +17,21 @@ F = sys.modules["pyprof.trace.fastpath"]
 
 KWARGS = [{}, {"exclude_categories": {"MXNET_C_API"}}, {"categories": {"operator"}},
           {"exclude_categories": {"MXNET_C_API", "dom"}}]
+LONG = os.environ.get("PYPROF_LONG_TESTS") == "1"
+
+
+def kwargs_of(*which: int) -> list[dict]:
+    """The category filters a case reads with: the ``KWARGS`` numbered ``which`` (mod 4; the
+    cases of a test share them out, so each filter is read somewhere), every one with
+    PYPROF_LONG_TESTS=1."""
+    return KWARGS if LONG else [KWARGS[i % len(KWARGS)] for i in which]
+
+
+def seed_chunks(seeds: int, chunks: list) -> list[tuple]:
+    """(seed, chunk) cases: each seed with one chunk size (each size at least once); every
+    pair with PYPROF_LONG_TESTS=1."""
+    n = max(seeds, len(chunks))
+    return [(s, c) for s in range(seeds) for c in chunks] if LONG else [(i % seeds, chunks[i % len(chunks)]) for i in range(n)]
 
 
 def canon(st):
@@ -138,12 +154,12 @@ def test_fixtures_identical(engines, fx, kw):
     engines([fx(n) for n in names], **kw)
 
 
-@pytest.mark.parametrize("seed", range(4))
-@pytest.mark.parametrize("chunk", [pytest.param(1 << 10, marks=pytest.mark.slow), 1 << 14, 16 << 20])
+@pytest.mark.parametrize(("seed", "chunk"), [pytest.param(s, c, marks=[pytest.mark.slow] if c == 1 << 10 else [])
+                                             for s, c in seed_chunks(4, [1 << 10, 1 << 14, 16 << 20])])
 def test_random_clean_traces_take_fast_path(engines, tmp_path, seed, chunk):
     rng = random.Random(seed)
     p = write_trace(tmp_path / "t.json", random_events(rng, 3000, CLEAN), mid_meta=("dom", DOM_PID))
-    for kw in KWARGS:
+    for kw in kwargs_of(seed, seed + 2):
         st, used = engines(p, chunk=chunk, **kw)
         assert used["slow"] == 0 and used["fast"] >= 1
         if not kw:

@@ -9,7 +9,7 @@ import pytest
 
 from pyprof.trace import TraceReader, summarize
 
-from test_fast_path import CLEAN, DOM_PID, KWARGS, TID, canon, ev, random_events, write_trace
+from test_fast_path import CLEAN, DOM_PID, KWARGS, TID, canon, ev, kwargs_of, random_events, seed_chunks, write_trace
 
 S = sys.modules["pyprof.trace.statistics"]
 from pyprof.trace import parallel as P  # noqa: E402
@@ -37,24 +37,11 @@ def both(monkeypatch):
     return run
 
 
-_LONG = os.environ.get("PYPROF_LONG_TESTS") == "1"
-_CHUNKS = [1 << 10, 3000, 1 << 14]
-# Each seed with one chunk size (each size once); PYPROF_LONG_TESTS=1: every pair.
-_SEED_CHUNKS = [(s, c) for s in range(3) for c in _CHUNKS] if _LONG else list(enumerate(_CHUNKS))
-
-
-def _kwargs(*which: int) -> list[dict]:
-    """The category filters a case reads with: the ``KWARGS`` numbered ``which`` (mod 4; the
-    cases of a test share them out, so each filter is read in parallel somewhere), every one
-    with PYPROF_LONG_TESTS=1."""
-    return KWARGS if _LONG else [KWARGS[i % len(KWARGS)] for i in which]
-
-
-@pytest.mark.parametrize(("seed", "chunk"), _SEED_CHUNKS)
+@pytest.mark.parametrize(("seed", "chunk"), seed_chunks(3, [1 << 10, 3000, 1 << 14]))
 def test_random_traces_many_chunks(both, tmp_path, seed, chunk):
     rng = random.Random(seed)
     p = write_trace(tmp_path / "t.json", random_events(rng, 2500, CLEAN), mid_meta=("dom", DOM_PID))
-    for kw in _kwargs(0, seed + 1):
+    for kw in kwargs_of(0, seed + 1):
         st = both(p, chunk=chunk, workers=(2, 3), **kw)
     assert st.unmatched_begin  # nested begins left open at the end
 
@@ -72,7 +59,7 @@ def test_pairs_straddle_every_boundary(both, tmp_path):
     evs += [ev("dot", "operator", "B", 50_000, 0, TID), ev("dot", "operator", "E", 50_001, 1, TID)]
     p = write_trace(tmp_path / "t.json", evs)
     for i, chunk in enumerate((512, 2048, 1 << 20)):
-        for kw in _kwargs(i, i + 3):
+        for kw in kwargs_of(i, i + 3):
             st = both(p, chunk=chunk, workers=(2, 3), **kw)
     d = st.find("dot", device="cpu/0")[0].durations_us.tolist()
     assert d[0] == 10_000 + 7 * 398 - 408  # innermost begin pairs with the first end
@@ -99,7 +86,7 @@ def test_damaged_files_and_several_files(both, tmp_path, cut):
     (tmp_path / "nohead.json").write_bytes(b"," + full[start:int(len(full) * cut)])
     (tmp_path / "cut.json.gz").write_bytes(gzip.compress(full[:int(len(full) * cut)]))  # sequential
     names = ["full.json", "cut.json", "nohead.json", "cut.json.gz"]
-    for kw in _kwargs(*((0, 1) if cut < 0.5 else (2, 3))):
+    for kw in kwargs_of(*((0, 1) if cut < 0.5 else (2, 3))):
         st = both([tmp_path / n for n in names], chunk=1 << 12, **kw)
     assert [r.damaged for r in st.reports] == [False, True, True, True]
 

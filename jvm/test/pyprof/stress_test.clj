@@ -36,7 +36,11 @@
                           (profiler/increment own 2)
                           (profiler/decrement own)
                           (profiler/increment shared)
-                          (swap! ops inc)))
+                          (swap! ops inc)
+                          ;; Paced: unpaced pushers starve the window's MXNDArrayWaitAll
+                          ;; (stops of 6 to 19 s seen, 88 s for a 10 s run); a state switch
+                          ;; while threads are inside C calls is as likely either way
+                          (Thread/sleep 1)))
                       (catch Throwable t (swap! errors conj (str t))))))
         closer (future (loop [] (when-let [^NDArray a (.poll garbage 200 TimeUnit/MILLISECONDS)]
                                   (.close a))

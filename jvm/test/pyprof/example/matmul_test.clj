@@ -77,7 +77,7 @@
 (deftest example-in-a-child-jvm
   (let [out (str (temp-dir) "/sub/matmul.json")
         {:keys [exit] :as r} (java-child ["-m" "pyprof.example.matmul" "--size" "256" "--iters" "3"
-                                          "--begin" "1" "--end" "2" "--output" out])
+                                          "--begin" "1" "--end" "2" "--output" out "--peak-budget" "0.3"])
         stdout (:out r)]
     (is (= 0 exit) (:err r))
     (testing "a valid JSON trace with exactly one dot B/E pair"
@@ -90,7 +90,17 @@
       (is (re-find #"\n\[dot\]\s+1\s" stdout) "the stats table lists one [dot] call")
       (is (re-find #"operator: \[dot\], 1 call\(s\), \d+\.\d+ ms" stdout))
       (is (re-find #"GFLOP/s: \d+\.\d \(profiler, operator time\) vs \d+\.\d \(wall clock, 1 iteration"
-                   stdout)))))
+                   stdout)))
+    (testing "the peak line: the dot's GFLOP/s as a share of MXNet's dot peak, measured in the budget"
+      (let [[_ g] (re-find #"GFLOP/s: (\d+\.\d) \(profiler" stdout)
+            [_ peak pct secs] (re-find #"peak: MXNet dot (\d+\.\d) GFLOP/s \(this dot at (\d+)% of it\); measured in (\d+\.\d) s after the run" stdout)
+            [g peak pct secs] (map #(some-> % parse-double) [g peak pct secs])]
+        (is (and peak (pos? peak)) stdout)
+        (when (and g peak)
+          ;; the printed figures are rounded to 0.1: the share lies in this interval
+          (is (<= (- (* 100 (/ (- g 0.05) (+ peak 0.05))) 0.5) pct (+ (* 100 (/ (+ g 0.05) (- peak 0.05))) 0.5)))
+          ;; the smallest size is always measured once past the budget (1024: well under 2 s)
+          (is (< secs (+ 0.3 3.0))))))))
 
 (deftest run-returns-a-map-in-a-child-jvm
   (let [out (str (temp-dir) "/run.json")

@@ -3,7 +3,7 @@
 // Only visible slices are drawn; slices narrower than a pixel are merged into one run per lane.
 "use strict";
 var PyprofTimeline = (function () {
-  var LANE = 14, GUTTER = 190, AXIS = 22, FILE_HEAD = 18, HIGHLIGHT = "#d62728";
+  var LANE = 14, GUTTER = 190, AXIS = 22, FILE_HEAD = 18, HIGHLIGHT = "#d62728", HEAD_COLOR = "#1f4e79";
   var STEP_COLOR = "#2ca02c", WINDOW_FILL = "rgba(44,160,44,0.10)";
 
   function hue(s) {
@@ -222,8 +222,9 @@ var PyprofTimeline = (function () {
         ctx.fillStyle = "rgba(31,119,180,0.12)";
         var x0 = Math.max(GUTTER, self.xOf(0)), x1 = Math.min(self.width, self.xOf(f.tl.span));
         if (x1 > x0) ctx.fillRect(x0, r.y + 2, x1 - x0, r.h - 4);
-        ctx.fillStyle = "#1f4e79"; ctx.font = "bold 11px sans-serif";
-        ctx.fillText("window: " + f.file.label, 4, r.y + 13); ctx.font = "10px sans-serif";
+        ctx.fillStyle = HEAD_COLOR; ctx.font = "bold 11px sans-serif";
+        ctx.save(); ctx.beginPath(); ctx.rect(0, r.y, GUTTER - 4, r.h); ctx.clip();  // a long label stays off the marks
+        ctx.fillText("window: " + f.file.label, 4, r.y + 13); ctx.restore(); ctx.font = "10px sans-serif";
         f.marks.forEach(function (m) {
           var x = self.xOf(m.ts);
           if (x < GUTTER || x > self.width) return;

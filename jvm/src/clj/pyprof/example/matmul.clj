@@ -11,6 +11,7 @@
             [pyprof.example.executor :as executor]
             [pyprof.example.ndarray :as nd]
             [pyprof.profiler :as profiler]
+            [pyprof.rules :as rules]
             [pyprof.example.symbol :as sym])
   (:gen-class))
 
@@ -145,6 +146,17 @@
       (finally
         (when @running (profiler/profiler-set-state :stop))))))
 
+(defn- with-bound-dot
+  "(f exec) with `exec` a bound dot of two uniform [-1, 1) NxN matrices on `dev`, closed after."
+  [dev n f]
+  (with-open [a (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
+              b (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
+              va (sym/variable "A")
+              vb (sym/variable "B")
+              c (sym/dot "dot" [va vb])
+              exec (sym/bind c dev {"A" a "B" b})]
+    (f exec)))
+
 (defn run
   "Runs the example and returns
     {:trace \"/abs/trace.json\" :dot-name \"[dot]\" :dot-calls 1 :dot-ms 812.3 :gflops 169.2
@@ -164,14 +176,9 @@
          n (long size)]
      (some-> (.getParentFile file) .mkdirs)
      (let [{:keys [wall-ns profiled]}
-           (with-open [a (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
-                       b (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
-                       va (sym/variable "A")
-                       vb (sym/variable "B")
-                       c (sym/dot "dot" [va vb])
-                       exec (sym/bind c dev {"A" a "B" b})]
-             (profiler/profiler-set-config (profiler-config o))
-             (iterate-profiled exec o))
+           (with-bound-dot dev n (fn [exec]
+                                   (profiler/profiler-set-config (profiler-config o))
+                                   (iterate-profiled exec o)))
            _ (profiler/dump-profile true)
            table (profiler/dumps)
            {:keys [dot-calls dot-ms] :as dot} (dot-summary (read-trace file))
@@ -186,9 +193,57 @@
                :stats-table table
                :options o})))))
 
+;; ------------------------------------------------------------------ the peak
+
+(def ^:private attribution (rules/read-spec "attribution.json"))
+(def peak-spec
+  "attribution.json peaks: the sizes, batch and repeats of MXNet's dot peak, and the default
+  budget, as pyprof.attribution.peaks measures it."
+  (attribution "peaks"))
+(def above
+  "A dot above this many times the peak gets a note (attribution.json roofline above)."
+  (get-in attribution ["roofline" "above"]))
+
+(defn- timed-best
+  "Best GFLOP/s of `run` (`flop` per call) over up to `repeats` calls, stopping once the next
+  call would end past `until` (System/nanoTime); at least one call."
+  [run flop repeats until]
+  (loop [i 0, best 0.0]
+    (if (= i repeats)
+      best
+      (let [t0 (System/nanoTime), _ (run), dt (max 1 (- (System/nanoTime) t0))
+            best (max best (double (/ flop dt)))]
+        (if (> (+ (System/nanoTime) dt) until) best (recur (inc i) best))))))
+
+(defn dot-peak
+  "MXNet's own dot peak on cpu/0 as `pyprof peaks` measures it (`peak-spec`): a bound NxN dot of
+  each size, `dot_batch` forward passes queued back to back and waited on once, best of
+  `repeats`; the smallest size always (after one warm-up batch), a larger one when its
+  predicted time fits in `budget-s` seconds. Returns {:gflops best :by-size {N GFLOP/s}
+  :seconds wall} (C: MXExecutorForward, MXNDArrayWaitToRead)."
+  [budget-s]
+  (let [{:strs [mxnet_dot_sizes dot_batch repeats]} peak-spec
+        start (System/nanoTime)
+        until (+ start (long (* budget-s 1e9)))
+        dev (context/context "cpu" 0)]
+    (loop [[n & more] (sort mxnet_dot_sizes), rates (sorted-map)]
+      (let [flop (when n (* dot_batch 2.0 n n n))]
+        (if (or (nil? n) (and (seq rates) (> (+ (System/nanoTime) (/ flop (apply max (vals rates)))) until)))
+          {:gflops (when (seq rates) (apply max (vals rates))) :by-size rates
+           :seconds (/ (- (System/nanoTime) start) 1e9)}
+          (let [timed (fn [exec]
+                        (let [run #(do (dotimes [_ (dec dot_batch)] (executor/forward exec))
+                                       (let [outs (executor/outputs (executor/forward exec))]
+                                         (try (nd/wait-to-read (first outs))
+                                              (finally (executor/close-all outs)))))]
+                          (when (empty? rates) (run))   ; warm-up: threads, pages, kernels
+                          (timed-best run flop repeats until)))]
+            (recur more (assoc rates n (with-bound-dot dev n timed)))))))))
+
 ;; ------------------------------------------------------------------ command line
 
 (defn- parse-count [s] (let [v (parse-long s)] (when (and v (>= v 0)) v)))
+(defn- parse-seconds [s] (let [v (parse-double s)] (when (and v (<= 0 v Double/MAX_VALUE)) v)))
 
 (def cli-options
   [["-s" "--size N" "matrix size: N x N" :default 4096 :parse-fn parse-count
@@ -205,20 +260,34 @@
    ["-c" "--ctx CTX" "cpu or gpu" :default "cpu" :validate [#{"cpu" "gpu"} "must be cpu or gpu"]]
    ["-d" "--device-id ID" "device id" :default 0 :parse-fn parse-count
     :validate [some? "must be a non-negative integer"]]
+   ["-p" "--peak-budget S" "seconds for measuring MXNet's dot peak after the run (0: not measured)"
+    :default (double (peak-spec "example_budget_s")) :parse-fn parse-seconds
+    :validate [some? "must be a number of seconds >= 0"]]
    ["-h" "--help"]])
 
 (defn- fmt [x] (if x (format "%.1f" (double x)) "n/a"))
 
 (defn report
-  "The text -main prints for a result of `run`."
-  [{:keys [trace stats-table dot-name dot-calls dot-ms gflops wall-ms wall-gflops profiled-iters]}]
-  (str "trace: " trace "\n\n"
-       stats-table (when-not (str/ends-with? stats-table "\n") "\n") "\n"
-       (if dot-name
-         (str "operator: " dot-name ", " dot-calls " call(s), " (format "%.3f" dot-ms) " ms\n")
-         "operator: no dot B/E pair on a device in the trace\n")
-       "GFLOP/s: " (fmt gflops) " (profiler, operator time) vs " (fmt wall-gflops)
-       " (wall clock, " profiled-iters " iteration(s), " (format "%.3f" wall-ms) " ms)\n"))
+  "The text -main prints for a result of `run`, with `peak` (of `dot-peak`) when measured."
+  ([result] (report result nil))
+  ([{:keys [trace stats-table dot-name dot-calls dot-ms gflops wall-ms wall-gflops profiled-iters]} peak]
+   (let [best (:gflops peak)]
+     (str "trace: " trace "\n\n"
+          stats-table (when-not (str/ends-with? stats-table "\n") "\n") "\n"
+          (if dot-name
+            (str "operator: " dot-name ", " dot-calls " call(s), " (format "%.3f" dot-ms) " ms\n")
+            "operator: no dot B/E pair on a device in the trace\n")
+          "GFLOP/s: " (fmt gflops) " (profiler, operator time) vs " (fmt wall-gflops)
+          " (wall clock, " profiled-iters " iteration(s), " (format "%.3f" wall-ms) " ms)\n"
+          (when peak
+            (str "peak: MXNet dot " (fmt best) " GFLOP/s (this dot at "
+                 (if (and gflops best) (format "%.0f%%" (/ (* 100.0 gflops) best)) "n/a")
+                 " of it); measured in " (format "%.1f" (:seconds peak)) " s after the run"
+                 " (numpy's GEMM peak too: pyprof peaks, in Python)\n"))
+          (when (and gflops best (> gflops (* above best)))
+            (str "note: this dot ran above " above "x the MXNet dot peak measured after it: the"
+                 " machine was busier while measuring; measure on a quiet machine or raise"
+                 " --peak-budget\n"))))))
 
 (defn- one-line [^Throwable t]
   (let [t (if (and (instance? ExceptionInInitializerError t) (.getCause t)) (.getCause t) t)
@@ -257,7 +326,8 @@
 
 (defn -main
   "Command line: prints the trace path, the aggregate statistics table, the dot operator's name
-  and calls, and GFLOP/s from the profiler beside wall-clock GFLOP/s. Exit 0 ok, 1 error, 2 usage."
+  and calls, GFLOP/s from the profiler beside wall-clock GFLOP/s, and on the CPU the dot's share
+  of MXNet's dot peak (`dot-peak`, in --peak-budget seconds). Exit 0 ok, 1 error, 2 usage."
   [& args]
   (let [{:keys [options errors summary]} (cli/parse-opts args cli-options)]
     (cond
@@ -268,7 +338,10 @@
                       (catch clojure.lang.ExceptionInfo e
                         (exit 2 (str "error: " (ex-message e) " (see --help)"))))]
         (try
-          (print (report (run opts)))
-          (exit 0 nil)
+          (let [result (run opts)
+                budget (:peak-budget options)]
+            ;; the peaks are the CPU's: not measured for a GPU run (as pyprof matmul)
+            (print (report result (when (and (pos? budget) (= "cpu" (:ctx opts))) (dot-peak budget))))
+            (exit 0 nil))
           (catch Throwable t
             (exit 1 (str "error: " (one-line t)))))))))
