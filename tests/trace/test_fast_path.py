@@ -176,7 +176,8 @@ def test_odd_names_fall_back_per_chunk(engines, tmp_path, odd, chunk):
     write_trace(p, evs)
     if odd == "\xff\xfe":  # invalid UTF-8 bytes in a name
         p.write_bytes(p.read_bytes().replace("\xff\xfe".encode(), b"\xff\xfe"))
-    for kw in KWARGS:
+    n = len(odd) + chunk.bit_length()  # a case's two filters: spread over the cases
+    for kw in kwargs_of(n, n + 1):
         _, used = engines(p, chunk=chunk, **kw)
         assert used["slow"] >= 1  # the chunk(s) holding the odd name took the orjson path
         if chunk == 1 << 11:
@@ -193,8 +194,8 @@ def test_damaged_tails_and_heads(engines, tmp_path, cut, chunk):
     (tmp_path / "nohead.json").write_bytes(b"," + full[start:int(len(full) * cut)])
     gz = tmp_path / "cut.json.gz"
     gz.write_bytes(gzip.compress(full[:int(len(full) * cut)]))
-    for name in ("cut.json", "nohead.json", "cut.json.gz"):
-        for kw in KWARGS:
+    for i, name in enumerate(("cut.json", "nohead.json", "cut.json.gz")):
+        for kw in kwargs_of(i, i + 2):
             st, _ = engines(tmp_path / name, chunk=chunk, **kw)
         assert st.reports[0].damaged
 
