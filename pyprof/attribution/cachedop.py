@@ -20,6 +20,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .autograd import inputs_for
+
 __all__ = ["Graph", "Graphs", "Invocation", "Node", "autograd_recording", "backward_meta",
            "backward_plan", "block_of", "invoke_io", "self_on_stack", "symbol_json"]
 
@@ -163,11 +165,13 @@ def backward_plan(graph: Graph, table: dict[str, dict]) -> list[tuple[int, str, 
             if j >= 0:
                 consumers.setdefault(j, []).append((m, x))
     for k in range(len(graph.nodes) - 1, -1, -1):
-        spec = table.get(graph.nodes[k].op)
-        if spec is None:
+        n = graph.nodes[k]
+        spec = table.get(n.op)
+        if spec is None or "op" not in spec:  # unknown, or no node of its own (CloneGradient)
             continue
         at[k] = len(plan)
-        plan.append((k, spec["op"], spec["inputs"], bool(spec["exact"]),
+        attrs = {x.decode(): y.decode() for x, y in zip(n.keys, n.vals)}
+        plan.append((k, spec["op"], inputs_for(spec, attrs), bool(spec["exact"]),
                      [(at[m], x) for m, x in consumers.get(k, ()) if m in at]))
     return plan
 
