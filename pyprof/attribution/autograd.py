@@ -274,7 +274,8 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
     for h in variables:
         g = aggregate(grads.get(("v", h), []), None)
         if isinstance(g[0], BackwardNode):
-            g[0].to_var[g[1]] = True
+            if g[0].op is not None and g[1] < len(g[0].to_var):
+                g[0].to_var[g[1]] = True
             emit(g[0])
     return made, [n for n in run if n.op is not None or n.fwd in inv_set]
 

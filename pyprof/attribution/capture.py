@@ -302,6 +302,9 @@ class Recorder:
                       if id(inv) not in reached]  # not reached from the heads: as before
             heads = []
             for meta in made:
+                if len(self.calls) + self._pending_calls >= MAX_CALLS:
+                    self.full, self._active[0] = True, False
+                    return
                 heads.append(self._seq)
                 self.calls.append(autograd.head_call(self._seq, t_us, pushed_us, meta, thread))
                 self._seq += 1
