@@ -20,12 +20,11 @@ backward, once per input no recorded call wrote). No NDArray is kept: handles ar
 
 from __future__ import annotations
 
-import ctypes
-import sys
 from collections.abc import Callable
 from typing import Any
 
 from .. import rules
+from ..native import capi
 from .calls import HANDLES, Call
 
 __all__ = ["Tape", "BackwardNode", "derive", "has_grad", "inputs_for", "AUTOGRAD", "TABLE", "backward_heads",
@@ -76,24 +75,20 @@ class Tape:
         self.open = {t: 0 for t in self.open}
 
 
-_RAW: list[Any] = []
+_RAW: list[Any] = []  # the raw MXNDArrayGetGrad and MXNDArrayFree
 
 
 def has_grad(h: int) -> bool:
     """Whether NDArray ``h`` is a variable with a gradient (``attach_grad``), through the raw
-    functions: inside a gated call only. C: MXNDArrayGetGrad, MXNDArrayFree (of its result)."""
+    functions: inside a gated call only; a refused query is False. C: MXNDArrayGetGrad,
+    MXNDArrayFree (of the gradient's new handle)."""
     if not _RAW:
-        lib = sys.modules["mxnet.base"]._LIB
-        _RAW[:] = [ctypes.CDLL.__getitem__(lib, "MXNDArrayGetGrad"), ctypes.CDLL.__getitem__(lib, "MXNDArrayFree")]
-        _RAW[0].argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
-        _RAW[1].argtypes = [ctypes.c_void_p]
-    out = ctypes.c_void_p()
-    if _RAW[0](h, ctypes.byref(out)) != 0:
+        _RAW[:] = [capi.fn("MXNDArrayGetGrad").__wrapped__, capi.fn("MXNDArrayFree").__wrapped__]
+    out = capi.Handle()
+    if _RAW[0](h, out) != 0 or not out.value:
         return False
-    if out.value:
-        _RAW[1](out)
-        return True
-    return False
+    _RAW[1](out)
+    return True
 
 
 class BackwardNode:
