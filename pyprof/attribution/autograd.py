@@ -20,14 +20,15 @@ backward, once per input no recorded call wrote). No NDArray is kept: handles ar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 from .. import rules
 from ..native import capi
-from .calls import HANDLES, Call
+from .calls import CODES, HANDLES, Call
 
-__all__ = ["Tape", "BackwardNode", "derive", "has_grad", "inputs_for", "AUTOGRAD", "TABLE", "backward_heads",
+__all__ = ["choose", "workspace", "Tape", "BackwardNode", "derive", "has_grad", "inputs_for", "AUTOGRAD", "TABLE", "backward_heads",
            "by_handle", "head_call", "node_call", "taped_calls"]
 
 _SPEC = rules.spec("attribution.json")["capture"]
@@ -38,14 +39,49 @@ TABLE: dict[str, dict] = {k: v for k, v in _SPEC["backward"].items() if k != "ab
 _UNSET = ("", "None", "none", "False", "false", "0")
 
 
-def inputs_for(spec: dict, attrs: dict[str, str]) -> list[str]:
-    """The input refs of ``spec`` (a ``capture.backward`` entry) for a forward node with
-    ``attrs`` (MXNet's strings): the first variant whose condition holds, else ``inputs``."""
+def choose(spec: dict, attrs: dict[str, str]) -> dict:
+    """The ``capture.backward`` entry ``spec`` for a forward node with ``attrs`` (MXNet's
+    strings): its first variant whose conditions hold (its inputs and exact), else itself."""
     for v in spec.get("variants", ()):
-        if any(attrs.get(k, "None") not in _UNSET for k in v.get("when_set", ())) or any(
-                attrs.get(k) in vals for k, vals in v.get("when", {}).items()):
-            return v["inputs"]
-    return spec["inputs"]
+        at = {**v.get("defaults", {}), **{k: x for k, x in attrs.items() if x != "None"}}
+        if "feature" in v and not _feature(v["feature"]):
+            continue
+        if any(str(at.get(k, "None")) not in vals for k, vals in v.get("when_all", {}).items()):
+            continue
+        if "kernel_dims" in v and len(re.findall(r"\d+", attrs.get("kernel", ""))) not in v["kernel_dims"]:
+            continue
+        if "when_set" in v or "when" in v:
+            if not (any(at.get(k, "None") not in _UNSET for k in v.get("when_set", ())) or any(
+                    at.get(k) in vals for k, vals in v.get("when", {}).items())):
+                continue
+        return {**spec, "inputs": v["inputs"], "exact": v.get("exact", spec.get("exact", True))}
+    return spec
+
+
+def inputs_for(spec: dict, attrs: dict[str, str]) -> list[str]:
+    """The input refs of ``spec`` for a forward node with ``attrs`` (:func:`choose`)."""
+    return choose(spec, attrs)["inputs"]
+
+
+_FEATURES: dict[str, bool] = {}
+
+
+def _feature(name: str) -> bool:
+    """Whether the loaded libmxnet has ``name`` (``mx.runtime.Features``, asked once)."""
+    if name not in _FEATURES:
+        try:
+            import mxnet as mx
+
+            _FEATURES[name] = bool(mx.runtime.Features().is_enabled(name))
+        except Exception:  # noqa: BLE001 - an unknown feature is off
+            _FEATURES[name] = False
+    return _FEATURES[name]
+
+
+def workspace(out_meta: list) -> tuple:
+    """oneDNN max Pooling's hidden workspace output: the output's shape, int32 (PoolingShape,
+    PoolingType in src/operator/nn/pooling.cc)."""
+    return (out_meta[0][0], CODES["int32"])
 
 
 class Tape:
@@ -114,6 +150,8 @@ def _meta_of(refs: list[str], ins: list | None, outs: list | None, ograds: list)
     for r in refs:
         if r == "i*":
             out.extend(ins)
+        elif r in ("w", "gw"):
+            out.append(workspace(outs))
         elif r[0] == "g":
             out.append(ograds[int(r[1:])][2])
         else:
@@ -235,10 +273,14 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
         outs = spec.get("outputs", ["i*"]) if spec is not None else ["i*"]
         idx = list(range(len(ins))) if outs == ["i*"] else [int(r[1:]) for r in outs]
         refs = inputs_for(spec, f.attrs()) if spec is not None else []
+        reads = ograds
+        if spec is not None:  # an unread workspace's gradient: a zeros node (gw)
+            w = workspace(f.out_meta) if "gw" in refs and f.out_meta is not None else None
+            zero = (BackwardNode(AUTOGRAD["zeros"], [], [w], [], None), 0, w)
+            reads = [zero if r == "gw" else ograds[int(r[1:])] for r in refs if r[0] == "g"]
         node = BackwardNode(spec["op"] if spec is not None else None,
                             _meta_of(refs, in_meta, f.out_meta, ograds),
-                            [in_meta[i] for i in idx] if in_meta is not None else None,
-                            [ograds[int(r[1:])] for r in refs if r[0] == "g"] if spec is not None else ograds, f)
+                            [in_meta[i] for i in idx] if in_meta is not None else None, reads, f)
         for slot, i in enumerate(idx):
             m = in_meta[i] if in_meta is not None else None
             grads.setdefault(_key(ins[i]), []).append((node, slot, m))

@@ -356,7 +356,7 @@ class Recorder:
         for p, (k, op, refs, exact, after) in enumerate(g.plan or ()):
             ins = outs = None
             if metas is not None:
-                ins, outs = cachedop.backward_meta(refs, *metas[k]), metas[k][0]
+                ins, outs = cachedop.backward_io(refs, *metas[k])
             n = g.nodes[k]
             out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(op, -1), [], [], ins, outs,
                             n.keys, n.vals, tuple(bwd.first + q for q, _ in after), bwd.thread, fwd.stack,

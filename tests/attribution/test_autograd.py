@@ -102,3 +102,38 @@ def test_the_memory_check_fails_when_a_variables_gradient_is_taken_as_allocated(
     r = _run(tmp_path, _VARIABLES_ALLOCATED)
     checks = {b[0]: b[3] for b in r["backward"]}
     assert checks["_backward_broadcast_mul"] is False and checks["_backward_relu"] is True
+
+
+_POOL = """
+import json, pyprof, mxnet as mx
+from mxnet import autograd
+from pyprof.attribution.matching import ARGS
+x = mx.nd.random.uniform(shape=(2, 3, 8, 8)); x.attach_grad()
+def step():
+    with autograd.record():
+        loss = mx.nd.Pooling(x, kernel=(2, 2), stride=(2, 2), pool_type="max").sum()
+    loss.backward()
+step(); mx.nd.waitall()
+with pyprof.profile(path="pool.json", record_shapes=True, profile_memory=True) as p:
+    step(); mx.nd.waitall()
+ev = json.load(open("pool.json"))["traceEvents"]
+a = lambda e: e.get("args") or {}
+result = [[e["name"], a(e).get(ARGS["input_dims"]), a(e).get(ARGS["input_type"]), a(e).get(ARGS["output_dims"]),
+           a(e).get(ARGS["output_type"]), a(e).get(ARGS["memory_check"])]
+          for e in sorted(ev, key=lambda e: e.get("ts", 0)) if e.get("ph") in ("B", "X") and e.get("cat") == "operator"
+          and (e["name"].startswith("_backward") or e["name"] in ("_zeros_without_dtype", "SetValueOp"))]
+"""
+
+
+def test_an_imperative_max_poolings_workspace_gradient_is_checked_by_the_counter(tmp_path):
+    # outside a CachedOp, MXNet's backward allocates each gradient inside its node: the
+    # counter's rise inside _zeros_without_dtype is the workspace's bytes (2*3*4*4 int32)
+    r = run_scenario(_POOL, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, fresh=True, timeout=240)
+    y, x = [2, 3, 4, 4], [2, 3, 8, 8]
+    assert sorted(r, key=str) == sorted([
+        ["SetValueOp", [], [], [[1]], ["float32"], True],
+        ["_backward_sum", [[1]], ["float32"], [y], ["float32"], True],
+        ["_zeros_without_dtype", [], [], [y], ["int32"], True],
+        ["_backward_Pooling", [y, y, x, y, y], ["float32", "int32", "float32", "float32", "int32"], [x],
+         ["float32"], True],
+    ], key=str)
