@@ -56,6 +56,8 @@ result = {
                sorted([[o.category, o.name, o.device], o.total_us] for o in st.operators)],
     "calls": [sum(g.count for g in sh.groups), sum(o.count for o in st.operators)],
     "graphs": [graphs, freed], "valid": pyprof.trace.validate("w.json").ok,
+    "autograd_checks": sorted({(e["name"], a(e).get(ARGS["memory_check"])) for e in ops
+                               if a(e).get(ARGS["source"]) == "derived, autograd"}),
     "workspace": sorted({(e["name"], a(e).get(ARGS["block"]), json.dumps([a(e).get(ARGS["input_dims"]), a(e).get(ARGS["input_type"]),
                                        a(e).get(ARGS["output_dims"]), a(e).get(ARGS["output_type"])], separators=(",", ":")))
                          for e in ops if e["name"] in ("_zeros_without_dtype", "_backward_Pooling")}),
@@ -240,3 +242,9 @@ def test_max_poolings_workspace_and_its_zero_gradient_carry_shapes(cnn):
         want.append(["_backward_Pooling", block, f"[[{y},{y},{x},{y},{y}],[{f},{i},{f},{f},{i}],[{x}],[{f}]]"])
         want.append(["_zeros_without_dtype", block, f"[[],[],[{y}],[{i}]]"])
     assert sorted(cnn["workspace"]) == sorted(want)
+
+
+def test_the_losss_autograd_backward_passes_the_memory_check(cnn):
+    assert cnn["autograd_checks"] == [["SetValueOp", True], ["_backward_log_softmax", True],
+                                      ["_backward_mean", True], ["_backward_mul_scalar", True],
+                                      ["_backward_pick", True]]
