@@ -20,8 +20,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .autograd import AUTOGRAD, choose, workspace
+
 __all__ = ["Graph", "Graphs", "Invocation", "Node", "autograd_recording", "backward_meta",
-           "backward_plan", "block_of", "invoke_io", "self_on_stack", "symbol_json"]
+           "backward_io", "backward_plan", "block_of", "invoke_io", "self_on_stack", "symbol_json"]
 
 
 class Node:
@@ -163,9 +165,14 @@ def backward_plan(graph: Graph, table: dict[str, dict]) -> list[tuple[int, str, 
             if j >= 0:
                 consumers.setdefault(j, []).append((m, x))
     for k in range(len(graph.nodes) - 1, -1, -1):
-        spec = table.get(graph.nodes[k].op)
-        if spec is None:
+        n = graph.nodes[k]
+        spec = table.get(n.op)
+        if spec is None or "op" not in spec:  # unknown, or no node of its own (CloneGradient)
             continue
+        attrs = {x.decode(): y.decode() for x, y in zip(n.keys, n.vals)}
+        spec = choose(spec, attrs)
+        if "gw" in spec["inputs"]:  # the hidden workspace's zero gradient, made just before
+            plan.append((k, AUTOGRAD["zeros"], ["->w"], True, []))
         at[k] = len(plan)
         plan.append((k, spec["op"], spec["inputs"], bool(spec["exact"]),
                      [(at[m], x) for m, x in consumers.get(k, ()) if m in at]))
@@ -175,14 +182,25 @@ def backward_plan(graph: Graph, table: dict[str, dict]) -> list[tuple[int, str, 
 def backward_meta(refs: list[str], in_meta: list, out_meta: list) -> list:
     """A backward node's inputs' (shape, dtype code) from its forward node's, by ``refs``
     (``g0``: forward output 0's gradient, ``i1``: forward input 1, ``i*``: every forward
-    input, ``o0``: forward output 0)."""
+    input, ``o0``: forward output 0, ``w``/``gw``: the hidden workspace and its gradient)."""
+    return backward_io(refs, in_meta, out_meta)[0]
+
+
+def backward_io(refs: list[str], in_meta: list, out_meta: list) -> tuple[list, list]:
+    """(inputs, outputs) of a backward plan entry: inputs by :func:`backward_meta`'s refs, the
+    outputs the forward inputs' gradients; a zeros entry (refs ``["->w"]``) has no inputs and
+    the workspace as its output."""
+    if refs == ["->w"]:
+        return [], [workspace(out_meta)]
     out = []
     for r in refs:
         if r == "i*":
             out.extend(in_meta)
+        elif r in ("w", "gw"):
+            out.append(workspace(out_meta))
         else:
             out.append((out_meta if r[0] in "go" else in_meta)[int(r[1:])])
-    return out
+    return out, in_meta
 
 
 def _np_name(t: Any) -> str:

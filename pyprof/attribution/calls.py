@@ -14,6 +14,7 @@ __all__ = ["Call", "HANDLES", "CODES", "dtype_name", "load_handles"]
 _DTYPES: dict[int, str] = {int(k): v for k, v in rules.spec("attribution.json")["capture"]["dtypes"].items()}
 #: dtype name -> MXNet's code (attribution.json capture.dtypes).
 CODES: dict[str, int] = {v: k for k, v in _DTYPES.items()}
+_AUTOGRAD: dict = rules.spec("attribution.json")["capture"]["autograd"]
 
 #: Operator name -> handle (aliases share a handle; a trace names the operator by one of them),
 #: and handle -> one of its names; filled once per process.
@@ -38,12 +39,13 @@ class Call:
     trace's clock (microseconds since the epoch)."""
 
     __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
-                 "producers", "slots", "thread", "stack", "block", "source", "invocation")
+                 "producers", "slots", "thread", "stack", "block", "source", "invocation", "fresh")
 
     def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
                  in_meta: list | None, out_meta: list | None, keys: list, vals: list,
                  producers: tuple, thread: int, stack: tuple | None, slots: tuple = (),
-                 block: str | None = None, source: str = "call", invocation: int = -1) -> None:
+                 block: str | None = None, source: str = "call", invocation: int = -1,
+                 fresh: tuple | None = None) -> None:
         self.seq, self.t_us, self.pushed_us, self.op = seq, t_us, pushed_us, op
         self.inputs, self.outputs, self.in_meta, self.out_meta = inputs, outputs, in_meta, out_meta
         self.keys, self.vals, self.producers = keys, vals, producers
@@ -52,6 +54,9 @@ class Call:
         #: the Gluon block of a CachedOp node (``conv0``), None for an imperative call; source:
         #: where the shapes came from (attribution.json ``capture.sources``)
         self.block, self.source, self.invocation = block, source, invocation
+        #: per output, whether the call allocates it (None: every output); an autograd
+        #: backward node writing a variable's gradient does not (MXNet allocated it before)
+        self.fresh = fresh
 
     @property
     def name(self) -> str:
@@ -89,3 +94,6 @@ def load_handles() -> None:
         HANDLES.update(capi.op_handles())
         for name, h in sorted(HANDLES.items(), reverse=True):
             _NAMES[h] = name
+        # the head gradient autograd fills with ones is an engine push, not an operator
+        HANDLES[_AUTOGRAD["head_gradient"]] = _AUTOGRAD["head_gradient_handle"]
+        _NAMES[_AUTOGRAD["head_gradient_handle"]] = _AUTOGRAD["head_gradient"]

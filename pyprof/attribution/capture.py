@@ -49,7 +49,7 @@ from typing import Any
 
 from .. import rules
 from ..native import capi
-from . import cachedop, executor
+from . import autograd, cachedop, executor
 from .calls import CODES, HANDLES, Call, dtype_name, load_handles
 
 __all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "VIEWS", "dtype_name"]
@@ -59,7 +59,7 @@ _SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
 OPTIONS: dict[str, str] = _SPEC["options"]
 _SKIP = tuple(_SPEC["skip_modules"])
 _SOURCES: dict[str, str] = _SPEC["sources"]
-_BACKWARD: dict[str, dict] = {k: v for k, v in _SPEC["backward"].items() if k != "about"}
+_BACKWARD: dict[str, dict] = autograd.TABLE
 # The CachedOp functions hooked with the imperative ones (module cachedop): invocations, and
 # creations with the index of their CachedOpHandle* argument.
 _CACHED_INVOKE = ("MXInvokeCachedOpEx", "MXInvokeCachedOp")
@@ -94,6 +94,7 @@ class Recorder:
         self._pending_calls = 0  # node calls of the recorded CachedOp invocations, less one each
         self._taped: list[cachedop.Invocation] = []  # autograd recorded them; not backwarded yet
         self._recording: dict[int, bool] = {}  # thread ident -> autograd records (as last set)
+        self._tape = autograd.Tape()  # the seq spans autograd recorded imperative calls in
         self.full = False  # the window reached capture.max_calls: recording stopped
         self.unrecorded = 0  # calls whose recording failed (they ran; their events carry no args)
         _RECORDERS.add(self)
@@ -156,6 +157,7 @@ class Recorder:
             calls, self.calls, full, self.full = self.calls, [], self.full, False
             self._pending_calls = 0
             self._taped = []  # a forward of this window backwarded in the next gets no backward calls
+            self._tape.clear()
         if any(type(c) is cachedop.Invocation for c in calls):
             calls = [x for c in calls
                      for x in (self._expand(c) if type(c) is cachedop.Invocation else (c,))]
@@ -264,7 +266,8 @@ class Recorder:
         def set_recording(*a: Any) -> int:
             rc = raw(*a)
             if rc == 0:
-                recording[ident()] = bool(getattr(a[0], "value", a[0]))
+                on = recording[ident()] = bool(getattr(a[0], "value", a[0]))
+                self._tape.set(ident(), on, self._seq)
             return rc
         return set_recording
 
@@ -274,21 +277,47 @@ class Recorder:
         def backward(*a: Any) -> int:
             t = now()
             rc = raw(*a)
-            if rc == 0 and active[0] and self._taped:
+            if rc == 0 and active[0]:
                 try:
-                    self._record_backward(t // 1000, now() // 1000)
+                    self._record_backward(t // 1000, now() // 1000, a)
                 except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
                     self.unrecorded += 1
             return rc
         return backward
 
-    def _record_backward(self, t_us: int, pushed_us: int) -> None:
-        """The backward nodes of the CachedOp invocations autograd recorded (newest first, each
-        in reverse graph order): seqs reserved now, calls made at :meth:`take`."""
+    def _record_backward(self, t_us: int, pushed_us: int, a: tuple) -> None:
+        """The backward of what autograd recorded on this thread (:mod:`pyprof.attribution.autograd`):
+        the head gradients MXNet makes, then each backward node in MXNet's run order, an
+        imperative call's as a call now, a CachedOp invocation's as its plan (calls made at
+        :meth:`take`); seqs reserved now. ``a``: MXAutogradBackwardEx's ctypes args."""
+        thread = threading.get_ident()
         with self._lock:
             taped, self._taped = self._taped, []
-            for inv in reversed(taped):
-                g = inv.graph
+            spans = self._tape.taken(thread, self._seq)
+            calls = autograd.taped_calls(self.calls, spans, thread)
+            made, nodes = autograd.derive(*autograd.backward_heads(a), calls, taped, self._cache,
+                                          autograd.by_handle(), autograd.has_grad)
+            reached = {id(n.fwd) for n in nodes}
+            nodes += [autograd.BackwardNode(None, None, None, [], inv) for inv in reversed(taped)
+                      if id(inv) not in reached]  # not reached from the heads: as before
+            heads = []
+            for meta in made:
+                if len(self.calls) + self._pending_calls >= MAX_CALLS:
+                    self.full, self._active[0] = True, False
+                    return
+                heads.append(self._seq)
+                self.calls.append(autograd.head_call(self._seq, t_us, pushed_us, meta, thread))
+                self._seq += 1
+            for n in nodes:
+                if n.op is not None:
+                    if len(self.calls) + self._pending_calls >= MAX_CALLS:
+                        self.full, self._active[0] = True, False
+                        return
+                    n.seq = self._seq
+                    self._seq += 1
+                    self.calls.append(autograd.node_call(n, t_us, pushed_us, thread, heads))
+                    continue
+                g = n.fwd.graph
                 if g.plan is None:
                     g.plan = cachedop.backward_plan(g, _BACKWARD)
                 if not g.plan:
@@ -298,8 +327,8 @@ class Recorder:
                     return
                 first = self._seq
                 self._seq = first + len(g.plan)
-                self.calls.append(cachedop.Invocation(first, t_us, pushed_us, g, inv, None,
-                                              threading.get_ident(), None))
+                self.calls.append(cachedop.Invocation(first, t_us, pushed_us, g, n.fwd, None,
+                                              thread, None))
                 self._pending_calls += len(g.plan) - 1
 
     def _expand(self, inv: cachedop.Invocation) -> list[Call]:
@@ -327,7 +356,7 @@ class Recorder:
         for p, (k, op, refs, exact, after) in enumerate(g.plan or ()):
             ins = outs = None
             if metas is not None:
-                ins, outs = cachedop.backward_meta(refs, *metas[k]), metas[k][0]
+                ins, outs = cachedop.backward_io(refs, *metas[k])
             n = g.nodes[k]
             out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(op, -1), [], [], ins, outs,
                             n.keys, n.vals, tuple(bwd.first + q for q, _ in after), bwd.thread, fwd.stack,

@@ -56,6 +56,8 @@ _CATEGORIES = frozenset(_M["categories"])
 _LABELS: dict[str, str] = _M["match_labels"]
 _RES: dict[str, Any] = _M["resources"]
 _CALL: str = _SPEC["capture"]["sources"]["call"]
+# calls whose outputs are allocated inside their events: the counter checks them
+_ALLOCATING = (_CALL, _SPEC["capture"]["sources"]["autograd"])
 _EXECUTOR: str = _SPEC["capture"]["sources"]["executor"]
 #: A window file larger than this (bytes) is kept as cut, without args: annotating reads the
 #: whole window into memory (attribution.json capture.max_annotate_bytes; tests lower it).
@@ -377,7 +379,13 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     def nbytes(c: Call) -> int | None:
         # a CachedOp allocates its graph's arrays by its memory plan, ahead of its nodes: the
         # counter neither checks nor chooses a node's match
-        return _nbytes(c.shapes("out"), c.dtypes("out")) if c.source == _CALL else None
+        if c.source not in _ALLOCATING:
+            return None
+        if c.fresh is None:
+            return _nbytes(c.shapes("out"), c.dtypes("out"))
+        keep = [k for k, f in enumerate(c.fresh) if f]
+        s, d = c.shapes("out"), c.dtypes("out")
+        return None if s is None else _nbytes([s[k] for k in keep], [d[k] for k in keep])
 
     found, ops = match(calls, events, env=env, rise=rise, nbytes=nbytes)
     checked = passed = 0
@@ -390,7 +398,7 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
         op = by_index[index]
         want = nbytes(c)
         got, why = samples.rise(op.device, op.tid, op.start, op.end)
-        if c.source != _CALL:
+        if c.source not in _ALLOCATING:
             why = "executor_node" if c.source == _EXECUTOR else "cached_op_node"
         elif want is None:
             why = "no_shapes"

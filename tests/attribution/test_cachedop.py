@@ -56,6 +56,11 @@ result = {
                sorted([[o.category, o.name, o.device], o.total_us] for o in st.operators)],
     "calls": [sum(g.count for g in sh.groups), sum(o.count for o in st.operators)],
     "graphs": [graphs, freed], "valid": pyprof.trace.validate("w.json").ok,
+    "autograd_checks": sorted({(e["name"], a(e).get(ARGS["memory_check"])) for e in ops
+                               if a(e).get(ARGS["source"]) == "derived, autograd"}),
+    "workspace": sorted({(e["name"], a(e).get(ARGS["block"]), json.dumps([a(e).get(ARGS["input_dims"]), a(e).get(ARGS["input_type"]),
+                                       a(e).get(ARGS["output_dims"]), a(e).get(ARGS["output_type"])], separators=(",", ":")))
+                         for e in ops if e["name"] in ("_zeros_without_dtype", "_backward_Pooling")}),
 }
 """
 
@@ -76,11 +81,8 @@ _GOLDEN = {
     ("_backward_FullyConnected", "dense0", "[[64,512],[64,800],[512,800]]", 2 * 52461568),
     ("_backward_FullyConnected", "dense1", "[[64,10],[64,512],[10,512]]", 2 * 656000),
 }
-# What this capture does not cover (docs/attribution.md): autograd's backward of imperative
-# calls (the loss), the head gradient's SetValueOp, and the zero gradients of oneDNN's Pooling
-# workspace that CachedOp's backward makes.
-_UNCOVERED = ["SetValueOp", "_backward_log_softmax", "_backward_mean", "_backward_mul_scalar",
-              "_backward_pick", "_zeros_without_dtype"]
+# What this capture does not cover (docs/attribution.md): nothing but bookkeeping.
+_UNCOVERED: list[str] = []
 
 _WRONG_SIGNATURE = """
 from pyprof.attribution import cachedop as _c
@@ -136,9 +138,12 @@ def test_node_calls_carry_the_call_site_of_their_invocation(cnn):
 
 def test_backward_nodes_are_labelled_by_how_their_shapes_were_derived(cnn):
     assert cnn["backward_blocks"] == _BACKWARD_ORDER * 3  # each event its own node's shapes
-    assert [s for s in cnn["sources"] if s[0] == "_backward_Pooling"] == [["_backward_Pooling",
-                                                                           "derived, partial inputs"]]
-    assert {s[1] for s in cnn["sources"] if s[0] != "_backward_Pooling"} == {"derived"}
+    # oneDNN's max Pooling: its workspace and the workspace's zero gradient are derived too
+    assert [s for s in cnn["sources"] if s[0] == "_backward_Pooling"] == [["_backward_Pooling", "derived"]]
+    assert {s[1] for s in cnn["sources"]} == {"derived", "derived, autograd"}
+    # the loss's backward is autograd's of imperative calls (pyprof.attribution.autograd)
+    assert sorted(s[0] for s in cnn["sources"] if s[1] == "derived, autograd") == [
+        "_backward_log_softmax", "_backward_mean", "_backward_mul_scalar", "_backward_pick"]
     assert cnn["node_memory_checks"] == 0  # a CachedOp's memory plan allocates ahead of its nodes
 
 
@@ -176,16 +181,18 @@ def test_in_bulk_mode_the_nodes_stay_unmatched_and_the_imperative_calls_exact(tm
     r = _run(tmp_path, per_operator=False)
     rep = r["report"]
     assert rep["ambiguous"] == 0 and rep["exact"] == rep["matched"] > 0
-    assert rep["unmatched_calls"] == 3 * (10 + 10 + 10)  # forward at 64 and 8, backward: in bulks
+    # forward at 64 and 8, backward (10 nodes and 2 workspace zero gradients), and the loss's
+    # 4 autograd backward nodes: in bulks
+    assert rep["unmatched_calls"] == 3 * (10 + 10 + 12 + 4)
     assert "ImperativeBulk" in r["without"]
 
 
 @pytest.mark.parametrize("limit", [5, 15])
 def test_a_window_records_at_most_max_calls_node_calls(tmp_path, limit):
-    # 5: the first forward's 10 nodes do not fit; 15: they and the loss's 4 calls do, the
-    # backward's 10 nodes do not
+    # 5: the first forward's 10 nodes do not fit; 15: they, the loss's 4 calls and the head
+    # gradient (SetValueOp) do, the backward's nodes do not
     r = _run(tmp_path, f"from pyprof.attribution import capture as _cap\n_cap.MAX_CALLS = {limit}\n")
-    assert r["report"]["calls"] == {5: 0, 15: 14}[limit]
+    assert r["report"]["calls"] == {5: 0, 15: 15}[limit]
 
 
 _ALIVE = """
@@ -223,3 +230,21 @@ def test_the_recorder_keeps_no_array_of_a_hybridized_block_alive(tmp_path):
     # freed as without recording (MXNet itself keeps about 5.9 MB here after the net is gone;
     # keeping the Gluon block alive, planted, leaves 9.4 MB)
     assert on["last"] == off["last"], (on, off)
+
+
+def test_max_poolings_workspace_and_its_zero_gradient_carry_shapes(cnn):
+    # oneDNN's max Pooling has a hidden output, its workspace (the output's shape, int32):
+    # nothing reads it, so MXNet's backward zero-fills its gradient (_zeros_without_dtype)
+    # and passes both to _backward_Pooling (src/operator/nn/pooling.cc)
+    f, i = '"float32"', '"int32"'
+    want = []
+    for block, x, y in (("pool0", "[64,20,24,24]", "[64,20,12,12]"), ("pool1", "[64,50,8,8]", "[64,50,4,4]")):
+        want.append(["_backward_Pooling", block, f"[[{y},{y},{x},{y},{y}],[{f},{i},{f},{f},{i}],[{x}],[{f}]]"])
+        want.append(["_zeros_without_dtype", block, f"[[],[],[{y}],[{i}]]"])
+    assert sorted(cnn["workspace"]) == sorted(want)
+
+
+def test_the_losss_autograd_backward_passes_the_memory_check(cnn):
+    assert cnn["autograd_checks"] == [["SetValueOp", True], ["_backward_log_softmax", True],
+                                      ["_backward_mean", True], ["_backward_mul_scalar", True],
+                                      ["_backward_pick", True]]

@@ -1,0 +1,139 @@
+"""Autograd's backward of imperative calls (issue 22, pyprof.attribution.autograd): an
+imperative loss recorded by autograd and backwarded, in per-operator mode in a child process.
+Every ``_backward_*`` event and the head gradient's ``SetValueOp`` carries MXNet's input
+shapes, in MXNet's order, and the memory counter's rise inside each equals its outputs' bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.child import run_scenario
+
+_LOSS = """
+import json, pyprof, mxnet as mx
+from mxnet import autograd
+from pyprof.attribution.matching import ARGS
+PLANT
+x = mx.nd.random.uniform(shape=(4, 10)); y = mx.nd.array([1, 2, 3, 4]); x.attach_grad()
+w = mx.nd.random.uniform(shape=(4, 10)); w.attach_grad()
+def step():
+    with autograd.record():
+        h = mx.nd.relu(x * w)                               # broadcast_mul, relu
+        loss = (-mx.nd.log_softmax(h).pick(y)).mean() * 2   # log_softmax, pick, _mul_scalar, mean
+    loss.backward()
+step(); mx.nd.waitall()
+with pyprof.profile(path="ag.json", record_shapes=True, profile_memory=True) as p:
+    step(); mx.nd.waitall()
+ev = json.load(open("ag.json"))["traceEvents"]
+ops = sorted((e for e in ev if e.get("ph") in ("B", "X") and e.get("cat") == "operator"), key=lambda e: e["ts"])
+a = lambda e: e.get("args") or {}
+result = {
+    "backward": [[e["name"], a(e).get(ARGS["input_dims"]), a(e).get(ARGS["output_dims"]),
+                  a(e).get(ARGS["memory_check"]), a(e).get(ARGS["match"])]
+                 for e in ops if e["name"].startswith("_backward") or e["name"] == "SetValueOp"],
+    "report": p.windows[0].attribution.as_dict(),
+    "grad_ok": bool(abs(x.grad.asnumpy()).sum() > 0),
+}
+"""
+
+# MXNet 1.9.1's backward of the loss, in its run order, with its inputs (FGradient heads) and
+# outputs: the head gradient, then each forward call's backward node, newest first.
+_WANT = [
+    ["SetValueOp", [], [[1]]],
+    ["_backward_mul_scalar", [[1]], [[1]]],
+    ["_backward_mean", [[1]], [[4]]],
+    ["_backward_mul_scalar", [[4]], [[4]]],
+    ["_backward_pick", [[4], [4]], [[4, 10]]],
+    ["_backward_log_softmax", [[4, 10], [4, 10]], [[4, 10]]],
+    ["_backward_relu", [[4, 10], [4, 10]], [[4, 10]]],
+    ["_backward_broadcast_mul", [[4, 10], [4, 10], [4, 10]], [[4, 10], [4, 10]]],
+]
+
+_NO_REVERSAL = """
+from pyprof.attribution import autograd as _ag
+_derive = _ag.derive
+def _fwd_order(*a, **k):
+    made, nodes = _derive(*a, **k)
+    return made, nodes[::-1]
+_ag.derive = _fwd_order
+"""
+_WRONG_INPUTS = """
+from pyprof.attribution import autograd as _ag
+_ag.TABLE["pick"]["inputs"] = ["g0", "i0"]  # the data, not the index
+"""
+
+_VARIABLES_ALLOCATED = """
+from pyprof.attribution import autograd as _ag
+_derive = _ag.derive
+def _all_fresh(*a, **k):
+    made, nodes = _derive(*a, **k)
+    for n in nodes:
+        n.to_var = [False] * len(n.to_var)
+    return made, nodes
+_ag.derive = _all_fresh
+"""
+
+
+def _run(tmp_path, plant: str = ""):
+    return run_scenario(_LOSS.replace("PLANT", plant), tmp_path,
+                        env={"PYPROF_PER_OPERATOR": "1"}, fresh=True, timeout=240)
+
+
+def test_every_backward_event_carries_mxnets_shapes_in_mxnets_order(tmp_path):
+    r = _run(tmp_path)
+    assert [b[:3] for b in r["backward"]] == _WANT, r["report"]
+    assert {b[4] for b in r["backward"]} == {"exact"}
+    # the counter's rise inside each event equals the outputs it allocates (a variable's
+    # gradient, allocated by attach_grad, counts 0)
+    assert [b[3] for b in r["backward"]] == [True] * len(_WANT)
+    rep = r["report"]
+    assert rep["matched"] == rep["calls"] == 7 + len(_WANT) and rep["unmatched_calls"] == 0
+    assert rep["memory_passed"] == rep["memory_checked"] >= len(_WANT)
+    assert r["grad_ok"]
+
+
+@pytest.mark.parametrize("plant", [_NO_REVERSAL, _WRONG_INPUTS], ids=["forward order", "pick reads its data"])
+def test_a_planted_bug_changes_the_events_shapes(tmp_path, plant):
+    r = _run(tmp_path, plant)
+    assert [b[:3] for b in r["backward"]] != _WANT
+
+
+def test_the_memory_check_fails_when_a_variables_gradient_is_taken_as_allocated(tmp_path):
+    r = _run(tmp_path, _VARIABLES_ALLOCATED)
+    checks = {b[0]: b[3] for b in r["backward"]}
+    assert checks["_backward_broadcast_mul"] is False and checks["_backward_relu"] is True
+
+
+_POOL = """
+import json, pyprof, mxnet as mx
+from mxnet import autograd
+from pyprof.attribution.matching import ARGS
+x = mx.nd.random.uniform(shape=(2, 3, 8, 8)); x.attach_grad()
+def step():
+    with autograd.record():
+        loss = mx.nd.Pooling(x, kernel=(2, 2), stride=(2, 2), pool_type="max").sum()
+    loss.backward()
+step(); mx.nd.waitall()
+with pyprof.profile(path="pool.json", record_shapes=True, profile_memory=True) as p:
+    step(); mx.nd.waitall()
+ev = json.load(open("pool.json"))["traceEvents"]
+a = lambda e: e.get("args") or {}
+result = [[e["name"], a(e).get(ARGS["input_dims"]), a(e).get(ARGS["input_type"]), a(e).get(ARGS["output_dims"]),
+           a(e).get(ARGS["output_type"]), a(e).get(ARGS["memory_check"])]
+          for e in sorted(ev, key=lambda e: e.get("ts", 0)) if e.get("ph") in ("B", "X") and e.get("cat") == "operator"
+          and (e["name"].startswith("_backward") or e["name"] in ("_zeros_without_dtype", "SetValueOp"))]
+"""
+
+
+def test_an_imperative_max_poolings_workspace_gradient_is_checked_by_the_counter(tmp_path):
+    # outside a CachedOp, MXNet's backward allocates each gradient inside its node: the
+    # counter's rise inside _zeros_without_dtype is the workspace's bytes (2*3*4*4 int32)
+    r = run_scenario(_POOL, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, fresh=True, timeout=240)
+    y, x = [2, 3, 4, 4], [2, 3, 8, 8]
+    assert sorted(r, key=str) == sorted([
+        ["SetValueOp", [], [], [[1]], ["float32"], True],
+        ["_backward_sum", [[1]], ["float32"], [y], ["float32"], True],
+        ["_zeros_without_dtype", [], [], [y], ["int32"], True],
+        ["_backward_Pooling", [y, y, x, y, y], ["float32", "int32", "float32", "float32", "int32"], [x],
+         ["float32"], True],
+    ], key=str)
