@@ -43,9 +43,12 @@ with pyprof.profile(schedule=pyprof.schedule(active=1000), path="cap_{window}.js
                     profile_imperative=True, profile_api=True, dump_period=0.05) as prof:
     threading.Thread(target=sample, daemon=True).start()
     deadline, hard = time.time() + SECONDS, time.time() + 60
-    def past_cap():  # sampled for 1.5 s past the cap, however slow the machine
-        over = next((t for t, s in list(sizes) if s >= CAP), None)
-        return over is not None and time.monotonic() - over > 1.5
+    def past_cap():  # sampled for 1.5 s past the cap and 1 s unchanged, however slow the machine
+        ss = list(sizes)
+        over = next((t for t, s in ss if s >= CAP), None)
+        grew = next((t for (t, s), (_, s0) in zip(reversed(ss), reversed(ss[:-1])) if s != s0), None)
+        now = time.monotonic()
+        return over is not None and now - over > 1.5 and grew is not None and now - grew > 1.0
     while time.time() < hard and (time.time() < deadline or (SECONDS and not past_cap())):
         for _ in range(50):
             a += 1
@@ -59,10 +62,14 @@ done.set()
 w = prof.windows[0]
 over = next((i for i, (_, s) in enumerate(sizes) if s >= CAP), -1)  # first sample at the cap
 t_over = sizes[over][0]
-result = {"max": max(s for _, s in sizes), "truncated": w.truncated, "last_step": w.last_step,
+top = max(s for _, s in sizes)
+t_top = next(t for t, s in sizes if s == top)  # when the raw trace last grew
+result = {"max": top, "truncated": w.truncated, "last_step": w.last_step,
           # bytes per second before the cap, and the seconds sampled after it
           "rate": sizes[over][1] / max(1e-6, t_over - sizes[0][0]),
           "after_s": sizes[-1][0] - t_over,
+          # the seconds sampled since the raw trace last grew, and the seconds it grew past the cap
+          "still_s": sizes[-1][0] - t_top, "grew_s": t_top - t_over,
           "steps": prof.step_num, "summary": w.summary(top=1).splitlines()[0]}
 """
 
@@ -79,19 +86,21 @@ def _capped(tmp_path, cap, seconds, steps, ops):
 
 
 def _assert_bounded(result, cap, min_after=1.0):
-    """What MXNet appended past the cap is at most dump_period + watch_seconds (0.05 + 0.25 s)
-    of events (3 times that, for a busy machine), far less than it went on recording for."""
+    """The raw trace stopped growing past the cap while MXNet went on recording: it holds less
+    than half of what the seconds sampled after the cap would have added. How far past the cap it goes (at most
+    dump_period + watch_seconds of events on a quiet machine) is a timing figure: it is measured
+    by bench/bench_raw_cap.py, not here."""
     assert result["after_s"] > min_after, result
-    slack = result["rate"] * (0.05 + SPEC["watch_seconds"]) * 3
-    assert cap <= result["max"] <= cap + slack, result
-    assert result["max"] < cap + result["rate"] * result["after_s"] / 2, result
+    assert cap <= result["max"] < cap + result["rate"] * result["after_s"] / 2, result
 
 
 def test_the_watchdog_holds_the_cap_between_steps(tmp_path):
     cap = 3_000_000
     result, err = _capped(tmp_path, cap, seconds=3, steps=0, ops=0)
-    # the watchdog paused MXNet at the cap, while the operators ran on for seconds
+    # the watchdog paused MXNet at the cap, while the operators ran on for seconds: the raw
+    # trace has not grown for the last second of them
     _assert_bounded(result, cap)
+    assert result["still_s"] > 1.0 and result["grew_s"] < result["after_s"] / 2, result
     assert result["truncated"] is True
     assert result["summary"].startswith("note: this window stopped recording at the raw trace's"
                                         " cap"), result
