@@ -26,7 +26,7 @@ from typing import Any
 
 from .. import rules
 from ..native import capi
-from .calls import CODES, HANDLES, Call
+from .calls import CODES, HANDLES, Call, as_call, seq_of
 
 __all__ = ["choose", "workspace", "Tape", "BackwardNode", "derive", "has_grad", "inputs_for", "AUTOGRAD", "TABLE", "backward_heads",
            "by_handle", "head_call", "node_call", "taped_calls"]
@@ -348,12 +348,11 @@ def taped_calls(calls: list, spans: list[tuple[int, int]], thread: int) -> list:
     ``spans`` ([lo, hi) seqs autograd recorded in)."""
     import bisect
 
-    key = _seq_of
     out = []
     for lo, hi in spans:
-        k = bisect.bisect_left(calls, lo, key=key)
-        while k < len(calls) and key(calls[k]) < hi:
-            c = calls[k]
+        k = bisect.bisect_left(calls, lo, key=seq_of)
+        while k < len(calls) and seq_of(calls[k]) < hi:
+            c = as_call(calls[k])  # a record (calls.RECORD) is an imperative call
             if type(c) is Call and c.thread == thread and c.invocation < 0 and c.source == _CALL:
                 out.append(c)
             k += 1
@@ -361,10 +360,6 @@ def taped_calls(calls: list, spans: list[tuple[int, int]], thread: int) -> list:
 
 
 _CALL: str = _SPEC["sources"]["call"]
-
-
-def _seq_of(c: Any) -> int:
-    return c.seq if type(c) is Call else c.first
 
 
 def head_call(seq: int, t_us: int, pushed_us: int, meta: tuple, thread: int) -> Call:

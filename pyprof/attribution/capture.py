@@ -50,7 +50,7 @@ from typing import Any
 from .. import rules
 from ..native import capi
 from . import autograd, cachedop, executor
-from .calls import CODES, HANDLES, Call, dtype_name, load_handles
+from .calls import CODES, HANDLES, Call, as_call, dtype_name, load_handles
 
 __all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "VIEWS", "dtype_name"]
 
@@ -68,6 +68,7 @@ _EXECUTOR = ("MXExecutorForward", "MXExecutorOutputs", "MXExecutorFree")  # modu
 #: Calls one window records at most (attribution.json capture.max_calls; tests lower it):
 #: past it the recorder stops until the next window, so memory stays bounded.
 MAX_CALLS: int = _SPEC["max_calls"]
+_MAX_SHAPES = 65536  # distinct shapes kept interned; past it the table starts afresh
 #: The C functions that make a view: a new handle on its source's engine variable
 #: (attribution.json capture.views; each takes the source first and the new handle's out last).
 VIEWS: tuple[str, ...] = tuple(_SPEC["views"])
@@ -86,6 +87,7 @@ class Recorder:
         self._seq = 0  # calls recorded by this recorder, every window: a producer's seq is unique
         self._active = [False]  # a list: the hot path reads it without an attribute lookup
         self._cache: dict[int, tuple] = {}  # handle -> (shape, dtype code, producer seq, output slot)
+        self._shapes: dict[tuple, tuple] = {}  # each shape once (calls.RECORD); cleared past _MAX_SHAPES
         self._lock = threading.Lock()
         self._hooked = False
         self._skip: dict[Any, bool] = {}  # code object -> not a call site
@@ -137,6 +139,7 @@ class Recorder:
             self._hooked = False
         self._active[0] = False
         self._cache.clear()
+        self._shapes.clear()
         self._graphs.clear()
         self._executors.clear()
         self._recording.clear()
@@ -158,6 +161,7 @@ class Recorder:
             self._pending_calls = 0
             self._taped = []  # a forward of this window backwarded in the next gets no backward calls
             self._tape.clear()
+        calls = [as_call(c) for c in calls]  # outside the lock: the hot path waits for no window
         if any(type(c) is cachedop.Invocation for c in calls):
             calls = [x for c in calls
                      for x in (self._expand(c) if type(c) is cachedop.Invocation else (c,))]
@@ -200,6 +204,7 @@ class Recorder:
                     if e is not None:  # a source never seen has no producer: nor has its view
                         h = a[-1]._obj.value
                         s, d = capi.ndarray_meta(h) if self.shapes else (None, -1)
+                        s = self._shapes.setdefault(s, s)
                         cache[h] = (s, d, e[2], e[3])  # one dict store, as the free's pop
                 except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
                     self.unrecorded += 1
@@ -211,6 +216,7 @@ class Recorder:
         e = self._cache.get(h)
         if e is None or e[1] == -1:  # never seen, or recorded without shapes
             s, d = capi.ndarray_meta(h)
+            s = self._shapes.setdefault(s, s)
             e = self._cache[h] = (s, d, -1, -1) if e is None else (s, d, e[2], e[3])
         return e
 
@@ -376,29 +382,34 @@ class Recorder:
             known = [cache.get(h) for h in ins]
             producers = tuple(e[2] if e is not None else -1 for e in known)
             slots = tuple(e[3] if e is not None else -1 for e in known)
-            if self.shapes:
-                meta = capi.ndarray_meta
-                in_meta = []
+            if self.shapes:  # flat (shape, dtype, ...), shapes interned: see calls.RECORD
+                meta, shapes = capi.ndarray_meta, self._shapes
+                if len(shapes) > _MAX_SHAPES:
+                    shapes.clear()
+                fin, fout = [], []
                 for h, e in zip(ins, known):
                     if e is None or e[1] == -1:  # never seen, or an executor's output (no shape yet)
-                        s, d = meta(h)
-                        e = cache[h] = (s, d, -1, -1) if e is None else (s, d, e[2], e[3])
-                    in_meta.append(e)
-                out_meta = []
+                        sh, d = meta(h)
+                        sh = shapes.setdefault(sh, sh)
+                        e = cache[h] = (sh, d, -1, -1) if e is None else (sh, d, e[2], e[3])
+                    fin += e[0], e[1]
                 for j, h in enumerate(outs):
-                    s, d = meta(h)
-                    e = cache[h] = (s, d, seq, j)
-                    out_meta.append(e)
+                    sh, d = meta(h)
+                    sh = shapes.setdefault(sh, sh)
+                    cache[h] = (sh, d, seq, j)
+                    fout += sh, d
+                fin, fout = tuple(fin), tuple(fout)
             else:
-                in_meta = out_meta = None
+                fin = fout = None
                 for j, h in enumerate(outs):
                     cache[h] = (None, -1, seq, j)
             stack = self._stack() if self.stack else None
-            self.calls.append(Call(seq, t_us, pushed_us, op, ins, outs, in_meta, out_meta, keys,
-                                   vals, producers, threading.get_ident(), stack, slots))
+            self.calls.append((seq, t_us, pushed_us, op, ins, outs, fin, fout, keys, vals,
+                               producers, threading.get_ident(), stack, slots))
 
     def _stack(self) -> tuple:
-        """(code, line) pairs from the call site outwards (frames of skip_modules left out)."""
+        """code, line, code, line, ... from the call site outwards (frames of skip_modules left
+        out), flat: see calls.RECORD."""
         f = sys._getframe(3)
         skip = self._skip
         while f is not None:
@@ -410,9 +421,9 @@ class Recorder:
             if not s:
                 break
             f = f.f_back
-        out = []
+        out: list = []
         while f is not None:
-            out.append((f.f_code, f.f_lineno))
+            out += f.f_code, f.f_lineno
             f = f.f_back
         return tuple(out)
 

@@ -426,9 +426,9 @@ def hook_mxnet(name: str, make: Any = None) -> bool:
 
 
 def invoke_io(a: tuple) -> tuple[int, list, list, list, list]:
-    """(op, input handles, output handles, keys, vals) of MXImperativeInvokeEx's ctypes args."""
-    nk = a[5].value
-    return a[0].value, a[2][:a[1].value], a[4]._obj[:a[3]._obj.value], a[6][:nk], a[7][:nk]
+    """(op, input handles, output handles, keys, vals) of MXImperativeInvokeEx's ctypes args (tuples)."""
+    n, k = a[1].value, a[5].value
+    return a[0].value, tuple(a[2][:n]), tuple(a[4]._obj[:a[3]._obj.value]), tuple(a[6][:k]), tuple(a[7][:k])
 
 
 def ndarray_meta(h: int) -> tuple[tuple[int, ...] | None, int]:

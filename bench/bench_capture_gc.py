@@ -1,0 +1,79 @@
+"""What a long recording window costs per operator, collections included (docs/performance.md).
+
+bench_capture.py takes medians over short blocks, which leave out the cyclic collector's full
+passes; a window that records many calls makes them longer. Here each child runs ``--ops``
+tiny operators (``b = a + 1`` on a 2x2 NDArray, bench_gate's workload) in one window without a
+break, and reports the mean time per operator and the time the collector took (``gc.callbacks``),
+per mode, the modes alternating over ``--rounds`` child processes.
+
+    .venv/bin/python bench/bench_capture_gc.py [--ops 40000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = """
+import gc, json, sys, time
+import mxnet as mx, pyprof
+N, OPTIONS = int(sys.argv[1]), json.loads(sys.argv[2])
+spent, began, full = [0.0], [0.0], [0]
+def on_gc(phase, info):
+    if phase == "start":
+        began[0] = time.perf_counter()
+    else:
+        spent[0] += time.perf_counter() - began[0]
+        full[0] += info["generation"] == 2
+gc.callbacks.append(on_gc)
+a = mx.nd.ones((2, 2))
+a.wait_to_read()
+with pyprof.profile(path=sys.argv[3], profile_api=False, **OPTIONS):
+    for _ in range(200):
+        b = a + 1
+    mx.nd.waitall()
+    spent[0], full[0] = 0.0, 0
+    t0 = time.perf_counter()
+    for _ in range(N):
+        b = a + 1
+    mx.nd.waitall()
+    us = (time.perf_counter() - t0) / N * 1e6
+    print(json.dumps({"us_per_op": us, "gc_us_per_op": spent[0] / N * 1e6, "full": full[0]}))
+"""
+
+MODES = {"session": {}, "record_shapes": {"record_shapes": True}, "with_stack": {"with_stack": True},
+         "shapes+stack": {"record_shapes": True, "with_stack": True}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ops", type=int, default=40000)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    runs: dict[str, list[dict]] = {m: [] for m in MODES}
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.rounds):
+            for mode, options in MODES.items():
+                out = subprocess.run([sys.executable, "-c", CHILD, str(args.ops), json.dumps(options),
+                                      os.path.join(tmp, f"{mode}.json")], env=env, check=True,
+                                     capture_output=True, text=True, timeout=900)
+                runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    base = statistics.median(r["us_per_op"] for r in runs["session"])
+    for mode, rs in runs.items():
+        us = statistics.median(r["us_per_op"] for r in rs)
+        print(f"{mode}: {us:.2f} us/op (median of {len(rs)}; {us - base:+.2f} over the session), "
+              f"collector {statistics.median(r['gc_us_per_op'] for r in rs):.2f} us/op, "
+              f"full collections {[r['full'] for r in rs]}")
+
+
+if __name__ == "__main__":
+    main()
