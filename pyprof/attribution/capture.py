@@ -379,19 +379,19 @@ class Recorder:
                 return
             seq = self._seq
             self._seq = seq + 1
-            known = [cache.get(h) for h in ins]
-            producers = tuple(e[2] if e is not None else -1 for e in known)
-            slots = tuple(e[3] if e is not None else -1 for e in known)
+            prod, slots, fin, fout = [], [], [], []
             if self.shapes:  # flat (shape, dtype, ...), shapes interned: see calls.RECORD
                 meta, shapes = capi.ndarray_meta, self._shapes
                 if len(shapes) > _MAX_SHAPES:
                     shapes.clear()
-                fin, fout = [], []
-                for h, e in zip(ins, known):
+                for h in ins:
+                    e = cache.get(h)
+                    p, k = (-1, -1) if e is None else (e[2], e[3])
+                    prod.append(p)
+                    slots.append(k)
                     if e is None or e[1] == -1:  # never seen, or an executor's output (no shape yet)
                         sh, d = meta(h)
-                        sh = shapes.setdefault(sh, sh)
-                        e = cache[h] = (sh, d, -1, -1) if e is None else (sh, d, e[2], e[3])
+                        e = cache[h] = (shapes.setdefault(sh, sh), d, p, k)
                     fin += e[0], e[1]
                 for j, h in enumerate(outs):
                     sh, d = meta(h)
@@ -400,9 +400,14 @@ class Recorder:
                     fout += sh, d
                 fin, fout = tuple(fin), tuple(fout)
             else:
+                for h in ins:
+                    e = cache.get(h)
+                    prod.append(-1 if e is None else e[2])
+                    slots.append(-1 if e is None else e[3])
                 fin = fout = None
                 for j, h in enumerate(outs):
                     cache[h] = (None, -1, seq, j)
+            producers, slots = tuple(prod), tuple(slots)
             stack = self._stack() if self.stack else None
             self.calls.append((seq, t_us, pushed_us, op, ins, outs, fin, fout, keys, vals,
                                producers, threading.get_ident(), stack, slots))

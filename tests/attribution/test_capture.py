@@ -105,7 +105,9 @@ def test_random_loop_every_operator_event_carries_shapes_and_the_memory_check_pa
     assert r["no_memory_check"] == sum(unchecked.values())
     assert set(unchecked) <= {"first_sample", "interleaved", "matched_by_memory"}, unchecked
     assert unchecked.get("first_sample", 0) <= 1 and unchecked.get("matched_by_memory", 0) == rep["by_memory"]
-    assert sum(unchecked.values()) <= 40, unchecked
+    # how many the calling thread's frees interleave depends on the load: 1-70 of about 300
+    # seen (8 runs a seed, beside the JVM suite); a checker that gave up on most would pass above
+    assert sum(unchecked.values()) <= rep["matched"] // 4, unchecked
     # dot (M x K) . (K x 8): 2*M*K*8 FLOPs, from the recorded shapes
     assert r["flops"] and all(f == 2 * dims[0][0] * dims[0][1] * dims[1][1] for dims, f in r["flops"])
     assert r["valid"] is True
