@@ -262,7 +262,11 @@ def _draw(r: Roofline, top: int) -> None:
     where = f"peaks from {r.peaks_from}" if r.peaks_from else f"peaks measured in {pk.seconds:.1f} s"
     ax.set_title(f"roofline: {len(r.points)} (operator, input shape) groups; {where}")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(handles, labels, loc="lower right", fontsize="small")
+    # beside the axes, not over them: a point in the lower right stays visible
+    leg = ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    for h in leg.legend_handles:  # one marker size in the legend: a point's size is its time
+        if hasattr(h, "set_sizes"):
+            h.set_sizes([40])
     try:
         fig.savefig(r.image, dpi=100)
     except OSError as exc:
