@@ -17,6 +17,7 @@ classes api.json ``error_kinds`` names.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shlex
 import shutil
@@ -99,7 +100,8 @@ def classpath() -> list[str]:
     The cache is rebuilt (``lein do javac, classpath``, after removing compiled classes)
     when it is missing, when it names another checkout's sources (a copied repository), or
     when a JVM source, ``project.clj`` or a spec file is newer than it. ``scripts/setup.sh``
-    builds it through this function. Raises JVMError when it cannot be built, saying how.
+    builds it through this function; processes that find it stale at once build it once
+    (``jvm/target/classpath.lock``). Raises JVMError when it cannot be built, saying how.
 
     The first entry, ``jvm/target/aot``, holds the Clojure namespaces compiled ahead of time
     when the cache was built: a JVM then loads them instead of compiling pyprof's sources (about
@@ -111,9 +113,13 @@ def classpath() -> list[str]:
         return [p for p in env.split(os.pathsep) if p]
     d = jvm_dir().resolve()
     cache = d / "target" / "classpath.txt"
-    why = stale_reason(d, cache)
-    if why:
-        _build_classpath(d, cache, why)
+    if stale_reason(d, cache):
+        (d / "target").mkdir(exist_ok=True)
+        with open(d / "target" / "classpath.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one build at a time, across processes
+            why = stale_reason(d, cache)  # (another process may have built it meanwhile)
+            if why:
+                _build_classpath(d, cache, why)
     return [p for p in cache.read_text().strip().split(os.pathsep) if p]
 
 
