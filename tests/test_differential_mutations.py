@@ -54,7 +54,7 @@ def _mutated_copy(tmp: Path, m: dict) -> tuple[Path, Path | None]:
 @pytest.mark.parametrize("m", MUTATIONS, ids=[m["class"] for m in MUTATIONS])
 def test_a_planted_break_makes_the_differential_test_report_a_divergence(tmp_path, m):
     source, clj = _mutated_copy(tmp_path, m)
-    batch = gen.sample(run.SIZE, run.SEED)  # the suite's batch
+    batch = gen.suite_batch(run.SIZE, run.SEED)  # the suite's batch
     result = execute.run_batch(batch, tuple(m["languages"]), source=source, clj=clj)
     # A child that fails means the setup is wrong, which must not count as a caught break.
     assert not result["failed"], result["failed"]
