@@ -45,7 +45,6 @@
   (api "dumps_defaults"))
 (def marker-scopes "[\"global\" \"process\" ...]" (vec (api "marker_scopes")))
 (def default-marker-scope "\"process\"" (api "default_marker_scope"))
-(def legacy-modes "[\"symbolic\" \"all\"]" (vec (api "legacy_modes")))
 
 (defn choices
   "The names of a code table in code order: the `choices` of an error."
@@ -88,8 +87,6 @@
 
 (def counter-min "0" (bigint (get-in api ["counter" "min"])))
 (def counter-max "2^64-1: MXNet's counters are uint64." (bigint (get-in api ["counter" "max"])))
-(def counter-step-min "-2^63: MXNet adjusts a counter by an int64." (bigint (get-in api ["counter" "step_min"])))
-(def counter-step-max "2^63-1" (bigint (get-in api ["counter" "step_max"])))
 
 (def config-values
   "api.json config_values: accepted spellings of booleans and the C strings."

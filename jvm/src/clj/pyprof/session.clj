@@ -1,12 +1,9 @@
 (ns pyprof.session
   "Profiling sessions with a step schedule: many windows per process, each saved as its own
   valid Chrome trace. The JVM side of Python's `pyprof.session`, whose module docstring gives
-  the design (one raw trace per process, windows as byte ranges cut at quiescent points,
-  metadata carried to every window, ownership of the profiler, .partial files for recovery).
-  Here: the schedule and its transition table are schedule.json (`pyprof.session.schedule`),
-  the raw trace `pyprof.session.raw`, its cap `pyprof.session.cap`, dead processes' leftovers
-  `pyprof.session.leftovers`. At JVM exit (not in a JVM hosted by JPype) open sessions are
-  stopped and their windows saved. Thread safe: one session's calls are serialised on it."
+  the design; the parts are `pyprof.session.*` and schedule.json. At JVM exit (not in a JVM
+  hosted by JPype) open sessions are stopped and their windows saved. Thread safe: one
+  session's calls are serialised on it."
   (:require [pyprof.capture :as capture]
             [pyprof.claim :as claim]
             [pyprof.config :as config]
@@ -192,22 +189,16 @@
                           :path (fill-path (::template s) opened step)}))
         (write-partial! s)))))
 
-(defn- run-op! [s]
-  (let [st (::state s)]
-    ;; a window stopped at the cap records nothing in its later steps
-    (when-not (or (:running @st) (get-in @st [:window :truncated]))
-      (when-let [a (::attribution s)] (capture/resume! a))
-      (profiler/profiler-set-state :run)
-      (swap! st assoc :running true))))
-
-(defn- resume-op! "Steady mode's :run." [s]
-  (let [st (::state s)]
-    (when-not (:running @st)
-      (when-let [a (::attribution s)] (capture/resume! a))
-      (profiler/resume)
-      (swap! st assoc :running true))))
-
-(defn- pause-op! "Steady mode's :stop." [s] (stop-op! s true))
+(defn- run-op!
+  "Records (`resumed?`, steady mode's :resume: un-pauses)."
+  ([s] (run-op! s false))
+  ([s resumed?]
+   (let [st (::state s)]
+     ;; a window stopped at the cap records nothing in its later steps
+     (when-not (or (:running @st) (and (not resumed?) (get-in @st [:window :truncated])))
+       (when-let [a (::attribution s)] (capture/resume! a))
+       (if resumed? (profiler/resume) (profiler/profiler-set-state :run))
+       (swap! st assoc :running true)))))
 
 (defn- save-op!
   "Writes the window that ended at the last :stop as a valid trace."
@@ -235,7 +226,7 @@
         w))))
 
 (def ^:private owner-operations {:stop #'stop-op!, :open #'open-op!, :run #'run-op!,
-                                 :pause #'pause-op!, :resume #'resume-op!})
+                                 :pause #(stop-op! % true), :resume #(run-op! % true)})
 
 (defn- enforce-cap!
   "At the cap (`pyprof.session.cap/check`) pauses MXNet; a step also stops it, as Python's
