@@ -40,11 +40,6 @@
   []
   (:config (tracker/snapshot)))
 
-(defn ^:no-doc -update-tracker!
-  "Internal (pyprof.session): (f snapshot & args) under the tracker's lock; returns the new map."
-  [f & args]
-  (apply tracker/update! f args))
-
 (defmacro ^:no-doc -as-owner
   "Internal (pyprof.session): run `body` as the session `name`, past the ownership check."
   [name & body]

@@ -16,7 +16,8 @@
             [pyprof.session.schedule :as sched]
             [pyprof.session.template :as template]
             [pyprof.stats :as stats]
-            [pyprof.steady :as steady]))
+            [pyprof.steady :as steady]
+            [pyprof.tracker :as tracker]))
 
 (set! *warn-on-reflection* true)
 
@@ -281,7 +282,7 @@
                 (swap! st assoc :steady true))
             (raw/configure! (::recording s) (::options s)))
           (catch Throwable t (some-> (:claimed @st) claim/release!) (throw t)))
-        (profiler/-update-tracker! assoc :session (::name s)))
+        (tracker/put! :session (::name s)))
       (swap! st assoc :state :open
              :watchdog (cap/watchdog ; every watch_seconds, as the owner
                         #(profiler/-as-owner (::name s)
@@ -322,7 +323,7 @@
             (some-> (:claimed @st) claim/release!)
             (when-let [w (:watchdog @st)] ((:stop w)))
             (swap! open-sessions disj s)
-            (let [t (profiler/-update-tracker!
+            (let [t (tracker/update!
                      (fn [t] (if (= (:session t) (::name s)) (assoc t :session nil) t)))]
               (when-not (:session t) ; the last session closed: delete the raw trace
                 (try (raw/release!)

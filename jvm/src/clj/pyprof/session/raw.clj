@@ -12,7 +12,8 @@
             [pyprof.session.cap :as cap]
             [pyprof.session.rawdir :as rawdir]
             [pyprof.trace.ids :as ids]
-            [pyprof.trace.reader :as reader])
+            [pyprof.trace.reader :as reader]
+            [pyprof.tracker :as tracker])
   (:import (java.io RandomAccessFile)
            (pyprof.jvm MetadataStore)
            (java.nio.charset StandardCharsets)
@@ -38,7 +39,7 @@
               (pos? v) v
               :else (throw (rules/error "raw.bad_rotate_bytes" {:variable env :value text}))))))
 
-(defonce ^:private raw (atom {:path nil, :metadata [], :metadata-keys #{}, :finished false,
+(defonce ^:private raw (atom {:path nil, :metadata [], :finished false,
                               :scanned 0})) ; bytes before this offset were read for metadata
 
 (defn raw-trace-path
@@ -112,13 +113,7 @@
     (if-let [^MetadataStore store (MetadataStore/current)]
       (mapv #(into {} (map (fn [[k v]] [k (if (instance? java.util.Map v) (into {} v) v)])) %)
             (.remember store events))
-      (:metadata (swap! raw (fn [r]
-                              (reduce (fn [r e]
-                                        (if ((:metadata-keys r) e)
-                                          r
-                                          (-> r (update :metadata conj e)
-                                              (update :metadata-keys conj e))))
-                                      r events)))))))
+      (:metadata (swap! raw update :metadata #(vec (distinct (into % events))))))))
 
 (defn harvest!
   "Remembers the metadata events of the raw bytes not yet scanned, up to `end`, skipping the range
@@ -127,8 +122,7 @@
   ([end [skip-from skip-to]]
    (let [scan! (fn [from to]
                  (when (< from to)
-                   (remember-metadata! (filter #(= "M" (get % "ph"))
-                                               (events-in (:path @raw) from to)))))
+                   (remember-metadata! (events-in (:path @raw) from to))))
          {:keys [scanned]} @raw]
      (when (and skip-to (< scanned skip-to) (<= skip-to end))
        (scan! scanned skip-from)
@@ -331,10 +325,10 @@
                                        (rawdir/recreate! (raw-dir))))))
       (when ours?
         (profiler/-as-owner "exit"
-          (if (:steady (profiler/-update-tracker! identity)) ; steady: no stop (IsProfiling stays),
-            (profiler/pause)                                 ; the finished dump only ends output
+          (if (:steady (tracker/snapshot)) ; steady: no stop (IsProfiling stays),
+            (profiler/pause)               ; the finished dump only ends output
             (when running (profiler/profiler-set-state :stop)))
-          (profiler/-update-tracker! assoc :repair-on-finish false) ; deleted next: no rewrite
+          (tracker/put! :repair-on-finish false) ; deleted next: no rewrite
           (profiler/dump-profile true)))
       (swap! raw assoc :finished true)
       (when-not (System/getenv (rawdir/spec "keep_env"))
