@@ -234,21 +234,15 @@
                        (recur more false)))
                    (.write w "\n],\"displayTimeUnit\":\"ms\"}\n"))))
 
-(defn- with-metadata
-  "`known` metadata first, then `events`, each metadata event once (as Python's read_range)."
-  [known events]
-  (let [seen (volatile! (set known))]
-    (concat known
-            (remove (fn [e]
-                      (when (= "M" (get e "ph"))
-                        (or (contains? @seen e) (do (vswap! seen conj e) false))))
-                    events))))
-
 (defn- write-events!
-  "Writes `known` metadata and `events` (`with-metadata`) as a valid trace at `out`; returns the
-  number of events written."
+  "Writes `known` metadata first, then `events`, each metadata event once (as Python's
+  read_range), as a valid trace at `out`; returns the number of events written."
   [out known events]
-  (let [out-events (vec (with-metadata known events))]
+  (let [seen (volatile! (set known))
+        out-events (into (vec known)
+                         (remove #(and (= "M" (get % "ph"))
+                                       (or (contains? @seen %) (do (vswap! seen conj %) false))))
+                         events)]
     (write-trace! out out-events)
     (count out-events)))
 
