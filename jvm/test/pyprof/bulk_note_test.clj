@@ -31,7 +31,8 @@
                                          ["[a]" 1] ["relu" 3]])]))))))
 
 (defn- one-operator-notes [names]
-  (filterv #(str/includes? % "of one operator") (:notes (stats/stats [(trace (map vector names (repeat 5)))]))))
+  (filterv #(str/includes? % "of one operator")
+           (:notes (stats/stats [(trace (map vector names (repeat 5)))]))))
 
 (deftest one-operator-names-and-notes-as-python
   (doseq [n ["[dot]" "[relu]" "[_backward_FullyConnected]"]]

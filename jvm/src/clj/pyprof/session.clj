@@ -84,18 +84,17 @@
   [opts check-file?]
   (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
         all-rec (dissoc opts :schedule :on-trace-ready :path :steady)
+        c-of (into {} (map (juxt identity config/check-session-key!)) (keys all-rec)) ; C names
         ;; issue 22's options (pyprof.capture): C name -> on, as Python's bool()
-        attribution (into {} (for [[k v] all-rec :let [c (config/check-session-key! k)]
-                                   :when (capture/options c)]
-                               [c (boolean v)]))
-        rec (into {} (remove #(capture/options (config/check-session-key! (key %)))) all-rec)
-        _ (doseq [k (keys rec)]
-            (let [c (config/check-session-key! k)]
-              (when-not (some #{c} (config/key-names)) ; the own options and recording keys
-                (throw (config/unknown-option-error
-                        k c (concat ["schedule" "on_trace_ready" "path" "steady"]
-                                    capture/option-names
-                                    (remove reserved (config/key-names))))))))
+        attribution (into {} (for [[k v] all-rec :when (capture/options (c-of k))]
+                               [(c-of k) (boolean v)]))
+        rec (into {} (remove #(capture/options (c-of (key %)))) all-rec)
+        _ (doseq [k (keys rec) :let [c (c-of k)]]
+            (when-not (some #{c} (config/key-names)) ; the own options and recording keys
+              (throw (config/unknown-option-error
+                      k c (concat ["schedule" "on_trace_ready" "path" "steady"]
+                                  capture/option-names
+                                  (remove reserved (config/key-names)))))))
         c-opts (config/validate rec)
         ;; nil is none; false, a map, ... are not functions
         _ (doseq [[option v] [["schedule" schedule] ["on_trace_ready" on-trace-ready]]]
