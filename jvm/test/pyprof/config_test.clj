@@ -247,23 +247,16 @@
    "continuous" "zzzzzzzzzzzzzzzzzzzzzzzz" "fi" "profile_api\ud83d\ude00\ud83d\ude00"
    "\ud83d\ude00profile_all" "PROFILE_ALL" "process" "profile-process"])
 
-(defn- nearest-key
-  "The key config.unknown_key names as nearest to the unknown string key `c-key`."
-  [c-key]
-  (let [{:keys [data]} (error {c-key 1})]
-    (is (= "config.unknown_key" (:pyprof/code data)) c-key)
-    (:nearest data)))
-
 (deftest nearest-key-as-python
   (testing "ties go to the earlier key in the spec; characters are code points"
     (is (= ["profile_symbolic" "filename" "filename" "filename" "profile_all" "profile_all"
             "filename" "filename" "filename" "continuous_dump" "profile_all" "filename"
             "profile_api" "profile_all" "profile_all" "profile_all" "profile_process"]
-           (mapv nearest-key nearest-cases))))
+           (mapv config/nearest-key nearest-cases))))
   (when-let [py (python-json (str "import json, sys\nfrom pyprof import config\n"
                                   "print(json.dumps([config.nearest_key(k) for k in json.load(sys.stdin)]))")
                              nearest-cases)]
-    (is (= py (mapv nearest-key nearest-cases)))))
+    (is (= py (mapv config/nearest-key nearest-cases)))))
 
 (deftest bad-values-name-key-value-and-what-is-accepted
   (are [options k accepted] (let [{:keys [message data]} (error options)

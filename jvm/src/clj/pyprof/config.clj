@@ -47,6 +47,11 @@
     {:nearest nearest :valid (str/join ", " valid) :given k
      :nearest_as_written (if (keyword? k) (keyword (str/replace nearest "_" "-")) (pr-str nearest))}))
 
+(defn nearest-key
+  "The valid key closest to `c-key` (ties: the earlier), as pyprof.config.nearest_key."
+  [c-key]
+  (:nearest (nearest-of c-key c-key (key-names))))
+
 (defn unknown-option-error
   "session.unknown_option for key `k` (C spelling `c`), naming the nearest of `valid`, as
   pyprof.config.unknown_option_error."
