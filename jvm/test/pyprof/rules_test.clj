@@ -29,7 +29,6 @@
   (is (= [127 ["\"" "\\"] 32 40]
          [rules/name-max-bytes rules/name-forbidden-chars rules/name-forbidden-below
           rules/name-shown-chars]))
-  (is (= [0 18446744073709551615N] [rules/counter-min rules/counter-max]))
   (is (= ["true" "false"] [rules/c-true rules/c-false]))
   (is (= {"1" "true" "0" "false"} (rules/config-values "bool_numbers"))))
 

@@ -85,9 +85,6 @@
   "api.json output_paths."
   (api "output_paths"))
 
-(def counter-min "0" (bigint (get-in api ["counter" "min"])))
-(def counter-max "2^64-1: MXNet's counters are uint64." (bigint (get-in api ["counter" "max"])))
-
 (def config-values
   "api.json config_values: accepted spellings of booleans and the C strings."
   (api "config_values"))
