@@ -64,15 +64,11 @@
   "Characters of a too-long name that its error shows."
   (long (get-in api ["names" "shown_chars"])))
 
-(def name-surrogates
-  "[min max]: the code points of lone surrogates (api.json names.surrogates)."
-  (mapv long (get-in api ["names" "surrogates"])))
-
 (defn lone-surrogate
   "[index \"U+DCFF\"] of the first lone surrogate in `s` (index in code points), or nil, as
   pyprof.rules.lone_surrogate."
   [^String s]
-  (let [[lo hi] name-surrogates
+  (let [[lo hi] (get-in api ["names" "surrogates"]) ; the code points of lone surrogates
         n (.length s)]
     (loop [i 0, index 0]
       (when (< i n)
