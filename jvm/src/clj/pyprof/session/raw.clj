@@ -197,16 +197,15 @@
   "Waits for queued operators, stops (`paused?`, steady mode: pauses, so IsProfiling stays), and
   dumps: the raw file's size is then an exact boundary. Returns when recording stopped
   (`now-us`)."
-  ([] (quiesce! false))
-  ([paused?]
-   (let [stopped (volatile! 0)]
-     (try
-       (mx MXNDArrayWaitAll)
-       (finally
-         (if paused? (profiler/pause) (profiler/profiler-set-state :stop))
-         (vreset! stopped (now-us))
-         (profiler/dump-profile false)))
-     @stopped)))
+  [paused?]
+  (let [stopped (volatile! 0)]
+    (try
+      (mx MXNDArrayWaitAll)
+      (finally
+        (if paused? (profiler/pause) (profiler/profiler-set-state :stop))
+        (vreset! stopped (now-us))
+        (profiler/dump-profile false)))
+    @stopped))
 
 (defn drain!
   "With the profiler stopped: makes the raw file's size a boundary before recording (Python's
@@ -249,14 +248,13 @@
 (defn cut!
   "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first, then `extra`
   events (the step marks); returns the number of events written."
-  ([start end out] (cut! start end out []))
-  ([start end out extra]
-   (harvest! start)
-   (let [known (metadata)
-         events (events-in (:path @raw) start end)]
-     (swap! raw update :scanned max end)
-     (remember-metadata! events)
-     (write-events! out known (concat events extra)))))
+  [start end out extra]
+  (harvest! start)
+  (let [known (metadata)
+        events (events-in (:path @raw) start end)]
+    (swap! raw update :scanned max end)
+    (remember-metadata! events)
+    (write-events! out known (concat events extra))))
 
 (defn rewrite-trace!
   "Rewrites the MXNet trace at `path` as a valid trace, known metadata first (as Python's
