@@ -25,13 +25,10 @@
   (is (= ["total" "avg" "min" "max" "count"] (rules/choices rules/dumps-sort-keys)))
   (is (= ["global" "process" "thread" "task" "marker"] rules/marker-scopes))
   (is (= "process" rules/default-marker-scope))
-  (is (= ["symbolic" "all"] rules/legacy-modes))
   (is (= {"reset" false "format" "table" "sort_by" "total" "ascending" false} rules/dumps-defaults))
   (is (= [127 ["\"" "\\"] 32 40]
          [rules/name-max-bytes rules/name-forbidden-chars rules/name-forbidden-below
           rules/name-shown-chars]))
-  (is (= [0 18446744073709551615N -9223372036854775808 9223372036854775807]
-         [rules/counter-min rules/counter-max rules/counter-step-min rules/counter-step-max]))
   (is (= ["true" "false"] [rules/c-true rules/c-false]))
   (is (= {"1" "true" "0" "false"} (rules/config-values "bool_numbers"))))
 

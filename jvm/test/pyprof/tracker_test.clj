@@ -74,7 +74,7 @@
         (is (= {"filename" "a.json"} (profiler/current-config))))
       (testing "writes, under the lock"
         (reset! calls [])
-        (profiler/-update-tracker! assoc :session "jvm-session" :repair-on-finish true)
+        (tracker/put! :session "jvm-session" :repair-on-finish true)
         (is (= [:lock :read [:write {"session" "jvm-session" "repair_on_finish" true}] :unlock]
                @calls) "only the changed fields are written")
         (is (= "jvm-session" (get @fields "session"))))

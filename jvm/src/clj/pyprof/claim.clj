@@ -37,8 +37,6 @@
     (str (File. (claim-dir) ^String (rules/render (spec "file")
                                                   {:hash (subs hex 0 (spec "hash_chars"))})))))
 
-(def ^:private not-private "not a private directory of this user (mode 0700)")
-
 (defn- private-dir!
   "Makes `dir` (rwx------) or checks it as Python's; nil, or why it is not private."
   [^String dir]
@@ -53,7 +51,7 @@
                      (= (long (.getUid (UnixSystem.))) (long (Files/getAttribute p "unix:uid" no-follow)))
                      (= perms #{PosixFilePermission/OWNER_READ PosixFilePermission/OWNER_WRITE
                                 PosixFilePermission/OWNER_EXECUTE}))
-        not-private))))
+        "not a private directory of this user (mode 0700)"))))
 
 (defn- with-pid
   "`path` with `pid` in its file name (api.json trace_claims pid_example)."

@@ -11,9 +11,7 @@
 
 (set! *warn-on-reflection* true)
 
-(def ^:const spec-resource "profiler_config.json")
-
-(def ^:private spec* (delay (:keys (rules/read-spec spec-resource :key-fn keyword))))
+(def ^:private spec* (delay (:keys (rules/read-spec "profiler_config.json" :key-fn keyword))))
 
 (defn spec
   "The spec's keys in file order (:name :type :default :doc, and :choices :min_exclusive :unit

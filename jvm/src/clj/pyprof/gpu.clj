@@ -30,12 +30,9 @@
   (gpu.json toolkit_for): {[9 0] \"11.8\", ...}."
   (into {} (for [[c t] (spec "toolkit_for")] [(version c) t])))
 
-(defn cc
-  "A compute capability from \"8.6\", \"86\", 86 or [8 6]."
-  [x]
-  (cond (vector? x) (mapv long x)
-        (str/includes? (str x) ".") (version x)
-        :else (let [n (parse-long (str/trim (str x)))] [(quot n 10) (rem n 10)])))
+(defn- cc
+  "A compute capability from a fatbin's arch number: 86 -> [8 6]."
+  [n] [(quot n 10) (rem n 10)])
 
 (defn cc-str [[a b]] (str a "." b))
 (defn sm [[a b]] (str "sm_" a b))

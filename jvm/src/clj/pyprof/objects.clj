@@ -137,11 +137,8 @@
 (defn set-counter
   "Sets a counter to `value`, 0 ... 2^64-1 (C: MXProfileSetCounter); counter.out_of_range outside."
   [counter value]
-  (let [counter (check-object counter "set-counter" "Counter")
-        v (counter-arg counter "value" value)]
-    (when-not (<= rules/counter-min v rules/counter-max)
-      (throw (rules/error "counter.out_of_range" {:name (.name counter) :value v})))
-    (in-clojure (.setUnsignedValue counter (.longValue (biginteger v))))
+  (let [counter (check-object counter "set-counter" "Counter")]
+    (in-clojure (.setValue counter (biginteger (counter-arg counter "value" value))))
     nil))
 
 (defn- adjust! [^ProfileObject counter delta]

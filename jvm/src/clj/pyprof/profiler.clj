@@ -40,11 +40,6 @@
   []
   (:config (tracker/snapshot)))
 
-(defn ^:no-doc -update-tracker!
-  "Internal (pyprof.session): (f snapshot & args) under the tracker's lock; returns the new map."
-  [f & args]
-  (apply tracker/update! f args))
-
 (defmacro ^:no-doc -as-owner
   "Internal (pyprof.session): run `body` as the session `name`, past the ownership check."
   [name & body]
@@ -55,20 +50,17 @@
             (finally (tracker/write! {:internal prev#}))))))
 
 (defn- check-owner
-  "As pyprof.profiler._check_owner: refuses `call` while a session owns the profiler."
-  [call]
-  (let [{:keys [session internal]} (tracker/snapshot)]
-    (when (and session (not= internal (tracker/owner)))
-      (throw (rules/error "state.session_owns" {:call call :session session})))))
-
-(defn- check-steady-switch
-  "As pyprof.process.steady_checks: in steady mode refuses a state switch or finished dump not made
-  as the owner."
-  [call dump?]
-  (let [{:keys [steady internal]} (tracker/snapshot)]
-    (when (and steady (not= internal (tracker/owner)))
-      (throw (rules/error (if dump? "steady.finished_dump" "steady.set_state")
-                          {:call call :steady steady})))))
+  "As pyprof.profiler._check_owner: refuses `call` while a session owns the profiler; with
+  `steady-code` (steady.set_state, steady.finished_dump) also in steady mode, as
+  pyprof.process.steady_checks. The owner's own calls pass."
+  ([call] (check-owner call nil))
+  ([call steady-code]
+   (let [{:keys [session steady internal]} (tracker/snapshot)
+         other? (not= internal (tracker/owner))]
+     (when (and session other?)
+       (throw (rules/error "state.session_owns" {:call call :session session})))
+     (when (and steady-code steady other?)
+       (throw (rules/error steady-code {:call call :steady steady}))))))
 
 (defn- check-steady-config
   "In steady mode refuses a config that changes a mode key (api.json steady mode_keys)."
@@ -171,8 +163,7 @@
          _ (process-code profile-process)
          run? (= "run" s)]
      (tracker/with-lock
-       (check-owner (str "(profiler-set-state " (pr-str state) ")"))
-       (check-steady-switch (str "(profiler-set-state " (pr-str state) ")") false)
+       (check-owner (str "(profiler-set-state " (pr-str state) ")") "steady.set_state")
        (when (and run? (:finished (tracker/snapshot)))
          (throw (rules/error "state.finished_run" {:trace (trace-name)})))
        (mx MXSetProcessProfilerState (int code) (int worker) nil)
@@ -195,7 +186,7 @@
                  :else (throw (rules/error "state.dump_finished_arg" {:value finished})))]
      (tracker/with-lock
        (check-owner "(dump-profile ...)")
-       (when f (check-steady-switch "(dump-profile true)" true))
+       (when f (check-owner "(dump-profile true)" "steady.finished_dump"))
        (when (:finished (tracker/snapshot))
          (throw (rules/error "state.finished_dump" {:trace (trace-name)})))
        (when-let [path (trace-name)]

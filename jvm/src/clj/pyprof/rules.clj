@@ -45,7 +45,6 @@
   (api "dumps_defaults"))
 (def marker-scopes "[\"global\" \"process\" ...]" (vec (api "marker_scopes")))
 (def default-marker-scope "\"process\"" (api "default_marker_scope"))
-(def legacy-modes "[\"symbolic\" \"all\"]" (vec (api "legacy_modes")))
 
 (defn choices
   "The names of a code table in code order: the `choices` of an error."
@@ -65,15 +64,11 @@
   "Characters of a too-long name that its error shows."
   (long (get-in api ["names" "shown_chars"])))
 
-(def name-surrogates
-  "[min max]: the code points of lone surrogates (api.json names.surrogates)."
-  (mapv long (get-in api ["names" "surrogates"])))
-
 (defn lone-surrogate
   "[index \"U+DCFF\"] of the first lone surrogate in `s` (index in code points), or nil, as
   pyprof.rules.lone_surrogate."
   [^String s]
-  (let [[lo hi] name-surrogates
+  (let [[lo hi] (get-in api ["names" "surrogates"]) ; the code points of lone surrogates
         n (.length s)]
     (loop [i 0, index 0]
       (when (< i n)
@@ -85,11 +80,6 @@
 (def output-paths
   "api.json output_paths."
   (api "output_paths"))
-
-(def counter-min "0" (bigint (get-in api ["counter" "min"])))
-(def counter-max "2^64-1: MXNet's counters are uint64." (bigint (get-in api ["counter" "max"])))
-(def counter-step-min "-2^63: MXNet adjusts a counter by an int64." (bigint (get-in api ["counter" "step_min"])))
-(def counter-step-max "2^63-1" (bigint (get-in api ["counter" "step_max"])))
 
 (def config-values
   "api.json config_values: accepted spellings of booleans and the C strings."

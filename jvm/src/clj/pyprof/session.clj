@@ -1,12 +1,9 @@
 (ns pyprof.session
   "Profiling sessions with a step schedule: many windows per process, each saved as its own
   valid Chrome trace. The JVM side of Python's `pyprof.session`, whose module docstring gives
-  the design (one raw trace per process, windows as byte ranges cut at quiescent points,
-  metadata carried to every window, ownership of the profiler, .partial files for recovery).
-  Here: the schedule and its transition table are schedule.json (`pyprof.session.schedule`),
-  the raw trace `pyprof.session.raw`, its cap `pyprof.session.cap`, dead processes' leftovers
-  `pyprof.session.leftovers`. At JVM exit (not in a JVM hosted by JPype) open sessions are
-  stopped and their windows saved. Thread safe: one session's calls are serialised on it."
+  the design; the parts are `pyprof.session.*` and schedule.json. At JVM exit (not in a JVM
+  hosted by JPype) open sessions are stopped and their windows saved. Thread safe: one
+  session's calls are serialised on it."
   (:require [pyprof.capture :as capture]
             [pyprof.claim :as claim]
             [pyprof.config :as config]
@@ -19,7 +16,8 @@
             [pyprof.session.schedule :as sched]
             [pyprof.session.template :as template]
             [pyprof.stats :as stats]
-            [pyprof.steady :as steady]))
+            [pyprof.steady :as steady]
+            [pyprof.tracker :as tracker]))
 
 (set! *warn-on-reflection* true)
 
@@ -86,18 +84,17 @@
   [opts check-file?]
   (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
         all-rec (dissoc opts :schedule :on-trace-ready :path :steady)
+        c-of (into {} (map (juxt identity config/check-session-key!)) (keys all-rec)) ; C names
         ;; issue 22's options (pyprof.capture): C name -> on, as Python's bool()
-        attribution (into {} (for [[k v] all-rec :let [c (config/check-session-key! k)]
-                                   :when (capture/options c)]
-                               [c (boolean v)]))
-        rec (into {} (remove #(capture/options (config/check-session-key! (key %)))) all-rec)
-        _ (doseq [k (keys rec)]
-            (let [c (config/check-session-key! k)]
-              (when-not (some #{c} (config/key-names)) ; the own options and recording keys
-                (throw (config/unknown-option-error
-                        k c (concat ["schedule" "on_trace_ready" "path" "steady"]
-                                    capture/option-names
-                                    (remove reserved (config/key-names))))))))
+        attribution (into {} (for [[k v] all-rec :when (capture/options (c-of k))]
+                               [(c-of k) (boolean v)]))
+        rec (into {} (remove #(capture/options (c-of (key %)))) all-rec)
+        _ (doseq [k (keys rec) :let [c (c-of k)]]
+            (when-not (some #{c} (config/key-names)) ; the own options and recording keys
+              (throw (config/unknown-option-error
+                      k c (concat ["schedule" "on_trace_ready" "path" "steady"]
+                                  capture/option-names
+                                  (remove reserved (config/key-names)))))))
         c-opts (config/validate rec)
         ;; nil is none; false, a map, ... are not functions
         _ (doseq [[option v] [["schedule" schedule] ["on_trace_ready" on-trace-ready]]]
@@ -192,22 +189,16 @@
                           :path (fill-path (::template s) opened step)}))
         (write-partial! s)))))
 
-(defn- run-op! [s]
-  (let [st (::state s)]
-    ;; a window stopped at the cap records nothing in its later steps
-    (when-not (or (:running @st) (get-in @st [:window :truncated]))
-      (when-let [a (::attribution s)] (capture/resume! a))
-      (profiler/profiler-set-state :run)
-      (swap! st assoc :running true))))
-
-(defn- resume-op! "Steady mode's :run." [s]
-  (let [st (::state s)]
-    (when-not (:running @st)
-      (when-let [a (::attribution s)] (capture/resume! a))
-      (profiler/resume)
-      (swap! st assoc :running true))))
-
-(defn- pause-op! "Steady mode's :stop." [s] (stop-op! s true))
+(defn- run-op!
+  "Records (`resumed?`, steady mode's :resume: un-pauses)."
+  ([s] (run-op! s false))
+  ([s resumed?]
+   (let [st (::state s)]
+     ;; a window stopped at the cap records nothing in its later steps
+     (when-not (or (:running @st) (and (not resumed?) (get-in @st [:window :truncated])))
+       (when-let [a (::attribution s)] (capture/resume! a))
+       (if resumed? (profiler/resume) (profiler/profiler-set-state :run))
+       (swap! st assoc :running true)))))
 
 (defn- save-op!
   "Writes the window that ended at the last :stop as a valid trace."
@@ -235,7 +226,7 @@
         w))))
 
 (def ^:private owner-operations {:stop #'stop-op!, :open #'open-op!, :run #'run-op!,
-                                 :pause #'pause-op!, :resume #'resume-op!})
+                                 :pause #(stop-op! % true), :resume #(run-op! % true)})
 
 (defn- enforce-cap!
   "At the cap (`pyprof.session.cap/check`) pauses MXNet; a step also stops it, as Python's
@@ -290,7 +281,7 @@
                 (swap! st assoc :steady true))
             (raw/configure! (::recording s) (::options s)))
           (catch Throwable t (some-> (:claimed @st) claim/release!) (throw t)))
-        (profiler/-update-tracker! assoc :session (::name s)))
+        (tracker/put! :session (::name s)))
       (swap! st assoc :state :open
              :watchdog (cap/watchdog ; every watch_seconds, as the owner
                         #(profiler/-as-owner (::name s)
@@ -331,7 +322,7 @@
             (some-> (:claimed @st) claim/release!)
             (when-let [w (:watchdog @st)] ((:stop w)))
             (swap! open-sessions disj s)
-            (let [t (profiler/-update-tracker!
+            (let [t (tracker/update!
                      (fn [t] (if (= (:session t) (::name s)) (assoc t :session nil) t)))]
               (when-not (:session t) ; the last session closed: delete the raw trace
                 (try (raw/release!)

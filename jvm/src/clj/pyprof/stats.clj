@@ -34,20 +34,15 @@
 (def ^:private bulk-re
   (re-pattern (str "(?d)" (str/join "|" (map #(str "(?:" (% "pattern") ")") ((spec "bulk") "names"))))))
 
-(def ^:private one-operator ((spec "bulk") "one_operator"))
+(def ^:private one-operator
+  "trace.json bulk.one_operator: bulk segments of one operator, e.g. \"[dot]\", and their note."
+  ((spec "bulk") "one_operator"))
 (def ^:private one-operator-re (re-pattern (str "(?d)" (one-operator "pattern"))))
 
-(defn- one-operator-segment?
-  "A bulk segment of one operator, e.g. \"[dot]\" (trace.json bulk.one_operator)."
-  [^String name]
-  (boolean (re-find one-operator-re name)))
-
-(defn- one-operator-note
-  "The note naming one-operator segments `names` (trace.json bulk.one_operator)."
-  [names]
-  (let [listed (str (str/join ", " (map #(str "'" % "'") (take 3 names)))
-                    (when (> (count names) 3) ", ..."))]
-    (str/replace (one-operator (if (= 1 (count names)) "note" "note_many")) "{names}" listed)))
+(defn- listed
+  "The first 3 of `names`, each through `f`, then \", ...\" when there are more (as Python's)."
+  [f names]
+  (str (str/join ", " (map f (take 3 names))) (when (> (count names) 3) ", ...")))
 
 (defn bulk-name?
   "True for names of MXNet bulk segments (trace.json bulk.names)."
@@ -230,8 +225,7 @@
 
 (defn- notes [{:keys [unknown-phases operators] :as r}]
   (let [bulk (->> operators (filter :bulk) (map :name) distinct (sort code-point-compare))
-        merged (vec (remove one-operator-segment? bulk))
-        ones (vec (filter one-operator-segment? bulk))]
+        {ones true merged false} (group-by #(boolean (re-find one-operator-re %)) bulk)]
     (cond-> (vec (for [[kind k] [["unmatched_begin" :unmatched-begin] ["unmatched_end" :unmatched-end]
                                  ["negative_duration" :negative-durations] ["no_timestamp" :no-timestamp]
                                  ["non_numeric_counter" :bad-counter-values]]
@@ -240,9 +234,10 @@
       (seq unknown-phases)
       (conj (note "unknown_phase" {:n (reduce + (vals unknown-phases))
                                    :phases (str/join ", " (map repr (sort code-point-compare (keys unknown-phases))))}))
-      (seq merged) (conj (str (count merged) " bulk-merged name(s) (" (str/join ", " (take 3 merged))
-                              (when (> (count merged) 3) ", ...") "): " bulk-note))
-      (seq ones) (conj (one-operator-note ones)))))
+      (seq merged) (conj (str (count merged) " bulk-merged name(s) (" (listed identity merged) "): "
+                              bulk-note))
+      (seq ones) (conj (str/replace (one-operator (if (= 1 (count ones)) "note" "note_many"))
+                                    "{names}" (listed #(str "'" % "'") ones))))))
 
 ;; ------------------------------------------------------------------ API
 

@@ -13,23 +13,17 @@
 
 (def ^:private worker (rules/processes "worker"))
 
-(defn- rewrite-trace!
-  "pyprof.session.raw/rewrite-trace! (resolved when first needed: that namespace requires this
-  one)."
-  [path]
-  ((requiring-resolve 'pyprof.session.raw/rewrite-trace!) path))
-
-(defn- join-traces!
-  "pyprof.session.raw/join-traces! (resolved when first needed)."
-  [parts path]
-  ((requiring-resolve 'pyprof.session.raw/join-traces!) parts path))
+(defn- raw
+  "The function `f` of pyprof.session.raw, resolved when first needed (it requires this one)."
+  [f]
+  (requiring-resolve (symbol "pyprof.session.raw" (name f))))
 
 (defn join-kept!
   "Joins the parts kept of `path` with it; false when there are none (Python's _join_kept)."
   [path]
   (let [parts (:kept-parts (tracker/snapshot))]
     (when (seq parts)
-      (join-traces! parts path)
+      ((raw 'join-traces!) parts path)
       (tracker/put! :kept-parts [])
       true)))
 
@@ -38,7 +32,7 @@
   header (Python's _finish_file)."
   [path]
   (when-not (join-kept! path)
-    (when (:repair-on-finish (tracker/snapshot)) (rewrite-trace! path))))
+    (when (:repair-on-finish (tracker/snapshot)) ((raw 'rewrite-trace!) path))))
 
 (defn send-config!
   "MXSetProcessProfilerConfig with `c-opts`, retried while a stopped dump timer exits (api.json
@@ -75,7 +69,7 @@
       (when paused (mx MXProcessProfilePause 1 (int worker) nil)))
     ;; parts kept by earlier configs are joined with it; else it is rewritten
     (when (and (not (join-kept! old)) dumped (output/size old))
-      (rewrite-trace! old))))
+      ((raw 'rewrite-trace!) old))))
 
 (defn configure-same-file!
   "A config naming the file being written, as Python's _configure_same_file: its events are kept in

@@ -1,9 +1,6 @@
 (ns pyprof.session.leftovers
-  "The sweep of dead processes' leftovers, by the rules of Python's `pyprof.session.leftovers`
-  (which documents them; api.json raw_trace about_leftovers): one daemon thread per JVM, waited
-  for at most start_wait_seconds; a claim by the symbolic link `recovering`; a window too large,
-  a dead claimant or a failed recovery reported once (the file `reported`); windows written to a
-  temporary file, then hard-linked to `<stem>.recovered-<pid><suffix>`, never over a file."
+  "The sweep of dead processes' leftovers (crash recovery), by the rules of Python's
+  `pyprof.session.leftovers`, which documents them (api.json raw_trace about_leftovers)."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
@@ -14,7 +11,7 @@
             [pyprof.session.rawdir :as rawdir])
   (:import (java.io File)
            (java.nio.file FileAlreadyExistsException Files LinkOption Path)
-           (java.nio.file.attribute FileAttribute PosixFilePermissions)))
+           (java.nio.file.attribute FileAttribute)))
 
 (set! *warn-on-reflection* true)
 
@@ -65,9 +62,7 @@
                                                           "-recover-")
                                        ".tmp" (make-array FileAttribute 0)))]
     (try
-      (raw/write-window! w tmp)
-      (try (Files/setPosixFilePermissions (path tmp) (PosixFilePermissions/fromString "rw-r--r--"))
-           (catch UnsupportedOperationException _))
+      (raw/write-window! w tmp) ; rw-r--r--, as every trace pyprof writes (raw/write-trace!)
       (let [dest (link-beside! tmp w p)]
         (.delete (io/file (raw/partial-path w)))
         dest)

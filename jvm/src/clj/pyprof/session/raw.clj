@@ -12,7 +12,8 @@
             [pyprof.session.cap :as cap]
             [pyprof.session.rawdir :as rawdir]
             [pyprof.trace.ids :as ids]
-            [pyprof.trace.reader :as reader])
+            [pyprof.trace.reader :as reader]
+            [pyprof.tracker :as tracker])
   (:import (java.io RandomAccessFile)
            (pyprof.jvm MetadataStore)
            (java.nio.charset StandardCharsets)
@@ -38,7 +39,7 @@
               (pos? v) v
               :else (throw (rules/error "raw.bad_rotate_bytes" {:variable env :value text}))))))
 
-(defonce ^:private raw (atom {:path nil, :metadata [], :metadata-keys #{}, :finished false,
+(defonce ^:private raw (atom {:path nil, :metadata [], :finished false,
                               :scanned 0})) ; bytes before this offset were read for metadata
 
 (defn raw-trace-path
@@ -112,13 +113,7 @@
     (if-let [^MetadataStore store (MetadataStore/current)]
       (mapv #(into {} (map (fn [[k v]] [k (if (instance? java.util.Map v) (into {} v) v)])) %)
             (.remember store events))
-      (:metadata (swap! raw (fn [r]
-                              (reduce (fn [r e]
-                                        (if ((:metadata-keys r) e)
-                                          r
-                                          (-> r (update :metadata conj e)
-                                              (update :metadata-keys conj e))))
-                                      r events)))))))
+      (:metadata (swap! raw update :metadata #(vec (distinct (into % events))))))))
 
 (defn harvest!
   "Remembers the metadata events of the raw bytes not yet scanned, up to `end`, skipping the range
@@ -127,8 +122,7 @@
   ([end [skip-from skip-to]]
    (let [scan! (fn [from to]
                  (when (< from to)
-                   (remember-metadata! (filter #(= "M" (get % "ph"))
-                                               (events-in (:path @raw) from to)))))
+                   (remember-metadata! (events-in (:path @raw) from to))))
          {:keys [scanned]} @raw]
      (when (and skip-to (< scanned skip-to) (<= skip-to end))
        (scan! scanned skip-from)
@@ -203,16 +197,15 @@
   "Waits for queued operators, stops (`paused?`, steady mode: pauses, so IsProfiling stays), and
   dumps: the raw file's size is then an exact boundary. Returns when recording stopped
   (`now-us`)."
-  ([] (quiesce! false))
-  ([paused?]
-   (let [stopped (volatile! 0)]
-     (try
-       (mx MXNDArrayWaitAll)
-       (finally
-         (if paused? (profiler/pause) (profiler/profiler-set-state :stop))
-         (vreset! stopped (now-us))
-         (profiler/dump-profile false)))
-     @stopped)))
+  [paused?]
+  (let [stopped (volatile! 0)]
+    (try
+      (mx MXNDArrayWaitAll)
+      (finally
+        (if paused? (profiler/pause) (profiler/profiler-set-state :stop))
+        (vreset! stopped (now-us))
+        (profiler/dump-profile false)))
+    @stopped))
 
 (defn drain!
   "With the profiler stopped: makes the raw file's size a boundary before recording (Python's
@@ -240,35 +233,28 @@
                        (recur more false)))
                    (.write w "\n],\"displayTimeUnit\":\"ms\"}\n"))))
 
-(defn- with-metadata
-  "`known` metadata first, then `events`, each metadata event once (as Python's read_range)."
-  [known events]
-  (let [seen (volatile! (set known))]
-    (concat known
-            (remove (fn [e]
-                      (when (= "M" (get e "ph"))
-                        (or (contains? @seen e) (do (vswap! seen conj e) false))))
-                    events))))
-
 (defn- write-events!
-  "Writes `known` metadata and `events` (`with-metadata`) as a valid trace at `out`; returns the
-  number of events written."
+  "Writes `known` metadata first, then `events`, each metadata event once (as Python's
+  read_range), as a valid trace at `out`; returns the number of events written."
   [out known events]
-  (let [out-events (vec (with-metadata known events))]
+  (let [seen (volatile! (set known))
+        out-events (into (vec known)
+                         (remove #(and (= "M" (get % "ph"))
+                                       (or (contains? @seen %) (do (vswap! seen conj %) false))))
+                         events)]
     (write-trace! out out-events)
     (count out-events)))
 
 (defn cut!
   "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first, then `extra`
   events (the step marks); returns the number of events written."
-  ([start end out] (cut! start end out []))
-  ([start end out extra]
-   (harvest! start)
-   (let [known (metadata)
-         events (events-in (:path @raw) start end)]
-     (swap! raw update :scanned max end)
-     (remember-metadata! events)
-     (write-events! out known (concat events extra)))))
+  [start end out extra]
+  (harvest! start)
+  (let [known (metadata)
+        events (events-in (:path @raw) start end)]
+    (swap! raw update :scanned max end)
+    (remember-metadata! events)
+    (write-events! out known (concat events extra))))
 
 (defn rewrite-trace!
   "Rewrites the MXNet trace at `path` as a valid trace, known metadata first (as Python's
@@ -331,10 +317,10 @@
                                        (rawdir/recreate! (raw-dir))))))
       (when ours?
         (profiler/-as-owner "exit"
-          (if (:steady (profiler/-update-tracker! identity)) ; steady: no stop (IsProfiling stays),
-            (profiler/pause)                                 ; the finished dump only ends output
+          (if (:steady (tracker/snapshot)) ; steady: no stop (IsProfiling stays),
+            (profiler/pause)               ; the finished dump only ends output
             (when running (profiler/profiler-set-state :stop)))
-          (profiler/-update-tracker! assoc :repair-on-finish false) ; deleted next: no rewrite
+          (tracker/put! :repair-on-finish false) ; deleted next: no rewrite
           (profiler/dump-profile true)))
       (swap! raw assoc :finished true)
       (when-not (System/getenv (rawdir/spec "keep_env"))

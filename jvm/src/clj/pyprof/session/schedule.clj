@@ -8,11 +8,7 @@
 
 (set! *warn-on-reflection* true)
 
-(def ^:const spec-resource "schedule.json")
-
-(def spec
-  "schedule.json, string keys as in the file."
-  (rules/read-spec spec-resource))
+(def spec "schedule.json, string keys as in the file." (rules/read-spec "schedule.json"))
 
 (defn- kw [s] (keyword (str/replace s "_" "-")))
 

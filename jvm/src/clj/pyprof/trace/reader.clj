@@ -5,7 +5,8 @@
   (`:trace-format`), whose fix names `pyprof repair`: those are Python's (`pyprof.trace`). Events
   are maps with string keys; 64-bit integers exact (Long or BigInt), larger ones doubles, as
   Python's reader."
-  (:require [clojure.java.io :as io]
+  (:require [clojure.data.json :as json]
+            [clojure.java.io :as io]
             [clojure.string :as str]
             [pyprof.rules :as rules])
   (:import (com.fasterxml.jackson.core JsonFactory JsonParser JsonProcessingException JsonToken)
@@ -126,13 +127,6 @@
 (def ^:private ^Pattern footer (re-pattern (layout "footer")))
 (def ^:private lines (mapv #(Pattern/compile % Pattern/MULTILINE) (layout "raw_string_lines")))
 
-(defn- json-escape ^String [^String s]
-  (let [sb (StringBuilder.)]
-    (doseq [c s]
-      (case c \" (.append sb "\\\"") \\ (.append sb "\\\\")
-            (if (< (int c) 32) (.append sb (format "\\u%04x" (int c))) (.append sb c))))
-    (str sb)))
-
 (defn- escape-lines
   "`text` with the raw value (group 2) of every raw_string_lines line JSON-escaped."
   ^String [^String text]
@@ -140,7 +134,8 @@
             (let [m (.matcher re t) sb (StringBuffer.)]
               (while (.find m)
                 (.appendReplacement m sb (Matcher/quoteReplacement
-                                          (str (.group m 1) (json-escape (.group m 2)) (.group m 3)))))
+                                          (let [q (json/write-str (.group m 2) :escape-unicode false)]
+                                            (str (.group m 1) (subs q 1 (dec (count q))) (.group m 3))))))
               (str (.appendTail m sb))))
           text lines))
 
