@@ -189,12 +189,14 @@ def batches(draw: Any, size: int, finish: bool = True) -> list[dict[str, Any]]:
 
 
 #: Sequences the suite's batch holds whatever hypothesis draws for its seed: divergences found
-#: before, committed. A backslash in an event's name inside a window the JVM cuts (MXNet copies
-#: names unescaped into the raw trace): the seed's own backslash fell in a schedule's wait.
+#: before, committed, so that each planted break of tests/differential/mutations.json is met. A
+#: zero-padded window template, and a backslash in an event's name inside a window the JVM cuts
+#: (MXNet copies names unescaped into the raw trace): the seed's own backslash fell in a
+#: schedule's wait, and its templates had no zero fill.
 PINNED = [_close([
     _step("schedule", "java", args={"wait": 0, "active": 2, "repeat": 1}, **{"as": "sc"}),
-    _step("profile", "java", args={"path": "{dir}/w_{window}.json", "profile_imperative": True,
-                                   "schedule": "$sc"}, **{"as": "p"}),
+    _step("profile", "java", args={"path": "{dir}/w_{window:02d}.json",
+                                   "profile_imperative": True, "schedule": "$sc"}, **{"as": "p"}),
     _step("profile.start", "java", target="$p"), _step("workload"),
     _step("raw_event", args={"name": "C:\\tmp\\q"}), _step("profile.step", "java", target="$p"),
     _step("workload"), _step("profile.step", "java", target="$p"),
