@@ -30,8 +30,8 @@ def dtype_name(code: int) -> str:
 class Call:
     """One recorded call. ``op`` is the operator's handle (:attr:`name` one of its names);
     shapes and dtypes are None without ``record_shapes``; ``stack`` is a flat tuple (code, line,
-    code, line, ...), innermost frame first, None without ``with_stack``. A node's call (a hybridized block's, see
-    :mod:`pyprof.attribution.cachedop`; a bound executor's, :mod:`pyprof.attribution.executor`)
+    code, line, ...), innermost frame first, None without ``with_stack``. A node's call (a
+    hybridized block's, see :mod:`pyprof.attribution.cachedop`; a bound executor's, :mod:`pyprof.attribution.executor`)
     has only its graph inputs' handles and no outputs, its ``block`` (None for an executor),
     ``source`` (``capture.sources``) and ``invocation``: the first seq of its invocation (its
     nodes' seqs follow in graph order), -1 for an imperative call. ``t_us`` is when the call began,
@@ -85,8 +85,6 @@ class Call:
             return None
         code, line = self.stack[0], self.stack[1]
         return f"{code.co_filename}:{line} {code.co_name}"
-
-
 
 
 #: How the recorder keeps an imperative call until the window is taken: a flat tuple of
