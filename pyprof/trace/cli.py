@@ -106,6 +106,9 @@ def _validate(args: argparse.Namespace) -> int:
         print(f"{res.path}: {len(res.problems)} problem(s)")
         for problem in res.problems:
             print(f"  {problem}")
+        if not res.events and res.counts.get("no_trace_events"):  # nothing a repair could keep
+            print(f"  fix: {rules.error('trace.no_events', path=res.path).fix}")
+            continue
         stem = res.path[:-len(".json")] if res.path.endswith(".json") else res.path
         print(f"  fix: pyprof repair {res.path} -o {stem}.repaired.json writes a valid copy "
               f"(without -o it repairs the file in place)")

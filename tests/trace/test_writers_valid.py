@@ -338,6 +338,20 @@ def test_cli(inp, tmp_path, capsys):
     assert "2 end(s) without a begin left out" in capsys.readouterr().out
     assert main(["validate", str(tmp_path / "missing.json")]) == 1
     assert "check the path" in capsys.readouterr().err
+    # a file without any trace event: no repair suggested (it would find nothing to keep)
+    (tmp_path / "junk.json").write_text("garbage, not JSON")
+    assert main(["validate", str(tmp_path / "junk.json")]) == 1
+    out = capsys.readouterr().out
+    assert "pyprof repair" not in out and out.splitlines()[-1].startswith(
+        "  fix: pass the file named by profiler.set_config(filename=...)")
+    assert main(["repair", str(tmp_path / "junk.json"), "-o", str(tmp_path / "j.json")]) == 1
+    assert "no trace events found" in capsys.readouterr().err
+    # events outside the traceEvents object (a bare array): a repair keeps them
+    (tmp_path / "bare.json").write_text('[{"ph": "X", "name": "x", "ts": 0, "dur": 1, "pid": 1, "tid": 1}]')
+    assert main(["validate", str(tmp_path / "bare.json")]) == 1
+    assert "fix: pyprof repair" in capsys.readouterr().out
+    assert main(["repair", str(tmp_path / "bare.json"), "-o", str(tmp_path / "b.json")]) == 0
+    assert main(["validate", str(tmp_path / "b.json")]) == 0
 
 
 def test_validate_gzip_cut_short(tmp_path):
