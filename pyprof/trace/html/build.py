@@ -177,7 +177,9 @@ def _peaks_from(peaks: object, measure_peaks: bool) -> str | None:
 
 
 def _page(title: str, files: list[dict[str, object]], blobs: list[str], has_diff: bool) -> str:
-    subtitle = " &middot; ".join(html.escape(f"{f['label']}: {f['path']}") for f in files)
+    subtitle = " &middot; ".join(html.escape(  # a label that is the file's name is not repeated
+        str(f["path"]) if f["label"] == os.path.basename(str(f["path"])) else f"{f['label']}: {f['path']}")
+        for f in files)
     parts = {
         "@CSP@": html.escape(CSP, quote=True),
         "@TITLE@": html.escape(title),
