@@ -309,7 +309,9 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
                 run.append(x)
 
     for h in variables:
-        g = aggregate(grads.get(("v", h), []), None)
+        v = grads.get(("v", h), [])  # its gradient has the variable's shape and dtype
+        e = cache.get(h)
+        g = aggregate(v, v[0][2] if v else (e[0], e[1]) if e is not None else None)
         if isinstance(g[0], BackwardNode):
             if g[0].op is not None and g[1] < len(g[0].to_var):
                 g[0].to_var[g[1]] = True
@@ -362,16 +364,20 @@ def taped_calls(calls: list, spans: list[tuple[int, int]], thread: int) -> list:
 _CALL: str = _SPEC["sources"]["call"]
 
 
-def head_call(seq: int, t_us: int, pushed_us: int, meta: tuple, thread: int) -> Call:
-    """The ones-filled head gradient MXNet makes for a head without one (``SetValueOp``)."""
+def head_call(seq: int, t_us: int, pushed_us: int, meta: tuple, thread: int,
+              shapes: bool = True) -> Call:
+    """The ones-filled head gradient MXNet makes for a head without one (``SetValueOp``);
+    without ``shapes`` (record_shapes off) it carries none."""
     h = AUTOGRAD["head_gradient_handle"]
-    return Call(seq, t_us, pushed_us, h, [], [], [], [meta], [], [], (), thread, None, (),
-                None, _SOURCE)
+    return Call(seq, t_us, pushed_us, h, [], [], [] if shapes else None, [meta] if shapes else None,
+                [], [], (), thread, None, (), None, _SOURCE)
 
 
-def node_call(n: BackwardNode, t_us: int, pushed_us: int, thread: int, heads: list[int]) -> Call:
+def node_call(n: BackwardNode, t_us: int, pushed_us: int, thread: int, heads: list[int],
+              shapes: bool = True) -> Call:
     """The call of backward node ``n`` (its seq set): the forward call's attributes and stack,
-    its producers the backward nodes (or head gradients) whose outputs it reads."""
+    its producers the backward nodes (or head gradients) whose outputs it reads; without
+    ``shapes`` (record_shapes off) no shapes."""
     prod, slots = [], []
     for r in n.reads:
         if isinstance(r[0], BackwardNode):
@@ -383,6 +389,7 @@ def node_call(n: BackwardNode, t_us: int, pushed_us: int, thread: int, heads: li
             slots.append(0)
     f = n.fwd if isinstance(n.fwd, Call) else None
     fresh = None if not any(n.to_var) else tuple(not v for v in n.to_var)
-    return Call(n.seq, t_us, pushed_us, HANDLES.get(n.op, -1), [], [], n.in_meta, n.out_meta,
+    return Call(n.seq, t_us, pushed_us, HANDLES.get(n.op, -1), [], [], n.in_meta if shapes else None,
+                n.out_meta if shapes else None,
                 f.keys if f is not None else [], f.vals if f is not None else [], tuple(prod), thread,
                 f.stack if f is not None else None, tuple(slots), None, _SOURCE, -1, fresh)

@@ -68,12 +68,12 @@ class Call:
                 for k, v in zip(self.keys, self.vals)}
 
     def shapes(self, which: str = "in") -> list[list[int]] | None:
-        meta = self.in_meta if which == "in" else self.out_meta
-        return None if meta is None else [list(m[0]) if m[0] is not None else None for m in meta]
+        meta = self.in_meta if which == "in" else self.out_meta  # (an entry None: not known)
+        return None if meta is None else [None if m is None or m[0] is None else list(m[0]) for m in meta]
 
     def dtypes(self, which: str = "in") -> list[str] | None:
         meta = self.in_meta if which == "in" else self.out_meta
-        return None if meta is None else [dtype_name(m[1]) for m in meta]
+        return None if meta is None else [None if m is None else dtype_name(m[1]) for m in meta]
 
     def frames(self) -> list[str]:
         """The stack as ``"file:line function"`` frames, outermost first (the call site last)."""

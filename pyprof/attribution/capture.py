@@ -312,7 +312,7 @@ class Recorder:
                     self.full, self._active[0] = True, False
                     return
                 heads.append(self._seq)
-                self.calls.append(autograd.head_call(self._seq, t_us, pushed_us, meta, thread))
+                self.calls.append(autograd.head_call(self._seq, t_us, pushed_us, meta, thread, self.shapes))
                 self._seq += 1
             for n in nodes:
                 if n.op is not None:
@@ -321,7 +321,7 @@ class Recorder:
                         return
                     n.seq = self._seq
                     self._seq += 1
-                    self.calls.append(autograd.node_call(n, t_us, pushed_us, thread, heads))
+                    self.calls.append(autograd.node_call(n, t_us, pushed_us, thread, heads, self.shapes))
                     continue
                 g = n.fwd.graph
                 if g.plan is None:

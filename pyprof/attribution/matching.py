@@ -440,7 +440,7 @@ def annotate_window(index: int, path: str, calls: Sequence[Call], options: dict[
     else:
         try:
             return annotate(path, calls, options, threads=threads)
-        except (PyprofError, OSError, ValueError, MemoryError) as e:
+        except Exception as e:  # noqa: BLE001 - a fault here must not cost the host its window
             why = f"{type(e).__name__}: {e}"
     print(rules.render(_SPEC["capture"]["annotate_note"], {"index": index, "path": path,
                                                           "why": why}), file=sys.stderr)

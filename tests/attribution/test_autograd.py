@@ -137,3 +137,28 @@ def test_an_imperative_max_poolings_workspace_gradient_is_checked_by_the_counter
         ["_backward_Pooling", [y, y, x, y, y], ["float32", "int32", "float32", "float32", "int32"], [x],
          ["float32"], True],
     ], key=str)
+
+
+_TWICE = """
+import json, pyprof, mxnet as mx
+x = mx.nd.ones((2, 3)); x.attach_grad(); mx.nd.waitall()
+with pyprof.profile(path="w_{window}.json", OPTIONS) as p:
+    with mx.autograd.record():
+        y = (x * x).sum()  # x read twice: its two gradients summed (ElementWiseSum, add_n in the trace)
+    y.backward()
+    mx.nd.waitall()
+ev = [e for e in json.load(open("w_0.json"))["traceEvents"] if e.get("ph") == "B" and e.get("name") == "add_n"]  # ElementWiseSum's trace name
+result = {"report": p.windows[0].attribution.as_dict(), "args": [e.get("args", {}) for e in ev]}
+"""
+
+
+@pytest.mark.parametrize("options", ["record_shapes=True", "with_stack=True"])
+def test_a_variable_read_twice_gets_its_summed_gradient_with_its_shape(tmp_path, options):
+    r = run_scenario(_TWICE.replace("OPTIONS", options), tmp_path,
+                     env={"PYPROF_PER_OPERATOR": "1"}, fresh=True, timeout=240)
+    assert r["report"]["matched"] == r["report"]["calls"], r["report"]
+    assert len(r["args"]) == 1, r["args"]
+    if options == "record_shapes=True":  # the variable's shape, as MXNet allocates its gradient
+        assert r["args"][0]["pyprof.output_dims"] == [[2, 3]], r["args"]
+    else:  # with_stack alone: no shape args (a summing node has no forward call: no call site)
+        assert "Input Dims" not in r["args"][0] and "pyprof.match" in r["args"][0], r["args"]

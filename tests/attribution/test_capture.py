@@ -317,6 +317,19 @@ def test_a_window_too_large_to_annotate_is_kept_as_cut(tmp_path):
     assert len(notes) == 2 and "past max_annotate_bytes 1000" in notes[0], proc.stderr
 
 
+def test_a_fault_in_matching_keeps_the_window_and_never_reaches_the_host(tmp_path):
+    """Any exception while annotating (a pyprof bug, as an autograd case once raised TypeError
+    out of the session's exit) leaves the window as cut, with one line on stderr."""
+    plant = "matching.annotate = lambda *a, **k: None + 1  # a TypeError\n"
+    proc = run_scenario(_BOUNDED.replace("BIG", str(1 << 30)).replace(
+        "capture.MAX_CALLS = 50\n", plant), tmp_path, expect_rc=None)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(next(tmp_path.glob("result-*.json")).read_text())
+    assert r["reports"] == [None, None] and r["shaped"] == [0, 0] and r["valid"] == [True, True]
+    notes = [line for line in proc.stderr.splitlines() if "without attribution args" in line]
+    assert len(notes) == 2 and "TypeError" in notes[0], proc.stderr
+
+
 def test_a_failed_recording_never_reaches_the_caller(tmp_path):
     """The operator ran: a shape query MXNet refuses leaves the call unrecorded, not raised."""
     r = run_scenario("""
