@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench_gate import WORKLOAD  # the same small-operator workload
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = """
@@ -34,18 +36,11 @@ def on_gc(phase, info):
         spent[0] += time.perf_counter() - began[0]
         full[0] += info["generation"] == 2
 gc.callbacks.append(on_gc)
-a = mx.nd.ones((2, 2))
-a.wait_to_read()
-with pyprof.profile(path=sys.argv[3], profile_api=False, **OPTIONS):
-    for _ in range(200):
-        b = a + 1
-    mx.nd.waitall()
-    spent[0], full[0] = 0.0, 0
-    t0 = time.perf_counter()
-    for _ in range(N):
-        b = a + 1
-    mx.nd.waitall()
-    us = (time.perf_counter() - t0) / N * 1e6
+""" + WORKLOAD + """with pyprof.profile(path=sys.argv[3], profile_api=False, **OPTIONS):
+    N, ops = 200, N
+    once()  # warm-up
+    spent[0], full[0], N = 0.0, 0, ops
+    us = once()
     print(json.dumps({"us_per_op": us, "gc_us_per_op": spent[0] / N * 1e6, "full": full[0]}))
 """
 

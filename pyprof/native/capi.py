@@ -425,7 +425,7 @@ def hook_mxnet(name: str, make: Any = None) -> bool:
     return True
 
 
-def invoke_io(a: tuple) -> tuple[int, list, list, list, list]:
+def invoke_io(a: tuple) -> tuple[int, tuple, tuple, tuple, tuple]:
     """(op, input handles, output handles, keys, vals) of MXImperativeInvokeEx's ctypes args (tuples)."""
     n, k = a[1].value, a[5].value
     return a[0].value, tuple(a[2][:n]), tuple(a[4]._obj[:a[3]._obj.value]), tuple(a[6][:k]), tuple(a[7][:k])
