@@ -47,6 +47,8 @@ def _after_fork_in_child() -> None:
     _lock = threading.RLock()  # a parent thread may have held it at fork
     if _state == "running":
         _state = "forked"
+        import jpype.config  # the JVM's threads stayed in the parent: shutting it down hangs
+        jpype.config.onexit = False
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -238,8 +240,8 @@ def _part_gates() -> None:
     local one that starts as Python's is now."""
     import jpype
 
-    if not jpype.isJVMStarted():
-        return
+    if _state == "forked" or not jpype.isJVMStarted():
+        return  # a forked child: any JVM call would wait for the parent's threads for ever
     try:
         jpype.JClass("pyprof.jvm.capi.Gate").setPeer(None)
         _bridge_tracker.uninstall()

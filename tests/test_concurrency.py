@@ -252,6 +252,48 @@ result = {"child": out, "exitcode": p.exitcode, "parent": jvm.call("clojure.core
     assert kind == "StateError" and "a JVM" in message
 
 
+_BARE_FORK = """
+import json, os, sys, time
+import mxnet as mx
+import pyprof
+{setup}
+a = mx.nd.ones((64, 64))
+with pyprof.profile(path="w_{{window}}.json") as prof:
+    (a + 1).wait_to_read()
+    time.sleep(1.2)  # past the raw trace's first dump: MXNet's continuous-dump timer runs
+    pid = os.fork()
+    if pid == 0:
+        out = open("child.out", "w")  # buffered: written when the interpreter finishes
+        (mx.nd.ones((2, 2)) - 1).wait_to_read()  # recorded by the child's copy of the profiler
+        print("child", file=out)
+        sys.exit(3)  # inside the with block: its __exit__ runs in the child too
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    status = os.waitstatus_to_exitcode(done[1]) if done[0] else "hung"
+    (a * 3).wait_to_read()
+events = json.load(open(prof.windows[0].path))["traceEvents"]
+result = {{"status": status, "names": sorted({{e.get("name") for e in events}} - {{None}}),
+          "out": open("child.out").read()}}
+"""
+
+
+@pytest.mark.parametrize("setup", [
+    "", "from pyprof import jvm; jvm.call('pyprof.profiler', 'state')"], ids=["python", "jvm"])
+def test_a_bare_fork_child_exits_with_its_status_and_leaves_the_parents_window(setup, tmp_path):
+    """A child of ``os.fork()`` ending by ``sys.exit`` inside the session: MXNet's ~Profiler
+    would dump into the parent's raw trace and abort joining the parent's timer thread, a
+    JVM's shutdown would wait for the parent's threads for ever."""
+    r = run_scenario(_BARE_FORK.format(setup=setup), tmp_path, timeout=240)
+    assert r["status"] == 3, r  # not -6 (SIGABRT), not 1 (an error from the session's exit)
+    assert r["out"] == "child\n"  # the interpreter finished before _exit
+    assert {"_plus_scalar", "_mul_scalar"} <= set(r["names"])  # before and after the fork
+    assert "_minus_scalar" not in r["names"]  # the child's operator stays the child's
+
+
 # ------------------------------------------------------------------ Ctrl+C
 
 _CTRL_C = """

@@ -16,6 +16,7 @@ profiler-object calls, which MXNet runs outside its API-call records, pass freel
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
@@ -100,10 +101,10 @@ def load(path: str | None = None) -> ctypes.CDLL:
     """Load libmxnet.so once per process and return it.
 
     Order: ``path``, ``$MXNET_LIBRARY_PATH`` (each, when given, the only one tried), the
-    installed ``mxnet`` package (the same file ``import mxnet`` loads). Raises :class:`LibraryNotFoundError` listing every path
-    tried, or :class:`PyprofError` when the library is not MXNet 1.9.x. A second call
-    returns the library already loaded; asking for a different file then is an error,
-    since a second copy of libmxnet aborts the process.
+    installed ``mxnet`` package (the file ``import mxnet`` loads). Raises LibraryNotFoundError
+    listing every path tried, or PyprofError when the library is not MXNet 1.9.x. A second
+    call returns the library loaded; a different file then is an error (a second copy of
+    libmxnet aborts the process).
     """
     global _lib, _path
     with _lock:
@@ -205,13 +206,15 @@ def _after_fork_in_child() -> None:
     if not _users or _forked:
         return
     _forked = {"parent": os.getppid(), "users": " and ".join(sorted(_users))}
-
-    def refuse(*_args: Any) -> int:
-        raise rules.error("process.forked", **_forked)
+    # At exit MXNet's ~Profiler would dump into the parent's trace and join the parent's timer
+    # thread (SIGABRT): glibc's on_exit(_exit), registered last, runs first (concurrency.md).
+    with contextlib.suppress(AttributeError):
+        libc = ctypes.CDLL(None)
+        libc.on_exit(ctypes.cast(libc._exit, c_void_p), None)
     for name in list(_fns):
         if name.startswith(("MXProfile", "MXProcessProfile", "MXSetProcessProfiler",
                             "MXDumpProcess", "MXAggregateProfile")):
-            _fns[name] = refuse
+            _fns[name] = lambda *_args: ensure_not_forked()  # raises
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -252,8 +255,7 @@ def fn(name: str) -> Any:
 def library_path() -> str:
     """Absolute, symlink-free path of the loaded libmxnet.so (loading it on first use)."""
     lib()
-    assert _path is not None
-    return _path
+    return str(_path)
 
 
 def last_error() -> str:
@@ -269,14 +271,11 @@ def check(rc: int, function: str, hint: str | None = None) -> None:
 
 def call(function: str, *args, hint: str | None = None) -> None:
     """Call ``function`` in libmxnet with ``args`` and check its return code."""
-    if fn(function)(*args) != 0:
-        raise MXNetError(function, last_error(), hint)
+    check(fn(function)(*args), function, hint)
 
 
 def _str_array(items: list[str]) -> ctypes.Array:
-    arr = (c_char_p * len(items))()
-    arr[:] = [s.encode("utf-8") for s in items]
-    return arr
+    return (c_char_p * len(items))(*(s.encode("utf-8") for s in items))
 
 
 def handle(value: int | None = None) -> Handle:

@@ -156,6 +156,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._stopped_us: int | None = None  # when the last "stop" operation stopped recording
         self._final, self._saved_now = False, []  # _saved_now: list[Window]
         self._name = f"<pyprof.profile {id(self):#x}>"
+        self._pid = os.getpid()  # of the process that started it: a forked child's copy is not
         self._dnnl_log, self._dnnl = dnnl, None
         self._begin_steady, self._steady = bool(steady), False  # steady: pause/resume windows
         self._watchdog: _cap.Watchdog | None = None
@@ -211,7 +212,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                     with owner(self._name):
                         RAW.configure(self._options)
             t.session = self._name
-            self._state = "open"
+            self._state, self._pid = "open", os.getpid()
         _open_sessions.add(self)
         self._watchdog = _cap.Watchdog(  # every watch_seconds, under TRACKER.lock
             lambda: self._state == "open" and self._enforce_cap(watchdog=True), TRACKER.lock)
@@ -240,6 +241,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         """Mark the end of one step; saves a window when its last active step ends."""
         if self._state != "open":
             raise rules.error("session.not_open", state=self._state)
+        if self._pid != os.getpid():
+            _capi.ensure_not_forked()  # the window is the parent's
         self.step_num += 1
         if self._window is not None and self._running:  # a step mark (stepmarks.py)
             self._window.steps.append((self.step_num, now_us()))
@@ -248,8 +251,10 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._transition(self._action, self._action_for(self.step_num))
 
     def stop(self) -> None:
-        """Stop recording, save an open window and give the profiler back. Idempotent."""
-        if self._state != "open":
+        """Stop recording, save an open window and give the profiler back. Idempotent. In a
+        forked child (``sys.exit`` inside ``with pyprof.profile()``) it does nothing: the
+        window, the profiler and the raw trace stay the parent's."""
+        if self._state != "open" or self._pid != os.getpid():
             return
         try:
             self._transition(self._action, FINAL_ACTION, final=True)
