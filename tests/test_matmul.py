@@ -37,6 +37,7 @@ def test_pyprof_matmul_small(tmp_path, binding):
                    env={"PYPROF_RESULT_JSON": str(result)})
     assert proc.returncode == 0, proc.stderr
     _check_one_dot(proc.stdout, out)
+    assert "Subgraph backend" not in proc.stderr  # MXNet's line at every bind (3 binds)
     r = json.loads(result.read_text())
     assert r["binding"] == binding and r["dot_calls"] == 1 and r["size"] == 512
     assert r["dot_ms"] > 0 and r["gflops"] > 0
@@ -69,6 +70,9 @@ def _check_peak_line(stdout: str, trace_path, r: dict) -> None:
     # above 1.1x the peak (peaks measured while the machine was busier) the line says so
     above = re.search(r"^note: +this dot ran above 1\.1x the MXNet dot peak measured after it", stdout, re.M)
     assert bool(above) == (r["gflops"] > 1.1 * pk["mxnet_dot_gflops"])
+    above_gemm = re.search(r"^note: +this dot ran above 1\.1x numpy's GEMM peak: numpy's BLAS is "
+                           r"not MXNet's", stdout, re.M)
+    assert bool(above_gemm) == (not above and r["gflops"] > 1.1 * pk["gemm_gflops"])
     assert seconds == pytest.approx(pk["seconds"], abs=0.051) and pk["seconds"] < 2.5 + 2
 
 
@@ -89,6 +93,7 @@ def test_lein_run_small(tmp_path):
     proc = subprocess.run(["lein", "run", "--", *SMALL, "--output", str(out)],
                           cwd=ROOT / "jvm", env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Subgraph backend" not in proc.stderr
     pairs = operator_pairs(load_trace(out), ("dot", "[dot]"))
     assert len(pairs) == 1
     assert pairs[0][0]["name"] in proc.stdout and "GFLOP/s" in proc.stdout

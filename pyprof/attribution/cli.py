@@ -77,7 +77,8 @@ def _budget(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}; fix: pass seconds, e.g. 5") from None
     if not 0 < v < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}; fix: pass e.g. 5")
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}; fix: pass e.g. "
+                                         f"5 (roofline can read peaks measured before: --peaks FILE)")
     return v
 
 

@@ -40,3 +40,7 @@ def test_cli_prints_json_peaks():
     bad = subprocess.run([sys.executable, "-m", "pyprof", "peaks", "--budget", "0"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "fix:" in bad.stderr
+    # roofline's --budget 0 is refused too (its roofs need peaks), naming the other way
+    bad = subprocess.run([sys.executable, "-m", "pyprof", "roofline", "w.json", "-o", "w.png",
+                          "--budget", "0"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "--peaks FILE" in bad.stderr.splitlines()[-1]

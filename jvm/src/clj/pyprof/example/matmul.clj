@@ -146,9 +146,17 @@
       (finally
         (when @running (profiler/profiler-set-state :stop))))))
 
+(defn- quiet-binds!
+  "As the Python example: MXNet reads MXNET_SUBGRAPH_VERBOSE at each bind, and without it every
+  bind prints \"Subgraph backend MKLDNN is activated\". libc's setenv (a value set stays)."
+  []
+  (.invoke (com.sun.jna.Function/getFunction "c" "setenv") Integer
+           (object-array ["MXNET_SUBGRAPH_VERBOSE" "0" (int 0)])))
+
 (defn- with-bound-dot
   "(f exec) with `exec` a bound dot of two uniform [-1, 1) NxN matrices on `dev`, closed after."
   [dev n f]
+  (quiet-binds!)
   (with-open [a (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
               b (nd/random-uniform -1.0 1.0 [n n] {:ctx dev})
               va (sym/variable "A")
