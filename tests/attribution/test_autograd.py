@@ -162,3 +162,35 @@ def test_a_variable_read_twice_gets_its_summed_gradient_with_its_shape(tmp_path,
         assert r["args"][0]["pyprof.output_dims"] == [[2, 3]], r["args"]
     else:  # with_stack alone: no shape args (a summing node has no forward call: no call site)
         assert "Input Dims" not in r["args"][0] and "pyprof.match" in r["args"][0], r["args"]
+
+
+_DOT = """
+import json, pyprof, mxnet as mx
+from pyprof.attribution.matching import ARGS
+a = mx.nd.random.uniform(shape=(3, 4)); a.attach_grad()
+b = mx.nd.random.uniform(shape=(4, 5)); b.attach_grad()
+def step():
+    with mx.autograd.record():
+        loss = mx.nd.reshape(mx.nd.dot(a, b), shape=(-1,)).sum()  # the operator, not the view
+    loss.backward()
+step(); mx.nd.waitall()
+with pyprof.profile(path="dot.json", record_shapes=True, profile_memory=True) as p:
+    step(); mx.nd.waitall()
+ev = json.load(open("dot.json"))["traceEvents"]
+a = lambda e: e.get("args") or {}
+result = {"report": p.windows[0].attribution.as_dict(), "backward": [
+    [e["name"], a(e).get(ARGS["input_dims"]), a(e).get(ARGS["output_dims"]), a(e).get(ARGS["memory_check"])]
+    for e in sorted(ev, key=lambda e: e.get("ts", 0)) if e.get("ph") in ("B", "X")
+    and e.get("cat") == "operator" and e["name"].startswith("_backward")]}
+"""
+
+
+def test_dot_and_reshape_backward_nodes_carry_mxnets_inputs(tmp_path):
+    # capture.backward dot (ElemwiseGradUseIn: g0, lhs, rhs) and Reshape (UseNone: g0)
+    r = run_scenario(_DOT, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, fresh=True, timeout=240)
+    assert r["backward"] == [
+        ["_backward_sum", [[1]], [[15]], True],
+        ["_backward_reshape", [[15]], [[3, 5]], True],
+        ["_backward_dot", [[3, 5], [3, 4], [4, 5]], [[3, 4], [4, 5]], True],
+    ]
+    assert r["report"]["unmatched_events"] == {} and r["report"]["matched"] == r["report"]["calls"]
