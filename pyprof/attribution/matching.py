@@ -7,7 +7,7 @@ operator), made before the event started, whose producers have all ended by then
 earliest *ready time* (the call's return, or its producers' last end when later; ties: the
 earlier call). A call's producers are its inputs' (views inherit their source's: one engine
 variable) and, for an operator that requests temp space, the call that took the same one of
-the device's round-robin copies before it (``matching.resources``); a producer whose operator
+the calling thread's round-robin copies before it (``matching.resources``); a producer whose operator
 has no event in the window (a hybridized block's node inside an ``ImperativeBulk``) counts as
 ended. A device with one FIFO
 worker (MXNet's CPU default) runs its operators in the order they became ready, so the match
@@ -143,7 +143,9 @@ def _operator_events(events: Sequence[dict[str, Any]]) -> list[_Event]:
 
 def _temp_chain(calls: Sequence[Call], ops: Sequence[_Event], env: dict[str, str] | None) -> dict[int, int]:
     """call seq -> the seq of the call that took the same temp-space copy before it, in the
-    window (attribution.json matching.resources); empty unless every event is on a CPU."""
+    window (attribution.json matching.resources); empty unless every event is on a CPU. MXNet's
+    resource manager is thread-local (``ResourceManager::Get``, src/resource.cc): each calling
+    thread takes its own copies round robin, so the chain runs through one thread's calls."""
     if not ops or any(o.device.split("/")[0] != "cpu" for o in ops):
         return {}
     env = os.environ if env is None else env
@@ -154,8 +156,11 @@ def _temp_chain(calls: Sequence[Call], ops: Sequence[_Event], env: dict[str, str
         n = default
     temp = {HANDLES[name] for name in _RES["temp_space"] if name in HANDLES}
     # an executor's node took its copy when it was bound (attach_op_resource_pass): not per call
-    users = [c.seq for c in calls if c.op in temp and c.source != _EXECUTOR]
-    return {users[k]: users[k - n] for k in range(n, len(users))}
+    users: dict[int, list[int]] = {}
+    for c in calls:
+        if c.op in temp and c.source != _EXECUTOR:
+            users.setdefault(c.thread, []).append(c.seq)
+    return {u[k]: u[k - n] for u in users.values() for k in range(n, len(u))}
 
 
 class _Ready:
@@ -229,7 +234,9 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     if unseen:
         deps = {k: [d for d in v if d[0] not in unseen] for k, v in deps.items()}
     pending: dict[int, list[Call]] = {}
-    for c in calls:
+    # in call-time order: seqs are taken after the call returns, so another thread's later seq
+    # may be an earlier call, and the scan below stops at the first call after the event
+    for c in sorted(calls, key=lambda c: (c.t_us, c.seq)):
         pending.setdefault(c.op, []).append(c)
     starts: dict[Any, list] = {}
     for o in ops:
@@ -258,7 +265,7 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
         ready: list[_Ready] = []
         for c in todo:
             if c.t_us > ev.start:
-                break  # calls are in call order, so in time order
+                break  # the rest were called later still
             if n == 1 and best is not None and c.t_us > best.hi:
                 break  # no later call was ready before the best (ready >= called, in call order)
             g = group_of(c, heads, by_seq, done) if bulk else (c,)
