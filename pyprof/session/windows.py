@@ -160,10 +160,16 @@ def _write_events(paths: list[str], metadata: dict[bytes, dict[str, Any]],
     writing), in order, and write their events as one valid trace at ``out``."""
     from ..trace.mxnet_layout import parse_raw
 
+    parsed: dict[str, list[dict[str, Any]]] = {}  # one path's events, parsed once for both passes
+
     def read(path: str, phases: set[str] | None = None) -> Iterator[dict[str, Any]]:
         # bytes MXNet wrote: its own layout (trace.json mxnet_layout), names unescaped
-        with open(path, encoding="utf-8", errors="replace") as f:
-            events = parse_raw(f.read(), path)
+        events = parsed.get(path)
+        if events is None:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                events = parse_raw(f.read(), path)
+            if len(paths) == 1:  # a window (neither pass changes an event); several: one at a time
+                parsed[path] = events
         for ev in events:
             if phases is None or ev.get("ph") in phases:
                 yield ev
