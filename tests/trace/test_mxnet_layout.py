@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pyprof.errors import TraceFormatError
+from pyprof.trace import mxnet_layout
 from pyprof.trace.mxnet_layout import parse_raw, shows_raw_layout
 
 from child import ROOT, load_trace, run_cli, run_scenario
@@ -77,3 +80,28 @@ result = True
         assert json.dumps("C:\\tmp\\q") in text and json.dumps("x\\\\y") in text
         v = run_cli(["validate", w], tmp_path)
         assert v.returncode == 0, v.stdout + v.stderr
+
+
+def _escape_every_line(text: str) -> str:
+    """The grammar as trace.json states it: every raw-string line's value JSON-escaped."""
+    for line in mxnet_layout._LINES:
+        text = line.sub(lambda m: m.group(1) + mxnet_layout._escape(m.group(2)) + m.group(3), text)
+    return text
+
+
+_VALUE = st.lists(st.sampled_from(['a', '"', '\\', '\t', '\r', ',', ' ', '{', '}', ':', '\u00e9', '\x01',
+                                   '\x7f', 'n', 'u', '"",', '\u2028', ']']), max_size=8).map("".join)
+_LINE = st.one_of(
+    st.builds(lambda v: f'        "name": "{v}",', _VALUE),
+    st.builds(lambda v: f'        "cat": "{v}"', _VALUE),
+    st.builds(lambda v, n: f'        "args": {{ "{v}": -{n}.5e+3 }},', _VALUE, st.integers(0, 99)),
+    st.builds(lambda v: f'        "ts": 1{v}', _VALUE))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_LINE, min_size=1, max_size=6), st.booleans())
+def test_escaping_only_the_lines_that_need_it_is_escaping_every_line(lines, newline):
+    # escape_lines rewrites only values holding what JSON escapes (a window's millions of
+    # plain lines untouched): the same text as escaping every line
+    text = "\n".join(lines) + ("\n" if newline else "")
+    assert mxnet_layout.escape_lines(text) == _escape_every_line(text)
