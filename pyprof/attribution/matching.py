@@ -40,6 +40,7 @@ from ..trace.slices import closed_slices
 from ..trace.writer import TraceWriter
 from . import flops as _flops
 from .calls import HANDLES, Call
+from .engine import temp_chain, workers_per_device
 from .memory import CounterSamples
 from .segments import SUBGRAPHS, external_deps, group_of, merged, node_names, node_ops, segment_ops
 
@@ -54,7 +55,6 @@ _M: dict[str, Any] = _SPEC["matching"]
 BOOKKEEPING = frozenset(_M["bookkeeping"])
 _CATEGORIES = frozenset(_M["categories"])
 _LABELS: dict[str, str] = _M["match_labels"]
-_RES: dict[str, Any] = _M["resources"]
 _CALL: str = _SPEC["capture"]["sources"]["call"]
 # calls whose outputs are allocated inside their events: the counter checks them
 _ALLOCATING = (_CALL, _SPEC["capture"]["sources"]["autograd"])
@@ -102,20 +102,6 @@ class MatchReport:
         return {**dataclasses.asdict(self), "memory_share": self.memory_share}
 
 
-def workers_per_device(device: str, env: dict[str, str] | None = None) -> int:
-    """Worker threads MXNet's engine runs per device (``cpu/0`` -> ``MXNET_CPU_WORKER_NTHREADS``,
-    default 1); 1 under an engine that runs operators inside the call (NaiveEngine)."""
-    env = os.environ if env is None else env
-    if env.get(_M["engine"]["variable"], "") in _M["engine"]["inline"]:
-        return 1
-    kind = device.split("/")[0].split(" ")[0]
-    var, default = _M["workers"].get(kind, (None, 1))
-    try:
-        return max(1, int(env.get(var, default))) if var else 1
-    except ValueError:
-        return default
-
-
 class _Event:
     __slots__ = ("index", "name", "pid", "tid", "start", "end", "device")
 
@@ -139,28 +125,6 @@ def _operator_events(events: Sequence[dict[str, Any]]) -> list[_Event]:
                               bev["ts"] + dur, devices.get(bev.get("pid"), "")))
     out.sort(key=lambda e: (e.start, e.index))
     return out
-
-
-def _temp_chain(calls: Sequence[Call], ops: Sequence[_Event], env: dict[str, str] | None) -> dict[int, int]:
-    """call seq -> the seq of the call that took the same temp-space copy before it, in the
-    window (attribution.json matching.resources); empty unless every event is on a CPU. MXNet's
-    resource manager is thread-local (``ResourceManager::Get``, src/resource.cc): each calling
-    thread takes its own copies round robin, so the chain runs through one thread's calls."""
-    if not ops or any(o.device.split("/")[0] != "cpu" for o in ops):
-        return {}
-    env = os.environ if env is None else env
-    var, default = _RES["copies"]["cpu"]
-    try:
-        n = max(1, int(env.get(var, default)))
-    except ValueError:
-        n = default
-    temp = {HANDLES[name] for name in _RES["temp_space"] if name in HANDLES}
-    # an executor's node took its copy when it was bound (attach_op_resource_pass): not per call
-    users: dict[int, list[int]] = {}
-    for c in calls:
-        if c.op in temp and c.source != _EXECUTOR:
-            users.setdefault(c.thread, []).append(c.seq)
-    return {u[k]: u[k - n] for u in users.values() for k in range(n, len(u))}
 
 
 class _Ready:
@@ -221,7 +185,7 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     (the memory counter's certain rise inside an event, or None) and ``nbytes`` (a call's
     outputs' bytes, or None) let memory decide a tie the rule cannot order."""
     ops = _operator_events(events)
-    deps = _dependencies(calls, _temp_chain(calls, ops, env))
+    deps = _dependencies(calls, temp_chain(calls, (o.device for o in ops), env))
     # calls whose operator has no event in the window (a hybridized block's nodes inside an
     # ImperativeBulk) never end here: they hold nothing back
     names = {ev.name: segment_ops(ev.name) for ev in ops}

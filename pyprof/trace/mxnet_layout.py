@@ -32,11 +32,11 @@ _WHOLE_EVENT_END = re.compile(r"(?m)^\s*\}\s*$")
 _SUB_EVENT_FIELD = re.compile(rb'(?m)(?:^    |\A)\{\n        "name": "')
 
 
-# The same lines where the raw value holds what JSON escapes (a quote, a back slash, a control
-# character but the line break): escaping any other value leaves it as it is, so only these
-# are rewritten, without a Python call for each of a window's millions of plain lines.
-_NEEDING = [re.compile(p.pattern.replace("(.*)", '(.*?[\\\\"\x00-\x09\x0b-\x1f].*)', 1),
-                       re.MULTILINE) for p in _LINES]
+# The same lines where the raw value holds what JSON escapes (mxnet_layout "escaped"): escaping
+# any other value leaves it as it is, so only these are rewritten, without a Python call for
+# each of a window's millions of plain lines.
+_NEEDING = [re.compile(p.pattern.replace("(.*)", f"(.*?{_LAYOUT['escaped']}.*)", 1), re.MULTILINE)
+            for p in _LINES]
 assert all(n.pattern != p.pattern for n, p in zip(_NEEDING, _LINES)), "a value group (.*)"
 
 

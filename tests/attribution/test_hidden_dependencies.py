@@ -53,7 +53,7 @@ _c.VIEWS = ()  # views not hooked: a view looks made before the window, ready at
 """,
     "temp_space": """
 from pyprof.attribution import matching as _m
-_m._temp_chain = lambda calls, ops, env: {}  # the round robin of temp-space copies not modelled
+_m.temp_chain = lambda calls, devices, env: {}  # the round robin of temp-space copies not modelled
 """,
 }
 
@@ -112,13 +112,13 @@ result = p.windows[0].attribution.as_dict()
 
 _ONE_ROUND_ROBIN = """
 from pyprof.attribution import matching as _m
-_chain = _m._temp_chain
-def _one(calls, ops, env):  # every thread's calls in one round robin
+_chain = _m.temp_chain
+def _one(calls, devices, env):  # every thread's calls in one round robin
     calls = [copy.copy(c) for c in calls]
     for c in calls:
         c.thread = 0
-    return _chain(calls, ops, env)
-_m._temp_chain = _one
+    return _chain(calls, devices, env)
+_m.temp_chain = _one
 """
 
 

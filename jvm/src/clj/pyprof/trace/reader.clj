@@ -125,7 +125,9 @@
 (def ^:private layout ((rules/read-spec "trace.json") "mxnet_layout"))
 (def ^:private ^Pattern header (re-pattern (layout "header")))
 (def ^:private ^Pattern footer (re-pattern (layout "footer")))
-(def ^:private lines (mapv #(Pattern/compile % Pattern/MULTILINE) (layout "raw_string_lines")))
+;; only lines whose value holds what JSON escapes (mxnet_layout "escaped"): others stay as they are
+(def ^:private lines (mapv #(Pattern/compile (str/replace-first % "(.*)" (str "(.*?" (layout "escaped") ".*)"))
+                                             Pattern/MULTILINE) (layout "raw_string_lines")))
 
 (defn- escape-lines
   "`text` with the raw value (group 2) of every raw_string_lines line JSON-escaped."
