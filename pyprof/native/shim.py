@@ -1,0 +1,259 @@
+"""The one module that owns pyprof's own native library: the imperative recorder
+(``recorder.c`` beside this file), which :mod:`pyprof.attribution.capture` puts in mxnet's
+``_LIB`` for ``MXImperativeInvokeEx`` and ``MXNDArrayFree`` when shapes are recorded without
+stacks (issue 22: the Python wrappers cost about 9 µs an operator).
+
+The source is compiled at first use with ``$CC`` (default ``cc``) ``-O2 -shared -fPIC`` into
+``$XDG_CACHE_HOME/pyprof`` (default ``~/.cache/pyprof``), named by the source's hash, under a
+file lock and renamed into place whole; without a compiler, or with ``PYPROF_RECORDER=python``,
+:func:`store` returns None and the Python recorder runs. libmxnet's functions reach the library
+as addresses: it is not linked against it. ctypes releases the GIL around each call into it,
+and nothing there touches Python.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import weakref
+from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_void_p
+from pathlib import Path
+from typing import Any
+
+__all__ = ["store", "NativeStore", "NativeCache", "library", "unavailable"]
+
+_SOURCE = Path(__file__).with_name("recorder.c")
+#: ``PYPROF_RECORDER=python`` forces the Python recorder (``native``, the default: the C one
+#: where it builds).
+ENV = "PYPROF_RECORDER"
+_MAX_DIMS = 64
+_lib: Any = None
+_why: str | None = None  # why the library is not there (built once per process)
+_owner: Any = None  # weakref to the recorder whose windows the C state holds
+
+
+def _cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pyprof"
+
+
+def _build() -> Path:
+    src = _SOURCE.read_bytes()
+    out = _cache_dir() / f"recorder-{hashlib.sha256(src).hexdigest()[:16]}.so"
+    if out.is_file():
+        return out
+    cc = os.environ.get("CC") or "cc"
+    if shutil.which(cc) is None:
+        raise OSError(f"no C compiler ({cc}) on PATH")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / "recorder.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may build the same file now
+        if out.is_file():
+            return out
+        fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".so")
+        os.close(fd)
+        try:
+            proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(_SOURCE), "-lpthread"],
+                                  capture_output=True, text=True, timeout=120)
+            if proc.returncode:
+                raise OSError(f"{cc} failed: {proc.stderr.strip()[:500]}")
+            os.replace(tmp, out)  # whole or not at all
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+    return out
+
+
+def library() -> Any:
+    """The loaded recorder library, built at first use; None when it cannot be (see
+    :func:`unavailable`)."""
+    global _lib, _why
+    if _lib is None and _why is None:
+        try:
+            lib = ctypes.CDLL(str(_build()))
+        except (OSError, subprocess.SubprocessError) as e:
+            _why = str(e)
+            return None
+        for name, args, res in (
+                ("rec_set", [c_void_p] * 4, None), ("rec_configure", [c_int64, c_int64], None),
+                ("rec_reserve", [c_int64], c_int64), ("rec_release", [c_int64], None),
+                ("rec_seq", [], c_int64), ("rec_get", [c_void_p, POINTER(c_int64), c_int], c_int),
+                ("rec_put", [c_void_p, c_int64, c_int, c_int, c_int, POINTER(c_int64)], c_int),
+                ("rec_pop", [c_void_p], None), ("rec_clear", [], None),
+                ("rec_drain", [POINTER(c_void_p), POINTER(c_void_p), POINTER(c_int64), c_int], None),
+                ("rec_free_log", [c_void_p, c_void_p], None)):
+            f = getattr(lib, name)  # (lib[name] would be a fresh, undeclared object)
+            f.argtypes, f.restype = args, res
+        _lib = lib
+    return _lib
+
+
+def unavailable() -> str | None:
+    """Why the native recorder does not run (forced off, or it did not build); None when it can."""
+    if os.environ.get(ENV, "native") == "python":
+        return f"{ENV}=python"
+    library()
+    return _why
+
+
+def _address(fn: Any) -> int:
+    return ctypes.cast(fn, c_void_p).value or 0
+
+
+class _Flag:
+    """``flag[0]``: the C library's ``rec_active`` (a list's interface, as the Python store's)."""
+
+    def __init__(self, lib: Any) -> None:
+        self._v = c_int.in_dll(lib, "rec_active")
+
+    def __getitem__(self, _i: int) -> bool:
+        return bool(self._v.value)
+
+    def __setitem__(self, _i: int, on: bool) -> None:
+        self._v.value = int(bool(on))
+
+
+class NativeCache:
+    """The C handle cache with the dict interface the Python hooks use: handle -> (shape or
+    None, dtype code, producer seq, output slot)."""
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+        self._local = threading.local()  # each thread's buffer: the view hooks run unlocked
+
+    def get(self, h: int, default: Any = None) -> Any:
+        b = getattr(self._local, "buf", None)
+        if b is None:
+            b = self._local.buf = (c_int64 * (4 + _MAX_DIMS))()
+        if not self._lib.rec_get(h, b, len(b)):
+            return default
+        nd = b[3]
+        if nd > len(b) - 4:  # more dimensions than the buffer holds: once more, whole
+            b = (c_int64 * (4 + nd))()
+            if not self._lib.rec_get(h, b, len(b)):
+                return default
+        return (None if nd < 0 else tuple(b[4:4 + nd]), b[2], b[0], b[1])
+
+    def __setitem__(self, h: int, e: tuple) -> None:
+        shape, d, p, k = e
+        dims = (c_int64 * max(1, len(shape or ())))(*(shape or ()))
+        if self._lib.rec_put(h, p, k, d, -1 if shape is None else len(shape), dims):
+            raise MemoryError("the recorder's handle cache")
+
+    def pop(self, h: int, default: Any = None) -> Any:
+        e = self.get(h)
+        self._lib.rec_pop(h)
+        return default if e is None else e
+
+    def clear(self) -> None:
+        self._lib.rec_clear()
+
+
+class NativeStore:
+    """The C recorder's state, as :class:`pyprof.attribution.store.PyStore`'s interface: the
+    handle cache, the active flag, the seq counter and the window's bound, and the log."""
+
+    kind = "native"
+
+    def __init__(self, lib: Any, seq: int, max_calls: int) -> None:
+        self._lib = lib
+        self.cache = NativeCache(lib)
+        self.active = _Flag(lib)
+        self.cache.clear()
+        self._total = self._base = 0
+        self.drain(True)  # a log an earlier recorder left: dropped
+        self._base = self._total  # (the C library counts for the process)
+        lib.rec_configure(max_calls, seq)
+
+    def configure(self, max_calls: int) -> None:
+        self._lib.rec_configure(max_calls, -1)  # (-1: the seqs go on)
+
+    def seq(self) -> int:
+        return self._lib.rec_seq()
+
+    def reserve(self, n: int) -> int:
+        return self._lib.rec_reserve(n)
+
+    def release(self, n: int) -> None:
+        self._lib.rec_release(n)
+
+    @property
+    def unrecorded(self) -> int:
+        """Calls whose shape query MXNet refused (counted at each drain)."""
+        return self._total - self._base
+
+    def make_invoke(self, raw: Any) -> Any:
+        """The C ``MXImperativeInvokeEx`` recorder around ``raw`` (mxnet's ctypes function)."""
+        from . import capi
+
+        lib = capi.lib()
+        self._lib.rec_set(_address(raw), None, _address(lib.MXNDArrayGetShapeEx), _address(lib.MXNDArrayGetDType))
+        return self._lib["rec_invoke"]  # no argtypes: mxnet passes ctypes objects, as to raw
+
+    def make_free(self, raw: Any) -> Any:
+        self._lib.rec_set(None, _address(raw), None, None)
+        return self._lib["rec_free"]
+
+    def drain(self, reset: bool) -> tuple[list[tuple], bool]:
+        """The records logged since the last drain (calls.RECORD tuples, in seq order) and
+        whether the window filled; with ``reset`` the window's count and flag start again."""
+        wp, sp, info = c_void_p(), c_void_p(), (c_int64 * 4)()
+        self._lib.rec_drain(byref(wp), byref(sp), info, int(reset))
+        try:
+            words = memoryview(ctypes.string_at(wp, info[0])).cast("q").tolist() if info[0] else []
+            strs = ctypes.string_at(sp, info[1]) if info[1] else b""
+        finally:
+            self._lib.rec_free_log(wp, sp)
+        self._total = info[3]
+        return parse(words, strs), bool(info[2])
+
+
+def parse(ws: list[int], ss: bytes) -> list[tuple]:
+    """recorder.c's log words and strings as capture's records (calls.RECORD)."""
+    out, shapes, i, n = [], {}, 0, len(ws)
+    while i < n:
+        seq, t, pushed, op, thread, nin, nout, nkv = ws[i:i + 8]
+        i += 8
+        ins, prod, slots, fin, outs, fout, keys, vals = [], [], [], [], [], [], [], []
+        for _ in range(nin):
+            h, p, k, d, nd = ws[i:i + 5]
+            i += 5
+            sh = None if nd < 0 else tuple(ws[i:i + nd])
+            i += max(nd, 0)
+            ins.append(h), prod.append(p), slots.append(k)
+            fin += shapes.setdefault(sh, sh), d
+        for _ in range(nout):
+            h, d, nd = ws[i:i + 3]
+            i += 3
+            sh = None if nd < 0 else tuple(ws[i:i + nd])
+            i += max(nd, 0)
+            outs.append(h)
+            fout += shapes.setdefault(sh, sh), d
+        for _ in range(nkv):
+            ko, kl, vo, vl = ws[i:i + 4]
+            i += 4
+            keys.append(None if kl < 0 else ss[ko:ko + kl])
+            vals.append(None if vl < 0 else ss[vo:vo + vl])
+        out.append((seq, t, pushed, op, tuple(ins), tuple(outs), tuple(fin), tuple(fout), tuple(keys),
+                    tuple(vals), tuple(prod), thread % (1 << 64), None, tuple(slots)))
+    return out
+
+
+def store(owner: Any, seq: int, max_calls: int) -> NativeStore | None:
+    """The native store for recorder ``owner`` (its seqs going on from ``seq``), or None when
+    the library is unavailable or another live recorder holds it (one C state per process)."""
+    global _owner
+    if unavailable() is not None:
+        return None
+    held = _owner() if _owner is not None else None
+    if held is not None and held is not owner and getattr(held, "_hooked", False):
+        return None
+    _owner = weakref.ref(owner)
+    return NativeStore(_lib, seq, max_calls)
