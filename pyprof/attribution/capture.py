@@ -46,6 +46,7 @@ handle cache and seq counter through one :mod:`pyprof.attribution.store` either 
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -176,16 +177,25 @@ class Recorder:
         """The calls recorded since the last take (the window's), in call order, and whether
         recording stopped at ``capture.max_calls`` (the next window records again)."""
         with self._lock:
-            logged, full = self._store.drain(True)
+            log, full = self._store.drain(True)
             calls, self.calls = self.calls, []
             self._taped = []  # a forward of this window backwarded in the next gets no backward calls
             self._tape.clear()
-        if logged:  # the C recorder's, merged by seq with the Python hooks'
-            calls = sorted(calls + logged, key=seq_of) if calls else logged
-        calls = [as_call(c) for c in calls]  # outside the lock: the hot path waits for no window
-        if any(type(c) is cachedop.Invocation for c in calls):
-            calls = [x for c in calls
-                     for x in (cachedop.expand(c, self.shapes) if type(c) is cachedop.Invocation else (c,))]
+        # Outside the lock: the hot path waits for no window. The collector paused: it can free
+        # none of the objects made here, and its full passes over them cost more than the making.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            logged = self._store.records(log)
+            if logged:  # the C recorder's, merged by seq with the Python hooks'
+                calls = sorted(calls + logged, key=seq_of) if calls else logged
+            calls = [as_call(c) for c in calls]
+            if any(type(c) is cachedop.Invocation for c in calls):
+                calls = [x for c in calls
+                         for x in (cachedop.expand(c, self.shapes) if type(c) is cachedop.Invocation else (c,))]
+        finally:
+            if collecting:
+                gc.enable()
         return calls, full
 
     # -- the hot path ---------------------------------------------------------------------------
@@ -321,7 +331,7 @@ class Recorder:
         thread = threading.get_ident()
         with self._lock:
             taped, self._taped = self._taped, []
-            logged, _ = self._store.drain(False)  # the C recorder's calls: the tape reads them
+            logged = self._store.records(self._store.drain(False)[0])  # the C recorder's: the tape reads them
             if logged:
                 self.calls = sorted(self.calls + logged, key=seq_of)
             spans = self._tape.taken(thread, self._store.seq())

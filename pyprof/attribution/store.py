@@ -48,13 +48,18 @@ class PyStore:
         """``n`` reserved calls that were not recorded (their seqs stay spent)."""
         self._used -= n
 
-    def drain(self, reset: bool) -> tuple[list, bool]:
-        """Records logged outside the Recorder's list (none here) and whether the window
-        filled; with ``reset`` the window's count and flag start again."""
+    def drain(self, reset: bool) -> tuple[Any, bool]:
+        """The log of calls recorded outside the Recorder's list (none here: :meth:`records`
+        reads it) and whether the window filled; with ``reset`` the window's count and flag
+        start again."""
         full = self.full
         if reset:
             self._used, self.full = 0, False
-        return [], full
+        return None, full
+
+    def records(self, log: Any) -> list:
+        """The records (calls.RECORD) of a drained log."""
+        return []
 
 
 def choose(owner: Any, shapes: bool, stack: bool, max_calls: int, seq: int) -> Any:

@@ -138,11 +138,12 @@ static int w(int64_t v) {
     return 0;
 }
 
-static int str(const char *s) { /* (offset, length) words; length -1: NULL */
+static int str(const char *s, int64_t *len) { /* the bytes to strs; len -1: NULL */
     size_t n = s ? strlen(s) : 0;
-    if (w((int64_t)strs.n) || w(s ? (int64_t)n : -1) || reserve_buf(&strs, n)) return -1;
+    if (reserve_buf(&strs, n)) return -1;
     memcpy(strs.p + strs.n, s, n);
     strs.n += n;
+    *len = s ? (int64_t)n : -1;
     return 0;
 }
 
@@ -177,7 +178,11 @@ static int meta_words(int32_t dt, int32_t nd, const int64_t *d) {
     return 0;
 }
 
-/* Record one call (capture._record's steps in its order); seq spent even when it fails. */
+/* Record one call (capture._record's steps in its order); seq spent even when it fails. A
+   record: seq, t, pushed, thread, nin, nout, nsig, nstr; the input handles, their producers, their
+   slots, the output handles; then nsig words that many calls share (the signature: op, nkv, per
+   input and output dtype, ndim, dims..., per attribute the key's and val's lengths), and the
+   attributes' nstr bytes in strs. shim.parse reads each signature once. */
 static void record(int64_t t, int64_t pushed, void *op, int nin, void **ins, int nout, void **outs,
                    int np, const char **keys, const char **vals) {
     pthread_mutex_lock(&mu);
@@ -187,31 +192,41 @@ static void record(int64_t t, int64_t pushed, void *op, int nin, void **ins, int
         return;
     }
     int64_t seq = next_seq++;
-    size_t w0 = words.n, s0 = strs.n;
+    size_t w0 = words.n, s0 = strs.n, fixed = 8 + 3 * (size_t)nin + (size_t)nout;
     int32_t nd, dt;
-    int64_t *d;
-    if (w(seq) || w(t) || w(pushed) || w((int64_t)(uintptr_t)op) || w((int64_t)pthread_self()) ||
-        w(nin) || w(nout) || w(np))
-        goto fail;
+    int64_t *d, *r, len;
+    if (reserve_buf(&words, 8 * fixed)) goto fail;
+    words.n += 8 * fixed;
+#define R ((int64_t *)(words.p + w0)) /* (words.p moves as the log grows) */
+    r = R;
+    r[0] = seq, r[1] = t, r[2] = pushed, r[3] = (int64_t)pthread_self(), r[4] = nin, r[5] = nout;
     for (int i = 0; i < nin; i++) {
         uintptr_t h = (uintptr_t)ins[i];
         entry *e = find(h);
         int64_t p = e ? e->seq : -1;
         int32_t k = e ? e->slot : -1;
-        if (w((int64_t)h) || w(p) || w(k)) goto fail;
         if (!e || e->dtype == -1) { /* never seen, or an executor's output (no shape yet) */
             if (query(ins[i], &nd, &d, &dt) || put(h, p, k, dt, nd, d)) goto fail;
-            e = find(h);
         }
+        r = R;
+        r[8 + i] = (int64_t)h, r[8 + nin + i] = p, r[8 + 2 * nin + i] = k;
+    }
+    if (w((int64_t)(uintptr_t)op) || w(np)) goto fail;
+    for (int i = 0; i < nin; i++) {
+        entry *e = find((uintptr_t)ins[i]);
         if (meta_words(e->dtype, e->ndim, dims_of(e))) goto fail;
     }
     for (int j = 0; j < nout; j++) {
         if (query(outs[j], &nd, &d, &dt) || put((uintptr_t)outs[j], seq, j, dt, nd, d) ||
-            w((int64_t)(uintptr_t)outs[j]) || meta_words(dt, nd, d))
+            meta_words(dt, nd, d))
             goto fail;
+        R[8 + 3 * nin + j] = (int64_t)(uintptr_t)outs[j];
     }
     for (int i = 0; i < np; i++)
-        if (str(keys[i]) || str(vals[i])) goto fail;
+        if (str(keys[i], &len) || w(len) || str(vals[i], &len) || w(len)) goto fail;
+    r = R;
+    r[6] = (int64_t)((words.n - w0) / 8 - fixed), r[7] = (int64_t)(strs.n - s0);
+#undef R
     used++;
     pthread_mutex_unlock(&mu);
     return;

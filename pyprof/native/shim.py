@@ -201,49 +201,62 @@ class NativeStore:
         self._lib.rec_set(None, _address(raw), None, None)
         return self._lib["rec_free"]
 
-    def drain(self, reset: bool) -> tuple[list[tuple], bool]:
-        """The records logged since the last drain (calls.RECORD tuples, in seq order) and
-        whether the window filled; with ``reset`` the window's count and flag start again."""
+    def drain(self, reset: bool) -> tuple[tuple[bytes, bytes], bool]:
+        """The log since the last drain (:meth:`records` parses it) and whether the window
+        filled; with ``reset`` the window's count and flag start again."""
         wp, sp, info = c_void_p(), c_void_p(), (c_int64 * 4)()
         self._lib.rec_drain(byref(wp), byref(sp), info, int(reset))
         try:
-            words = memoryview(ctypes.string_at(wp, info[0])).cast("q").tolist() if info[0] else []
+            words = ctypes.string_at(wp, info[0]) if info[0] else b""
             strs = ctypes.string_at(sp, info[1]) if info[1] else b""
         finally:
             self._lib.rec_free_log(wp, sp)
         self._total = info[3]
-        return parse(words, strs), bool(info[2])
+        return (words, strs), bool(info[2])
+
+    def records(self, log: tuple[bytes, bytes]) -> list[tuple]:
+        """The records (calls.RECORD tuples, in seq order) of a drained log."""
+        return parse(*log)
 
 
-def parse(ws: list[int], ss: bytes) -> list[tuple]:
-    """recorder.c's log words and strings as capture's records (calls.RECORD)."""
-    out, shapes, i, n = [], {}, 0, len(ws)
+def parse(raw: bytes, ss: bytes) -> list[tuple]:
+    """recorder.c's log (its words as bytes, its strings) as capture's records (calls.RECORD):
+    each distinct signature (operator, shapes, dtypes, attributes) parsed once."""
+    ws = memoryview(raw).cast("q").tolist() if raw else []
+    out, sigs, i, so, n = [], {}, 0, 0, len(ws)
+    append, get = out.append, sigs.get
     while i < n:
-        seq, t, pushed, op, thread, nin, nout, nkv = ws[i:i + 8]
-        i += 8
-        ins, prod, slots, fin, outs, fout, keys, vals = [], [], [], [], [], [], [], []
-        for _ in range(nin):
-            h, p, k, d, nd = ws[i:i + 5]
-            i += 5
-            sh = None if nd < 0 else tuple(ws[i:i + nd])
-            i += max(nd, 0)
-            ins.append(h), prod.append(p), slots.append(k)
-            fin += shapes.setdefault(sh, sh), d
-        for _ in range(nout):
-            h, d, nd = ws[i:i + 3]
-            i += 3
-            sh = None if nd < 0 else tuple(ws[i:i + nd])
-            i += max(nd, 0)
-            outs.append(h)
-            fout += shapes.setdefault(sh, sh), d
-        for _ in range(nkv):
-            ko, kl, vo, vl = ws[i:i + 4]
-            i += 4
-            keys.append(None if kl < 0 else ss[ko:ko + kl])
-            vals.append(None if vl < 0 else ss[vo:vo + vl])
-        out.append((seq, t, pushed, op, tuple(ins), tuple(outs), tuple(fin), tuple(fout), tuple(keys),
-                    tuple(vals), tuple(prod), thread % (1 << 64), None, tuple(slots)))
+        seq, t, pushed, thread, nin, nout, nsig, nstr = ws[i:i + 8]
+        j = i + 8 + nin
+        k = j + 2 * nin
+        e = k + nout
+        key = raw[8 * e:8 * (e + nsig)] + ss[so:so + nstr]
+        sig = get(key)
+        if sig is None:
+            sig = sigs[key] = _signature(ws[e:e + nsig], ss[so:so + nstr], nin, nout)
+        append((seq, t, pushed, sig[0], tuple(ws[i + 8:j]), tuple(ws[k:e]), sig[1], sig[2], sig[3],
+                sig[4], tuple(ws[j:j + nin]), thread if thread >= 0 else thread + (1 << 64), None,
+                tuple(ws[j + nin:k])))
+        i, so = e + nsig, so + nstr
     return out
+
+
+def _signature(ws: list[int], ss: bytes, nin: int, nout: int) -> tuple:
+    """(op, in_meta, out_meta, keys, vals) of one signature's words and strings."""
+    op, nkv = ws[0], ws[1]
+    metas, i = [], 2
+    for _ in range(nin + nout):
+        d, nd = ws[i:i + 2]
+        i += 2
+        metas += (None if nd < 0 else tuple(ws[i:i + nd])), d
+        i += max(nd, 0)
+    keys, vals, so = [], [], 0
+    for _ in range(nkv):
+        for into, ln in ((keys, ws[i]), (vals, ws[i + 1])):
+            into.append(None if ln < 0 else ss[so:so + ln])
+            so += max(ln, 0)
+        i += 2
+    return op, tuple(metas[:2 * nin]), tuple(metas[2 * nin:]), tuple(keys), tuple(vals)
 
 
 def store(owner: Any, seq: int, max_calls: int) -> NativeStore | None:
