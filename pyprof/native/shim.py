@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 import threading
 import weakref
-from ctypes import POINTER, byref, c_char_p, c_int, c_int64, c_void_p
+from ctypes import POINTER, byref, c_int, c_int64, c_void_p
 from pathlib import Path
 from typing import Any
 
