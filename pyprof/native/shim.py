@@ -51,7 +51,7 @@ def _build() -> Path:
         return out
     cc = os.environ.get("CC") or "cc"
     if shutil.which(cc) is None:
-        raise OSError(f"no C compiler ({cc}) on PATH")
+        raise OSError(f"no C compiler ({cc}) on PATH; fix: install gcc (scripts/setup.sh does) or set CC")
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / "recorder.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may build the same file now
@@ -63,7 +63,7 @@ def _build() -> Path:
             proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(_SOURCE), "-lpthread"],
                                   capture_output=True, text=True, timeout=120)
             if proc.returncode:
-                raise OSError(f"{cc} failed: {proc.stderr.strip()[:500]}")
+                raise OSError(f"{cc} failed (fix: a working C compiler as CC): {proc.stderr.strip()[:500]}")
             os.replace(tmp, out)  # whole or not at all
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -145,7 +145,8 @@ class NativeCache:
         shape, d, p, k = e
         dims = (c_int64 * max(1, len(shape or ())))(*(shape or ()))
         if self._lib.rec_put(h, p, k, d, -1 if shape is None else len(shape), dims):
-            raise MemoryError("the recorder's handle cache")
+            raise MemoryError("the recorder's handle cache is out of memory; "
+                              "fix: free memory, or PYPROF_RECORDER=python")
 
     def pop(self, h: int, default: Any = None) -> Any:
         e = self.get(h)
