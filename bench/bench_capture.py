@@ -6,7 +6,8 @@ without them and raw ``mxnet.profiler``, in one benchmark run.
 
 The workload is bench_gate.py's: ``b = a + 1`` on a 2x2 NDArray, ``ops`` times, then
 ``waitall``, inside one recording window. Every mode runs in fresh child processes, the modes
-alternating, ``rounds`` each; a child reports the median of 3 passes in microseconds per
+alternating, ``rounds`` each (``record_shapes (python)``: with the Python recorder forced,
+``PYPROF_RECORDER=python``; plain ``record_shapes`` runs the native one where it builds); a child reports the median of 3 passes in microseconds per
 operator (writing the window, and matching, come after the timed passes). Then, in the same
 window, ``BLOCKS`` pairs of passes with the recorder paused and resumed, alternating: the added
 cost of a mode is the median of (resumed - paused), which a loaded machine disturbs much less
@@ -62,15 +63,18 @@ MODES = {
     "mxnet.profiler": None,
     "session": {},
     "record_shapes": {"record_shapes": True},
+    "record_shapes (python)": {"record_shapes": True},
     "with_stack": {"with_stack": True},
     "shapes+stack": {"record_shapes": True, "with_stack": True},
     "with_flops": {"with_flops": True},
 }
+ENV = {"record_shapes (python)": {"PYPROF_RECORDER": "python"}}  # the Python recorder forced
 
 
 def _run(mode: str, ops: int, api: bool, tmp: str) -> dict[str, float]:
     env = dict(os.environ, TRACE=os.path.join(tmp, f"{mode}.json"),
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               **ENV.get(mode, {}))
     out = subprocess.run([sys.executable, "-c", CHILD, str(ops), "1" if api else "0",
                           json.dumps(MODES[mode])], env=env, capture_output=True, text=True,
                          check=True, timeout=600)

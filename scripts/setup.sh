@@ -64,6 +64,7 @@ debs=(leiningen clojure libjna-java libjna-jni libdata-json-clojure libtools-cli
       chromium firefox-esr)  # the HTML report's tests drive both with Playwright (no browser download)
 python3 -c 'import ensurepip, venv' 2>/dev/null || debs+=(python3-venv)
 command -v javac >/dev/null || debs+=(openjdk-17-jdk-headless)
+command -v cc >/dev/null || debs+=(gcc)  # builds the native recorder (pyprof/native/shim.py)
 missing=()
 # Not dpkg -s alone: a package removed but not purged still answers it (status config-files).
 installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]; }

@@ -20,10 +20,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from .. import rules
 from .autograd import AUTOGRAD, choose, workspace
+from .calls import CODES, HANDLES, Call
 
 __all__ = ["Graph", "Graphs", "Invocation", "Node", "autograd_recording", "backward_meta",
-           "backward_io", "backward_plan", "block_of", "invoke_io", "self_on_stack", "symbol_json"]
+           "backward_io", "backward_plan", "block_of", "expand", "invoke_io", "self_on_stack",
+           "symbol_json"]
+
+_SOURCES: dict[str, str] = rules.spec("attribution.json")["capture"]["sources"]
 
 
 class Node:
@@ -335,3 +340,39 @@ class Graphs:
             self.freed(getattr(h, "value", h))
             return raw(h)
         return free
+
+
+def expand(inv: Invocation, shapes: bool) -> list[Call]:
+    """The node calls of one recorded invocation, in graph order (their shapes with ``shapes``);
+    of a backward, in the order of its plan (the invocation's ``inputs`` is then the forward
+    invocation)."""
+    g = inv.graph
+    if isinstance(inv.inputs, Invocation):
+        return _expand_backward(inv, inv.inputs, shapes)
+    metas = g.meta(tuple((e[0], e[1]) for e in inv.in_meta), CODES) if shapes else None
+    out = []
+    for k, n in enumerate(g.nodes):
+        producers = tuple(inv.in_meta[i][2] if j < 0 else inv.first + j for j, i in n.inputs)
+        slots = tuple(inv.in_meta[i][3] if j < 0 else i for j, i in n.inputs)
+        m = metas[k] if metas is not None else (None, None)
+        out.append(Call(inv.first + k, inv.t_us, inv.pushed_us, HANDLES.get(n.op, -1),
+                        [inv.inputs[i] for j, i in n.inputs if j < 0], [], m[0], m[1], n.keys,
+                        n.vals, producers, inv.thread, inv.stack, slots, n.block, _SOURCES[g.source],
+                        inv.first))
+    return out
+
+
+def _expand_backward(bwd: Invocation, fwd: Invocation, shapes: bool) -> list[Call]:
+    g = fwd.graph
+    metas = g.meta(tuple((e[0], e[1]) for e in fwd.in_meta), CODES) if shapes else None
+    out = []
+    for p, (k, op, refs, exact, after) in enumerate(g.plan or ()):
+        ins = outs = None
+        if metas is not None:
+            ins, outs = backward_io(refs, *metas[k])
+        n = g.nodes[k]
+        out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(op, -1), [], [], ins, outs,
+                        n.keys, n.vals, tuple(bwd.first + q for q, _ in after), bwd.thread, fwd.stack,
+                        tuple(x for _, x in after), n.block,
+                        _SOURCES["backward" if exact else "backward_partial"], bwd.first))
+    return out

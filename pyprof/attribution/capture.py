@@ -35,10 +35,18 @@ forgotten at ``MXExecutorFree``), and ``MXExecutorOutputs`` gives its outputs th
 The shape queries are C API calls: with ``profile_api`` they show in the trace as
 ``MXNDArrayGetShapeEx``/``MXNDArrayGetDType`` calls (one pair per output and per input not seen
 before).
+
+Two recorders run the imperative calls (:attr:`Recorder.kind`): with shapes and without stacks,
+the native one (``pyprof/native/recorder.c`` through :mod:`pyprof.native.shim`: mxnet's ctypes
+calls go straight into C, which logs the same records; they are parsed at :meth:`Recorder.take`),
+else, or where it does not build, or with ``PYPROF_RECORDER=python``, this module's Python
+hooks. The hooks that stay in Python (views, CachedOp, executors, autograd) share the recorder's
+handle cache and seq counter through one :mod:`pyprof.attribution.store` either way.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -49,8 +57,8 @@ from typing import Any
 
 from .. import rules
 from ..native import capi
-from . import autograd, cachedop, executor
-from .calls import CODES, HANDLES, Call, as_call, dtype_name, load_handles
+from . import autograd, cachedop, executor, store
+from .calls import HANDLES, Call, as_call, dtype_name, load_handles, seq_of
 
 __all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "VIEWS", "dtype_name"]
 
@@ -58,7 +66,6 @@ _SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
 #: The session options, each with what it records.
 OPTIONS: dict[str, str] = _SPEC["options"]
 _SKIP = tuple(_SPEC["skip_modules"])
-_SOURCES: dict[str, str] = _SPEC["sources"]
 _BACKWARD: dict[str, dict] = autograd.TABLE
 # The CachedOp functions hooked with the imperative ones (module cachedop): invocations, and
 # creations with the index of their CachedOpHandle* argument.
@@ -83,25 +90,35 @@ class Recorder:
 
     def __init__(self, *, shapes: bool, stack: bool) -> None:
         self.shapes, self.stack = shapes, stack
-        self.calls: list[Call] = []
-        self._seq = 0  # calls recorded by this recorder, every window: a producer's seq is unique
-        self._active = [False]  # a list: the hot path reads it without an attribute lookup
-        self._cache: dict[int, tuple] = {}  # handle -> (shape, dtype code, producer seq, output slot)
+        self.calls: list[Call] = []  # the Python hooks' records (the C recorder logs its own)
+        self._use(store.PyStore(0, MAX_CALLS))  # the store's seqs go on every window: unique
         self._shapes: dict[tuple, tuple] = {}  # each shape once (calls.RECORD); cleared past _MAX_SHAPES
         self._lock = threading.Lock()
         self._hooked = False
         self._skip: dict[Any, bool] = {}  # code object -> not a call site
         self._graphs = cachedop.Graphs()  # CachedOp handle -> its symbol, while it lives
         self._executors = executor.Executors()  # executor handle -> its bound symbol, while it lives
-        self._pending_calls = 0  # node calls of the recorded CachedOp invocations, less one each
         self._taped: list[cachedop.Invocation] = []  # autograd recorded them; not backwarded yet
         self._recording: dict[int, bool] = {}  # thread ident -> autograd records (as last set)
         self._tape = autograd.Tape()  # the seq spans autograd recorded imperative calls in
-        self.full = False  # the window reached capture.max_calls: recording stopped
-        self.unrecorded = 0  # calls whose recording failed (they ran; their events carry no args)
+        self._unrecorded = 0  # the Python hooks' calls whose recording failed (see unrecorded)
         _RECORDERS.add(self)
 
     # -- the session's side ---------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """Which recorder runs the imperative calls: ``"native"`` (pyprof/native/recorder.c)
+        or ``"python"`` (this module's hooks: with stacks, without a C compiler, or forced)."""
+        return self._store.kind
+
+    @property
+    def unrecorded(self) -> int:
+        """Calls whose recording failed (they ran; their events carry no args)."""
+        return self._unrecorded + self._store.unrecorded
+
+    def _use(self, st: Any) -> None:
+        self._store, self._active, self._cache = st, st.active, st.cache
+
     def install(self) -> bool:
         """Route mxnet's ``MXImperativeInvokeEx`` and ``MXNDArrayFree`` through this recorder
         (once mxnet is imported); True when installed. C: NNGetOpHandle (first use)."""
@@ -110,9 +127,11 @@ class Recorder:
         if "mxnet.base" not in sys.modules:
             return False
         load_handles()
-        if not capi.hook_mxnet("MXImperativeInvokeEx", self._make_invoke):
+        self._use(store.choose(self, self.shapes, self.stack, MAX_CALLS, self._store.seq()))
+        native = self._store.kind == "native"
+        if not capi.hook_mxnet("MXImperativeInvokeEx", self._store.make_invoke if native else self._make_invoke):
             return False
-        capi.hook_mxnet("MXNDArrayFree", self._make_free)
+        capi.hook_mxnet("MXNDArrayFree", self._store.make_free if native else self._make_free)
         for name in VIEWS:
             capi.hook_mxnet(name, self._make_view)
         for name in _CACHED_INVOKE:
@@ -147,6 +166,7 @@ class Recorder:
     def resume(self) -> None:
         """A window starts recording: record calls from now on."""
         self.install()
+        self._store.configure(MAX_CALLS)
         self._active[0] = True
 
     def pause(self) -> None:
@@ -157,14 +177,25 @@ class Recorder:
         """The calls recorded since the last take (the window's), in call order, and whether
         recording stopped at ``capture.max_calls`` (the next window records again)."""
         with self._lock:
-            calls, self.calls, full, self.full = self.calls, [], self.full, False
-            self._pending_calls = 0
+            log, full = self._store.drain(True)
+            calls, self.calls = self.calls, []
             self._taped = []  # a forward of this window backwarded in the next gets no backward calls
             self._tape.clear()
-        calls = [as_call(c) for c in calls]  # outside the lock: the hot path waits for no window
-        if any(type(c) is cachedop.Invocation for c in calls):
-            calls = [x for c in calls
-                     for x in (self._expand(c) if type(c) is cachedop.Invocation else (c,))]
+        # Outside the lock: the hot path waits for no window. The collector paused: it can free
+        # none of the objects made here, and its full passes over them cost more than the making.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            logged = self._store.records(log)
+            if logged:  # the C recorder's, merged by seq with the Python hooks'
+                calls = sorted(calls + logged, key=seq_of) if calls else logged
+            calls = [as_call(c) for c in calls]
+            if any(type(c) is cachedop.Invocation for c in calls):
+                calls = [x for c in calls
+                         for x in (cachedop.expand(c, self.shapes) if type(c) is cachedop.Invocation else (c,))]
+        finally:
+            if collecting:
+                gc.enable()
         return calls, full
 
     # -- the hot path ---------------------------------------------------------------------------
@@ -181,7 +212,7 @@ class Recorder:
                 try:
                     record(t // 1000, now() // 1000, a)
                 except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
-                    self.unrecorded += 1  # (a shape query MXNet refused): left unrecorded
+                    self._unrecorded += 1  # (a shape query MXNet refused): left unrecorded
             return rc
         return invoke
 
@@ -207,7 +238,7 @@ class Recorder:
                         s = self._shapes.setdefault(s, s)
                         cache[h] = (s, d, e[2], e[3])  # one dict store, as the free's pop
                 except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
-                    self.unrecorded += 1
+                    self._unrecorded += 1
             return rc
         return view
 
@@ -231,7 +262,7 @@ class Recorder:
         cached as the nodes' (an executor's at ``MXExecutorOutputs``)."""
         holder = resolve(a)
         if holder is None:
-            self.unrecorded += 1
+            self._unrecorded += 1
             return
         bound = holder if isinstance(holder, executor.Bound) else None
         if bound is None:
@@ -241,12 +272,14 @@ class Recorder:
         meta, cache = capi.ndarray_meta, self._cache
         with self._lock:
             n = len(graph.nodes)
-            if self._pending_calls + len(self.calls) + n > MAX_CALLS:
-                self.full, self._active[0] = True, False
+            first = self._store.reserve(n)
+            if first < 0:  # the window is full: recording stopped
                 return
-            in_meta = [self._meta(h) for h in ins]
-            first = self._seq
-            self._seq = first + n
+            try:
+                in_meta = [self._meta(h) for h in ins]
+            except BaseException:
+                self._store.release(n)
+                raise
             if bound is not None:
                 bound.last = first
             sig = tuple((e[0], e[1]) for e in in_meta)
@@ -258,7 +291,6 @@ class Recorder:
             inv = cachedop.Invocation(first, t_us, pushed_us, graph, ins, in_meta, threading.get_ident(),
                               self._stack() if self.stack else None)
             self.calls.append(inv)
-            self._pending_calls += n - 1
             t = threading.get_ident()
             rec = self._recording.get(t) if bound is None else False  # an executor: not autograd's
             if rec is None:  # not set since the recorder was installed: asked once
@@ -273,7 +305,7 @@ class Recorder:
             rc = raw(*a)
             if rc == 0:
                 on = recording[ident()] = bool(getattr(a[0], "value", a[0]))
-                self._tape.set(ident(), on, self._seq)
+                self._tape.set(ident(), on, self._store.seq())
             return rc
         return set_recording
 
@@ -287,7 +319,7 @@ class Recorder:
                 try:
                     self._record_backward(t // 1000, now() // 1000, a)
                 except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
-                    self.unrecorded += 1
+                    self._unrecorded += 1
             return rc
         return backward
 
@@ -299,7 +331,10 @@ class Recorder:
         thread = threading.get_ident()
         with self._lock:
             taped, self._taped = self._taped, []
-            spans = self._tape.taken(thread, self._seq)
+            logged = self._store.records(self._store.drain(False)[0])  # the C recorder's: the tape reads them
+            if logged:
+                self.calls = sorted(self.calls + logged, key=seq_of)
+            spans = self._tape.taken(thread, self._store.seq())
             calls = autograd.taped_calls(self.calls, spans, thread)
             made, nodes = autograd.derive(*autograd.backward_heads(a), calls, taped, self._cache,
                                           autograd.by_handle(), autograd.has_grad)
@@ -308,19 +343,15 @@ class Recorder:
                       if id(inv) not in reached]  # not reached from the heads: as before
             heads = []
             for meta in made:
-                if len(self.calls) + self._pending_calls >= MAX_CALLS:
-                    self.full, self._active[0] = True, False
+                if (s := self._store.reserve(1)) < 0:
                     return
-                heads.append(self._seq)
-                self.calls.append(autograd.head_call(self._seq, t_us, pushed_us, meta, thread, self.shapes))
-                self._seq += 1
+                heads.append(s)
+                self.calls.append(autograd.head_call(s, t_us, pushed_us, meta, thread, self.shapes))
             for n in nodes:
                 if n.op is not None:
-                    if len(self.calls) + self._pending_calls >= MAX_CALLS:
-                        self.full, self._active[0] = True, False
+                    if (s := self._store.reserve(1)) < 0:
                         return
-                    n.seq = self._seq
-                    self._seq += 1
+                    n.seq = s
                     self.calls.append(autograd.node_call(n, t_us, pushed_us, thread, heads, self.shapes))
                     continue
                 g = n.fwd.graph
@@ -328,89 +359,53 @@ class Recorder:
                     g.plan = cachedop.backward_plan(g, _BACKWARD)
                 if not g.plan:
                     continue
-                if self._pending_calls + len(self.calls) + len(g.plan) > MAX_CALLS:
-                    self.full, self._active[0] = True, False
+                if (first := self._store.reserve(len(g.plan))) < 0:
                     return
-                first = self._seq
-                self._seq = first + len(g.plan)
                 self.calls.append(cachedop.Invocation(first, t_us, pushed_us, g, n.fwd, None,
                                               thread, None))
-                self._pending_calls += len(g.plan) - 1
-
-    def _expand(self, inv: cachedop.Invocation) -> list[Call]:
-        """The node calls of one CachedOp invocation, in graph order; of its backward, in the
-        order of its plan (the invocation's ``inputs`` is then the forward invocation)."""
-        g = inv.graph
-        if isinstance(inv.inputs, cachedop.Invocation):
-            return self._expand_backward(inv, inv.inputs)
-        metas = g.meta(tuple((e[0], e[1]) for e in inv.in_meta), CODES) if self.shapes else None
-        out = []
-        for k, n in enumerate(g.nodes):
-            producers = tuple(inv.in_meta[i][2] if j < 0 else inv.first + j for j, i in n.inputs)
-            slots = tuple(inv.in_meta[i][3] if j < 0 else i for j, i in n.inputs)
-            m = metas[k] if metas is not None else (None, None)
-            out.append(Call(inv.first + k, inv.t_us, inv.pushed_us, HANDLES.get(n.op, -1),
-                            [inv.inputs[i] for j, i in n.inputs if j < 0], [], m[0], m[1], n.keys,
-                            n.vals, producers, inv.thread, inv.stack, slots, n.block, _SOURCES[g.source],
-                            inv.first))
-        return out
-
-    def _expand_backward(self, bwd: cachedop.Invocation, fwd: cachedop.Invocation) -> list[Call]:
-        g = fwd.graph
-        metas = g.meta(tuple((e[0], e[1]) for e in fwd.in_meta), CODES) if self.shapes else None
-        out = []
-        for p, (k, op, refs, exact, after) in enumerate(g.plan or ()):
-            ins = outs = None
-            if metas is not None:
-                ins, outs = cachedop.backward_io(refs, *metas[k])
-            n = g.nodes[k]
-            out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(op, -1), [], [], ins, outs,
-                            n.keys, n.vals, tuple(bwd.first + q for q, _ in after), bwd.thread, fwd.stack,
-                            tuple(x for _, x in after), n.block,
-                            _SOURCES["backward" if exact else "backward_partial"], bwd.first))
-        return out
 
     def _record(self, t_us: int, pushed_us: int, a: tuple) -> None:
         op, ins, outs, keys, vals = capi.invoke_io(a)
         cache = self._cache
         with self._lock:
-            if len(self.calls) + self._pending_calls >= MAX_CALLS:  # bounded, whatever the window
-                self.full, self._active[0] = True, False
+            if (seq := self._store.reserve(1)) < 0:  # bounded, whatever the window
                 return
-            seq = self._seq
-            self._seq = seq + 1
-            prod, slots, fin, fout = [], [], [], []
-            if self.shapes:  # flat (shape, dtype, ...), shapes interned: see calls.RECORD
-                meta, shapes = capi.ndarray_meta, self._shapes
-                if len(shapes) > _MAX_SHAPES:
-                    shapes.clear()
-                for h in ins:
-                    e = cache.get(h)
-                    p, k = (-1, -1) if e is None else (e[2], e[3])
-                    prod.append(p)
-                    slots.append(k)
-                    if e is None or e[1] == -1:  # never seen, or an executor's output (no shape yet)
+            try:
+                prod, slots, fin, fout = [], [], [], []
+                if self.shapes:  # flat (shape, dtype, ...), shapes interned: see calls.RECORD
+                    meta, shapes = capi.ndarray_meta, self._shapes
+                    if len(shapes) > _MAX_SHAPES:
+                        shapes.clear()
+                    for h in ins:
+                        e = cache.get(h)
+                        p, k = (-1, -1) if e is None else (e[2], e[3])
+                        prod.append(p)
+                        slots.append(k)
+                        if e is None or e[1] == -1:  # never seen, or an executor's output (no shape yet)
+                            sh, d = meta(h)
+                            e = cache[h] = (shapes.setdefault(sh, sh), d, p, k)
+                        fin += e[0], e[1]
+                    for j, h in enumerate(outs):
                         sh, d = meta(h)
-                        e = cache[h] = (shapes.setdefault(sh, sh), d, p, k)
-                    fin += e[0], e[1]
-                for j, h in enumerate(outs):
-                    sh, d = meta(h)
-                    sh = shapes.setdefault(sh, sh)
-                    cache[h] = (sh, d, seq, j)
-                    fout += sh, d
-                fin, fout = tuple(fin), tuple(fout)
-            else:
-                for h in ins:
-                    e = cache.get(h)
-                    prod.append(-1 if e is None else e[2])
-                    slots.append(-1 if e is None else e[3])
-                fin = fout = None
-                for j, h in enumerate(outs):
-                    cache[h] = (None, -1, seq, j)
-            producers, slots = tuple(prod), tuple(slots)
-            stack = self._stack() if self.stack else None
-            self.calls.append((seq, t_us, pushed_us, op, ins, outs, fin, fout, keys, vals,
-                               producers, threading.get_ident(), stack, slots))
+                        sh = shapes.setdefault(sh, sh)
+                        cache[h] = (sh, d, seq, j)
+                        fout += sh, d
+                    fin, fout = tuple(fin), tuple(fout)
+                else:
+                    for h in ins:
+                        e = cache.get(h)
+                        prod.append(-1 if e is None else e[2])
+                        slots.append(-1 if e is None else e[3])
+                    fin = fout = None
+                    for j, h in enumerate(outs):
+                        cache[h] = (None, -1, seq, j)
+                producers, slots = tuple(prod), tuple(slots)
+                stack = self._stack() if self.stack else None
+                self.calls.append((seq, t_us, pushed_us, op, ins, outs, fin, fout, keys, vals,
+                                   producers, threading.get_ident(), stack, slots))
+            except BaseException:
+                self._store.release(1)  # not recorded: its seq stays spent, as its cache entries
+                raise
 
     def _stack(self) -> tuple:
         """code, line, code, line, ... from the call site outwards (frames of skip_modules left
@@ -442,7 +437,8 @@ def _after_fork_in_child() -> None:
     for r in list(_RECORDERS):
         r._lock = threading.Lock()
         r._active[0] = False
-        r.calls, r._pending_calls, r._taped = [], 0, []
+        r.calls, r._taped = [], []
+        r._store.drain(True)
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

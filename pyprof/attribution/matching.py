@@ -79,6 +79,7 @@ class MatchReport:
             counter's rise: not checked).
         memory_unchecked: matches not checked, by reason (a key of ``attribution.json
             matching.memory_unchecked``) -> count; with memory_checked they make ``matched``.
+        recorder: which recorder ran the imperative calls (``Recorder.kind``: native, python).
     """
 
     calls: int
@@ -92,6 +93,7 @@ class MatchReport:
     memory_passed: int
     by_memory: int = 0
     memory_unchecked: dict[str, int] = dataclasses.field(default_factory=dict)
+    recorder: str = ""
 
     @property
     def memory_share(self) -> float | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import os
 import sys
 import weakref
@@ -376,8 +377,9 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             return None
         import threading
         from ..attribution.matching import annotate_window
-        return annotate_window(index, path, calls, self._attribution,
-                               threads={t.ident: t.name for t in threading.enumerate()})
+        report = annotate_window(index, path, calls, self._attribution,
+                                 threads={t.ident: t.name for t in threading.enumerate()})
+        return report and dataclasses.replace(report, recorder=self._recorder.kind)
 
     def _write_partial(self) -> None:
         w = self._window

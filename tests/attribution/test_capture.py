@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from pyprof.native import shim
 from tests.child import run_scenario
 
 _LOOP = """
@@ -60,12 +61,14 @@ result["summary"] = pyprof.trace.summarize("w.json", by="shape")
 
 
 # Planted bugs, each of which the random loop must catch: the shape cache not evicted at
-# MXNDArrayFree (addresses are reused), and matching each event to the first unmatched call of
-# its name (no dependencies).
+# MXNDArrayFree (addresses are reused; in the Python and the native recorder), and matching each
+# event to the first unmatched call of its name (no dependencies).
 _PLANTS = {
     "no_eviction": """
 from pyprof.attribution import capture as _c
+from pyprof.native import shim as _shim
 _c.Recorder._make_free = lambda self, raw: raw
+_shim.NativeStore.make_free = lambda self, raw: raw
 """,
     "first_same_name": """
 from pyprof.attribution import matching as _m
@@ -260,7 +263,7 @@ result = {"off_same": during_off == plain, "on_hooked": during_on != plain,
           "hooked_names": [getattr(f, "__name__", "") for f in during_on],
           "after_plain": [getattr(f, "__name__", "") for f in after],
           "off_attribution": p.windows[0].attribution, "on_calls": q.windows[0].attribution.calls,
-          "views": list(VIEWS)}
+          "views": list(VIEWS), "recorder": q.windows[0].attribution.recorder}
 """
 
 
@@ -268,7 +271,10 @@ def test_with_every_option_off_the_gated_functions_are_untouched(tmp_path):
     r = run_scenario(_OFF, tmp_path, timeout=120)
     assert r["off_same"] is True and r["off_attribution"] is None
     cached = ["invoke", "invoke", "create", "create", "free", "backward", "set_recording"]
-    assert r["on_hooked"] is True and r["hooked_names"] == ["invoke", "free"] + ["view"] * len(r["views"]) + cached
+    # the imperative pair: recorder.c's functions when the native recorder runs (shim)
+    pair = ["rec_invoke", "rec_free"] if r["recorder"] == "native" else ["invoke", "free"]
+    assert r["recorder"] == ("python" if shim.unavailable() else "native")
+    assert r["on_hooked"] is True and r["hooked_names"] == pair + ["view"] * len(r["views"]) + cached
     assert r["raw_names"] == r["after_plain"] == [
         "MXImperativeInvokeEx", "MXNDArrayFree", *r["views"], "MXInvokeCachedOpEx", "MXInvokeCachedOp",
         "MXCreateCachedOpEx", "MXCreateCachedOp", "MXFreeCachedOp", "MXAutogradBackwardEx", "MXAutogradSetIsRecording"]
@@ -332,20 +338,28 @@ def test_a_fault_in_matching_keeps_the_window_and_never_reaches_the_host(tmp_pat
     assert len(notes) == 2 and "TypeError" in notes[0], proc.stderr
 
 
-def test_a_failed_recording_never_reaches_the_caller(tmp_path):
-    """The operator ran: a shape query MXNet refuses leaves the call unrecorded, not raised."""
+@pytest.mark.parametrize("kind", ["python", "native"])
+def test_a_failed_recording_never_reaches_the_caller(tmp_path, kind):
+    """The operator ran: a shape query MXNet refuses leaves the call unrecorded, not raised
+    (the native recorder's query planted as a C function returning -1, as MXNet's would)."""
+    if kind == "native" and shim.library() is None:
+        pytest.skip(f"the native recorder does not build here: {shim.unavailable()}")
     r = run_scenario("""
-import pyprof, mxnet as mx
-from pyprof.native import capi
+import ctypes, pyprof, mxnet as mx
+from pyprof.native import capi, shim
 def refused(h):
     raise capi.MXNetError("MXNDArrayGetShapeEx", "refused")
+REFUSE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)(lambda *a: -1)
 a = mx.nd.ones((2, 2)); mx.nd.waitall()
 with pyprof.profile(path="f.json", record_shapes=True) as p:
     capi.ndarray_meta = refused
+    if p._recorder.kind == "native":
+        shim.library().rec_set(None, None, ctypes.cast(REFUSE, ctypes.c_void_p), None)
     b = (a + 1).asnumpy().tolist()
-result = {"b": b,
+result = {"b": b, "kind": p._recorder.kind, "unrecorded": p._recorder.unrecorded,
           "calls": p.windows[0].attribution.calls}
-""", tmp_path)
+""", tmp_path, env={shim.ENV: kind})
+    assert r["kind"] == kind and r["unrecorded"] == 1
     assert r["b"] == [[2.0, 2.0], [2.0, 2.0]] and r["calls"] == 0
 
 

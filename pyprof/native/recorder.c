@@ -1,0 +1,353 @@
+/* The imperative hot path of pyprof.attribution.capture's Recorder, in C (pyprof.native.shim).
+
+   rec_invoke and rec_free take the place of MXImperativeInvokeEx and MXNDArrayFree in mxnet's
+   _LIB (ctypes calls them with the GIL released: nothing here touches Python). Per recorded call
+   the log gets the record capture._record makes, as int64 words (strings apart); a handle ->
+   (shape, dtype, producer seq, output slot) cache, evicted at the free (addresses are reused),
+   gives inputs their producers. Python's hooks share the cache and the seq counter through the
+   rec_get/rec_put/rec_pop/rec_reserve calls. No link against libmxnet: its functions come as
+   addresses (rec_set). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int (*invoke_fn)(void *, int, void **, int *, void ***, int, const char **, const char **,
+                         const int **);
+typedef int (*free_fn)(void *);
+typedef int (*shape_fn)(void *, int *, const int **);
+typedef int (*dtype_fn)(void *, int *);
+
+static invoke_fn real_invoke;
+static free_fn real_free;
+static shape_fn get_shape;
+static dtype_fn get_dtype;
+
+int rec_active; /* read and written by Python (c_int.in_dll): a window records */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int64_t next_seq, used, max_calls, unrecorded, full;
+
+/* ---- the handle cache: open addressing, linear probing, backward-shift deletion ---- */
+#define INLINE 6
+typedef struct {
+    uintptr_t key; /* 0: empty */
+    int64_t seq;
+    int32_t slot, dtype, ndim; /* ndim -1: shape unknown (None) */
+    int64_t dims[INLINE];
+    int64_t *big; /* ndim > INLINE */
+} entry;
+
+static entry *tab;
+static size_t cap, count;
+
+static size_t slot_of(uintptr_t k) { return (size_t)((k >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1); }
+static const int64_t *dims_of(const entry *e) { return e->ndim > INLINE ? e->big : e->dims; }
+
+static entry *find(uintptr_t k) {
+    if (!cap) return NULL;
+    for (size_t i = slot_of(k);; i = (i + 1) & (cap - 1)) {
+        if (tab[i].key == k) return &tab[i];
+        if (!tab[i].key) return NULL;
+    }
+}
+
+static int grow(void) {
+    size_t old = cap, ncap = cap ? cap * 2 : 1024;
+    entry *otab = tab, *nt = calloc(ncap, sizeof(entry));
+    if (!nt) return -1;
+    tab = nt;
+    cap = ncap;
+    for (size_t j = 0; j < old; j++)
+        if (otab[j].key) {
+            size_t i = slot_of(otab[j].key);
+            while (tab[i].key) i = (i + 1) & (cap - 1);
+            tab[i] = otab[j];
+        }
+    free(otab);
+    return 0;
+}
+
+/* Store (seq, slot, dtype, ndim, dims) for k; -1 when out of memory. */
+static int put(uintptr_t k, int64_t seq, int32_t sl, int32_t dt, int32_t nd, const int64_t *d) {
+    entry *e = find(k);
+    if (!e) {
+        if ((count + 1) * 2 > cap && grow()) return -1;
+        size_t i = slot_of(k);
+        while (tab[i].key) i = (i + 1) & (cap - 1);
+        e = &tab[i];
+        memset(e, 0, sizeof *e);
+        e->key = k;
+        count++;
+    }
+    int64_t *big = NULL;
+    if (nd > INLINE && !(big = malloc(sizeof(int64_t) * (size_t)nd))) return -1;
+    memcpy(nd > INLINE ? big : e->dims, d, sizeof(int64_t) * (size_t)(nd > 0 ? nd : 0));
+    if (e->ndim > INLINE) free(e->big);
+    e->big = big;
+    e->seq = seq, e->slot = sl, e->dtype = dt, e->ndim = nd;
+    return 0;
+}
+
+static void pop(uintptr_t k) {
+    entry *e = find(k);
+    if (!e) return;
+    if (e->ndim > INLINE) free(e->big);
+    size_t i = (size_t)(e - tab), j = i;
+    for (;;) { /* shift back the entries of the run after i that may sit at i */
+        j = (j + 1) & (cap - 1);
+        if (!tab[j].key) break;
+        size_t h = slot_of(tab[j].key);
+        if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
+            tab[i] = tab[j];
+            i = j;
+        }
+    }
+    tab[i].key = 0;
+    count--;
+}
+
+static void clear_cache(void) {
+    for (size_t i = 0; i < cap; i++)
+        if (tab[i].key && tab[i].ndim > INLINE) free(tab[i].big);
+    free(tab);
+    tab = NULL, cap = count = 0;
+}
+
+/* ---- the log: int64 words, and the keys' and vals' bytes apart ---- */
+typedef struct {
+    char *p;
+    size_t n, cap;
+} buf;
+static buf words, strs;
+
+static int reserve_buf(buf *b, size_t more) {
+    if (b->n + more <= b->cap) return 0;
+    size_t c = b->cap ? b->cap : 1 << 16;
+    while (c < b->n + more) c *= 2;
+    char *p = realloc(b->p, c);
+    if (!p) return -1;
+    b->p = p, b->cap = c;
+    return 0;
+}
+
+static int w(int64_t v) {
+    if (reserve_buf(&words, 8)) return -1;
+    memcpy(words.p + words.n, &v, 8);
+    words.n += 8;
+    return 0;
+}
+
+static int str(const char *s, int64_t *len) { /* the bytes to strs; len -1: NULL */
+    size_t n = s ? strlen(s) : 0;
+    if (reserve_buf(&strs, n)) return -1;
+    memcpy(strs.p + strs.n, s, n);
+    strs.n += n;
+    *len = s ? (int64_t)n : -1;
+    return 0;
+}
+
+/* The shape and dtype of h as MXNet gives them; -1 when it refuses. */
+static int query(void *h, int32_t *nd, int64_t **d, int32_t *dt) {
+    static __thread int64_t tmp[64];
+    static __thread int64_t *heap;
+    int n, t;
+    const int *pd;
+    if (get_shape(h, &n, &pd) || get_dtype(h, &t)) return -1;
+    int64_t *out = tmp;
+    if (n > 64) {
+        free(heap);
+        if (!(heap = malloc(sizeof(int64_t) * (size_t)n))) return -1;
+        out = heap;
+    }
+    for (int i = 0; i < n; i++) out[i] = pd[i];
+    *nd = n < 0 ? -1 : n, *d = out, *dt = t;
+    return 0;
+}
+
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return ((int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec) / 1000;
+}
+
+static int meta_words(int32_t dt, int32_t nd, const int64_t *d) {
+    if (w(dt) || w(nd)) return -1;
+    for (int32_t i = 0; i < nd; i++)
+        if (w(d[i])) return -1;
+    return 0;
+}
+
+/* Record one call (capture._record's steps in its order); seq spent even when it fails. A
+   record: seq, t, pushed, thread, nin, nout, nsig, nstr; the input handles, their producers, their
+   slots, the output handles; then nsig words that many calls share (the signature: op, nkv, per
+   input and output dtype, ndim, dims..., per attribute the key's and val's lengths), and the
+   attributes' nstr bytes in strs. shim.parse reads each signature once. */
+static void record(int64_t t, int64_t pushed, void *op, int nin, void **ins, int nout, void **outs,
+                   int np, const char **keys, const char **vals) {
+    pthread_mutex_lock(&mu);
+    if (used >= max_calls) { /* bounded, whatever the window */
+        full = 1, rec_active = 0;
+        pthread_mutex_unlock(&mu);
+        return;
+    }
+    int64_t seq = next_seq++;
+    size_t w0 = words.n, s0 = strs.n, fixed = 8 + 3 * (size_t)nin + (size_t)nout;
+    int32_t nd, dt;
+    int64_t *d, *r, len;
+    if (reserve_buf(&words, 8 * fixed)) goto fail;
+    words.n += 8 * fixed;
+#define R ((int64_t *)(words.p + w0)) /* (words.p moves as the log grows) */
+    r = R;
+    r[0] = seq, r[1] = t, r[2] = pushed, r[3] = (int64_t)pthread_self(), r[4] = nin, r[5] = nout;
+    for (int i = 0; i < nin; i++) {
+        uintptr_t h = (uintptr_t)ins[i];
+        entry *e = find(h);
+        int64_t p = e ? e->seq : -1;
+        int32_t k = e ? e->slot : -1;
+        if (!e || e->dtype == -1) { /* never seen, or an executor's output (no shape yet) */
+            if (query(ins[i], &nd, &d, &dt) || put(h, p, k, dt, nd, d)) goto fail;
+        }
+        r = R;
+        r[8 + i] = (int64_t)h, r[8 + nin + i] = p, r[8 + 2 * nin + i] = k;
+    }
+    if (w((int64_t)(uintptr_t)op) || w(np)) goto fail;
+    for (int i = 0; i < nin; i++) {
+        entry *e = find((uintptr_t)ins[i]);
+        if (meta_words(e->dtype, e->ndim, dims_of(e))) goto fail;
+    }
+    for (int j = 0; j < nout; j++) {
+        if (query(outs[j], &nd, &d, &dt) || put((uintptr_t)outs[j], seq, j, dt, nd, d) ||
+            meta_words(dt, nd, d))
+            goto fail;
+        R[8 + 3 * nin + j] = (int64_t)(uintptr_t)outs[j];
+    }
+    for (int i = 0; i < np; i++)
+        if (str(keys[i], &len) || w(len) || str(vals[i], &len) || w(len)) goto fail;
+    r = R;
+    r[6] = (int64_t)((words.n - w0) / 8 - fixed), r[7] = (int64_t)(strs.n - s0);
+#undef R
+    used++;
+    pthread_mutex_unlock(&mu);
+    return;
+fail:
+    words.n = w0, strs.n = s0, unrecorded++;
+    pthread_mutex_unlock(&mu);
+}
+
+int rec_invoke(void *op, int nin, void **ins, int *nout, void ***outs, int np, const char **keys,
+               const char **vals, const int **stypes) {
+    int64_t t = now_us();
+    int rc = real_invoke(op, nin, ins, nout, outs, np, keys, vals, stypes);
+    if (rc == 0 && rec_active)
+        record(t, now_us(), op, nin, ins, *nout, *outs, np, keys, vals);
+    return rc;
+}
+
+int rec_free(void *h) {
+    pthread_mutex_lock(&mu); /* before the free: the address may be reused at once */
+    pop((uintptr_t)h);
+    pthread_mutex_unlock(&mu);
+    return real_free(h);
+}
+
+/* ---- Python's side ---- */
+void rec_set(void *invoke, void *fr, void *shape, void *dtype) {
+    if (invoke) real_invoke = (invoke_fn)invoke;
+    if (fr) real_free = (free_fn)fr;
+    if (shape) get_shape = (shape_fn)shape;
+    if (dtype) get_dtype = (dtype_fn)dtype;
+}
+
+void rec_configure(int64_t max, int64_t seq) {
+    pthread_mutex_lock(&mu);
+    max_calls = max;
+    if (seq >= 0) next_seq = seq;
+    pthread_mutex_unlock(&mu);
+}
+
+/* n seqs for Python's hooks: the first, or -1 when the window is full (recording stops). */
+int64_t rec_reserve(int64_t n) {
+    int64_t first = -1;
+    pthread_mutex_lock(&mu);
+    if (used + n > max_calls) {
+        full = 1, rec_active = 0;
+    } else {
+        first = next_seq, next_seq += n, used += n;
+    }
+    pthread_mutex_unlock(&mu);
+    return first;
+}
+
+void rec_release(int64_t n) { /* calls reserved and not recorded (their seqs stay spent) */
+    pthread_mutex_lock(&mu);
+    used -= n;
+    pthread_mutex_unlock(&mu);
+}
+
+int64_t rec_seq(void) {
+    pthread_mutex_lock(&mu);
+    int64_t s = next_seq;
+    pthread_mutex_unlock(&mu);
+    return s;
+}
+
+/* h's entry into out (seq, slot, dtype, ndim, dims...; at most n words): 1 found, 0 not. */
+int rec_get(void *h, int64_t *out, int n) {
+    pthread_mutex_lock(&mu);
+    entry *e = find((uintptr_t)h);
+    if (e) {
+        out[0] = e->seq, out[1] = e->slot, out[2] = e->dtype, out[3] = e->ndim;
+        for (int i = 0; i < e->ndim && i + 4 < n; i++) out[4 + i] = dims_of(e)[i];
+    }
+    pthread_mutex_unlock(&mu);
+    return e != NULL;
+}
+
+int rec_put(void *h, int64_t seq, int slot, int dtype, int ndim, const int64_t *dims) {
+    pthread_mutex_lock(&mu);
+    int rc = put((uintptr_t)h, seq, slot, dtype, ndim, dims);
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+void rec_pop(void *h) {
+    pthread_mutex_lock(&mu);
+    pop((uintptr_t)h);
+    pthread_mutex_unlock(&mu);
+}
+
+void rec_clear(void) {
+    pthread_mutex_lock(&mu);
+    clear_cache();
+    pthread_mutex_unlock(&mu);
+}
+
+/* Hand the log over (the caller frees both with rec_free_log) and start an empty one; out:
+   words bytes, strs bytes, full, unrecorded. With reset (a window taken): full and the window's
+   count start again. */
+void rec_drain(char **wp, char **sp, int64_t *out, int reset) {
+    pthread_mutex_lock(&mu);
+    *wp = words.p, *sp = strs.p;
+    out[0] = (int64_t)words.n, out[1] = (int64_t)strs.n, out[2] = full, out[3] = unrecorded;
+    memset(&words, 0, sizeof words);
+    memset(&strs, 0, sizeof strs);
+    if (reset) full = 0, used = 0;
+    pthread_mutex_unlock(&mu);
+}
+
+void rec_free_log(char *wp, char *sp) {
+    free(wp);
+    free(sp);
+}
+
+/* A forked child: a parent thread may have held the mutex; the child records nothing. */
+static void after_fork_in_child(void) {
+    pthread_mutex_init(&mu, NULL);
+    rec_active = 0, used = 0, full = 0;
+    words.n = strs.n = 0;
+}
+
+__attribute__((constructor)) static void on_load(void) {
+    pthread_atfork(NULL, NULL, after_fork_in_child);
+}
