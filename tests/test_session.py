@@ -387,3 +387,19 @@ result = {"t": [t0, t1], "spans": [[w.start_us, w.end_us] for w in prof.windows]
     # back to back: a window ends inside the step call that cuts it, the next begins there
     for (_, end), (start, _), (before, after) in zip(spans, spans[1:], r["around"]):
         assert before <= end <= start <= after
+
+
+def test_a_name_with_a_carriage_return_keeps_its_window(tmp_path):
+    """mxnet.profiler's objects take any name; MXNet copies it raw into the raw trace, where a
+    text-mode read turned its CR into a line break, and the window's cut raised trace.not_valid."""
+    r = run_scenario("""
+import json, mxnet as mx, pyprof
+names = ["cr\\rcr", 'q"u\\\\ote']
+with pyprof.profile(path="t_{window}.json") as prof:
+    for n in names:
+        t = mx.profiler.Task(mx.profiler.Domain("dom"), n)
+        t.start(); (mx.nd.ones((2,)) + 1).wait_to_read(); t.stop()
+events = json.load(open(prof.windows[0].path))["traceEvents"]
+result = [[e["name"], e["ph"]] for e in events if e.get("cat") == "dom"]
+""", tmp_path)
+    assert r == [["cr\rcr", "b"], ["cr\rcr", "e"], ['q"u\\ote', "b"], ['q"u\\ote', "e"]]  # a task

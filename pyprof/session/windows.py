@@ -166,7 +166,8 @@ def _write_events(paths: list[str], metadata: dict[bytes, dict[str, Any]],
         # bytes MXNet wrote: its own layout (trace.json mxnet_layout), names unescaped
         events = parsed.get(path)
         if events is None:
-            with open(path, encoding="utf-8", errors="replace") as f:
+            # newline="": a raw CR in a name is no line break (universal newlines made it one)
+            with open(path, encoding="utf-8", errors="replace", newline="") as f:
                 events = parse_raw(f.read(), path)
             if len(paths) == 1:  # a window (neither pass changes an event); several: one at a time
                 parsed[path] = events

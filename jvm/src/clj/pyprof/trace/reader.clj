@@ -125,9 +125,11 @@
 (def ^:private layout ((rules/read-spec "trace.json") "mxnet_layout"))
 (def ^:private ^Pattern header (re-pattern (layout "header")))
 (def ^:private ^Pattern footer (re-pattern (layout "footer")))
-;; only lines whose value holds what JSON escapes (mxnet_layout "escaped"): others stay as they are
+;; only lines whose value holds what JSON escapes (mxnet_layout "escaped"): others stay as they are;
+;; UNIX_LINES: only a line feed ends MXNet's lines (Java's . and $ also stop at U+2028, U+0085, CR)
 (def ^:private lines (mapv #(Pattern/compile (str/replace-first % "(.*)" (str "(.*?" (layout "escaped") ".*)"))
-                                             Pattern/MULTILINE) (layout "raw_string_lines")))
+                                             (bit-or Pattern/MULTILINE Pattern/UNIX_LINES))
+                           (layout "raw_string_lines")))
 
 (defn- escape-lines
   "`text` with the raw value (group 2) of every raw_string_lines line JSON-escaped."
@@ -162,7 +164,7 @@
          ;; (no line that is a lone '}', the end of a whole event)
          ends (->> (iterate #(.lastIndexOf body "}" (int (dec (long %)))) (.lastIndexOf body "}"))
                    (take-while #(>= (long %) 0)) (map #(inc (long %)))
-                   (take-while #(not (re-find #"(?m)^\s*\}\s*$" (subs body %)))))]
+                   (take-while #(not (re-find #"(?md)^\s*\}\s*$" (subs body %)))))]
      (cond
        (str/blank? body) []
        :else (or (some #(try (parse-array (subs body 0 %)) (catch Exception _ nil))
