@@ -133,3 +133,30 @@ def test_two_threads_take_temp_space_copies_of_their_own(tmp_path, plant):
         assert failed >= 20, rep
     else:
         assert failed <= 1 and rep["exact"] >= 0.9 * rep["matched"], rep
+
+
+_WARMUP = """
+import json, threading, pyprof, mxnet as mx
+x = mx.nd.ones((2,)); big = mx.nd.ones((1 << 20,)); mx.nd.waitall()
+def work(a, n):
+    for _ in range(n):
+        y = a * 2; s = mx.nd.sum(y)
+    mx.nd.waitall()
+with pyprof.profile(schedule=pyprof.schedule(warmup=1, active=1, repeat=1), path="w_{window}.json",
+                    record_shapes=True, profile_memory=True) as p:
+    for step in range(2):  # the warm-up step's calls run while the profiler records no window
+        ts = [threading.Thread(target=work, args=(a, 30)) for a in (x, big, x)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        p.step()
+result = p.windows[0].attribution.as_dict()
+"""
+
+
+def test_a_warm_up_steps_calls_are_not_the_windows(tmp_path):
+    # three threads, a warm-up step and an active one: the window holds the active step's calls
+    # only (before, both steps' calls: half left unmatched, the rest matched to the warm-up's
+    # calls, labelled exact, failing the memory check)
+    rep = run_scenario(_WARMUP, tmp_path, timeout=120)
+    assert rep["calls"] == rep["events"] == rep["matched"] == 180 and rep["unmatched_calls"] == 0, rep
+    assert rep["memory_checked"] - rep["memory_passed"] <= 1 and rep["memory_checked"] >= 150, rep

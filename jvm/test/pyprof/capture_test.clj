@@ -36,6 +36,14 @@
                                               :with-stack true :with-flops true}))]
       (dotimes [_ 3] (run))
       (prn (:attribution (first (session/stop! s)))))
+    ;; a warm-up step's forwards run while no window is open: the window holds the active step's
+    (let [s (session/start! (session/profile {:path (str dir "/u_{window}.json") :record-shapes true
+                                              :schedule (session/schedule {:warmup 1 :active 1})}))]
+      (dotimes [_ 2] (run))
+      (session/step! s)
+      (dotimes [_ 3] (run))
+      (session/step! s)
+      (prn (:attribution (first (session/stop! s)))))
     (let [j (ProfilerSession. {"path" (str dir "/j_{window}.json") "record_shapes" true})]
       (.start j)
       (run)
@@ -55,10 +63,11 @@
         {:keys [exit out err]} (java-child ["-e" (str "(require 'pyprof.capture-test)"
                                                        "(pyprof.capture-test/child-scenario \"" dir "\")")])
         _ (is (= 0 exit) err)
-        report (read-string (first (str/split-lines out)))
+        [report warmed] (map read-string (take 2 (str/split-lines out)))
         dots (filter #(= "[dot]" (% "name")) (operator-events (str dir "/w_0.json")))
         arg (fn [e k] (get-in e ["args" (args-names k)]))]
     (is (= {:calls 3 :matched 3 :unmatched-calls 0 :unmatched-events 0} report))
+    (is (= {:calls 3 :matched 3 :unmatched-calls 0 :unmatched-events 0} warmed))
     (is (= 3 (count dots)))
     (doseq [e dots]
       (is (= [[n n] [n n]] (arg e "input_dims")))

@@ -175,6 +175,7 @@
     (when (nil? (:window @st))
       (when (:running @st) ; only a table that opens while recording gets here
         ((owner-operations (cond->> :stop (:steady @st) (get sched/steady-operations))) s))
+      (when (::attribution s) (capture/take!)) ; a warm-up's forwards: their events are in no window
       (when (raw/rotation-due?)
         (save-op! s) ; a window that ended but is not cut yet lives in the old raw file
         (raw/rotate!))
