@@ -15,17 +15,10 @@ drained and parsed there), and which recorder ran. ``record_shapes (python)`` is
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
-from bench_gate import WORKLOAD  # the same small-operator workload
+from bench_gate import WORKLOAD, alternate  # the same small-operator workload
 
-ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = """
 import gc, json, sys, time
@@ -70,15 +63,7 @@ def main() -> None:
     ap.add_argument("--ops", type=int, default=40000)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    runs: dict[str, list[dict]] = {m: [] for m in MODES}
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(args.rounds):
-            for mode, options in MODES.items():
-                out = subprocess.run([sys.executable, "-c", CHILD, str(args.ops), json.dumps(options),
-                                      os.path.join(tmp, f"{mode}.json")], env={**env, **ENV.get(mode, {})}, check=True,
-                                     capture_output=True, text=True, timeout=900)
-                runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    runs = alternate(CHILD, MODES, args.ops, args.rounds, ENV)
     base = statistics.median(r["us_per_op"] for r in runs["session"])
     for mode, rs in runs.items():
         us = statistics.median(r["us_per_op"] for r in rs)

@@ -105,6 +105,23 @@ def _python(code: str, *args: str) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
+def alternate(child: str, modes: dict[str, dict], ops: int, rounds: int,
+              env: dict[str, dict[str, str]] | None = None) -> dict[str, list[dict]]:
+    """Run ``child`` (``python -c``, argv: ops, the mode's session options as JSON, a trace
+    path) once per mode per round, the modes alternating, each in a fresh process with this
+    checkout on its path (and ``env[mode]`` added); the JSON of each run's last line, by mode."""
+    runs: dict[str, list[dict]] = {m: [] for m in modes}
+    base = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(rounds):
+            for mode, options in modes.items():
+                out = subprocess.run([sys.executable, "-c", child, str(ops), json.dumps(options),
+                                      os.path.join(tmp, "w.json")], env={**base, **(env or {}).get(mode, {})},
+                                     check=True, capture_output=True, text=True, timeout=900)
+                runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return runs
+
+
 def small_ops(ops: int, rounds: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in IMPORTS}
     for _ in range(rounds):

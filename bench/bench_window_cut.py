@@ -9,17 +9,10 @@ the modes alternating over ``--rounds`` (docs/performance.md, "Closing a long wi
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
-from bench_gate import WORKLOAD  # the same small-operator workload
+from bench_gate import WORKLOAD, alternate  # the same small-operator workload
 
-ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = """
 import json, os, sys, time
@@ -42,15 +35,7 @@ def main() -> None:
     ap.add_argument("--ops", type=int, default=10000)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    runs: dict[str, list[dict]] = {m: [] for m in MODES}
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(args.rounds):
-            for mode, options in MODES.items():
-                out = subprocess.run([sys.executable, "-c", CHILD, str(args.ops), json.dumps(options),
-                                      os.path.join(tmp, "w.json")], env=env, check=True,
-                                     capture_output=True, text=True, timeout=900)
-                runs[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    runs = alternate(CHILD, MODES, args.ops, args.rounds)
     for mode, rs in runs.items():
         s = statistics.median(r["stop_s"] for r in rs)
         print(f"{mode}: stop() {s:.2f} s for {args.ops} operators ({s / args.ops * 1e6:.0f} µs an "
