@@ -66,7 +66,6 @@ _SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
 #: The session options, each with what it records.
 OPTIONS: dict[str, str] = _SPEC["options"]
 _SKIP = tuple(_SPEC["skip_modules"])
-_BACKWARD: dict[str, dict] = autograd.TABLE
 # The CachedOp functions hooked with the imperative ones (module cachedop): invocations, and
 # creations with the index of their CachedOpHandle* argument.
 _CACHED_INVOKE = ("MXInvokeCachedOpEx", "MXInvokeCachedOp")
@@ -176,13 +175,8 @@ class Recorder:
     def take(self) -> tuple[list[Call], bool]:
         """The calls recorded since the last take (the window's), in call order, and whether
         recording stopped at ``capture.max_calls`` (the next window records again)."""
-        with self._lock:
-            log, full = self._store.drain(True)
-            calls, self.calls = self.calls, []
-            self._taped = []  # a forward of this window backwarded in the next gets no backward calls
-            self._tape.clear()
-        # Outside the lock: the hot path waits for no window. The collector paused: it can free
-        # none of the objects made here, and its full passes over them cost more than the making.
+        calls, log, full = self._cut()
+        # outside the lock (the hot path waits), the collector paused: nothing made here is garbage
         collecting = gc.isenabled()
         gc.disable()
         try:
@@ -197,6 +191,18 @@ class Recorder:
             if collecting:
                 gc.enable()
         return calls, full
+
+    def discard(self) -> None:
+        """Forget the calls recorded since the last take, unread (a warm-up's: no window)."""
+        self._cut()
+
+    def _cut(self) -> tuple[list, Any, bool]:
+        with self._lock:
+            log, full = self._store.drain(True)
+            # a forward of this window backwarded in the next gets no backward calls
+            calls, self.calls, self._taped = self.calls, [], []
+            self._tape.clear()
+        return calls, log, full
 
     # -- the hot path ---------------------------------------------------------------------------
     def _make_invoke(self, raw: Callable[..., int], resolve: Callable | None = None) -> Callable[..., int]:
@@ -356,7 +362,7 @@ class Recorder:
                     continue
                 g = n.fwd.graph
                 if g.plan is None:
-                    g.plan = cachedop.backward_plan(g, _BACKWARD)
+                    g.plan = cachedop.backward_plan(g, autograd.TABLE)
                 if not g.plan:
                     continue
                 if (first := self._store.reserve(len(g.plan))) < 0:

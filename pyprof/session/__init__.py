@@ -398,7 +398,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._running:  # only a transition table that opens while recording gets here
             self._OPERATIONS[STEADY_OPERATIONS["stop"] if self._steady else "stop"](self)
         if self._recorder is not None:
-            self._recorder.take()  # a warm-up's calls: their events are in no window
+            self._recorder.discard()  # a warm-up's calls: their events are in no window
         if RAW.rotation_due():
             self._save()  # a window that ended but is not cut yet lives in the old raw file
             RAW.rotate()
