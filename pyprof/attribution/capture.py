@@ -93,7 +93,7 @@ class Recorder:
         self._use(store.PyStore(0, MAX_CALLS))  # the store's seqs go on every window: unique
         self._shapes: dict[tuple, tuple] = {}  # each shape once (calls.RECORD); cleared past _MAX_SHAPES
         self._lock = threading.Lock()
-        self._hooked = False
+        self.hooked = False  # mxnet's functions go through this recorder (install .. uninstall)
         self._skip: dict[Any, bool] = {}  # code object -> not a call site
         self._graphs = cachedop.Graphs()  # CachedOp handle -> its symbol, while it lives
         self._executors = executor.Executors()  # executor handle -> its bound symbol, while it lives
@@ -121,7 +121,7 @@ class Recorder:
     def install(self) -> bool:
         """Route mxnet's ``MXImperativeInvokeEx`` and ``MXNDArrayFree`` through this recorder
         (once mxnet is imported); True when installed. C: NNGetOpHandle (first use)."""
-        if self._hooked:
+        if self.hooked:
             return True
         if "mxnet.base" not in sys.modules:
             return False
@@ -143,18 +143,18 @@ class Recorder:
         capi.hook_mxnet("MXFreeCachedOp", self._graphs.hook_free)
         capi.hook_mxnet("MXAutogradBackwardEx", self._make_backward)
         capi.hook_mxnet("MXAutogradSetIsRecording", self._make_set_recording)
-        self._hooked = True
+        self.hooked = True
         return True
 
     def uninstall(self) -> None:
         """Give mxnet its plain gated functions back and forget every handle."""
-        if self._hooked:
+        if self.hooked:
             capi.hook_mxnet("MXImperativeInvokeEx")
             capi.hook_mxnet("MXNDArrayFree")
             for name in (*VIEWS, *_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp", *_EXECUTOR,
                          "MXAutogradBackwardEx", "MXAutogradSetIsRecording"):
                 capi.hook_mxnet(name)
-            self._hooked = False
+            self.hooked = False
         self._active[0] = False
         self._cache.clear()
         self._shapes.clear()

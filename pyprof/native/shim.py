@@ -267,7 +267,7 @@ def store(owner: Any, seq: int, max_calls: int) -> NativeStore | None:
     if unavailable() is not None:
         return None
     held = _owner() if _owner is not None else None
-    if held is not None and held is not owner and getattr(held, "_hooked", False):
+    if held is not None and held is not owner and getattr(held, "hooked", False):
         return None
     _owner = weakref.ref(owner)
     return NativeStore(_lib, seq, max_calls)
