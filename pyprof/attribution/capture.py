@@ -240,7 +240,7 @@ class Recorder:
                     e = cache.get(getattr(a[0], "value", a[0]))
                     if e is not None:  # a source never seen has no producer: nor has its view
                         h = a[-1]._obj.value
-                        s, d = capi.ndarray_meta(h) if self.shapes else (None, -1)
+                        s, d = self._store.meta(h) if self.shapes else (None, -1)
                         s = self._shapes.setdefault(s, s)
                         cache[h] = (s, d, e[2], e[3])  # one dict store, as the free's pop
                 except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
@@ -252,7 +252,7 @@ class Recorder:
         """The cache entry of input handle ``h``, queried and cached when not seen before."""
         e = self._cache.get(h)
         if e is None or e[1] == -1:  # never seen, or recorded without shapes
-            s, d = capi.ndarray_meta(h)
+            s, d = self._store.meta(h)
             s = self._shapes.setdefault(s, s)
             e = self._cache[h] = (s, d, -1, -1) if e is None else (s, d, e[2], e[3])
         return e
@@ -275,7 +275,7 @@ class Recorder:
             graph, (_, ins, outs) = holder, cachedop.invoke_io(a)
         else:
             graph, ins, outs = bound.graph, bound.inputs, []
-        meta, cache = capi.ndarray_meta, self._cache
+        meta, cache = self._store.meta, self._cache
         with self._lock:
             n = len(graph.nodes)
             first = self._store.reserve(n)
@@ -379,7 +379,7 @@ class Recorder:
             try:
                 prod, slots, fin, fout = [], [], [], []
                 if self.shapes:  # flat (shape, dtype, ...), shapes interned: see calls.RECORD
-                    meta, shapes = capi.ndarray_meta, self._shapes
+                    meta, shapes = self._store.meta, self._shapes
                     if len(shapes) > _MAX_SHAPES:
                         shapes.clear()
                     for h in ins:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..native import shim
+from ..native import capi, shim
 
 __all__ = ["PyStore", "choose"]
 
@@ -21,6 +21,8 @@ class PyStore:
     """The Python recorder's state (see the module docstring)."""
 
     kind = "python"
+    #: (shape or None, dtype code) of an NDArray handle, asked of MXNet (NativeStore reads it in place)
+    meta = staticmethod(capi.ndarray_meta)
 
     def __init__(self, seq: int = 0, max_calls: int = 0) -> None:
         self.cache: dict[int, tuple] = {}

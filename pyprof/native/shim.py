@@ -27,7 +27,8 @@ from ctypes import POINTER, byref, c_int, c_int64, c_void_p
 from pathlib import Path
 from typing import Any
 
-__all__ = ["store", "NativeStore", "NativeCache", "library", "unavailable"]
+__all__ = ["store", "NativeStore", "NativeCache", "library", "unavailable", "LAYOUT", "check_layout",
+           "reads_in_place"]
 
 _SOURCE = Path(__file__).with_name("recorder.c")
 #: ``PYPROF_RECORDER=python`` forces the Python recorder (``native``, the default: the C one
@@ -37,6 +38,17 @@ _MAX_DIMS = 64
 _lib: Any = None
 _why: str | None = None  # why the library is not there (built once per process)
 _owner: Any = None  # weakref to the recorder whose windows the C state holds
+#: Byte offsets in MXNet 1.9.1's ``NDArray`` (include/mxnet/ndarray.h, mxnet/tuple.h; x86-64 and
+#: aarch64 alike): ``ptr_`` (a shared_ptr, 16 bytes), ``shape_``'s ``ndim_``, its 4 stack dims
+#: (int64) and its heap pointer (past 4 dims), ``dtype_``. recorder.c reads shapes there instead
+#: of asking MXNet, whose shape queries profile_api traces (about 1.4 µs and a trace event each),
+#: once :func:`check_layout` has found them right.
+LAYOUT = {"chunk": 0, "ndim": 16, "stack": 24, "heap": 56, "dtype": 72}
+# Arrays check_layout makes: stack dims first, then heap ones; every dtype code 0-6.
+_CHECKS = (((3,), "float32", 0), ((2, 5), "float64", 1), ((7, 1, 3), "float16", 2),
+           ((2, 3, 4, 5), "uint8", 3), ((1, 4), "int32", 4), ((9,), "int8", 5), ((3, 2), "int64", 6),
+           ((6, 5, 4, 3, 2), "float32", 0), ((1, 2, 3, 1, 2, 3, 2, 1), "int32", 4))
+_in_place: bool | None = None  # check_layout's verdict on LAYOUT, once per process
 
 
 def _cache_dir() -> Path:
@@ -87,6 +99,9 @@ def library() -> Any:
                 ("rec_seq", [], c_int64), ("rec_get", [c_void_p, POINTER(c_int64), c_int], c_int),
                 ("rec_put", [c_void_p, c_int64, c_int, c_int, c_int, POINTER(c_int64)], c_int),
                 ("rec_pop", [c_void_p], None), ("rec_clear", [], None),
+                ("rec_peek", [c_void_p, POINTER(c_int64), c_int, POINTER(c_int64), c_int], c_int),
+                ("rec_layout", [POINTER(c_int64)], None),
+                ("rec_read", [c_void_p, POINTER(c_int64), c_int], c_int),
                 ("rec_drain", [POINTER(c_void_p), POINTER(c_void_p), POINTER(c_int64), c_int], None),
                 ("rec_free_log", [c_void_p, c_void_p], None)):
             f = getattr(lib, name)  # (lib[name] would be a fresh, undeclared object)
@@ -101,6 +116,32 @@ def unavailable() -> str | None:
         return f"{ENV}=python"
     library()
     return _why
+
+
+def _offsets(layout: dict[str, int]) -> Any:
+    return (c_int64 * 5)(*(layout[k] for k in ("chunk", "ndim", "stack", "heap", "dtype")))
+
+
+def check_layout(layout: dict[str, int] | None = None) -> bool:
+    """Whether ``layout`` (default :data:`LAYOUT`) reads the shape and dtype of arrays made now
+    (1 to 8 dims, dtype codes 0-6) as they were made. Arrays with heap dims are read only once
+    every stack-dim array read right, so a wrong layout follows no pointer. Needs mxnet imported
+    and the library (:func:`library`)."""
+    import mxnet as mx
+
+    lib = library()
+    off, out = _offsets(LAYOUT if layout is None else layout), (c_int64 * 10)()
+    for shape, dtype, code in _CHECKS:
+        a = mx.nd.empty(shape, dtype=dtype)
+        nd = lib.rec_peek(a.handle, off, int(len(shape) > 4), out, len(out))
+        if nd != len(shape) or out[0] != code or tuple(out[2:2 + nd]) != shape:
+            return False
+    return True
+
+
+def reads_in_place() -> bool | None:
+    """Whether the recorder reads shapes in place (:data:`LAYOUT`); None before its first window."""
+    return _in_place
 
 
 def _address(fn: Any) -> int:
@@ -190,10 +231,28 @@ class NativeStore:
         """Calls whose shape query MXNet refused (counted at each drain)."""
         return self._total - self._base
 
+    def meta(self, h: int) -> tuple[tuple[int, ...] | None, int]:
+        """(shape or None, dtype code) of NDArray handle ``h``, as
+        :func:`pyprof.native.capi.ndarray_meta` gives it: read in place where the layout is
+        checked, asked of MXNet otherwise."""
+        b = getattr(self.cache._local, "meta", None)
+        if b is None:
+            b = self.cache._local.meta = (c_int64 * (2 + _MAX_DIMS))()
+        nd = self._lib.rec_read(h, b, len(b))
+        if 0 <= nd <= _MAX_DIMS:
+            return tuple(b[2:2 + nd]), b[0]
+        from . import capi
+
+        return capi.ndarray_meta(h)
+
     def make_invoke(self, raw: Any) -> Any:
         """The C ``MXImperativeInvokeEx`` recorder around ``raw`` (mxnet's ctypes function)."""
         from . import capi
 
+        global _in_place
+        if _in_place is None:
+            _in_place = check_layout()
+        self._lib.rec_layout(_offsets(LAYOUT) if _in_place else None)
         lib = capi.lib()
         self._lib.rec_set(_address(raw), None, _address(lib.MXNDArrayGetShapeEx), _address(lib.MXNDArrayGetDType))
         return self._lib["rec_invoke"]  # no argtypes: mxnet passes ctypes objects, as to raw

@@ -15,7 +15,7 @@ from tests.child import run_scenario
 pytestmark = pytest.mark.skipif(shim.library() is None, reason="the native recorder does not build here")
 
 _BODY = """
-import os, random, threading, time, numpy as np, pyprof, mxnet as mx
+import json, os, random, threading, time, numpy as np, pyprof, mxnet as mx
 from pyprof.native import shim
 PLANT
 
@@ -23,6 +23,9 @@ def loop(seed):
     rng = random.Random(seed)
     live = [mx.nd.ones(s) for s in ((2, 3), (3, 2), (4, 4))]
     for i in range(400):
+        if i % 40 == 0:  # dims past the 4 an NDArray holds inline; other dtypes
+            h6 = mx.nd.relu(mx.nd.ones((2, 1, 3, 1, 2, i % 7 + 1), dtype="float64"))
+            h16 = live[0].astype("float16") + 1
         x = rng.choice(live)
         k = rng.randrange(9)
         if k == 0: y = x + 1
@@ -42,14 +45,15 @@ def loop(seed):
             del live[rng.randrange(len(live))]
     mx.nd.waitall()
 
-def record(kind):
+def record(kind, shapes=True):
     os.environ[shim.ENV] = kind
     t0 = time.time_ns() // 1000
-    with pyprof.profile(path=f"{kind}.json", record_shapes=True, profile_api=False) as p:
+    with pyprof.profile(path=f"{kind}.json", record_shapes=shapes, profile_api=API) as p:
         loop(11)
-        ran = p._recorder.kind
+        ran = p._recorder.kind if shapes else None
+        in_place = shim.reads_in_place()
     t1 = time.time_ns() // 1000
-    return ran, t0, t1
+    return ran, t0, t1, in_place
 
 out = {}
 import pyprof.attribution.capture as capture
@@ -61,11 +65,12 @@ def take(self):
     return calls, full
 capture.Recorder.take = take
 for kind in ("native", "python"):
-    ran, t0, t1 = record(kind)
+    ran, t0, t1, in_place = record(kind)
     calls = taken[ran]
     pos = {c.seq: i for i, c in enumerate(calls)}
     out[kind] = {
         "ran": ran,
+        "in_place": in_place,
         "seqs_increase": all(a.seq < b.seq for a, b in zip(calls, calls[1:])),
         "records": [[c.name, c.shapes("in"), c.dtypes("in"), c.shapes("out"), c.dtypes("out"),
                      [k.decode() for k in c.keys], [v.decode() for v in c.vals],
@@ -77,18 +82,27 @@ for kind in ("native", "python"):
         "times": all(t0 <= c.t_us <= c.pushed_us <= t1 for c in calls),
         "in_meta_producers": all(m[2] == p for c in calls for m, p in zip(c.in_meta, c.producers)),
     }
+def meta_queries(path):  # MXNet's traced shape and dtype queries: begin and end each
+    return sum(1 for e in json.load(open(path))["traceEvents"]
+               if e.get("name") in ("MXNDArrayGetShapeEx", "MXNDArrayGetDType"))
+for kind in out:
+    out[kind]["meta_api_events"] = meta_queries(f"{kind}.json")
+if API:  # the loop's own queries (x.shape): the same loop, unrecorded
+    record("native", shapes=False)
+    out["plain_api_events"] = meta_queries("native.json")
 result = out
 """
 
 
-def _run(tmp_path, plant: str = ""):
-    return run_scenario(_BODY.replace("PLANT", plant), tmp_path, timeout=180)
+def _run(tmp_path, plant: str = "", api: bool = False):
+    return run_scenario(_BODY.replace("PLANT", plant).replace("API", str(api)), tmp_path, timeout=180)
 
 
 def test_the_native_and_the_python_recorder_give_the_same_records(tmp_path):
     r = _run(tmp_path)
     native, python = r["native"], r["python"]
     assert native["ran"] == "native" and python["ran"] == "python"
+    assert native["in_place"] is True  # shapes read in place (shim.LAYOUT), checked against MXNet's
     assert len(native["records"]) == len(python["records"]) > 250
     for k in ("seqs_increase", "handles_are_ints", "op_handles_known", "threads", "times", "in_meta_producers"):
         assert native[k] and python[k], k
@@ -106,4 +120,39 @@ def test_a_native_recorder_that_does_not_evict_at_free_differs(tmp_path, plant):
     r = _run(tmp_path, "shim.NativeStore.make_free = lambda self, raw: raw")
     native, python = r["native"], r["python"]
     assert native["ran"] == "native"
+    assert native["records"] != python["records"]
+
+
+# A wrong offset of dtype_ (76: reuse_ and padding) or of ndim_ (20: num_heap_allocated_).
+_WRONG = {"dtype": "76", "ndim": "20"}
+
+
+@pytest.mark.parametrize("field", sorted(_WRONG))
+def test_a_wrong_layout_is_refused_and_the_recorder_asks_mxnet(tmp_path, field):
+    """check_layout refuses the layout; the native recorder then asks MXNet, records the same as
+    the Python one, and with profile_api on the window holds MXNet's traced shape queries (read
+    in place, it holds none: the default layout's run in the same child)."""
+    r = _run(tmp_path, f"shim.LAYOUT = {{**shim.LAYOUT, {field!r}: {_WRONG[field]}}}", api=True)
+    native, python = r["native"], r["python"]
+    assert native["ran"] == "native" and native["in_place"] is False
+    assert native["records"] == python["records"]
+    assert native["meta_api_events"] > r["plain_api_events"] + 2 * len(native["records"])
+
+
+def test_shapes_read_in_place_leave_no_traced_queries(tmp_path):
+    r = _run(tmp_path, api=True)
+    plain = r["plain_api_events"]  # the loop's own (x.shape)
+    assert r["native"]["in_place"] is True and r["native"]["meta_api_events"] == plain > 0
+    assert r["python"]["meta_api_events"] > plain  # the Python recorder asks MXNet: the count sees it
+    assert r["native"]["records"] == r["python"]["records"]
+
+
+@pytest.mark.parametrize("field", sorted(_WRONG))
+def test_a_wrong_layout_taken_unchecked_gives_other_records(tmp_path, field):
+    """Planted: check_layout says yes to a wrong layout. The comparison with the Python recorder
+    sees wrong dtypes or shapes."""
+    r = _run(tmp_path, f"shim.LAYOUT = {{**shim.LAYOUT, {field!r}: {_WRONG[field]}}}\n"
+                       "shim.check_layout = lambda layout=None: True")
+    native, python = r["native"], r["python"]
+    assert native["in_place"] is True
     assert native["records"] != python["records"]
