@@ -7,7 +7,9 @@ without them and raw ``mxnet.profiler``, in one benchmark run.
 The workload is bench_gate.py's: ``b = a + 1`` on a 2x2 NDArray, ``ops`` times, then
 ``waitall``, inside one recording window. Every mode runs in fresh child processes, the modes
 alternating, ``rounds`` each (``record_shapes (python)``: with the Python recorder forced,
-``PYPROF_RECORDER=python``; plain ``record_shapes`` runs the native one where it builds); a child reports the median of 3 passes in microseconds per
+``PYPROF_RECORDER=python``; ``record_shapes (native-api)``: the native one asking MXNet for
+shapes, ``PYPROF_RECORDER=native-api``; plain ``record_shapes`` runs the native one where it
+builds, reading shapes in place); a child reports the median of 3 passes in microseconds per
 operator (writing the window, and matching, come after the timed passes). Then, in the same
 window, ``BLOCKS`` pairs of passes with the recorder paused and resumed, alternating: the added
 cost of a mode is the median of (resumed - paused), which a loaded machine disturbs much less
@@ -63,12 +65,15 @@ MODES = {
     "mxnet.profiler": None,
     "session": {},
     "record_shapes": {"record_shapes": True},
+    "record_shapes (native-api)": {"record_shapes": True},
     "record_shapes (python)": {"record_shapes": True},
     "with_stack": {"with_stack": True},
     "shapes+stack": {"record_shapes": True, "with_stack": True},
     "with_flops": {"with_flops": True},
 }
-ENV = {"record_shapes (python)": {"PYPROF_RECORDER": "python"}}  # the Python recorder forced
+# The Python recorder forced; the native one asking MXNet for shapes (no in-place read).
+ENV = {"record_shapes (python)": {"PYPROF_RECORDER": "python"},
+       "record_shapes (native-api)": {"PYPROF_RECORDER": "native-api"}}
 
 
 def _run(mode: str, ops: int, api: bool, tmp: str) -> dict[str, float]:

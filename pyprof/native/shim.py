@@ -23,7 +23,7 @@ import subprocess
 import tempfile
 import threading
 import weakref
-from ctypes import POINTER, byref, c_int, c_int64, c_void_p
+from ctypes import POINTER, byref, c_int, c_int64, c_uint32, c_void_p
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,8 @@ __all__ = ["store", "NativeStore", "NativeCache", "library", "unavailable", "LAY
 
 _SOURCE = Path(__file__).with_name("recorder.c")
 #: ``PYPROF_RECORDER=python`` forces the Python recorder (``native``, the default: the C one
-#: where it builds).
+#: where it builds; ``native-api``: the C one asking MXNet for every shape, as before
+#: :data:`LAYOUT`).
 ENV = "PYPROF_RECORDER"
 _MAX_DIMS = 64
 _lib: Any = None
@@ -44,10 +45,9 @@ _owner: Any = None  # weakref to the recorder whose windows the C state holds
 #: of asking MXNet, whose shape queries profile_api traces (about 1.4 µs and a trace event each),
 #: once :func:`check_layout` has found them right.
 LAYOUT = {"chunk": 0, "ndim": 16, "stack": 24, "heap": 56, "dtype": 72}
-# Arrays check_layout makes: stack dims first, then heap ones; every dtype code 0-6.
-_CHECKS = (((3,), "float32", 0), ((2, 5), "float64", 1), ((7, 1, 3), "float16", 2),
-           ((2, 3, 4, 5), "uint8", 3), ((1, 4), "int32", 4), ((9,), "int8", 5), ((3, 2), "int64", 6),
-           ((6, 5, 4, 3, 2), "float32", 0), ((1, 2, 3, 1, 2, 3, 2, 1), "int32", 4))
+# Arrays check_layout makes (shape, dtype code): stack dims first, then heap ones; codes 0-6.
+_CHECKS = (((3,), 0), ((2, 5), 1), ((7, 1, 3), 2), ((2, 3, 4, 5), 3), ((1, 4), 4), ((9,), 5),
+           ((3, 2), 6), ((6, 5, 4, 3, 2), 0), ((1, 2, 3, 1, 2, 3, 2, 1), 4))
 _in_place: bool | None = None  # check_layout's verdict on LAYOUT, once per process
 
 
@@ -124,16 +124,21 @@ def _offsets(layout: dict[str, int]) -> Any:
 
 def check_layout(layout: dict[str, int] | None = None) -> bool:
     """Whether ``layout`` (default :data:`LAYOUT`) reads the shape and dtype of arrays made now
-    (1 to 8 dims, dtype codes 0-6) as they were made. Arrays with heap dims are read only once
-    every stack-dim array read right, so a wrong layout follows no pointer. Needs mxnet imported
-    and the library (:func:`library`)."""
-    import mxnet as mx
+    (1 to 8 dims, dtype codes 0-6; delay-allocated on the CPU: no memory) as they were made.
+    Arrays with heap dims are read only once every stack-dim array read right, so a wrong
+    layout follows no pointer. Needs the library (:func:`library`). C: MXNDArrayCreateEx,
+    MXNDArrayFree."""
+    from . import capi
 
     lib = library()
     off, out = _offsets(LAYOUT if layout is None else layout), (c_int64 * 10)()
-    for shape, dtype, code in _CHECKS:
-        a = mx.nd.empty(shape, dtype=dtype)
-        nd = lib.rec_peek(a.handle, off, int(len(shape) > 4), out, len(out))
+    for shape, code in _CHECKS:
+        h = capi.handle()
+        capi.call("MXNDArrayCreateEx", (c_uint32 * len(shape))(*shape), len(shape), 1, 0, 1, code, byref(h))
+        try:
+            nd = lib.rec_peek(h, off, int(len(shape) > 4), out, len(out))
+        finally:
+            capi.call("MXNDArrayFree", h)
         if nd != len(shape) or out[0] != code or tuple(out[2:2 + nd]) != shape:
             return False
     return True
@@ -251,7 +256,7 @@ class NativeStore:
 
         global _in_place
         if _in_place is None:
-            _in_place = check_layout()
+            _in_place = os.environ.get(ENV) != "native-api" and check_layout()
         self._lib.rec_layout(_offsets(LAYOUT) if _in_place else None)
         lib = capi.lib()
         self._lib.rec_set(_address(raw), None, _address(lib.MXNDArrayGetShapeEx), _address(lib.MXNDArrayGetDType))
