@@ -24,7 +24,7 @@ import pytest
 
 import pyprof
 
-from child import ROOT, load_trace, operator_pairs
+from child import FAST_JVM, ROOT, load_trace, operator_pairs
 
 OPS = 50
 _OPS = ("_mul_scalar", "_random_uniform")
@@ -112,7 +112,7 @@ def _command(kind: str, shared: Path, n: int) -> list[str]:
     call = "run-session" if kind == "clojure-session" else f"run {json.dumps(kind)}"
     form = (f"(require (quote pyprof.claim-child)) "
             f"(pyprof.claim-child/{call} {json.dumps(str(shared))} {json.dumps(d)} {n} {OPS})")
-    return ["java", "-cp", os.pathsep.join(jvm.classpath()), "clojure.main", "-e", form]
+    return ["java", *FAST_JVM, "-cp", os.pathsep.join(jvm.classpath()), "clojure.main", "-e", form]
 
 
 def _run_all(kinds: list[str], tmp_path: Path, name: str = "trace.json") -> tuple[Path, list[dict]]:
