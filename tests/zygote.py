@@ -14,6 +14,13 @@ environment agrees with its own on every variable MXNet, OpenMP, the JVM or pypr
 import (``_SIGNATURE_PREFIXES``); a signature is given a zygote the second time it is asked for,
 and a first request, or ``fresh=True`` (tests of import order, of first loads), runs a plain
 ``subprocess.run``. ``PYPROF_TEST_ZYGOTE=0`` turns zygotes off.
+
+Per-operator mode (``PYPROF_PER_OPERATOR=1``) is applied at ``import pyprof`` and must come
+before libmxnet loads: a zygote of that environment imports pyprof first, as the scripts that
+ask for it do (``import pyprof, mxnet``), and its children get the variables pyprof set
+(``MXNET_EXEC_BULK_*``, which MXNet also reads later: at bind, at autograd's first backward).
+A script that imports mxnet before pyprof in that environment (a test of the late warning)
+still needs ``fresh=True``.
 """
 
 from __future__ import annotations
@@ -39,6 +46,8 @@ _SIGNATURE_PREFIXES = ("MXNET_", "PYPROF_", "OMP_", "KMP_", "LD_", "PYTHON", "DM
                        "JDK_", "CLASSPATH", "CUDA", "OPENBLAS", "MKL", "TMPDIR", "LANG", "LC_")
 _PER_CALL = {"PYPROF_CHILD_RESULT"}  # read by the script's own last lines, never at import
 _MAX_ZYGOTES = 3
+#: what the zygote's imports set in its environment (a fresh child's imports set it too)
+_IMPORT_ENV: dict[str, str] = {}
 
 
 def _signature(env: dict[str, str]) -> tuple:
@@ -189,8 +198,11 @@ def main(fd: int, status_dir: str) -> None:
 
 def _serve(fd: int, status_dir: Path) -> dict[str, Any] | None:
     """Serve fork requests until the caller goes; in a forked child, return its request."""
-    importlib.import_module("mxnet")  # the point: imported once, before any fork
-    importlib.import_module("pyprof")
+    before = dict(os.environ)
+    per_operator = os.environ.get("PYPROF_PER_OPERATOR", "").strip().lower() in ("1", "true", "yes", "on")
+    for name in ("pyprof", "mxnet") if per_operator else ("mxnet", "pyprof"):
+        importlib.import_module(name)  # the point: imported once, before any fork
+    _IMPORT_ENV.update((k, v) for k, v in os.environ.items() if before.get(k) != v)
     sock = socket.socket(fileno=fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -240,6 +252,7 @@ def _become(request: dict[str, Any]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    os.environ.update(_IMPORT_ENV)
     tempfile.tempdir = None
     sys.stdin = open(0, closefd=False)
     sys.stdout = open(1, "w", closefd=False)
