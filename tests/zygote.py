@@ -44,7 +44,13 @@ from typing import Any
 
 _SIGNATURE_PREFIXES = ("MXNET_", "PYPROF_", "OMP_", "KMP_", "LD_", "PYTHON", "DMLC_", "JAVA",
                        "JDK_", "CLASSPATH", "CUDA", "OPENBLAS", "MKL", "TMPDIR", "LANG", "LC_")
-_PER_CALL = {"PYPROF_CHILD_RESULT"}  # read by the script's own last lines, never at import
+#: variables no import reads: the script's own last lines (PYPROF_CHILD_RESULT), and pyprof's
+#: that a call reads when it runs (the raw trace's directory and bounds, the claim directory,
+#: the free-space check, the examples' result file, the JVM's classpath); a test that sets one
+#: to a path of its own still forks from the zygote
+_PER_CALL = {"PYPROF_CHILD_RESULT", "PYPROF_RAW_DIR", "PYPROF_RAW_MAX_BYTES", "PYPROF_RAW_ROTATE_BYTES",
+             "PYPROF_KEEP_RAW", "PYPROF_RECOVER_WAIT_SECONDS", "PYPROF_RECOVER_MAX_BYTES",
+             "PYPROF_CLAIM_DIR", "PYPROF_MIN_FREE_BYTES", "PYPROF_RESULT_JSON", "PYPROF_JVM_CLASSPATH"}
 _MAX_ZYGOTES = 3
 #: what the zygote's imports set in its environment (a fresh child's imports set it too)
 _IMPORT_ENV: dict[str, str] = {}
