@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from child import FAST_JVM
 from stress_harness import run_child
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,7 +140,7 @@ def _command(case: str, windows: int, out: Path) -> list[str]:
         props = ([f"-Dpyprof.outputRoot={out}"]
                  + (["-Dpyprof.steady=true"] if case == "jvm-jmx" else []))
         form = _JVM_FORM % (case, out, windows, THREADS)
-        return ["java", *props, "-cp", os.pathsep.join(jvm.classpath()), "clojure.main",
+        return ["java", *FAST_JVM, *props, "-cp", os.pathsep.join(jvm.classpath()), "clojure.main",
                 "-e", form]
     return [sys.executable, "-c", _PY_CHILD % {"threads": THREADS}, case, str(windows), str(out)]
 

@@ -25,6 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from child import FAST_JVM
+
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ("py-py", "jvm-jvm", "py-jvm", "jvm-py")
 
@@ -107,7 +109,7 @@ def _command(case: str, toggles: int, trace: Path) -> list[str]:
 
         form = (f'(require (quote pyprof.stress-child)) '
                 f'(pyprof.stress-child/jvm-jvm "{trace}" {toggles})')
-        return ["java", "-cp", os.pathsep.join(jvm.classpath()), "clojure.main", "-e", form]
+        return ["java", *FAST_JVM, "-cp", os.pathsep.join(jvm.classpath()), "clojure.main", "-e", form]
     return [sys.executable, "-c", _PY_CHILD, case, str(toggles), str(trace)]
 
 

@@ -21,6 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "conformance"))
 
 import runner  # noqa: E402
+from child import FAST_JVM  # noqa: E402
 
 ROOT = runner.ROOT
 
@@ -70,7 +71,7 @@ def _run_jvm(scenario: Path, clj: Path, workdir: Path) -> list[dict]:
     classpath = os.pathsep.join([str(clj), *jvm.classpath()])
     form = (f"(require 'pyprof.conformance) (pyprof.conformance/-main "
             f"{json.dumps(str(scenario))} \"clojure\" {json.dumps(str(workdir))})")
-    proc = subprocess.run(["java", "-cp", classpath, "clojure.main", "-e", form], cwd=workdir,
+    proc = subprocess.run(["java", *FAST_JVM, "-cp", classpath, "clojure.main", "-e", form], cwd=workdir,
                           capture_output=True, text=True, timeout=300)
     # The runner catches every step's error: a failing child means the setup is wrong, which
     # must not count as a caught mutation.

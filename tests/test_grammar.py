@@ -23,7 +23,7 @@ from pyprof.process import output as _output
 from pyprof.session import template as _template
 from pyprof.errors import ConfigError
 
-from child import ROOT, run_scenario
+from child import FAST_JVM, ROOT, run_scenario
 
 CASES = Path(__file__).resolve().parent / "grammar"
 GRAMMAR = rules.spec("grammar.json")
@@ -166,7 +166,7 @@ def _jvm_c_floats(doubles: list[float]) -> list[str]:
             " (Double/longBitsToDouble (Long/parseUnsignedLong % 16)))"
             " (clojure.data.json/read *in*))))")
     bits = [format(struct.unpack(">Q", struct.pack(">d", d))[0], "016x") for d in doubles]
-    out = subprocess.run(["java", "-cp", classpath, "clojure.main", "-e", form],
+    out = subprocess.run(["java", *FAST_JVM, "-cp", classpath, "clojure.main", "-e", form],
                          input=json.dumps(bits), capture_output=True, text=True, timeout=180,
                          check=True).stdout
     return json.loads(out.strip().splitlines()[-1])

@@ -5,7 +5,7 @@ exact statistics. Each recording side runs in its own child process (one session
 import json
 import subprocess
 
-from child import ROOT, load_trace, run_scenario
+from child import FAST_JVM, ROOT, load_trace, run_scenario
 
 # Same objects, same calls, through pyprof.objects (Python) and pyprof.profiler (JVM via JPype).
 SCENARIO = """
@@ -76,7 +76,7 @@ def _jvm_stats(trace):
             f"(println (clojure.data.json/write-str (pyprof.stats/stats {json.dumps(str(trace))})))")
     cp = (ROOT / "jvm" / "target" / "classpath.txt").read_text().strip() if \
         (ROOT / "jvm" / "target" / "classpath.txt").exists() else ":".join(jvm.classpath())
-    out = subprocess.run(["java", "-cp", cp, "clojure.main", "-e", code], capture_output=True,
+    out = subprocess.run(["java", *FAST_JVM, "-cp", cp, "clojure.main", "-e", code], capture_output=True,
                          text=True, timeout=120, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 

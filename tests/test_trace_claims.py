@@ -5,10 +5,10 @@ every dump: with two processes of 50 operators each the file held 50 events and 
 word. Now the first claims the file (api.json ``trace_claims``) and every later one is refused
 at set_config with ``config.filename_claimed``, naming the owner's pid and a file with its own
 pid in it; it configures that one and profiles. Real MXNet, real JVMs, real files: each test
-starts 2 or 4 child processes (Python, Clojure, Java facade) that all try the shared file, wait
-until all have tried, then profile 50 operators each and dump. Then every file must hold 50
-operators for each process that configured it without an error: every event of every process
-is in a file that process named.
+starts 2 or 4 child processes (Python, forked from the warm interpreter of tests/zygote.py;
+Clojure; Java facade) that all try the shared file, wait until all have tried, then profile 50
+operators each and dump. Then every file must hold 50 operators for each process that
+configured it without an error: every event of every process is in a file that process named.
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ import os
 import signal
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import pyprof
 
-from child import ROOT, load_trace, operator_pairs
+import zygote
+from child import FAST_JVM, ROOT, load_trace, operator_pairs
 
 OPS = 50
 _OPS = ("_mul_scalar", "_random_uniform")
@@ -112,29 +114,31 @@ def _command(kind: str, shared: Path, n: int) -> list[str]:
     call = "run-session" if kind == "clojure-session" else f"run {json.dumps(kind)}"
     form = (f"(require (quote pyprof.claim-child)) "
             f"(pyprof.claim-child/{call} {json.dumps(str(shared))} {json.dumps(d)} {n} {OPS})")
-    return ["java", "-cp", os.pathsep.join(jvm.classpath()), "clojure.main", "-e", form]
+    return ["java", *FAST_JVM, "-cp", os.pathsep.join(jvm.classpath()), "clojure.main", "-e", form]
+
+
+def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """One child to its end: a Python one forked from the warm interpreter (tests/zygote.py:
+    its own process, holding no claim), a JVM started."""
+    if cmd[0] == sys.executable:
+        return zygote.run(cmd[1:], cwd=cwd, env=_env(), timeout=300)
+    return subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=300)
 
 
 def _run_all(kinds: list[str], tmp_path: Path, name: str = "trace.json") -> tuple[Path, list[dict]]:
-    """Start one child per entry of ``kinds`` at once, all configured with one filename."""
+    """Start one child per entry of ``kinds`` at once, all configured with one filename (a
+    child that fails leaves the others waiting for it at most their 180 s deadline)."""
     shared = tmp_path / name
     (tmp_path / "markers").mkdir()
-    procs = [subprocess.Popen(_command(k, shared, len(kinds)), cwd=tmp_path, env=_env(),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for k in kinds]
+    with ThreadPoolExecutor(max_workers=len(kinds)) as pool:
+        futures = [pool.submit(_run, _command(k, shared, len(kinds)), tmp_path) for k in kinds]
     results = []
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=300)
-            assert p.returncode == 0, f"child exited {p.returncode}\n{err[-3000:]}"
-            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-            assert lines, f"no result line\n{out[-2000:]}\n{err[-2000:]}"
-            results.append(json.loads(lines[-1]))
-    finally:
-        for p in procs:  # a failed or hung child: the others are not left waiting for it
-            if p.poll() is None:
-                p.kill()
-                p.communicate()
+    for f in futures:
+        p = f.result()
+        assert p.returncode == 0, f"child exited {p.returncode}\n{p.stderr[-3000:]}"
+        lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+        assert lines, f"no result line\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}"
+        results.append(json.loads(lines[-1]))
     return shared, results
 
 

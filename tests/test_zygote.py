@@ -65,3 +65,15 @@ def test_another_import_time_environment_gets_a_fresh_interpreter(tmp_path):
     assert int(zygote.run(["-c", code], cwd=tmp_path, env=env, timeout=60).stdout) == os.getpid()
     assert zygote.run(["-c", code], cwd=tmp_path, env=env, timeout=60, fresh=True).stdout \
         == f"{os.getpid()}\n"
+
+
+def test_a_per_operator_child_reads_as_a_fresh_one(tmp_path):
+    """PYPROF_PER_OPERATOR=1: the zygote imports pyprof first, and its child has the bulk
+    variables pyprof set before libmxnet loaded (MXNet reads some later) and bulk scopes off."""
+    code = ("import os, pyprof, mxnet as mx; print(sorted((k, v) for k, v in os.environ.items() "
+            "if k.startswith('MXNET_EXEC_BULK')), mx.engine.set_bulk_size(7), "
+            "mx.engine.set_bulk_size(7))")
+    env = dict(os.environ, ZYGOTE_X="x4", PYPROF_PER_OPERATOR="1")
+    fresh, forked = _both(["-c", code], tmp_path, env)
+    assert fresh.returncode == forked.returncode == 0, forked.stderr
+    assert forked.stdout == fresh.stdout and "('MXNET_EXEC_BULK_EXEC_TRAIN', '0')" in fresh.stdout

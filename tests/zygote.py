@@ -14,6 +14,13 @@ environment agrees with its own on every variable MXNet, OpenMP, the JVM or pypr
 import (``_SIGNATURE_PREFIXES``); a signature is given a zygote the second time it is asked for,
 and a first request, or ``fresh=True`` (tests of import order, of first loads), runs a plain
 ``subprocess.run``. ``PYPROF_TEST_ZYGOTE=0`` turns zygotes off.
+
+Per-operator mode (``PYPROF_PER_OPERATOR=1``) is applied at ``import pyprof`` and must come
+before libmxnet loads: a zygote of that environment imports pyprof first, as the scripts that
+ask for it do (``import pyprof, mxnet``), and its children get the variables pyprof set
+(``MXNET_EXEC_BULK_*``, which MXNet also reads later: at bind, at autograd's first backward).
+A script that imports mxnet before pyprof in that environment (a test of the late warning)
+still needs ``fresh=True``.
 """
 
 from __future__ import annotations
@@ -37,8 +44,16 @@ from typing import Any
 
 _SIGNATURE_PREFIXES = ("MXNET_", "PYPROF_", "OMP_", "KMP_", "LD_", "PYTHON", "DMLC_", "JAVA",
                        "JDK_", "CLASSPATH", "CUDA", "OPENBLAS", "MKL", "TMPDIR", "LANG", "LC_")
-_PER_CALL = {"PYPROF_CHILD_RESULT"}  # read by the script's own last lines, never at import
+#: variables no import reads: the script's own last lines (PYPROF_CHILD_RESULT), and pyprof's
+#: that a call reads when it runs (the raw trace's directory and bounds, the claim directory,
+#: the free-space check, the examples' result file, the JVM's classpath); a test that sets one
+#: to a path of its own still forks from the zygote
+_PER_CALL = {"PYPROF_CHILD_RESULT", "PYPROF_RAW_DIR", "PYPROF_RAW_MAX_BYTES", "PYPROF_RAW_ROTATE_BYTES",
+             "PYPROF_KEEP_RAW", "PYPROF_RECOVER_WAIT_SECONDS", "PYPROF_RECOVER_MAX_BYTES",
+             "PYPROF_CLAIM_DIR", "PYPROF_MIN_FREE_BYTES", "PYPROF_RESULT_JSON", "PYPROF_JVM_CLASSPATH"}
 _MAX_ZYGOTES = 3
+#: what the zygote's imports set in its environment (a fresh child's imports set it too)
+_IMPORT_ENV: dict[str, str] = {}
 
 
 def _signature(env: dict[str, str]) -> tuple:
@@ -189,8 +204,11 @@ def main(fd: int, status_dir: str) -> None:
 
 def _serve(fd: int, status_dir: Path) -> dict[str, Any] | None:
     """Serve fork requests until the caller goes; in a forked child, return its request."""
-    importlib.import_module("mxnet")  # the point: imported once, before any fork
-    importlib.import_module("pyprof")
+    before = dict(os.environ)
+    per_operator = os.environ.get("PYPROF_PER_OPERATOR", "").strip().lower() in ("1", "true", "yes", "on")
+    for name in ("pyprof", "mxnet") if per_operator else ("mxnet", "pyprof"):
+        importlib.import_module(name)  # the point: imported once, before any fork
+    _IMPORT_ENV.update((k, v) for k, v in os.environ.items() if before.get(k) != v)
     sock = socket.socket(fileno=fd)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -240,6 +258,7 @@ def _become(request: dict[str, Any]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    os.environ.update(_IMPORT_ENV)
     tempfile.tempdir = None
     sys.stdin = open(0, closefd=False)
     sys.stdout = open(1, "w", closefd=False)

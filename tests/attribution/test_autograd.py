@@ -76,7 +76,7 @@ _ag.derive = _all_fresh
 
 def _run(tmp_path, plant: str = ""):
     return run_scenario(_LOSS.replace("PLANT", plant), tmp_path,
-                        env={"PYPROF_PER_OPERATOR": "1"}, fresh=True, timeout=240)
+                        env={"PYPROF_PER_OPERATOR": "1"}, timeout=240)
 
 
 def test_every_backward_event_carries_mxnets_shapes_in_mxnets_order(tmp_path):
@@ -128,7 +128,7 @@ result = [[e["name"], a(e).get(ARGS["input_dims"]), a(e).get(ARGS["input_type"])
 def test_an_imperative_max_poolings_workspace_gradient_is_checked_by_the_counter(tmp_path):
     # outside a CachedOp, MXNet's backward allocates each gradient inside its node: the
     # counter's rise inside _zeros_without_dtype is the workspace's bytes (2*3*4*4 int32)
-    r = run_scenario(_POOL, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, fresh=True, timeout=240)
+    r = run_scenario(_POOL, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, timeout=240)
     y, x = [2, 3, 4, 4], [2, 3, 8, 8]
     assert sorted(r, key=str) == sorted([
         ["SetValueOp", [], [], [[1]], ["float32"], True],
@@ -155,7 +155,7 @@ result = {"report": p.windows[0].attribution.as_dict(), "args": [e.get("args", {
 @pytest.mark.parametrize("options", ["record_shapes=True", "with_stack=True"])
 def test_a_variable_read_twice_gets_its_summed_gradient_with_its_shape(tmp_path, options):
     r = run_scenario(_TWICE.replace("OPTIONS", options), tmp_path,
-                     env={"PYPROF_PER_OPERATOR": "1"}, fresh=True, timeout=240)
+                     env={"PYPROF_PER_OPERATOR": "1"}, timeout=240)
     assert r["report"]["matched"] == r["report"]["calls"], r["report"]
     assert len(r["args"]) == 1, r["args"]
     if options == "record_shapes=True":  # the variable's shape, as MXNet allocates its gradient
@@ -187,7 +187,7 @@ result = {"report": p.windows[0].attribution.as_dict(), "backward": [
 
 def test_dot_and_reshape_backward_nodes_carry_mxnets_inputs(tmp_path):
     # capture.backward dot (ElemwiseGradUseIn: g0, lhs, rhs) and Reshape (UseNone: g0)
-    r = run_scenario(_DOT, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, fresh=True, timeout=240)
+    r = run_scenario(_DOT, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, timeout=240)
     assert r["backward"] == [
         ["_backward_sum", [[1]], [[15]], True],
         ["_backward_reshape", [[15]], [[3, 5]], True],

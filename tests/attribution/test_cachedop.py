@@ -101,7 +101,7 @@ _c.Graphs.from_stack = lambda self, handle: None
 """
 def _run(tmp_path, plant: str = "", per_operator: bool = True):
     return run_scenario(_CNN.replace("PLANT", plant), tmp_path,
-                        env={"PYPROF_PER_OPERATOR": "1" if per_operator else "0"}, fresh=True, timeout=240)
+                        env={"PYPROF_PER_OPERATOR": "1" if per_operator else "0"}, timeout=240)
 
 
 @pytest.fixture(scope="module")
@@ -222,9 +222,9 @@ result = {"peak": max(v for _, v in mem), "last": mem[-1][1],
 
 def test_the_recorder_keeps_no_array_of_a_hybridized_block_alive(tmp_path):
     on = run_scenario(_ALIVE.replace("OPTIONS", "record_shapes=True, with_stack=True"), tmp_path / "on",
-                      env={"PYPROF_PER_OPERATOR": "1"}, fresh=True, timeout=240)
+                      env={"PYPROF_PER_OPERATOR": "1"}, timeout=240)
     off = run_scenario(_ALIVE.replace("OPTIONS", "record_shapes=False"), tmp_path / "off",
-                       env={"PYPROF_PER_OPERATOR": "1"}, fresh=True, timeout=240)
+                       env={"PYPROF_PER_OPERATOR": "1"}, timeout=240)
     assert on["calls"] > 50 and off["calls"] == 0
     assert on["peak"] >= 16 * 20 * 24 * 24 * 4  # conv0's output was there
     # freed as without recording (MXNet itself keeps about 5.9 MB here after the net is gone;

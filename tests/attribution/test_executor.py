@@ -52,7 +52,7 @@ result = {"rows": rows, "lines": [str(line + 2), str(line + 3)], "report": p.win
 def _run(tmp_path, per_operator: bool, plant: str = ""):
     body = _BODY.replace("NKM", f"{N}, {K}, {M}").replace("PLANT", plant or "pass")
     return run_scenario(body, tmp_path, env={"PYPROF_PER_OPERATOR": "1" if per_operator else "0"},
-                        fresh=True, timeout=240)
+                        timeout=240)
 
 
 @pytest.fixture(scope="module")

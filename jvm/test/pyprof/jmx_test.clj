@@ -6,7 +6,7 @@
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
             [pyprof.example.ndarray :as nd]
-            [pyprof.test-util :refer [java-child temp-dir]])
+            [pyprof.test-util :refer [fast-start-jvm-args java-child temp-dir]])
   (:import (com.sun.tools.attach VirtualMachine)
            (java.util.concurrent TimeUnit)
            (javax.management ObjectName)
@@ -27,8 +27,8 @@
 
 (defn- start-service [dir stop-file]
   (let [java (str (io/file (System/getProperty "java.home") "bin" "java"))
-        args (cond-> [java "-cp" (System/getProperty "java.class.path")
-                      (str "-Dpyprof.outputRoot=" dir)]
+        args (cond-> (into [java "-cp" (System/getProperty "java.class.path")
+                            (str "-Dpyprof.outputRoot=" dir)] fast-start-jvm-args)
                (System/getProperty "mxnet.library.path")
                (conj (str "-Dmxnet.library.path=" (System/getProperty "mxnet.library.path")))
                true (into ["clojure.main" "-e" (str "(require 'pyprof.jmx-test)"
@@ -155,7 +155,7 @@
   (let [dir (str (temp-dir))
         {:keys [exit out err]} (java-child ["-e" (str "(require 'pyprof.jmx-test)"
                                                        "(pyprof.jmx-test/child-timed-windows \"" dir "\")")]
-                                          :jvm-args [(str "-Dpyprof.outputRoot=" dir)])
+                                          :jvm-args (conj fast-start-jvm-args (str "-Dpyprof.outputRoot=" dir)))
         [t0 t1 ws] (read-string (last (str/split-lines out)))
         spans (mapv (juxt #(% "start_us") #(% "end_us")) ws)
         full (butlast spans)] ; the last window ends whenever stop() comes

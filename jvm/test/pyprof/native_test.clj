@@ -3,7 +3,7 @@
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
             [pyprof.native :as native]
-            [pyprof.test-util :refer [java-child temp-dir]])
+            [pyprof.test-util :refer [fast-start-jvm-args java-child temp-dir]])
   (:import (pyprof.jvm MXNetException)
            (pyprof.jvm.capi LibMXNet)))
 
@@ -53,7 +53,7 @@
                                "(try (pyprof.native/load!)"
                                " (catch pyprof.jvm.MXNetException e"
                                "  (println (.function e)) (println (.getMessage e))))")]
-                    :jvm-args [(str "-Dmxnet.library.path=" missing)])]
+                    :jvm-args (conj fast-start-jvm-args (str "-Dmxnet.library.path=" missing)))]
     (is (= 0 exit) err)
     (is (str/starts-with? out "dlopen\ncannot load libmxnet.so; tried:"))
     (is (str/includes? out (str missing " (-Dmxnet.library.path): no such file")))
