@@ -8,7 +8,7 @@ every option off no recorder exists and the gate's functions are exactly as befo
 Per call, while a window records (:meth:`Recorder.resume` .. :meth:`Recorder.pause`): the
 operator (its handle, named once per process by ``NNGetOpHandle``), the input and output
 NDArray handles (ints: nothing is kept alive), with ``record_shapes`` their shapes and dtypes
-(``MXNDArrayGetShapeEx``/``MXNDArrayGetDType``; an input's come from a cache filled when it was
+(``MXNDArrayGetShapeEx64``/``MXNDArrayGetDType``; an input's come from a cache filled when it was
 an output or first seen, evicted at ``MXNDArrayFree`` since addresses are reused), the
 attributes (keys and vals as passed), the calling thread, the call's time (the trace's clock,
 microseconds) and, with ``with_stack``, the call stack up to the call site: the first frame
@@ -33,7 +33,7 @@ of the bound symbol in the same way (the symbol and bound arrays read once per e
 forgotten at ``MXExecutorFree``), and ``MXExecutorOutputs`` gives its outputs their producers.
 
 The shape queries are C API calls: with ``profile_api`` they show in the trace as
-``MXNDArrayGetShapeEx``/``MXNDArrayGetDType`` calls (one pair per output and per input not seen
+``MXNDArrayGetShapeEx64``/``MXNDArrayGetDType`` calls (one pair per output and per input not seen
 before).
 
 Two recorders run the imperative calls (:attr:`Recorder.kind`): with shapes and without stacks,

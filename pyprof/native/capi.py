@@ -432,16 +432,17 @@ def invoke_io(a: tuple) -> tuple[int, tuple, tuple, tuple, tuple]:
 
 def ndarray_meta(h: int) -> tuple[tuple[int, ...] | None, int]:
     """(shape or None when unknown, MXNet dtype code) of NDArray handle ``h``, through the raw
-    functions (after :func:`op_handles`): inside a gated call only. C: MXNDArrayGetShapeEx, ...GetDType."""
-    nd, pd, dt = c_int(), POINTER(c_int)(), c_int()
+    functions (after :func:`op_handles`): inside a gated call only. C: MXNDArrayGetShapeEx64 (int64
+    dims: MXNDArrayGetShapeEx's int ones wrap past 2**31 - 1), MXNDArrayGetDType."""
+    nd, pd, dt = c_int(), POINTER(c_int64)(), c_int()
     if _META[0](h, byref(nd), byref(pd)) or _META[1](h, byref(dt)):
-        raise MXNetError("MXNDArrayGetShapeEx", last_error())
+        raise MXNetError("MXNDArrayGetShapeEx64", last_error())
     return (tuple(pd[:nd.value]) if nd.value >= 0 else None), dt.value
 
 
 def op_handles() -> dict[str, int]:
     """Every operator name's handle, as MXImperativeInvokeEx gets it. C: NNGetOpHandle."""
-    _META[:] = [fn("MXNDArrayGetShapeEx").__wrapped__, fn("MXNDArrayGetDType").__wrapped__]
+    _META[:] = [fn("MXNDArrayGetShapeEx64").__wrapped__, fn("MXNDArrayGetDType").__wrapped__]
     out, h = {}, Handle()
     for name in list_all_op_names():
         call("NNGetOpHandle", name.encode(), byref(h))

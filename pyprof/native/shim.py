@@ -48,7 +48,8 @@ LAYOUT = {"chunk": 0, "ndim": 16, "stack": 24, "heap": 56, "dtype": 72}
 # Arrays check_layout makes (shape, dtype code): stack dims first, then heap ones; codes 0-6.
 _CHECKS = (((3,), 0), ((2, 5), 1), ((7, 1, 3), 2), ((2, 3, 4, 5), 3), ((1, 4), 4), ((9,), 5),
            ((3, 2), 6), ((6, 5, 4, 3, 2), 0), ((1, 2, 3, 1, 2, 3, 2, 1), 4))
-_in_place: bool | None = None  # check_layout's verdict on LAYOUT, once per process
+_checked: bool | None = None  # check_layout's verdict on LAYOUT, once per process
+_in_place: bool | None = None  # whether the last window read shapes in place
 
 
 def _cache_dir() -> Path:
@@ -145,7 +146,8 @@ def check_layout(layout: dict[str, int] | None = None) -> bool:
 
 
 def reads_in_place() -> bool | None:
-    """Whether the recorder reads shapes in place (:data:`LAYOUT`); None before its first window."""
+    """Whether the recorder's last window read shapes in place (:data:`LAYOUT`); None before
+    its first window."""
     return _in_place
 
 
@@ -254,12 +256,14 @@ class NativeStore:
         """The C ``MXImperativeInvokeEx`` recorder around ``raw`` (mxnet's ctypes function)."""
         from . import capi
 
-        global _in_place
-        if _in_place is None:
-            _in_place = os.environ.get(ENV) != "native-api" and check_layout()
+        global _checked, _in_place
+        _in_place = os.environ.get(ENV) != "native-api"  # (read at each window, as for python)
+        if _in_place and _checked is None:
+            _checked = check_layout()
+        _in_place = _in_place and bool(_checked)
         self._lib.rec_layout(_offsets(LAYOUT) if _in_place else None)
         lib = capi.lib()
-        self._lib.rec_set(_address(raw), None, _address(lib.MXNDArrayGetShapeEx), _address(lib.MXNDArrayGetDType))
+        self._lib.rec_set(_address(raw), None, _address(lib.MXNDArrayGetShapeEx64), _address(lib.MXNDArrayGetDType))
         return self._lib["rec_invoke"]  # no argtypes: mxnet passes ctypes objects, as to raw
 
     def make_free(self, raw: Any) -> Any:

@@ -26,6 +26,8 @@ def loop(seed):
         if i % 40 == 0:  # dims past the 4 an NDArray holds inline; other dtypes
             h6 = mx.nd.relu(mx.nd.ones((2, 1, 3, 1, 2, i % 7 + 1), dtype="float64"))
             h16 = live[0].astype("float16") + 1
+            with mx.util.np_shape(True):  # a dim past 2**31 - 1 (zero-size: no memory)
+                big = mx.nd.relu(mx.nd.zeros((3000000000 + i, 0)))
         x = rng.choice(live)
         k = rng.randrange(9)
         if k == 0: y = x + 1
@@ -84,7 +86,7 @@ for kind in ("native", "python"):
     }
 def meta_queries(path):  # MXNet's traced shape and dtype queries: begin and end each
     return sum(1 for e in json.load(open(path))["traceEvents"]
-               if e.get("name") in ("MXNDArrayGetShapeEx", "MXNDArrayGetDType"))
+               if e.get("name") in ("MXNDArrayGetShapeEx", "MXNDArrayGetShapeEx64", "MXNDArrayGetDType"))
 for kind in out:
     out[kind]["meta_api_events"] = meta_queries(f"{kind}.json")
 if API:  # the loop's own queries (x.shape): the same loop, unrecorded
@@ -108,6 +110,8 @@ def test_the_native_and_the_python_recorder_give_the_same_records(tmp_path):
         assert native[k] and python[k], k
     diff = [(i, a, b) for i, (a, b) in enumerate(zip(native["records"], python["records"])) if a != b]
     assert not diff, diff[:3]
+    # int64 dims, whichever reads them (MXNDArrayGetShapeEx's int ones wrap)
+    assert [3000000000, 0] in [sh for rec in native["records"] for sh in rec[3]]
     # the loop exercised what it is for: views and producers across them, arrays of no operator
     assert sum(1 for rec in native["records"] for p in rec[7] if p >= 0) > 200
     assert sum(1 for rec in native["records"] for p in rec[7] if p < 0) > 20
@@ -156,3 +160,20 @@ def test_a_wrong_layout_taken_unchecked_gives_other_records(tmp_path, field):
     native, python = r["native"], r["python"]
     assert native["in_place"] is True
     assert native["records"] != python["records"]
+
+
+def test_pyprof_recorder_is_read_at_each_window(tmp_path):
+    """PYPROF_RECORDER=native-api, then native, then native-api again, in one process: each
+    window reads in place or asks MXNet as its own setting says (the check runs once)."""
+    r = run_scenario("""
+import os, pyprof, mxnet as mx
+from pyprof.native import shim
+seen = []
+for i, kind in enumerate(("native-api", "native", "native-api")):
+    os.environ[shim.ENV] = kind
+    with pyprof.profile(path=f"w{i}.json", record_shapes=True) as p:
+        (mx.nd.ones((2, 3)) + 1).wait_to_read()
+    seen.append(shim.reads_in_place())
+result = seen
+""", tmp_path)
+    assert r == [False, True, False]
