@@ -162,7 +162,10 @@
     (is (= 0 exit) err)
     (is (<= 4 (count ws) 9) (str "about 2.3 s of 0.2 s steps (longer on a loaded machine), one of them 1.1 s long: " (count ws)))
     (is (= (range (count ws)) (map #(% "index") ws)))
-    (is (every? (fn [[s e]] (>= (- e s) 150000)) full)
+    ;; A window is the period less the cut of the one before: under load a cut took 138 ms (a
+    ;; 62 ms window at 0.2 s). A burst (fixed-rate catch-up) opens windows a few ms long, and more
+    ;; than 9 of them.
+    (is (every? (fn [[s e]] (>= (- e s) 20000)) full)
         (str "no burst of short windows: " (mapv (fn [[s e]] (- e s)) spans)))
     (is (some (fn [[s e]] (>= (- e s) 1000000)) spans) "the late step made one long window")
     (is (<= t0 (ffirst spans)) "spans are real time")
