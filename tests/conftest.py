@@ -174,7 +174,9 @@ def pytest_configure(config: pytest.Config) -> None:
         _install_guards()
     # The JVMs the tests start through the bridge (in child processes, which inherit this) live
     # seconds: C1 only and the serial collector start them with about half the CPU.
-    os.environ.setdefault("PYPROF_JVM_ARGS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    from child import FAST_JVM  # (tests/ is on sys.path, above)
+
+    os.environ.setdefault("PYPROF_JVM_ARGS", " ".join(FAST_JVM))
     # pytest-xdist (3.6 on) hands files out by their number of tests, most first, unless
     # --no-loadscope-reorder: that put 171 one-millisecond tests first and the longest file
     # late. Collection order (LONG_FIRST) is the order wanted.

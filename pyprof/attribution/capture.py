@@ -32,9 +32,9 @@ capture.backward`` knows, with shapes derived from its forward node's. Bound exe
 of the bound symbol in the same way (the symbol and bound arrays read once per executor,
 forgotten at ``MXExecutorFree``), and ``MXExecutorOutputs`` gives its outputs their producers.
 
-The shape queries are C API calls: with ``profile_api`` they show in the trace as
-``MXNDArrayGetShapeEx64``/``MXNDArrayGetDType`` calls (one pair per output and per input not seen
-before).
+The Python recorder's shape queries are C API calls: with ``profile_api`` they show in the trace
+as ``MXNDArrayGetShapeEx64``/``MXNDArrayGetDType`` calls (one pair per output and per input not
+seen before); the native one reads shapes from the NDArray (:data:`pyprof.native.shim.LAYOUT`).
 
 Two recorders run the imperative calls (:attr:`Recorder.kind`): with shapes and without stacks,
 the native one (``pyprof/native/recorder.c`` through :mod:`pyprof.native.shim`: mxnet's ctypes

@@ -155,7 +155,7 @@ static int str(const char *s, int64_t *len) { /* the bytes to strs; len -1: NULL
    come from shim.LAYOUT once shim.check_layout has read arrays of known shape and dtype through
    them (rec_layout); until then, after a failed check, and for what a read refuses (none, an
    unknown shape or dim), MXNet is asked. */
-enum { L_CHUNK, L_NDIM, L_STACK, L_HEAP, L_DTYPE, L_N };
+enum { L_CHUNK, L_NDIM, L_STACK, L_HEAP, L_DTYPE, L_N }; /* shim._offsets writes this order */
 #define STACK_DIMS 4
 static int64_t layout[L_N];
 static int direct; /* layout holds checked offsets */
@@ -305,12 +305,17 @@ int rec_read(void *h, int64_t *out, int n) {
     return nd;
 }
 
-/* Read NDArrays in place by layout L from now on; NULL: ask MXNet. */
-void rec_layout(const int64_t *L) {
+/* Read NDArrays in place by layout L from now on; NULL: ask MXNet. Returns whether it reads in
+   place (L NULL and n 0: only asks). */
+int rec_layout(const int64_t *L, int set) {
     pthread_mutex_lock(&mu);
-    if (L) memcpy(layout, L, sizeof layout);
-    direct = L != NULL;
+    if (set) {
+        if (L) memcpy(layout, L, sizeof layout);
+        direct = L != NULL;
+    }
+    int d = direct;
     pthread_mutex_unlock(&mu);
+    return d;
 }
 
 void rec_configure(int64_t max, int64_t seq) {

@@ -27,6 +27,9 @@ from ctypes import POINTER, byref, c_int, c_int64, c_uint32, c_void_p
 from pathlib import Path
 from typing import Any
 
+from . import capi
+from ..errors import MXNetError
+
 __all__ = ["store", "NativeStore", "NativeCache", "library", "unavailable", "LAYOUT", "check_layout",
            "reads_in_place"]
 
@@ -49,7 +52,6 @@ LAYOUT = {"chunk": 0, "ndim": 16, "stack": 24, "heap": 56, "dtype": 72}
 _CHECKS = (((3,), 0), ((2, 5), 1), ((7, 1, 3), 2), ((2, 3, 4, 5), 3), ((1, 4), 4), ((9,), 5),
            ((3, 2), 6), ((6, 5, 4, 3, 2), 0), ((1, 2, 3, 1, 2, 3, 2, 1), 4))
 _checked: bool | None = None  # check_layout's verdict on LAYOUT, once per process
-_in_place: bool | None = None  # whether the last window read shapes in place
 
 
 def _cache_dir() -> Path:
@@ -101,7 +103,7 @@ def library() -> Any:
                 ("rec_put", [c_void_p, c_int64, c_int, c_int, c_int, POINTER(c_int64)], c_int),
                 ("rec_pop", [c_void_p], None), ("rec_clear", [], None),
                 ("rec_peek", [c_void_p, POINTER(c_int64), c_int, POINTER(c_int64), c_int], c_int),
-                ("rec_layout", [POINTER(c_int64)], None),
+                ("rec_layout", [POINTER(c_int64), c_int], c_int),
                 ("rec_read", [c_void_p, POINTER(c_int64), c_int], c_int),
                 ("rec_drain", [POINTER(c_void_p), POINTER(c_void_p), POINTER(c_int64), c_int], None),
                 ("rec_free_log", [c_void_p, c_void_p], None)):
@@ -119,7 +121,7 @@ def unavailable() -> str | None:
     return _why
 
 
-def _offsets(layout: dict[str, int]) -> Any:
+def _offsets(layout: dict[str, int]) -> Any:  # (in recorder.c's L_* order)
     return (c_int64 * 5)(*(layout[k] for k in ("chunk", "ndim", "stack", "heap", "dtype")))
 
 
@@ -129,26 +131,29 @@ def check_layout(layout: dict[str, int] | None = None) -> bool:
     Arrays with heap dims are read only once every stack-dim array read right, so a wrong
     layout follows no pointer. Needs the library (:func:`library`). C: MXNDArrayCreateEx,
     MXNDArrayFree."""
-    from . import capi
-
     lib = library()
     off, out = _offsets(LAYOUT if layout is None else layout), (c_int64 * 10)()
     for shape, code in _CHECKS:
         h = capi.handle()
-        capi.call("MXNDArrayCreateEx", (c_uint32 * len(shape))(*shape), len(shape), 1, 0, 1, code, byref(h))
+        try:
+            capi.call("MXNDArrayCreateEx", (c_uint32 * len(shape))(*shape), len(shape), 1, 0, 1, code, byref(h))
+        except MXNetError:  # no array to read: MXNet is asked instead
+            return False
         try:
             nd = lib.rec_peek(h, off, int(len(shape) > 4), out, len(out))
         finally:
-            capi.call("MXNDArrayFree", h)
+            with contextlib.suppress(MXNetError):
+                capi.call("MXNDArrayFree", h)
         if nd != len(shape) or out[0] != code or tuple(out[2:2 + nd]) != shape:
             return False
     return True
 
 
-def reads_in_place() -> bool | None:
-    """Whether the recorder's last window read shapes in place (:data:`LAYOUT`); None before
-    its first window."""
-    return _in_place
+def reads_in_place() -> bool:
+    """Whether the native recorder reads shapes in place now (:data:`LAYOUT`; set when a session
+    installs it, from :func:`check_layout` and ``PYPROF_RECORDER``); False without the library."""
+    lib = library()
+    return bool(lib.rec_layout(None, 0)) if lib is not None else False
 
 
 def _address(fn: Any) -> int:
@@ -213,6 +218,7 @@ class NativeStore:
 
     def __init__(self, lib: Any, seq: int, max_calls: int) -> None:
         self._lib = lib
+        self._local = threading.local()  # each thread's buffer for meta
         self.cache = NativeCache(lib)
         self.active = _Flag(lib)
         self.cache.clear()
@@ -242,26 +248,21 @@ class NativeStore:
         """(shape or None, dtype code) of NDArray handle ``h``, as
         :func:`pyprof.native.capi.ndarray_meta` gives it: read in place where the layout is
         checked, asked of MXNet otherwise."""
-        b = getattr(self.cache._local, "meta", None)
+        b = getattr(self._local, "meta", None)
         if b is None:
-            b = self.cache._local.meta = (c_int64 * (2 + _MAX_DIMS))()
+            b = self._local.meta = (c_int64 * (2 + _MAX_DIMS))()
         nd = self._lib.rec_read(h, b, len(b))
         if 0 <= nd <= _MAX_DIMS:
             return tuple(b[2:2 + nd]), b[0]
-        from . import capi
-
         return capi.ndarray_meta(h)
 
     def make_invoke(self, raw: Any) -> Any:
         """The C ``MXImperativeInvokeEx`` recorder around ``raw`` (mxnet's ctypes function)."""
-        from . import capi
-
-        global _checked, _in_place
-        _in_place = os.environ.get(ENV) != "native-api"  # (read at each window, as for python)
-        if _in_place and _checked is None:
+        global _checked
+        in_place = os.environ.get(ENV) != "native-api"  # (read at each install, as "python" is)
+        if in_place and _checked is None:
             _checked = check_layout()
-        _in_place = _in_place and bool(_checked)
-        self._lib.rec_layout(_offsets(LAYOUT) if _in_place else None)
+        self._lib.rec_layout(_offsets(LAYOUT) if in_place and _checked else None, 1)
         lib = capi.lib()
         self._lib.rec_set(_address(raw), None, _address(lib.MXNDArrayGetShapeEx64), _address(lib.MXNDArrayGetDType))
         return self._lib["rec_invoke"]  # no argtypes: mxnet passes ctypes objects, as to raw

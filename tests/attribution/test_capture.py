@@ -356,7 +356,7 @@ a = mx.nd.ones((2, 2)); mx.nd.waitall()
 with pyprof.profile(path="f.json", record_shapes=True) as p:
     store.PyStore.meta = staticmethod(refused)
     if p._recorder.kind == "native":
-        shim.library().rec_layout(None)
+        shim.library().rec_layout(None, 1)
         shim.library().rec_set(None, None, ctypes.cast(REFUSE, ctypes.c_void_p), None)
     b = (a + 1).asnumpy().tolist()
 result = {"b": b, "kind": p._recorder.kind, "unrecorded": p._recorder.unrecorded,

@@ -162,9 +162,9 @@ def test_a_wrong_layout_taken_unchecked_gives_other_records(tmp_path, field):
     assert native["records"] != python["records"]
 
 
-def test_pyprof_recorder_is_read_at_each_window(tmp_path):
+def test_pyprof_recorder_is_read_at_each_session(tmp_path):
     """PYPROF_RECORDER=native-api, then native, then native-api again, in one process: each
-    window reads in place or asks MXNet as its own setting says (the check runs once)."""
+    session reads in place or asks MXNet as its own setting says (the check runs once)."""
     r = run_scenario("""
 import os, pyprof, mxnet as mx
 from pyprof.native import shim
@@ -177,3 +177,18 @@ for i, kind in enumerate(("native-api", "native", "native-api")):
 result = seen
 """, tmp_path)
     assert r == [False, True, False]
+
+
+def test_a_layout_check_that_mxnet_refuses_leaves_the_recorder_asking(tmp_path):
+    """MXNDArrayCreateEx refuses the check's array (a dtype code MXNet lacks): the check says
+    no instead of failing the session, and the calls are recorded through MXNet's queries."""
+    r = run_scenario("""
+import pyprof, mxnet as mx
+from pyprof.native import shim
+shim._CHECKS = (((3,), 99),)
+with pyprof.profile(path="w.json", record_shapes=True) as p:
+    (mx.nd.ones((2, 3)) + 1).wait_to_read()
+    in_place = shim.reads_in_place()
+result = {"in_place": in_place, "kind": p._recorder.kind, "calls": p.windows[0].attribution.calls}
+""", tmp_path)
+    assert r == {"in_place": False, "kind": "native", "calls": 2}
