@@ -353,9 +353,18 @@ def _translated(call: Any) -> Any:
 
 
 def require(ns: str) -> Namespace:
-    """Load Clojure namespace ``ns`` in the JVM (starting it if needed)."""
+    """Load Clojure namespace ``ns`` in the JVM (starting it if needed). Raises JVMError
+    ``jvm.no_namespace`` when the classpath has no such namespace."""
+    import jpype
+
     _ensure()
-    _clj["require"].invoke(_clj["read"](ns))
+    try:
+        _clj["require"].invoke(_clj["read"](ns))
+    except jpype.JException as exc:
+        text = str(exc.getMessage())
+        if not text.startswith("Could not locate "):
+            raise
+        raise rules.error("jvm.no_namespace", ns=ns, why=text.split(" on classpath")[0]) from exc
     return Namespace(ns)
 
 

@@ -58,11 +58,12 @@ for name, call in [("key", lambda: p.profiler_set_config({"profile-symbolc": Tru
                    ("value", lambda: p.profiler_set_config({"profile-api": "yes"})),
                    ("state", lambda: p.profiler_set_state("go")),
                    ("dump", lambda: p.dump_profile(True)),
-                   ("c", lambda: jvm.call("pyprof.native", "op-handle", "pyprof_no_such_op"))]:
+                   ("c", lambda: jvm.call("pyprof.native", "op-handle", "pyprof_no_such_op")),
+                   ("ns", lambda: jvm.require("pyprof.profilr"))]:
     try:
         call()
     except pyprof.PyprofError as e:
-        out[name] = [type(e).__name__, str(e), e.data]
+        out[name] = [type(e).__name__, str(e), getattr(e, "data", None)]
 result = out
 """, tmp_path)
     kind, message, data = r["key"]
@@ -75,6 +76,12 @@ result = out
     assert kind == "MXNetError" and data["fn"] == "NNGetOpHandle"
     assert "not registered" in data["mxnet-error"]
     assert message.startswith("NNGetOpHandle failed:")
+    # a misspelt namespace: was Clojure's bare java.io.FileNotFoundException
+    kind, message, _ = r["ns"]
+    assert kind == "JVMError" and message.startswith(
+        "no Clojure namespace 'pyprof.profilr' on the JVM's classpath (Could not locate pyprof/profilr__init.class")
+    assert message.endswith("fix: check the name: pyprof's are pyprof.profiler, pyprof.objects, "
+                            "pyprof.session, pyprof.stats and pyprof.steady")
 
 
 def test_jit_compiled_npes_survive_libmxnet_loaded_first(tmp_path):

@@ -135,6 +135,10 @@ def test_bad_options_are_usage_errors(tmp_path):
     assert proc.returncode == 2 and "invalid --mode 'everything'" in proc.stderr
     proc = run_cli(["matmul", "--peak-budget", "-1"], tmp_path)
     assert proc.returncode == 2 and "--peak-budget must be >= 0, got -1.0" in proc.stderr
+    # was clamped to --iters without a word (a new user's trial)
+    proc = run_cli(["matmul", "--iters", "5", "--begin", "4", "--end", "9"], tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "--end 9 is past --iters 5: the run has no iteration 8" in proc.stderr
 
 
 def _libmxnet() -> str:

@@ -213,7 +213,7 @@ result = out
 """, tmp_path, timeout=600)
     assert r["jvm_active"] == "pyprof.steady.begin()"
     assert r["jvm_stop"][0] == "steady.set_state"
-    assert r["jvm_stop"][1].startswith('(profiler-set-state "stop") in steady mode (begun by '
+    assert r["jvm_stop"][1].startswith("(profiler-set-state :stop) in steady mode (begun by "
                                        "pyprof.steady.begin())")
     assert r["jvm_begin"][0] == "steady.already"
     assert r["after"] == [None, False]

@@ -59,7 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", default="symbolic",
                    help="what to record besides the bound symbol: symbolic, imperative, api, "
                         "memory or all; a comma list combines them (default symbolic)")
-    p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"trace path (default {DEFAULT_OUTPUT})")
+    p.add_argument("--output", default=DEFAULT_OUTPUT, help=f"trace path (default {DEFAULT_OUTPUT}; missing directories are made)")
     p.add_argument("--ctx", choices=("cpu", "gpu"), default="cpu", help="device (default cpu)")
     p.add_argument("--device-id", type=int, default=0, help="device id (default 0)")
     p.add_argument("--binding", choices=("python", "jvm"), default="python",
@@ -84,6 +84,8 @@ def check_options(o: argparse.Namespace) -> None:
         raise rules.error("example.non_negative", option="--peak-budget", value=o.peak_budget)
     if o.begin >= o.iters:
         raise rules.error("example.begin_past", begin=o.begin, last=o.iters - 1, iters=o.iters)
+    if o.end > o.iters:
+        raise rules.error("example.end_past", end=o.end, iters=o.iters, last=o.end - 1)
     try:
         env.parse_mode(o.mode)
     except ConfigError as exc:
@@ -169,7 +171,7 @@ def _result(binding: str, o: argparse.Namespace, table: str, wall_ms: float) -> 
     name, durations = dot_events(o.output)
     flops = 2.0 * o.size ** 3
     dot_ms = sum(durations)
-    n = min(o.end, o.iters) - o.begin
+    n = o.end - o.begin
     return MatmulResult(
         binding=binding, trace=os.path.abspath(o.output), size=o.size, profiled_iters=n,
         dot_name=name, dot_calls=len(durations), dot_ms=dot_ms,

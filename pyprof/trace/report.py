@@ -118,9 +118,12 @@ def summarize(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]] |
         The rendered text, ending with a newline.
 
     Raises:
-        TraceError: unknown ``sort``, ``fmt`` or ``by``; TraceNotFoundError / TraceFormatError for
+        TraceError: unknown ``sort``, ``fmt`` or ``by``, a ``top`` below 1
+        (``trace.top``); TraceNotFoundError / TraceFormatError for
         unreadable traces (TraceFormatError also for an empty file or JSON that is not a trace).
     """
+    if top is not None and (not isinstance(top, int) or isinstance(top, bool) or top < 1):
+        raise rules.error("trace.top", top=top)
     if sort not in SORT_KEYS:
         raise rules.error("trace.sort_key", sort=sort, choices=list(SORT_KEYS))
     if fmt not in FORMATS:

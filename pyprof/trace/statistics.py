@@ -100,8 +100,13 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
     Raises:
         TraceNotFoundError: a file cannot be opened.
         TraceFormatError: a file holds no trace events (empty, or JSON that is not a trace).
-        TraceError: no paths given, or an unknown ``by`` (``trace.by``).
+        TraceError: no paths given, an unknown ``by`` (``trace.by``), or a string for
+        ``categories`` or ``exclude_categories`` (``trace.categories_not_collection``).
     """
+    for option, value in (("categories", categories), ("exclude_categories", exclude_categories)):
+        if isinstance(value, (str, bytes)):  # a set of its characters would match nothing
+            raise rules.error("trace.categories_not_collection", option=option, value=value,
+                              example='{"operator"}')
     if by is not None:
         from .shapes import check_by, shape_stats
         check_by(by)

@@ -53,6 +53,29 @@ def test_exclude_and_categories(fx):
     assert {o.category for o in stats(fx("small.json"), categories={"operator"}).operators} == {"operator"}
 
 
+@pytest.mark.parametrize("option", ["categories", "exclude_categories"])
+def test_a_string_of_categories_is_refused(fx, option):
+    # a str is an iterable of its characters: it matched nothing, silently (a new user's trial)
+    with pytest.raises(TraceError) as e:
+        stats(fx("small.json"), **{option: "operator"})
+    assert e.value.code == "trace.categories_not_collection"
+    assert str(e.value).startswith(f"{option} takes a collection of category names, got the "
+                                   "string 'operator'")
+    assert e.value.fix == 'pass a set of names, e.g. {"operator"}'
+    with pytest.raises(TraceError):
+        stats(fx("small.json"), by="shape", **{option: "operator"})
+    assert stats(fx("small.json"), **{option: ["operator"]}).operators != stats(fx("small.json")).operators
+
+
+@pytest.mark.parametrize("top", [0, -1, 1.5, True, "3"])
+def test_summarize_refuses_a_top_below_one(fx, top):
+    # top=-1 dropped the last operator of each group, top=0 showed all (the CLI refused both)
+    with pytest.raises(TraceError) as e:
+        summarize(fx("small.json"), top=top)
+    assert e.value.code == "trace.top" and f"got {top!r}" in str(e.value)
+    assert "1 of" in summarize(fx("small.json"), top=1)
+
+
 def test_exports(fx, tmp_path):
     s = stats(fx("small.json"))
     d = json.loads(s.to_json(tmp_path / "s.json"))

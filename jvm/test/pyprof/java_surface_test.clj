@@ -37,6 +37,12 @@
          (instance? java.util.List x) (mapcat #(clojure-leaks %1 (conj path %2)) x (range))
          :else [])))
 
+(defn- in-session
+  "Calls `f` while a Java session is open, then stops the session."
+  [dir f]
+  (let [s (.start (ProfilerSession. {"path" (str dir "/own_{window}.json")}))]
+    (try (f) (finally (.stop s)))))
+
 (defn- bad-java-calls
   "Java-facade and MBean calls with bad input, each with what it should raise."
   [dir]
@@ -70,7 +76,14 @@
      #(.dump (ProfilerSession. {}) "x.json")
      #(.start ctl "{\"profile_symbolc\": true}" 5)
      #(.start ctl "profile_imperative=maybe" 5)
-     #(.step ctl)]))
+     #(.step ctl)
+     ;; a new user's trial: the schedule's choices in Clojure spelling, Clojure calls named
+     #(ProfilerSession. {"schedule" {"activ" 2}})
+     #(ProfilerSession. {"schedule" {"skip-first" 1 "active" 1}})
+     #(in-session dir (fn [] (Profiler/setConfig {"profile_api" true})))
+     #(in-session dir (fn [] (Profiler/setState "run")))
+     #(in-session dir (fn [] (Profiler/dump false)))
+     #(in-session dir (fn [] (Profiler/steadyBegin {})))]))
 
 (def bad-options "Not options of with-profiling." [:config])
 (def profiling-options "with-profiling's options, set by the child." nil)
@@ -128,7 +141,7 @@
   "Spellings of Python and Clojure that a Java caller must not read."
   [#"set_value\(" #"set_config\(" #"set_state\(" #"dump\(finished" #"pyprof\.profile\("
    #"\bTrue\b" #"\bFalse\b" #"\bNone\b" #"\(profiler[-/]" #"\(dump-profile" #"\(session/"
-   #"#object" #"\d+N\b" #"'[a-z_]+'"])
+   #"#object" #"\d+N\b" #"'[a-z_]+'" #"\(pyprof\."])
 
 (defn- foreign [s]
   (concat (when-let [[_ _ k] (keyword-like s)] [k])
@@ -145,7 +158,7 @@
     (is (= 0 exit) err)
     (testing "errors through the Java facades and the MBean: Java literals and Java calls"
       (let [bad (map second (tagged :bad))]
-        (is (= 29 (count bad)))
+        (is (= 35 (count bad)))
         (doseq [[cls code msg] bad]
           (is (not= :no-error cls) (str code))
           (is (#{"PyprofException" "IllegalArgumentException" "IllegalStateException"} cls) msg)
@@ -160,6 +173,17 @@
                        (str "invalid sort_by null: expected one of \"total\", \"avg\", \"min\","
                             " \"max\", \"count\". fix: pass one of \"total\", \"avg\", \"min\","
                             " \"max\", \"count\"")] %)
+                  bad))
+        (is (some #(= ["PyprofException" "schedule.unknown_option"
+                       (str "unknown schedule option(s) \"activ\": expected one of \"wait\", \"warmup\","
+                            " \"active\", \"repeat\", \"skip_first\". fix: use only those options")] %)
+                  bad))
+        (is (= #{"Profiler.setConfig(...)" "Profiler.setState(\"run\")" "Profiler.dump(false)"}
+               (set (keep #(second (re-find #"^state.session_owns: (.*) while the ProfilerSession session"
+                                            (str (second %) ": " (nth % 2))))
+                          bad)))
+            "a call in a session's way is named as Java writes it")
+        (is (some #(str/starts-with? (str (nth % 2)) "Profiler.steadyBegin(...) while the ProfilerSession session")
                   bad))
         (is (some #(= "Counter \"c\" would go below zero (0 -1); MXNet stores it as uint64 and would wrap to 18446744073709551615. fix: decrement by at most the current value, or setValue() first"
                       (nth % 2))
@@ -191,7 +215,9 @@
                      " fix: pass {:config {:filename \"trace.json\"} :dump true} (the profiler"
                      " config goes under :config), or no options")]
                from-var))
-        (is (= "profiling.options_not_map" (second direct)))
+        (is (= "profiling.unknown_option" (second direct)) "a map, with a key it does not take")
+        (is (str/includes? (nth direct 2) "unknown with-profiling option :filename: did you mean")
+            (nth direct 2))
         (is (false? running))))
     (testing "with-profiling applies options held in a var"
       (let [[_ state wrote?] (one :with-profiling-ran)]

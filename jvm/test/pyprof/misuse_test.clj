@@ -92,6 +92,11 @@
                   (vec (repeat (count runs) (dissoc failed :json))))]
     [(pop results) (peek results)]))
 
+(def ^:private other-language
+  "What a message in each language must not name: the other language's calls."
+  {"java" #"\((?:profiler-set|dump-profile|pyprof\.|session/|profiler/)"
+   "clojure" #"Profiler\.[a-z]|ProfilerSession\(|Map\.of\("})
+
 (defn problems
   "What is wrong with `result`, the run of `case` through `language`, one string each."
   [{:strs [steps] :as case} language {:keys [outcomes abort hang skipped]}]
@@ -108,7 +113,12 @@
          [(str (count errors) " errors where the case expects " expected ": " (json/write-str outcomes))])
        (for [o errors
              :when (not (re-find fix-pattern (str (get o "message"))))]
-         (str "the message of " (get o "error") " does not end in a fix: " (pr-str (get o "message"))))))))
+         (str "the message of " (get o "error") " does not end in a fix: " (pr-str (get o "message"))))
+       (for [o errors
+             :let [foreign (re-find (other-language language) (str (get o "message")))]
+             :when foreign]
+         (str "the message of " (get o "error") " names " (pr-str foreign) ", a call of another"
+              " language: " (pr-str (get o "message"))))))))
 
 (defn- batches
   "The refusal cases split into `n` batches of about equal length, in order."

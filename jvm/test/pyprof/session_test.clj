@@ -54,6 +54,13 @@
               " \"repeat\", \"skip-first\". fix: use only those options")
          (second (error-of #(session/schedule {:skip_first 1}))))
       "a keyword with an underscore: the choices say how Clojure spells the option")
+  (is (= (mapv (session/schedule {:skip-first 2 :active 3}) (range 8))
+         (mapv (session/schedule {"skip_first" 2 "active" 3}) (range 8)))
+      "string keys as schedule.json spells them (the Java facade passes them so)")
+  (is (= (str "unknown schedule option(s) \"activ\": expected one of \"wait\", \"warmup\", \"active\","
+              " \"repeat\", \"skip_first\". fix: use only those options")
+         (second (error-of #(session/schedule {"activ" 2}))))
+      "a string key: the choices as strings, the option as written")
   (let [e (thrown #(sched/check-action "record" 7))]
     (is (= ["schedule.bad_action"
             (str "the schedule returned \"record\" for step 7, expected one of \"none\", \"warmup\","

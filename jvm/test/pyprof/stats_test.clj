@@ -65,7 +65,13 @@
     (is (= {:time "us" :memory "bytes"} (:units r)))
     (is (stats/bulk-name? "[dot]"))
     (is (= ["operator"] (map :category (:operators (stats/stats [events] {:categories #{"operator"}})))))
-    (is (= ["operator"] (map :category (:operators (stats/stats [events] {:exclude-categories #{"demo"}})))))))
+    (is (= ["operator"] (map :category (:operators (stats/stats [events] {:exclude-categories #{"demo"}})))))
+    (doseq [option [:categories :exclude-categories]]
+      (let [e (try (stats/stats [events] {option "operator"}) nil (catch Exception e e))]
+        (is (= "trace.categories_not_collection" (:pyprof/code (ex-data e))) "a string is no set of names")
+        (is (= (str option " takes a collection of category names, got the string \"operator\": a string"
+                    " would be read as its characters. fix: pass a set of names, e.g. #{\"operator\"}")
+               (ex-message e)))))))
 
 (defn- first-difference [expected actual]
   (let [[only-expected only-actual] (data/diff expected actual)]

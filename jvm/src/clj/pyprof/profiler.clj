@@ -50,8 +50,9 @@
             (finally (tracker/write! {:internal prev#}))))))
 
 (defn- check-owner
-  "As pyprof.profiler._check_owner: refuses `call` while a session owns the profiler; with
-  `steady-code` (steady.set_state, steady.finished_dump) also in steady mode, as
+  "As pyprof.profiler._check_owner: refuses `call` (:api/x, an errors.json api entry: each
+  language's message names its own call) while a session owns the profiler; with `steady-code`
+  (steady.set_state, steady.finished_dump) also in steady mode, as
   pyprof.process.steady_checks. The owner's own calls pass."
   ([call] (check-owner call nil))
   ([call steady-code]
@@ -71,7 +72,7 @@
             new (config/effective c-opts)
             changed (filterv #(not= (get old %) (get new %)) ((rules/api "steady") "mode_keys"))]
         (when (seq changed)
-          (throw (rules/error "steady.config_mode" {:call "(profiler-set-config ...)"
+          (throw (rules/error "steady.config_mode" {:call :api/set_config
                                                     :steady steady
                                                     :keys (str/join ", " changed)})))))))
 
@@ -114,7 +115,7 @@
   (let [c-opts (config/validate options)]
     (process-code (get c-opts "profile_process" "worker"))
     (tracker/with-lock
-      (check-owner "(profiler-set-config ...)")
+      (check-owner :api/set_config)
       (check-steady-config c-opts)
       (let [{:keys [finished running config ever-ran]} (tracker/snapshot)
             _ (when finished (throw (rules/error "state.finished_config" {:trace (trace-name)})))
@@ -163,7 +164,7 @@
          _ (process-code profile-process)
          run? (= "run" s)]
      (tracker/with-lock
-       (check-owner (str "(profiler-set-state " (pr-str state) ")") "steady.set_state")
+       (check-owner (keyword "api" s) "steady.set_state")
        (when (and run? (:finished (tracker/snapshot)))
          (throw (rules/error "state.finished_run" {:trace (trace-name)})))
        (mx MXSetProcessProfilerState (int code) (int worker) nil)
@@ -185,8 +186,8 @@
                  (and (integer? finished) (or (== finished 0) (== finished 1))) (== finished 1)
                  :else (throw (rules/error "state.dump_finished_arg" {:value finished})))]
      (tracker/with-lock
-       (check-owner "(dump-profile ...)")
-       (when f (check-owner "(dump-profile true)" "steady.finished_dump"))
+       (check-owner (if f :api/dump :api/dump_intermediate))
+       (when f (check-owner :api/dump "steady.finished_dump"))
        (when (:finished (tracker/snapshot))
          (throw (rules/error "state.finished_dump" {:trace (trace-name)})))
        (when-let [path (trace-name)]
@@ -277,22 +278,27 @@
   ([] (resume :worker))
   ([profile-process] (set-paused! profile-process false)))
 
-(def ^:private profiling-option-keys #{:config :dump})
+(def ^:private profiling-option-keys [:config :dump])
 
 (defn ^:no-doc -profiling-options
-  "Internal (`with-profiling`): `opts` or nil; other than a map of :config and :dump is
-  profiling.options_not_map."
+  "Internal (`with-profiling`): `opts` or nil; other than a map is profiling.options_not_map, a
+  key other than :config and :dump profiling.unknown_option (naming the nearest)."
   [opts]
   (when (some? opts)
-    (when-not (and (map? opts) (every? profiling-option-keys (keys opts)))
+    (when-not (map? opts)
       (throw (rules/error "profiling.options_not_map" {:value opts})))
+    (when-let [k (first (remove (set profiling-option-keys) (keys opts)))]
+      (throw (rules/error "profiling.unknown_option"
+                          {:option k :nearest (apply min-key #(config/edit-distance (str k) (str %))
+                                                     (reverse profiling-option-keys))})))
     opts))
 
 (defmacro with-profiling
   "Runs `body` with the profiler running and always stops it afterwards. An optional leading
   options map (a map literal, a symbol followed by the body, or any expression after
   `:options`): :config (applied with `profiler-set-config`), :dump (true: (dump-profile true)
-  after stopping). Other options throw :invalid-option (profiling.options_not_map).
+  after stopping). Other options throw :invalid-option (profiling.options_not_map,
+  profiling.unknown_option).
 
     (with-profiling {:config {:filename \"t.json\"} :dump true} (work))"
   [& body]

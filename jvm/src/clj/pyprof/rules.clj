@@ -139,8 +139,8 @@
 
 (defn render
   "Fills a catalogue template: `{f}` as text (a sequential value as its items' literals,
-  comma-joined), `{f!r}` as a literal, `{api.x}` as the API name in `language` (\"clojure\" or
-  \"java\")."
+  comma-joined; a keyword :api/x as the API name `{api.x}`), `{f!r}` as a literal, `{api.x}` as
+  the API name in `language` (\"clojure\" or \"java\")."
   ([template fields] (render template fields "clojure"))
   ([template fields language]
    (str/replace template #"\{(api\.)?([a-z_]+)(!r)?\}"
@@ -154,7 +154,9 @@
                               (get fields k)
                               (throw (IllegalArgumentException.
                                       (str "template " (pr-str template) " needs field " k ". fix: pass it to rules/error"))))]
-                      (cond literal? (literal v language)
+                      (cond (and (keyword? v) (= "api" (namespace v))) ; a call named by its api entry
+                            (render (str "{api." (name v) "}") {} language)
+                            literal? (literal v language)
                             (sequential? v) (str/join ", " (map #(literal % language) v))
                             :else (text v language))))))))
 

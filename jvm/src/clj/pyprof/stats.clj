@@ -262,12 +262,17 @@
      :bad-counter-values n :unknown-phases {\"Q\" n} :phase-counts {\"B\" n}
      :notes [\"...\"]}
 
-  Options: `:categories` keeps only those, `:exclude-categories` leaves some out. Throws
-  trace.no_paths, trace.cannot_open, trace.not_valid (fix: `pyprof repair`)."
+  Options: `:categories` keeps only those, `:exclude-categories` leaves some out (collections of
+  names, e.g. #{\"operator\"}). Throws trace.no_paths, trace.categories_not_collection,
+  trace.cannot_open, trace.not_valid (fix: `pyprof repair`)."
   ([paths] (stats paths {}))
   ([paths {:keys [categories exclude-categories]}]
    (let [sources (if (path-like? paths) [paths] paths)
          _ (when (empty? sources) (throw (rules/error "trace.no_paths")))
+         _ (doseq [[option v] [[:categories categories] [:exclude-categories exclude-categories]]
+                   :when (string? v)] ; a set of its characters would match nothing
+             (throw (rules/error "trace.categories_not_collection"
+                                 {:option option :value v :example "#{\"operator\"}"})))
          excluded (set exclude-categories)
          kept (some-> categories set)
          wanted? (fn [cat] (or (nil? kept) (contains? kept cat)))

@@ -39,7 +39,7 @@
       (let [{:keys [steady session finished running]} (tracker/snapshot)]
         (when steady (throw (rules/error "steady.already" {:steady steady})))
         (when session (throw (rules/error "steady.session_open"
-                                          {:call "(pyprof.steady/begin! ...)" :session session})))
+                                          {:call :api/steady_begin :session session})))
         (when finished (throw (rules/error "session.profiler_finished")))
         (when running (throw (rules/error "steady.profiler_running"))))
       (profiler/-as-owner "steady"
@@ -96,7 +96,7 @@
                  (when steady
                    (when session
                      (throw (rules/error "steady.session_open"
-                                         {:call "(pyprof.steady/end!)" :session session})))
+                                         {:call :api/steady_end :session session})))
                    (let [raw? (on-raw?)]
                      (profiler/-as-owner "steady"
                        (try (mx MXNDArrayWaitAll)

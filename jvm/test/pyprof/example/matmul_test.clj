@@ -8,6 +8,7 @@
             [pyprof.test-util :refer [java-child temp-dir]]))
 
 (deftest options
+  (is (= 5 (:end (matmul/check-options {:begin 4 :end 5 :iters 5}))) "an end at iters is the last")
   (is (= (assoc matmul/defaults :size 256 :mode "all" :ctx "cpu")
          (matmul/check-options {:size 256 :mode :all :ctx :cpu})))
   (are [opts re] (thrown-with-msg? clojure.lang.ExceptionInfo re (matmul/check-options opts))
@@ -16,6 +17,7 @@
     {:iters 0} #"iters must be > 0"
     {:begin 1 :end 1} #"begin \(1\) must be < end \(1\)"
     {:begin 5 :end 6 :iters 5} #"nothing is profiled"
+    {:begin 4 :end 9 :iters 5} #"end \(9\) is past iters \(5\): the run has no iteration 8"
     {:mode "gpu"} #"mode must be one of all, api, imperative, memory, symbolic"
     {:ctx "tpu"} #"ctx must be cpu or gpu"
     {:size 2.5} #"size must be a non-negative integer"))

@@ -48,6 +48,9 @@
       (not (< begin iters)) (throw (usage-error (str "begin (" begin ") must be < iters (" iters
                                                      "), or nothing is profiled. fix: pass a begin below iters")
                                                 {:begin begin :iters iters}))
+      (> end iters) (throw (usage-error (str "end (" end ") is past iters (" iters "): the run has no iteration "
+                                             (dec end) ". fix: pass an end of at most " iters ", or more iters")
+                                        {:end end :iters iters}))
       (not (modes mode)) (throw (usage-error (str "mode must be one of " (str/join ", " (sort modes))
                                                   ", got " (pr-str mode) ". fix: pass one of those") {:mode mode}))
       (not (#{"cpu" "gpu"} ctx)) (throw (usage-error (str "ctx must be cpu or gpu, got " (pr-str ctx) ". fix: pass cpu or gpu")

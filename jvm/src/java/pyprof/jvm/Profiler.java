@@ -68,7 +68,7 @@ public final class Profiler {
       STATE = Clojure.var("pyprof.profiler", "state");
       CURRENT_CONFIG = Clojure.var("pyprof.profiler", "current-config");
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.steady"));
-      STEADY_BEGIN = Clojure.var("pyprof.steady", "begin!");
+      STEADY_BEGIN = Clojure.var("pyprof.steady", "begin-as!");
       STEADY_END = Clojure.var("pyprof.steady", "end!");
       STEADY_ACTIVE = Clojure.var("pyprof.steady", "active");
       STEADY_FROM_PROPERTY = Clojure.var("pyprof.steady", "from-property!");
@@ -206,8 +206,9 @@ public final class Profiler {
    *     steady.profiler_running; {@code session-finished}; {@code invalid-config} for an option
    */
   public static void steadyBegin(Map<String, ?> options) {
-    call(() -> Vars.STEADY_BEGIN.invoke(
-        options == null ? null : PersistentHashMap.create(keywords(options))));
+    call(() -> Vars.STEADY_BEGIN.invoke(  // who began it, as a Java caller reads it
+        options == null ? null : PersistentHashMap.create(keywords(options)),
+        "Profiler.steadyBegin(...)"));
   }
 
   /** {@link #steadyBegin(Map)} with MXNet's default recording options, on the raw trace. */

@@ -133,10 +133,9 @@ public final class ProfilerSession implements AutoCloseable {
 
   /**
    * Converts Java options to pyprof.session's: "path", "schedule" become keywords (a null
-   * schedule is none: one window from start to stop); the schedule's
-   * keys become keywords with dashes ({@code skip_first} -> {@code :skip-first}), except a key
-   * already spelled with a dash, passed as the string it is (Python knows no {@code skip-first},
-   * so neither does this: it is an unknown option).
+   * schedule is none: one window from start to stop); the schedule's keys stay the strings
+   * they are, as schedule.json spells them ({@code skip_first}; Python knows no
+   * {@code skip-first}, so neither does this: an unknown option, named as written).
    */
   static Object toClojure(Map<String, ?> options) {
     Map<Object, Object> out = new HashMap<>();
@@ -157,9 +156,7 @@ public final class ProfilerSession implements AutoCloseable {
         Map<Object, Object> sched = new HashMap<>();
         for (Map.Entry<?, ?> s : ((Map<?, ?>) v).entrySet()) {
           Object val = s.getValue();
-          String key = String.valueOf(s.getKey());
-          sched.put(key.indexOf('-') >= 0 ? key : Keyword.intern(key.replace('_', '-')),
-              val instanceof Integer ? Long.valueOf((Integer) val) : val);
+          sched.put(String.valueOf(s.getKey()), val instanceof Integer ? Long.valueOf((Integer) val) : val);
         }
         out.put(Keyword.intern("schedule"), Vars.SCHEDULE.invoke(PersistentHashMap.create(sched)));
       } else {
