@@ -79,8 +79,9 @@ def accepted(key: ConfigKey) -> str:
     """What ``key`` accepts, in words (errors.json ``accepted``)."""
     forms = rules.CATALOGUE["accepted"]
     if key.type == "float" and key.min_exclusive is not None:
-        return rules.render(forms["float_min"], {"min": c_float(key.min_exclusive),
-                                                  "unit": key.unit or "units"})
+        form = "float_min" if key.max_inclusive is None else "float_range"
+        return rules.render(forms[form], {"min": c_float(key.min_exclusive), "unit": key.unit or "units",
+                                          "max": c_float(key.max_inclusive or 0.0)})
     return rules.render(forms[key.type], {"unit": key.unit or "units",
                                           "choices": list(key.choices)})
 
@@ -95,6 +96,7 @@ class ConfigKey:
     doc: str
     choices: tuple[str, ...] = ()
     min_exclusive: float | None = None
+    max_inclusive: float | None = None
     unit: str | None = None
     file: bool = False  # a path MXNet writes: checked by validate() (MXNet silently writes nothing)
 
@@ -120,7 +122,8 @@ class ConfigKey:
             return None
         if self.type == "float":
             x = number(value)
-            if x is None or (self.min_exclusive is not None and x <= self.min_exclusive):
+            if x is None or (self.min_exclusive is not None and x <= self.min_exclusive) or (
+                    self.max_inclusive is not None and x > self.max_inclusive):
                 return None
             return c_float(x)
         if self.type == "enum":
@@ -137,7 +140,7 @@ def keys() -> dict[str, ConfigKey]:
         k["name"]: ConfigKey(
             name=k["name"], type=k["type"], default=k["default"], doc=k["doc"],
             choices=tuple(k.get("choices", ())), min_exclusive=k.get("min_exclusive"),
-            unit=k.get("unit"), file=bool(k.get("file", False)))
+            max_inclusive=k.get("max_inclusive"), unit=k.get("unit"), file=bool(k.get("file", False)))
         for k in raw["keys"]
     }
 

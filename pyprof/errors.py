@@ -28,7 +28,11 @@ class MXNetError(PyprofError):
     Attributes:
         function: name of the C function that failed, e.g. ``"MXDumpProcessProfile"``.
         mxnet_message: the text of ``MXGetLastError()`` read right after the call.
+        code, fix, fields: as every catalogue error: ``"mxnet.call_failed"``, the fix, and
+            ``{"function": ..., "mxnet_message": ...}``.
     """
+
+    code = "mxnet.call_failed"
 
     #: the fix when a call gives no hint: the catalogue's ``mxnet.call_failed`` (set by pyprof.rules)
     default_fix: str | None = None
@@ -37,7 +41,8 @@ class MXNetError(PyprofError):
         self.function = function
         self.mxnet_message = mxnet_message
         hint = hint or self.default_fix
-        self.hint = hint
+        self.hint = self.fix = hint
+        self.fields = {"function": function, "mxnet_message": mxnet_message}
         first = _first_line(mxnet_message)
         text = f"{function} failed: {first}"
         if hint:

@@ -58,15 +58,17 @@ _FIELD = re.compile(r"\{(api\.)?([a-z_]+)(!r)?\}")
 
 
 def render(template: str, fields: dict[str, Any], language: str = "python") -> str:
-    """Fill a catalogue template: ``{f}`` as text, ``{f!r}`` as a literal, ``{api.x}`` as the
-    API name in ``language``; a list or tuple becomes its items as literals, comma-joined."""
+    """Fill a catalogue template: ``{f}`` as text (a list or tuple as its items' literals,
+    comma-joined), ``{f!r}`` as a literal, ``{api.x}`` as the API name in ``language``."""
     def fill(m: re.Match[str]) -> str:
         if m.group(1):
             return CATALOGUE["api"][m.group(2)][language]
         value = fields[m.group(2)]
+        if m.group(3):  # a literal, a list too (as Clojure's pr-str): [] was rendered as nothing
+            return repr(value)
         if isinstance(value, (list, tuple)):
             return ", ".join(repr(v) for v in value)
-        return repr(value) if m.group(3) else str(value)
+        return str(value)
     return _FIELD.sub(fill, template)
 
 

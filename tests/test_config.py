@@ -85,3 +85,11 @@ def test_a_number_no_float_holds_is_a_bad_value_not_an_overflow():
     with pytest.raises(ConfigError) as info:
         config.validate({"dump_period": 10**400})
     assert info.value.code == "config.bad_value"
+
+
+def test_a_list_value_is_shown_as_a_literal():
+    # {value!r} of [] and () rendered as nothing ("invalid value  for ..."): a parity probe's find
+    for value, shown in (([], "[]"), ((), "()"), ([1, 2], "[1, 2]")):
+        with pytest.raises(ConfigError) as e:
+            config.validate({"aggregate_stats": value})
+        assert str(e.value).startswith(f"invalid value {shown} for profiler config key 'aggregate_stats'")

@@ -62,6 +62,10 @@ def test_mxnet_error_ends_in_a_fix():
     assert str(e).startswith("MXSetProcessProfilerConfig failed: bad key")
     assert str(e).endswith("fix: " + rules.fix("mxnet.call_failed"))
     assert str(errors.MXNetError("MXDumpProfile", "x", "dump first")).endswith("fix: dump first")
+    # .code, .fix and .fields as every catalogue error (it had none: a parity probe's find)
+    assert (e.code, e.fix) == ("mxnet.call_failed", rules.fix("mxnet.call_failed"))
+    assert e.fields == {"function": "MXSetProcessProfilerConfig",
+                        "mxnet_message": "MXNetError: bad key\nStack trace:\n [bt] x"}
 
 
 def test_every_error_kind_names_a_pyprof_class():

@@ -146,7 +146,7 @@ def test_booleans(value, expected):
 
 def test_accepted_says_what_a_float_key_takes():
     e = _raises(lambda: config.validate({"dump_period": "1_000"}))
-    assert "expected a number > 0 s (an int or float, or a decimal string such as '0.5' or " \
+    assert "expected a number > 0 and <= 60 s (an int or float, or a decimal string such as '0.5' or " \
            "'2e-3')" in str(e)
 
 

@@ -403,3 +403,13 @@ events = json.load(open(prof.windows[0].path))["traceEvents"]
 result = [[e["name"], e["ph"]] for e in events if e.get("cat") == "dom"]
 """, tmp_path)
     assert r == [["cr\rcr", "b"], ["cr\rcr", "e"], ['q"u\\ote', "b"], ['q"u\\ote', "e"]]  # a task
+
+
+@pytest.mark.parametrize("path", [None, 5, b"w_{window}.json"])
+def test_a_window_path_that_is_not_text_is_a_catalogue_error(path):
+    # None and 5 were a bare TypeError (a parity probe's find; the JVM refuses them the same way)
+    with pytest.raises(pyprof.ConfigError) as e:
+        pyprof.profile(path=path)
+    assert e.value.code == "session.path_not_text"
+    assert str(e.value) == (f"the window path must be text (a string or a path object), got {path!r}."
+                            " fix: pass a path template such as path='trace_{window}.json'")

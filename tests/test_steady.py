@@ -218,3 +218,51 @@ result = out
     assert r["jvm_begin"][0] == "steady.already"
     assert r["after"] == [None, False]
     assert not os.path.exists(r["raw_dir"])  # Python's raw trace: finished and deleted at exit
+
+
+def test_steady_mode_begun_in_one_layer_is_ended_and_windowed_there(tmp_path):
+    """A parity probe's find: Java began steady mode, Python's end() took the JVM's raw trace for
+    a user's file and finished the process's one trace (nothing could profile again); sessions
+    of the other layer were refused with messages about the wrong file. Each layer keeps its
+    own raw trace, so the other layer is refused, clearly, and the trace stays unfinished."""
+    r = run_scenario(_PRELUDE + """
+import jpype, mxnet as mx
+from pyprof import jvm
+jvm.start()
+P = jpype.JClass("pyprof.jvm.Profiler")
+P.steadyBegin(jpype.JClass("java.util.HashMap")())
+mx.nd.ones((4, 4)).wait_to_read()
+out = {"py_end": code(pyprof.steady.end),
+       "py_session": code(lambda: pyprof.profile(path=%r).start()),
+       "state": profiler.state()}
+P.steadyEnd()
+out["after"] = [pyprof.steady.active(), profiler.state()["finished"]]
+pyprof.steady.begin(profile_imperative=True)
+S = jpype.JClass("pyprof.jvm.ProfilerSession")
+def java_session():
+    try:
+        S(jpype.JClass("java.util.Map").of("path", %r)).start()
+        return "ok"
+    except jpype.JException as e:
+        return [str(e.code()), str(e.getMessage())]
+out["java_session"] = java_session()
+pyprof.steady.end()
+out["end"] = profiler.state()["finished"]
+jvm.eval_clojure("(shutdown-agents)")
+result = out
+""" % (str(tmp_path / "p_{window}.json"), "j_{window}.json"), tmp_path, timeout=600)
+    code, message = r["py_end"]
+    assert code == "steady.other_layer"
+    assert message.startswith("pyprof.steady.end(): steady mode was begun by Profiler.steadyBegin(...)"
+                              " in the JVM layer, on that layer's raw trace '")
+    assert message.endswith("fix: end steady mode and take its windows where it began "
+                            "(Profiler.steadyEnd() or (pyprof.steady/end!)), or begin it in this language")
+    assert r["py_session"][0] == "steady.other_layer"
+    assert r["py_session"][1].startswith("pyprof.profile(...).start(): steady mode was begun by")
+    assert r["state"]["finished"] is False and r["after"] == [None, False]
+    code, message = r["java_session"]
+    assert code == "steady.other_layer"
+    assert message.startswith("ProfilerSession.start(): steady mode was begun by pyprof.steady.begin()"
+                              ' in Python, on that layer\'s raw trace "')
+    assert "fix: end steady mode and take its windows where it began (pyprof.steady.end())" in message
+    assert r["end"] is False

@@ -137,6 +137,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._on_trace_ready = on_trace_ready
         # a template (grammar.json window_path), filled per window, then made absolute against
         # the working directory of now (grammar.json paths)
+        if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
+            raise rules.error("session.path_not_text", value=path)  # was a bare TypeError
         self._template = _template.parse(os.fspath(path))
         self._cwd = os.getcwd()
         self._path = self._window_path(window=0, step=0)  # the first window's file

@@ -42,6 +42,7 @@ from typing import Any
 from ..native import capi as _capi
 from .. import config, profiler, rules
 from ..process.tracker import TRACKER
+from . import rawdir as _rawdir
 from .raw import RAW, owner
 
 __all__ = ["begin", "begin_as", "end", "active", "begin_from_environment", "check_session", "SPEC"]
@@ -142,9 +143,11 @@ def check_session(options: dict[str, str], session: str) -> None:
     """Package-internal (``pyprof.profile.start``, under the tracker lock, in steady mode): a
     session records in steady mode only on the raw trace and with steady mode's options.
 
-    Raises StateError ``steady.own_file``, ConfigError ``steady.options_differ``."""
+    Raises StateError ``steady.own_file``, ``steady.other_layer``, ConfigError
+    ``steady.options_differ``."""
     t = TRACKER
     current = t.config or config.effective({})
+    _check_layer(current.get("filename"), "pyprof.profile(...).start()")
     if RAW.path is None or current.get("filename") != RAW.path:
         raise rules.error("steady.own_file", steady=t.steady, trace=current.get("filename"))
     wanted = config.effective(dict(options, filename=RAW.path, continuous_dump="true"))
@@ -153,6 +156,15 @@ def check_session(options: dict[str, str], session: str) -> None:
         raise rules.error("steady.options_differ", steady=t.steady,
                           wanted={k: wanted[k] for k in differ},
                           current={k: current.get(k) for k in differ})
+
+
+def _check_layer(trace: str | None, call: str) -> None:
+    """StateError ``steady.other_layer`` when steady mode records on the raw trace of the JVM
+    layer of this process (begun there): its windows and its end are the JVM's."""
+    if trace != RAW.path and _rawdir.of_this_process(trace):
+        raise rules.error("steady.other_layer", call=call, steady=TRACKER.steady,
+                          layer="the JVM layer", trace=trace,
+                          end="Profiler.steadyEnd() or (pyprof.steady/end!)")
 
 
 def end() -> None:
@@ -165,7 +177,8 @@ def end() -> None:
     MXDumpProcessProfile(1).
 
     Raises:
-        StateError: ``steady.session_open`` while a session is open (stop it first).
+        StateError: ``steady.session_open`` while a session is open (stop it first);
+            ``steady.other_layer`` when the JVM layer began it on its raw trace.
         MXNetError: MXNet rejected a call.
     """
     _capi.ensure_not_forked()
@@ -176,6 +189,7 @@ def end() -> None:
         if t.session is not None:
             raise rules.error("steady.session_open", call="pyprof.steady.end()",
                               session=t.session)
+        _check_layer((t.config or {}).get("filename"), "pyprof.steady.end()")
         on_raw = RAW.path is not None and (t.config or {}).get("filename") == RAW.path
         with owner("steady"):
             try:

@@ -9,6 +9,7 @@
             [pyprof.rules :as rules]
             [pyprof.session :as session]
             [pyprof.session.raw :as raw]
+            [pyprof.session.rawdir :as rawdir]
             [pyprof.session.schedule :as sched]
             [pyprof.test-util :refer [java-child python-json temp-dir]]
             [pyprof.trace.reader :as reader])
@@ -442,3 +443,47 @@
                                     "evs = m.step_events(2, [(3, 1000), (4, 1500), (5, 2600), (6, 2700)], 5, 3000)\n"
                                     "print(json.dumps([{k: v for k, v in e.items() if k not in ('pid', 'tid')} for e in evs]))"))]
       (is (= py (mapv #(dissoc % "pid" "tid") ours))))))
+
+(deftest start-ticks-are-what-python-reads
+  ;; they were 0 (unknown) for every pid: /proc files cannot be slurped, so a reused pid counted
+  ;; as the dead process it replaced (a parity probe's find)
+  (let [pids [(rawdir/pid) 1]
+        ticks (mapv rawdir/start-ticks pids)]
+    (is (every? pos? ticks) (pr-str ticks))
+    (when-let [py (python-json (str "import json, sys; from pyprof.session import rawdir; "
+                                    "print(json.dumps([rawdir.start_ticks(p) for p in json.load(sys.stdin)]))")
+                               pids)]
+      (is (= py ticks)))
+    (is (re-find (re-pattern (str "-" (rawdir/pid) "-" (first ticks) "-[^/]+$"))
+                 (let [d (rawdir/make-dir!)] (rawdir/remove-dir! d) d))
+        "a raw-trace directory is named with them")
+    (is (not (rawdir/alive? 1 (inc (second ticks)))) "pid 1 with other start ticks: another process")))
+
+(deftest a-window-path-that-is-not-text-is-refused
+  ;; nil was "" (session.bad_path), 5 the file "5", Java's null the file "null": a parity probe's find
+  (doseq [path [nil 5 :w]]
+    (is (= "session.path_not_text" (first (error-of #(session/profile {:path path})))) (pr-str path)))
+  (is (= (str "the window path must be text (a string or a path object), got nil. fix: pass a path"
+              " template such as :path \"trace_{window}.json\"")
+         (second (error-of #(session/profile {:path nil})))))
+  (let [e (try (pyprof.jvm.ProfilerSession. (doto (java.util.HashMap.) (.put "path" nil))) nil
+               (catch pyprof.jvm.PyprofException e e))]
+    (is (= "session.path_not_text" (.code ^pyprof.jvm.PyprofException e)))
+    (is (str/starts-with? (.getMessage ^Exception e) "the window path must be text (a string or a path object), got null."))))
+
+(deftest a-java-session-calls-its-consumer-with-each-window
+  ;; "on_trace_ready" was an unknown option that suggested itself ("did you mean on_trace_ready?")
+  (let [seen (java.util.ArrayList.)
+        dir (str (temp-dir))
+        s (pyprof.jvm.ProfilerSession. {"path" "cb_{window}.json" "schedule" {"active" 1 "repeat" 2}
+                                        "profile_imperative" true
+                                        "on_trace_ready" (reify java.util.function.Consumer
+                                                           (accept [_ w] (.add seen w)))}
+                                       dir)]
+    (.start s)
+    (dotimes [_ 3] (with-open [a (nd/random-uniform -1 1 [8 8])] (nd/wait-to-read a)) (.step s))
+    (.stop s)
+    (is (= [0 1] (map #(get % "index") seen)))
+    (is (every? #(and (instance? java.util.Map %) (string? (get % "path"))) seen) "Java data"))
+  (let [e (try (pyprof.jvm.ProfilerSession. {"on_trace_ready" 5}) nil (catch pyprof.jvm.PyprofException e e))]
+    (is (= "session.not_callable" (.code ^pyprof.jvm.PyprofException e)))))

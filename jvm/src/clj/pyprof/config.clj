@@ -14,8 +14,8 @@
 (def ^:private spec* (delay (:keys (rules/read-spec "profiler_config.json" :key-fn keyword))))
 
 (defn spec
-  "The spec's keys in file order (:name :type :default :doc, and :choices :min_exclusive :unit
-  :file as they apply)."
+  "The spec's keys in file order (:name :type :default :doc, and :choices :min_exclusive
+  :max_inclusive :unit :file as they apply)."
   []
   @spec*)
 
@@ -69,10 +69,12 @@
 
 (defn accepted
   "What a key accepts, in words, as pyprof.config.accepted."
-  [{:keys [type choices min_exclusive unit]}]
+  [{:keys [type choices min_exclusive max_inclusive unit]}]
   (let [unit (or unit "units")]
     (if (and (= type "float") (some? min_exclusive))
-      (rules/accepted "float_min" {:min (util/c-float (double min_exclusive)) :unit unit})
+      (rules/accepted (if max_inclusive "float_range" "float_min")
+                      {:min (util/c-float (double min_exclusive)) :unit unit
+                       :max (util/c-float (double (or max_inclusive 0)))})
       (rules/accepted type {:unit unit :choices (vec choices)}))))
 
 (defn- bool->c [v]
@@ -83,7 +85,7 @@
 (defn- value->c
   "The C string for `v` under key spec `ks`, or nil when not acceptable, as
   pyprof.config.ConfigKey._convert."
-  [{:keys [type choices min_exclusive name]} v]
+  [{:keys [type choices min_exclusive max_inclusive name]} v]
   (let [v (if (or (keyword? v) (symbol? v)) (clojure.core/name v) v)]
     (case type
       "bool" (bool->c v)
@@ -95,7 +97,8 @@
                      (throw (rules/error "config.bad_path" (merge {:value s :key name} problem))))
                    s))
       "float" (when-let [x (util/number v)]
-                (when (or (nil? min_exclusive) (> (double x) (double min_exclusive)))
+                (when (and (or (nil? min_exclusive) (> (double x) (double min_exclusive)))
+                           (or (nil? max_inclusive) (<= (double x) (double max_inclusive))))
                   (util/c-float x)))
       "enum" (when (and (string? v) (some #{v} choices)) v)
       (throw (ex-info (str "profiler_config.json: unknown type " (pr-str type) " for " name

@@ -51,12 +51,14 @@
   "Calls `config!`, retried for up to `wait-s` seconds while MXNet fails with \"auto_remove_ ==
   false\" (a stopped dump timer not exited yet)."
   [config! wait-s]
-  (let [deadline (+ (System/nanoTime) (long (* 1e9 (double wait-s))))]
+  ;; seconds as a double: a dump_period of 1e10 s overflowed nanoseconds in a long
+  (let [now #(/ (System/nanoTime) 1e9)
+        deadline (+ (double (now)) (double wait-s))]
     (loop []
       (when-not (try (config!) true
                      (catch MXNetException e
                        (if (and (str/includes? (str (.mxnetMessage e)) "auto_remove_")
-                                (< (System/nanoTime) deadline))
+                                (< (double (now)) deadline))
                          false
                          (throw e))))
         (Thread/sleep 10)

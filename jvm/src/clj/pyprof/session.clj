@@ -100,6 +100,8 @@
         _ (doseq [[option v] [["schedule" schedule] ["on_trace_ready" on-trace-ready]]]
             (when (and (some? v) (not (callable? v)))
               (throw (rules/error "session.not_callable" {:option option :value v}))))
+        _ (when-not (or (string? path) (instance? java.io.File path) (instance? java.nio.file.Path path))
+            (throw (rules/error "session.path_not_text" {:value path}))) ; nil, 5: not "" or "5"
         parts (template/parse (str path)) ; template.* errors
         ;; a NUL or lone surrogate always (Paths/get would refuse it untold)
         _ (when-let [problem (output/text-problem (str path))]

@@ -71,10 +71,16 @@
 
 (defn check-session!
   "Internal (pyprof.session/start!): in steady mode a session records only on the raw trace with
-  steady mode's options (`c-opts`); steady.own_file, steady.options_differ."
+  steady mode's options (`c-opts`); steady.other_layer, steady.own_file, steady.options_differ."
   [c-opts]
   (let [{:keys [steady config]} (tracker/snapshot)
-        current (or config (config/effective {}))]
+        current (or config (config/effective {}))
+        file (get current "filename")]
+    (when (and (not= file (raw/raw-trace-path)) (profiler/-session-raw-trace? file))
+      ;; begun by Python (JPype hosts this JVM): its windows are Python's
+      (throw (rules/error "steady.other_layer" {:call :api/session_start :steady steady
+                                                :layer "Python" :trace file
+                                                :end "pyprof.steady.end()"})))
     (when-not (on-raw?)
       (throw (rules/error "steady.own_file" {:steady steady :trace (get current "filename")})))
     (let [wanted (config/effective (assoc c-opts "filename" (raw/raw-trace-path)

@@ -170,5 +170,5 @@
       old
       (do (.setDaemon t true)
           (.start t)
-          (.join t (max 1 (long (* 1000 wait))))
+          (.join t (max 1 (long (min 9.2e18 (* 1000 wait)))))
           t))))

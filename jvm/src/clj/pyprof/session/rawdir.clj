@@ -29,7 +29,9 @@
   "Field 22 of /proc/<pid>/stat (clock ticks since boot); 0 if unknown, -1 for a zombie."
   ^long [^long p]
   (try
-    (let [s (slurp (str "/proc/" p "/stat"))
+    ;; not slurp: /proc files fail FileInputStream.available ("Invalid argument"), which
+    ;; made every pid 0 (unknown), so a reused pid counted as alive
+    (let [s (String. (Files/readAllBytes (path (str "/proc/" p "/stat"))) "ISO-8859-1")
           fields (str/split (str/trim (subs s (+ 2 (str/last-index-of s ")")))) #"\s+")]
       (if (= "Z" (first fields)) -1 (Long/parseLong (nth fields 19))))
     (catch Exception _ 0)))

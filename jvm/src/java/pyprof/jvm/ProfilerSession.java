@@ -27,7 +27,9 @@ import java.util.Map;
  * <p>Options: {@code "path"} (window files; {@code {window}}, {@code {step}}, {@code {pid}} are
  * filled in), {@code "schedule"} (a map of {@code wait}, {@code warmup}, {@code active},
  * {@code repeat}, {@code skip_first}, read by the rules of {@code schedule.json} shared with
- * Python; default: one window from start to stop), and the recording
+ * Python; default: one window from start to stop), {@code "on_trace_ready"} (a
+ * {@code java.util.function.Consumer} called with each saved window, the map {@link #stop()}
+ * lists), and the recording
  * keys of {@link Profiler#setConfig} except {@code filename}, {@code continuous_dump} and
  * {@code profile_process}; {@code "record_shapes"}, {@code "with_stack"}, {@code "with_flops"}
  * (booleans, off by default) give each bound executor's operator events in the windows its
@@ -142,7 +144,19 @@ public final class ProfilerSession implements AutoCloseable {
     for (Map.Entry<String, ?> e : options.entrySet()) {
       String k = e.getKey();
       if ("path".equals(k)) {
-        out.put(Keyword.intern("path"), String.valueOf(e.getValue()));
+        out.put(Keyword.intern("path"), e.getValue()); // null is refused, not the file "null"
+      } else if ("on_trace_ready".equals(k)) { // a Consumer of each saved window (Java data)
+        Object f = e.getValue();
+        out.put(Keyword.intern("on-trace-ready"), f instanceof java.util.function.Consumer
+            ? new clojure.lang.AFn() {
+                @Override
+                @SuppressWarnings("unchecked")
+                public Object invoke(Object w) {
+                  ((java.util.function.Consumer<Object>) f).accept(JavaData.map((Map<?, ?>) w));
+                  return null;
+                }
+              }
+            : f); // anything else: session.not_callable, as Python's
       } else if ("steady".equals(k)) { // Boolean, or "true" as JMX and -D options spell it
         out.put(Keyword.intern("steady"), Boolean.parseBoolean(String.valueOf(e.getValue())));
       } else if ("schedule".equals(k)) {
