@@ -17,9 +17,12 @@ set -- "${rest[@]}"
 "$root/scripts/setup.sh" "${setup[@]}"
 cd "$root"
 took() { echo "== ($1: $((SECONDS - $2)) s)"; }  # each part's wall time, for docs/performance
+workers="${PYPROF_TEST_WORKERS:-$(nproc)}"
 if ((fast)); then
-  echo "== Pure-logic tests (pytest -m fast)"
-  exec .venv/bin/python -m pytest -m fast "$@"
+  # one worker per core, tests handed out one by one (a file of property tests takes 25 s)
+  xdist=(); ((workers > 1)) && xdist=(-n "$workers" --dist load)
+  echo "== Pure-logic tests (pytest -m fast${xdist:+ on $workers workers})"
+  exec .venv/bin/python -m pytest -m fast "${xdist[@]}" "$@"
 fi
 status=0
 libmxnet="$("$root/.venv/bin/python" -c 'import pyprof.native.capi as c; print(c.library_path())')"
@@ -47,7 +50,6 @@ if [ "${PYPROF_TEST_SERIAL:-0}" != 1 ]; then
 fi
 # Most tests wait on child processes (MXNet, JVMs): one pytest worker per core keeps both busy.
 # Files stay whole on a worker (module fixtures run once). PYPROF_TEST_WORKERS=0 runs serially.
-workers="${PYPROF_TEST_WORKERS:-$(nproc)}"
 xdist=(); ((workers > 0)) && xdist=(-n "$workers" --dist loadfile)
 echo "== Python tests (pytest${xdist:+ on $workers workers})"
 t=$SECONDS; .venv/bin/python -m pytest "${xdist[@]}" "$@" || status=$?; took pytest $t

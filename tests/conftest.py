@@ -170,7 +170,10 @@ def _fast_lane(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fast: pure logic (no MXNet, no JVM, no child process); "
                             "given by tests/conftest.py, never by hand")
-    if _fast_lane(config):
+    # pytest-xdist's controller runs no test and starts its workers as Python processes: the
+    # guards go into the workers (and into a run without workers)
+    controller = bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+    if _fast_lane(config) and not controller:
         _install_guards()
     # The JVMs the tests start through the bridge (in child processes, which inherit this) live
     # seconds: C1 only and the serial collector start them with about half the CPU.

@@ -86,3 +86,27 @@ def test_the_guard_refuses_mxnet_and_jpype(name):
     with pytest.raises(lanes.LaneError, match=r"fast-lane test .* fix: "):
         lanes._BlockImports().find_spec(name)
     assert lanes._BlockImports().find_spec("json") is None
+
+
+def test_the_guard_holds_in_the_lanes_workers():
+    """``scripts/test.sh --fast`` runs the lane on pytest-xdist workers: the guard goes into
+    each worker (the controller starts them as Python processes, so it has none), and a test
+    that reaches MXNet in a way the rule cannot see still fails there."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    probe = here / f"test_zz_lane_probe_{os.getpid()}.py"
+    probe.write_text("import importlib\n\n\ndef test_sneaks_in():\n"
+                     "    importlib.import_module('mx' + 'net')\n\n\ndef test_pure():\n    assert 1\n")
+    try:
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "fast", "-n", "2", "-q",
+                               "-p", "no:cacheprovider", str(probe)], cwd=here.parent,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        probe.unlink()
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 failed, 1 passed" in proc.stdout
+    assert "LaneError: import mxnet in a fast-lane test" in proc.stdout
