@@ -204,7 +204,7 @@ result = {"errors": errors, "codes": codes, "stats": stats, "name": prof._name}
 """, tmp_path)
     err = r["errors"]
     for key in ("rename", "stop", "dump"):
-        assert err[key][0] == "StateError" and "pyprof.profile session" in err[key][1], key
+        assert err[key][0] == "StateError" and "while the session <pyprof.profile" in err[key][1], key
     assert r["codes"] == {"bad_action": "schedule.bad_action", "bad_step": "session.not_open",
                           "nested": "session.nested", "restart_open": "session.already_started",
                           "step_after": "session.not_open", "restart": "session.already_started",

@@ -179,11 +179,11 @@
                             " \"active\", \"repeat\", \"skip_first\". fix: use only those options")] %)
                   bad))
         (is (= #{"Profiler.setConfig(...)" "Profiler.setState(\"run\")" "Profiler.dump(false)"}
-               (set (keep #(second (re-find #"^state.session_owns: (.*) while the ProfilerSession session"
+               (set (keep #(second (re-find #"^state.session_owns: (.*) while the session <pyprof.session"
                                             (str (second %) ": " (nth % 2))))
                           bad)))
             "a call in a session's way is named as Java writes it")
-        (is (some #(str/starts-with? (str (nth % 2)) "Profiler.steadyBegin(...) while the ProfilerSession session")
+        (is (some #(str/starts-with? (str (nth % 2)) "Profiler.steadyBegin(...) while the session <pyprof.session")
                   bad))
         (is (some #(= "Counter \"c\" would go below zero (0 -1); MXNet stores it as uint64 and would wrap to 18446744073709551615. fix: decrement by at most the current value, or setValue() first"
                       (nth % 2))
