@@ -138,14 +138,14 @@ def set_config(**kwargs: Any) -> None:
             raise rules.error("state.finished_config", trace=_trace_name())
         current = (_t.config or config.effective({}))["filename"]
         # api.json keep_filename (never a session's raw trace: internal, and deleted by now)
-        keeps = process == "worker" and _t.ever_ran and not _session_raw_trace(current)
+        keeps = process == "worker" and _t.ever_ran and not session_raw_trace(current)
         if keeps and "filename" not in c_values:
             c_values = {**c_values, "filename": current}
         # another file, by grammar.json paths ("./a.json" is "a.json")
         moves = not _output.same_file(c_values.get("filename", current), current)
         effective = config.effective(c_values)  # its filename claimed before MXNet deletes it
         with _claim.claiming("filename", effective["filename"],
-                             process == "worker" and not _session_raw_trace(effective["filename"])):
+                             process == "worker" and not session_raw_trace(effective["filename"])):
             if process == "worker" and _t.running and _t.config and moves:
                 _switch_file(c_values)
             elif keeps and not moves:
@@ -162,11 +162,11 @@ def set_config(**kwargs: Any) -> None:
         warnings.warn(SYMBOLIC_OFF_WARNING, stacklevel=2)
 
 
-def _session_raw_trace(path: str) -> bool:
+def session_raw_trace(path: str | None) -> bool:
     """True for this process's session raw trace (api.json ``raw_trace``: ``<file>`` in a
-    directory ``<dir_prefix><pid>-...``), which sessions own: keep_filename does not keep it."""
-    spec, parent = rules.API["raw_trace"], os.path.basename(os.path.dirname(path))
-    return os.path.basename(path) == spec["file"] and \
+    directory ``<dir_prefix><pid>-...``), which sessions own, either language's (a hosted JVM has its own): keep_filename keeps none."""
+    spec, parent = rules.API["raw_trace"], os.path.basename(os.path.dirname(path or ""))
+    return path is not None and os.path.basename(path) == spec["file"] and \
         parent.startswith(f"{spec['dir_prefix']}{os.getpid()}-")
 
 

@@ -35,13 +35,6 @@ def base_dir() -> str:
     return os.path.abspath(os.environ.get(str(SPEC["dir_env"])) or tempfile.gettempdir())
 
 
-def of_this_process(path: str | None) -> bool:
-    """True when ``path`` is a session raw trace of this process, whichever language made it
-    (``<dir_prefix><pid>-.../<file>``: a JPype-hosted JVM keeps its own)."""
-    return path is not None and os.path.basename(path) == SPEC["file"] and os.path.basename(
-        os.path.dirname(path)).startswith(f"{SPEC['dir_prefix']}{os.getpid()}-")
-
-
 def start_ticks(pid: int) -> int:
     """Field 22 of ``/proc/<pid>/stat`` (start time, clock ticks since boot); 0 if unknown,
     -1 when the process is a zombie (it has ended)."""

@@ -42,7 +42,6 @@ from typing import Any
 from ..native import capi as _capi
 from .. import config, profiler, rules
 from ..process.tracker import TRACKER
-from . import rawdir as _rawdir
 from .raw import RAW, owner
 
 __all__ = ["begin", "begin_as", "end", "active", "begin_from_environment", "check_session", "SPEC"]
@@ -161,10 +160,11 @@ def check_session(options: dict[str, str], session: str) -> None:
 def _check_layer(trace: str | None, call: str) -> None:
     """StateError ``steady.other_layer`` when steady mode records on the raw trace of the JVM
     layer of this process (begun there): its windows and its end are the JVM's."""
-    if trace != RAW.path and _rawdir.of_this_process(trace):
+    if trace != RAW.path and profiler.session_raw_trace(trace):
         raise rules.error("steady.other_layer", call=call, steady=TRACKER.steady,
                           layer="the JVM layer", trace=trace,
-                          end="Profiler.steadyEnd() or (pyprof.steady/end!)")
+                          end=" or ".join(rules.CATALOGUE["api"]["steady_end"][language]
+                                          for language in ("java", "clojure")))
 
 
 def end() -> None:

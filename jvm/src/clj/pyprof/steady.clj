@@ -80,7 +80,7 @@
       ;; begun by Python (JPype hosts this JVM): its windows are Python's
       (throw (rules/error "steady.other_layer" {:call :api/session_start :steady steady
                                                 :layer "Python" :trace file
-                                                :end "pyprof.steady.end()"})))
+                                                :end (get-in rules/catalogue ["api" "steady_end" "python"])})))
     (when-not (on-raw?)
       (throw (rules/error "steady.own_file" {:steady steady :trace (get current "filename")})))
     (let [wanted (config/effective (assoc c-opts "filename" (raw/raw-trace-path)
