@@ -242,6 +242,11 @@ def _part_gates() -> None:
 
     if _state == "forked" or not jpype.isJVMStarted():
         return  # a forked child: any JVM call would wait for the parent's threads for ever
+    try:  # what the JVM's shutdown hook does, which JPype's JVM has not: its open sessions'
+        # windows saved, its raw trace finished (a JVM session through the bridge was lost)
+        _clj["var"]("pyprof.profiler", "-run-exit-actions!").invoke()
+    except Exception:  # noqa: BLE001 - pyprof.profiler never loaded: nothing to save
+        pass
     try:
         jpype.JClass("pyprof.jvm.capi.Gate").setPeer(None)
         _bridge_tracker.uninstall()

@@ -359,3 +359,22 @@ result = out
     assert "not registered" in mx["mxnet_message"]
     assert mx["message"] == mx["python"], "as a Python-side MXNetError reads"
     assert mx["fix"] == errors.MXNetError.default_fix
+
+
+def test_a_jvm_session_open_at_pythons_exit_saves_its_window(tmp_path):
+    """A JVM session opened through the bridge and never stopped: Python's exit runs what the
+    JVM's shutdown hook would (JPype's JVM has none), so its window is saved and the raw trace
+    deleted, as for a Python session (before, only a .partial and the raw directory were left)."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    run_scenario(f"""
+import mxnet as mx
+from pyprof import jvm
+s = jvm.require("pyprof.session")
+session = s.profile({{"path": "j_{{window}}.json", "profile-imperative": True}})
+s["start!"](session)
+{DOT}
+""", tmp_path, env={"PYPROF_RAW_DIR": str(raw)})
+    assert sorted(p.name for p in tmp_path.glob("j_*")) == ["j_0.json"]
+    assert len(operator_pairs(load_trace(tmp_path / "j_0.json"), ("dot",))) == 1
+    assert list(raw.iterdir()) == []  # the session's raw directory went with it

@@ -266,3 +266,9 @@ result = out
                               ' in Python, on that layer\'s raw trace "')
     assert "fix: end steady mode and take its windows where it began (pyprof.steady.end())" in message
     assert r["end"] is False
+
+
+def test_every_operation_of_the_schedule_file_is_one_a_session_performs():
+    """Pure: schedule.json names no operation pyprof.session's profile lacks ("save" cuts)."""
+    from pyprof.session import profile
+    assert set(OPERATIONS) - {"save"} == set(profile._OPERATIONS)

@@ -402,17 +402,21 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
 
 
 def annotate_window(index: int, path: str, calls: Sequence[Call], options: dict[str, bool], *,
-                    threads: dict[int, str] | None = None) -> MatchReport | None:
-    """:func:`annotate` for a session's window ``index`` just cut at ``path``; the window stays
-    as cut, and one line on stderr (``capture.annotate_note``) says why, when it is larger than
+                    recorder: str) -> MatchReport | None:
+    """:func:`annotate` for a session's window ``index`` just cut at ``path`` (thread names: the
+    threads alive now), its report naming the ``recorder`` kind; the window stays as cut, and one
+    line on stderr (``capture.annotate_note``) says why, when it is larger than
     :data:`MAX_ANNOTATE_BYTES` or cannot be read or rewritten: None then."""
     import sys
+    import threading
 
     if (size := os.path.getsize(path)) > MAX_ANNOTATE_BYTES:
         why = f"it holds {size} bytes, past max_annotate_bytes {MAX_ANNOTATE_BYTES}"
     else:
         try:
-            return annotate(path, calls, options, threads=threads)
+            threads = {t.ident: t.name for t in threading.enumerate()}
+            return dataclasses.replace(annotate(path, calls, options, threads=threads),
+                                       recorder=recorder)
         except Exception as e:  # noqa: BLE001 - a fault here must not cost the host its window
             why = f"{type(e).__name__}: {e}"
     print(rules.render(_SPEC["capture"]["annotate_note"], {"index": index, "path": path,

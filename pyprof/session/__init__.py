@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
+import functools
 import os
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -34,7 +35,7 @@ from . import leftovers as _leftovers
 from . import template as _template
 from .raw import RAW, ROTATE_BYTES, owner  # noqa: F401 - ROTATE_BYTES re-exported
 from .recovery import recover
-from .scheduling import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION, OPERATIONS,
+from .scheduling import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION,
                          STEADY_OPERATIONS, Action, check_action, operations, saves_many,
                          schedule)
 from . import steady
@@ -74,6 +75,17 @@ def _report_at_exit(fn: Callable[[], Any], what: str) -> None:  # one line, neve
         print(f"pyprof: {what}: {exc}", file=sys.stderr)
 
 
+def _serialised(method: Callable[..., Any]) -> Callable[..., Any]:
+    """One call of a session at a time, as the JVM's; a forked child waits on no parent's lock."""
+    @functools.wraps(method)
+    def call(self: profile, *args: Any, **kwargs: Any) -> Any:
+        if self._pid != os.getpid():
+            return method(self, *args, **kwargs)
+        with self._serial:
+            return method(self, *args, **kwargs)
+    return call
+
+
 class profile:  # noqa: N801 - named like torch.profiler.profile, used as a context manager
     """Profile a block, or the windows of a step schedule, one valid trace per window.
 
@@ -109,7 +121,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
 
     Use as ``with pyprof.profile(...) as prof:`` and call ``prof.step()`` after each step; on
     exit (also when the body raises) the profiler stops and an open window is saved. Or call
-    :meth:`start` and :meth:`stop`.
+    :meth:`start` and :meth:`stop`. Thread safe: one session's calls run one at a time, so
+    steps from several threads are each counted.
 
     Attributes:
         windows: the saved :class:`Window` objects, in order.
@@ -122,6 +135,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                  dnnl: bool | str | os.PathLike[str] = False, steady: bool = False,
                  record_shapes: bool = False, with_stack: bool = False, with_flops: bool = False,
                  **options: Any) -> None:
+        self._serial, self._pid = threading.RLock(), os.getpid()  # _pid: start sets it again
         for key in options:
             if key in _RESERVED:
                 raise rules.error("session.reserved_option", option=key, why=_RESERVED[key])
@@ -159,7 +173,6 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._stopped_us: int | None = None  # when the last "stop" operation stopped recording
         self._final, self._saved_now = False, []  # _saved_now: list[Window]
         self._name = f"<pyprof.profile {id(self):#x}>"
-        self._pid = os.getpid()  # of the process that started it: a forked child's copy is not
         self._dnnl_log, self._dnnl = dnnl, None
         self._begin_steady, self._steady = bool(steady), False  # steady: pause/resume windows
         self._watchdog: _cap.Watchdog | None = None
@@ -190,6 +203,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
     def current_action(self) -> Action:
         return self._action
 
+    @_serialised
     def start(self) -> None:
         """Take ownership of the profiler and begin step 0. A failed start (the schedule's
         first action, another session open, MXNet) leaves the profiler as it was."""
@@ -240,6 +254,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                 self._dnnl = None
             raise
 
+    @_serialised
     def step(self) -> None:
         """Mark the end of one step; saves a window when its last active step ends."""
         if self._state != "open":
@@ -253,6 +268,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             self._enforce_cap(watchdog=False)
         self._transition(self._action, self._action_for(self.step_num))
 
+    @_serialised
     def stop(self) -> None:
         """Stop recording, save an open window and give the profiler back. Idempotent. In a
         forked child (``sys.exit`` inside ``with pyprof.profile()``) it does nothing: the
@@ -377,11 +393,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         window is kept as cut when that cannot be done (one line on stderr says why)."""
         if self._recorder is None or calls is None:
             return None
-        import threading
         from ..attribution.matching import annotate_window
-        report = annotate_window(index, path, calls, self._attribution,
-                                 threads={t.ident: t.name for t in threading.enumerate()})
-        return report and dataclasses.replace(report, recorder=self._recorder.kind)
+        return annotate_window(index, path, calls, self._attribution, recorder=self._recorder.kind)
 
     def _write_partial(self) -> None:
         w = self._window
@@ -434,8 +447,3 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         "stop": _stop, "open": _open, "run": _run, "resume": _resume,
         "pause": lambda self: self._stop(RAW.quiesce_paused)}
 
-
-_missing = set(OPERATIONS) - set(profile._OPERATIONS) - {"save"}
-if _missing:  # the schedule file names an operation this module does not implement
-    raise ImportError(f"pyprof/spec/schedule.json: unknown session operations {sorted(_missing)}; "
-                      "fix: name only operations pyprof.session implements")

@@ -345,13 +345,19 @@
   (try (Class/forName "org.jpype.JPypeContext" false (ClassLoader/getSystemClassLoader)) true
        (catch Throwable _ false)))
 
+(defn ^:no-doc -run-exit-actions!
+  "Internal: the exit actions, in key order, each failure one line on stderr. The shutdown hook
+  runs them; in a JPype-hosted JVM, which has none, Python's exit does (pyprof.jvm)."
+  []
+  (doseq [[k f] @exit-actions]
+    (try (f) (catch Throwable e
+               (binding [*out* *err*] (println (str "pyprof: at exit, " k ": " (ex-message e))))))))
+
 (defn ^:no-doc at-exit!
   "The shutdown hook: the exit actions, then stop and (dump-profile true) for a trace the profiler
   ran into but never finished."
   []
-  (doseq [[k f] @exit-actions]
-    (try (f) (catch Throwable e
-               (binding [*out* *err*] (println (str "pyprof: at exit, " k ": " (ex-message e)))))))
+  (-run-exit-actions!)
   (try
     (let [{:keys [ever-ran finished session running]} (tracker/snapshot)]
       (when (and ever-ran (not finished) (nil? session) (nil? (:steady (tracker/snapshot))))
