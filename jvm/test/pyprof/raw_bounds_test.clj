@@ -88,13 +88,13 @@
    (with-open [a (nd/random-uniform -1 1 [1])] (nd/wait-to-read a)) ; MXNet loaded: start! alone is timed
    (def spent (atom nil)) ; what start! spends on leftovers: start-sweep! (its own work comes on top)
    (alter-var-root #'l/start-sweep!
-                   (fn [f] (fn [d] (let [t (System/nanoTime)]
-                                     (try (f d) (finally (compare-and-set! spent nil (/ (- (System/nanoTime) t) 1e9))))))))
+                   (fn [f] (fn [d w] (let [t (System/nanoTime)]
+                                     (try (f d w) (finally (compare-and-set! spent nil (/ (- (System/nanoTime) t) 1e9))))))))
    (let [t0 (System/nanoTime)
          sess (s/start! (s/profile {:path (str (System/getProperty \"user.dir\") \"/next.json\")}))
          took (/ (- (System/nanoTime) t0) 1e9)]
      (s/stop! sess)
-     (.join (l/start-sweep! nil) 120000)
+     (.join (l/start-sweep! nil nil) 120000)
      (prn {:start-s took :swept-s (/ (- (System/nanoTime) t0) 1e9) :leftovers-s @spent})
      (shutdown-agents))")
 
@@ -160,14 +160,14 @@
             (Files/createSymbolicLink (.toPath (io/file d "recovering")) (Paths/get (str p "-1") (make-array String 0))
                                       (make-array FileAttribute 0))
             (spit (io/file dir (str ".pyprof-" p "-recover-1.tmp")) "cut")
-            (let [out (with-out-str (binding [*err* *out*] (is (false? (leftovers/sweep-dir! d p)))))]
+            (let [out (with-out-str (binding [*err* *out*] (is (false? (leftovers/sweep-dir! d p nil)))))]
               (is (= [(str "pyprof: did not recover window " window " of dead process " p
                            ": its recovery by process " p " was interrupted; its raw trace " raw
                            " (" size " bytes) is kept. fix: run `pyprof recover " window
                            "` to write it beside that path, or delete " d)]
                      (str/split-lines out))))
             (no-empty-file dir)
-            (is (= "" (with-out-str (binding [*err* *out*] (leftovers/sweep-dir! d p))))
+            (is (= "" (with-out-str (binding [*err* *out*] (leftovers/sweep-dir! d p nil))))
                 "reported once")))))))
 
 (deftest a-failed-recovery-deletes-its-temporary-file-and-is-reported-once
@@ -179,10 +179,29 @@
     (spit (io/file d "window.json") (json/write-str {"windows" [window]}))
     (spit (str window ".partial") (json/write-str {"raw" (str (io/file d "raw.json")) "start" 0
                                                    "window" 0 "pid" p "metadata" []}))
-    (let [out (with-out-str (binding [*err* *out*] (is (false? (leftovers/sweep-dir! d p)))))]
+    (let [out (with-out-str (binding [*err* *out*] (is (false? (leftovers/sweep-dir! d p nil)))))]
       (is (= 1 (count (str/split-lines out))) out)
       (is (str/starts-with? out (str "pyprof: did not recover window " window " of dead process " p ": "))
           out))
     (is (empty? (filter #(or (str/starts-with? % ".pyprof-") (str/starts-with? % "w.recovered"))
                         (files dir))))
-    (is (= "" (with-out-str (binding [*err* *out*] (leftovers/sweep-dir! d p)))) "reported once")))
+    (is (= "" (with-out-str (binding [*err* *out*] (leftovers/sweep-dir! d p nil)))) "reported once")))
+
+(deftest a-sweep-within-an-output-root-leaves-windows-outside-it-alone
+  ;; a JVM service (ProfilerSession, JMX) writes only under its output root: a dead process's
+  ;; window elsewhere is left for a sweep allowed to write there (before, recovered and cleaned)
+  (let [dir (temp-dir), root (temp-dir)
+        p (let [pr (.start (ProcessBuilder. ^java.util.List ["true"]))] (.waitFor pr) (.pid pr))
+        d (io/file dir (str "pyprof-raw-" p "-0-abc"))
+        window (str (io/file dir "w.json"))
+        before #(sort (map str (file-seq (io/file dir))))]
+    (.mkdirs (io/file d "raw.json")) ; a raw trace that cannot be read: a sweep would report it
+    (spit (io/file d "window.json") (json/write-str {"windows" [window]}))
+    (spit (str window ".partial") (json/write-str {"raw" (str (io/file d "raw.json")) "start" 0
+                                                   "window" 0 "pid" p "metadata" []}))
+    (let [files (before)]
+      (is (= "" (with-out-str (binding [*err* *out*] (is (false? (leftovers/sweep-dir! d p (str root))))))))
+      (is (= files (before)) "nothing written, claimed or deleted outside the root"))
+    (is (str/starts-with? (with-out-str (binding [*err* *out*] (leftovers/sweep-dir! d p (str dir))))
+                          (str "pyprof: did not recover window " window))
+        "a window under the root is swept")))

@@ -83,7 +83,7 @@
   "`profile`, with the window path's file check when `check-file?`."
   [opts check-file?]
   (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
-        all-rec (dissoc opts :schedule :on-trace-ready :path :steady)
+        all-rec (dissoc opts :schedule :on-trace-ready :path :steady ::within)
         c-of (into {} (map (juxt identity config/check-session-key!)) (keys all-rec)) ; C names
         ;; issue 22's options (pyprof.capture): C name -> on, as Python's bool()
         attribution (into {} (for [[k v] all-rec :when (capture/options (c-of k))]
@@ -123,6 +123,7 @@
      ::path first-path ; the first window's file
      ::template parts
      ::template-text (str path)
+     ::within (::within opts) ; the Java facade's output root: leftovers outside it stay as they are
      ::steady (boolean (:steady opts))
      ::state (atom {:state :new, :step 0, :action sched/initial-action, :running false,
                     :window nil      ; recording: {:index :start :first-step :path :start-us}
@@ -271,7 +272,7 @@
         (throw (rules/error "session.already_started" {:session (::name s)})))
       (cap/max-bytes) ; a bad $PYPROF_RAW_MAX_BYTES fails here, before anything runs
       ;; dead processes' leftovers: waited for at most start_wait_seconds, outside the lock
-      (leftovers/start-sweep! (str (.getParent (java.io.File. ^String (::path s)))))
+      (leftovers/start-sweep! (str (.getParent (java.io.File. ^String (::path s)))) (::within s))
       (profiler/-as-owner (::name s)
         (when-let [other (:session (profiler/state))]
           (throw (rules/error "session.nested" {:session other})))

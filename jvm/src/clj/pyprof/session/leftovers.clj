@@ -95,12 +95,17 @@
 (defn- me []
   (rules/render (spec "claim_target") {:pid (rawdir/pid) :start (rawdir/start-ticks (rawdir/pid))}))
 
+(defn- outside? [within w]
+  (and within (not (.startsWith (.toPath (.getAbsoluteFile (io/file w))) (path within)))))
+
 (defn sweep-dir!
   "Recovers or reports the windows of dead process `p` in raw-trace directory `dir`; true when the
-  directory may be deleted."
-  [^File dir ^long p]
+  directory may be deleted. A process with a window outside `within` (nil: anywhere) is left as
+  it is, for a sweep allowed to write there (a JVM service writes only under its output root)."
+  [^File dir ^long p within]
   (let [claim (.toPath (io/file dir (spec "claim_name")))]
     (cond
+      (some #(outside? within %) (windows dir)) false
       (Files/exists (.toPath (io/file dir (spec "reported_name")))
                     (into-array LinkOption [LinkOption/NOFOLLOW_LINKS]))
       false ; reported before: left for `pyprof recover` or the user
@@ -138,16 +143,17 @@
         (empty? reports)))))
 
 (defn sweep!
-  "Recovers or reports every dead process's leftovers, then deletes their temporary files in
-  `window-dir` and the base directory; returns the directories removed; never throws."
-  [window-dir]
+  "Recovers or reports every dead process's leftovers (`sweep-dir!`), then deletes their
+  temporary files in `window-dir` and the base directory; returns the directories removed; never
+  throws."
+  [window-dir within]
   (try
     (let [base (rawdir/base-dir)
           removed (vec (for [^File d (sort (.listFiles (io/file base)))
                              :let [[_ p t] (re-matches rawdir/dir-re (.getName d))]
                              :when (and p (.isDirectory d) (rawdir/owned? d)
                                         (not (rawdir/alive? (Long/parseLong p) (Long/parseLong t)))
-                                        (sweep-dir! d (Long/parseLong p)))]
+                                        (sweep-dir! d (Long/parseLong p) within))]
                          (do (rawdir/remove-dir! (str d)) (str d))))]
       (doseq [d (distinct (remove nil? [base window-dir]))]
         (rawdir/clean-dir-of! d))
@@ -162,9 +168,9 @@
 (defn start-sweep!
   "Starts `sweep!` once per JVM on a daemon thread, waiting for it the first time at most
   `pyprof.session.cap/start-wait-seconds`; returns the thread."
-  ^Thread [window-dir]
+  ^Thread [window-dir within]
   (let [wait (cap/start-wait-seconds)
-        t (Thread. ^Runnable (fn [] (sweep! window-dir)) "pyprof-leftovers")
+        t (Thread. ^Runnable (fn [] (sweep! window-dir within)) "pyprof-leftovers")
         [old] (swap-vals! sweeper #(or % t))]
     (if old
       old

@@ -111,7 +111,8 @@ public final class ProfilerSession implements AutoCloseable {
       Vars.CHECK_OPTIONS.invoke(toClojure(opts));
       opts.put("path", underRoot(path == null ? "pyprof_trace_{window}.json"
           : String.valueOf(path)));
-      session = Vars.PROFILE.invoke(toClojure(opts));
+      session = Vars.PROFILE.invoke(((clojure.lang.IPersistentMap) toClojure(opts))
+          .assoc(Keyword.intern("pyprof.session", "within"), root.toString())); // its leftovers only
     } catch (Throwable t) {
       throw PyprofException.wrap(t);
     }
