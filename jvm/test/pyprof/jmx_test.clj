@@ -111,6 +111,15 @@
               (is (not (.exists (io/file "/etc/x.json"))))
               (invoke "dump" ["sub/all.json"] ["java.lang.String"])
               (is (.isFile (io/file dir "sub" "all.json")))))
+          (testing "the default window path names the session: a second one keeps the first's file"
+            (let [paths (vec (for [_ (range 2)]
+                               (do (invoke "start" ["profile_imperative=true" 30] ["java.lang.String" "long"])
+                                   (Thread/sleep 200)
+                                   ((first (json/read-str (invoke "stop" [] []))) "path"))))]
+              (is (apply not= paths) (pr-str paths))
+              (is (every? #(re-find (re-pattern (str "/pyprof-jmx-" pid "-\\d+-0\\.json$")) %) paths)
+                  (pr-str paths))
+              (is (every? #(.isFile (io/file %)) paths))))
           (testing "errors reach a JMX client as JDK exceptions with pyprof's message"
             (let [e (try (invoke "start" ["{\"profile_symbolc\": true}" 5] ["java.lang.String" "long"]) nil
                          (catch Exception e e))]

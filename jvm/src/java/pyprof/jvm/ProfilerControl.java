@@ -74,6 +74,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
       });
   private ProfilerSession session; // guarded by this: the last session started here
   private boolean active; // guarded by this
+  private int started; // guarded by this: sessions started here, numbering the default paths
   private long deadlineNanos; // guarded by this
   private String lastError; // guarded by this: why the session ended early, if it did
   private ScheduledFuture<?> expiry; // guarded by this
@@ -184,13 +185,15 @@ public final class ProfilerControl implements ProfilerControlMBean {
       if (!sched.isEmpty()) {
         opts.put("schedule", sched);
       }
-      opts.putIfAbsent("path", "pyprof-jmx-" + ProcessHandle.current().pid()
-          + "-{window}.json"); // under the output root, as every path here
+      // under the output root, as every path here; one file name per session of the process
+      opts.putIfAbsent("path", "pyprof-jmx-" + ProcessHandle.current().pid() + "-" + started
+          + "-{window}.json");
       long max = maxDurationSeconds > 0 ? maxDurationSeconds : DEFAULT_MAX_S;
       max = Math.min(max, LIMIT_MAX_S);
       Thread.currentThread().setContextClassLoader(ProfilerControl.class.getClassLoader());
       ProfilerSession s = new ProfilerSession(opts);
       s.start();
+      started++;
       session = s;
       active = true;
       lastError = null;

@@ -10,7 +10,7 @@ public interface ProfilerControlMBean {
    * Starts a session. {@code options} is a JSON object (or {@code key=value} pairs separated by
    * commas): recording keys ({@code profile_imperative}, {@code aggregate_stats}, ...),
    * {@code path} (window files, relative to the output root, default
-   * {@code pyprof-jmx-<pid>-{window}.json}; a path outside the root is refused),
+   * {@code pyprof-jmx-<pid>-<n>-{window}.json}; a path outside the root is refused),
    * {@code schedule} ({@code {"wait":1,"active":2,"repeat":3}}) and {@code step_seconds} (when
    * set, a step ends every so many seconds; else the service calls {@link #step()}).
    * {@code maxDurationSeconds} ends a forgotten session (0 or less: the default). Returns a
