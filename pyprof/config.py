@@ -20,7 +20,7 @@ from .process import output as _output
 from . import rules
 from .errors import ConfigError
 
-__all__ = ["ConfigKey", "keys", "validate", "number", "boolean", "c_float", "SPEC_PATH"]
+__all__ = ["ConfigKey", "keys", "validate", "number", "boolean", "flags", "c_float", "SPEC_PATH"]
 
 SPEC_PATH = rules.SPEC_DIR / "profiler_config.json"
 
@@ -66,6 +66,17 @@ def boolean(value: Any) -> bool | None:
         if word in _VALUES["bool_false"]:
             return False
     return None
+
+
+def flags(**given: Any) -> dict[str, bool]:
+    """A session's own boolean options (``steady``, ``record_shapes``, ...), each read by
+    :func:`boolean`, as a recording key's value is (``0`` and ``"false"`` are off). Raises
+    ConfigError ``session.not_boolean`` for anything else (``"yes"``, ``2``, None)."""
+    out = {k: boolean(v) for k, v in given.items()}
+    for k, v in out.items():
+        if v is None:
+            raise rules.error("session.not_boolean", option=k, value=given[k])
+    return out  # type: ignore[return-value]
 
 
 def c_float(number: float) -> str:

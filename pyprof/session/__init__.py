@@ -143,6 +143,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                 raise config.unknown_option_error(key, [*profile.__init__.__kwdefaults__, *(
                     k for k in config.keys() if k not in _RESERVED)])
         self._options = config.validate(options)
+        flags = config.flags(steady=steady, record_shapes=record_shapes, with_stack=with_stack,
+                             with_flops=with_flops)  # session.not_boolean
         if schedule is not None and not callable(schedule):
             raise rules.error("session.not_callable", option="schedule", value=schedule)
         if on_trace_ready is not None and not callable(on_trace_ready):
@@ -174,16 +176,15 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._final, self._saved_now = False, []  # _saved_now: list[Window]
         self._name = f"<pyprof.profile {id(self):#x}>"
         self._dnnl_log, self._dnnl = dnnl, None
-        self._begin_steady, self._steady = bool(steady), False  # steady: pause/resume windows
+        self._begin_steady, self._steady = flags.pop("steady"), False
         self._watchdog: _cap.Watchdog | None = None
         self._cap_paused = False  # the watchdog paused MXNet at the cap
-        self._attribution = {"record_shapes": bool(record_shapes), "with_stack": bool(with_stack),
-                             "with_flops": bool(with_flops)}
+        a = self._attribution = flags  # record_shapes, with_stack, with_flops
         self._recorder = None  # a pyprof.attribution.capture.Recorder when any option is on
-        if any(self._attribution.values()):
+        if any(a.values()):
             from ..attribution.capture import Recorder
-            self._recorder = Recorder(shapes=bool(record_shapes or with_flops),
-                                      stack=bool(with_stack))
+            self._recorder = Recorder(shapes=a["record_shapes"] or a["with_flops"],
+                                      stack=a["with_stack"])
         self._calls: dict[int, list] = {}  # window index -> its recorded calls, until it is cut
 
     def _window_path(self, *, window: int, step: int) -> str:

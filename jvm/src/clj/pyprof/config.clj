@@ -77,6 +77,13 @@
                        :max (util/c-float (double (or max_inclusive 0)))})
       (rules/accepted type {:unit unit :choices (vec choices)}))))
 
+(defn flag!
+  "A session's own boolean option `option` (C name) by grammar.json `boolean`, as Python's
+  `pyprof.config.flags`; throws session.not_boolean otherwise."
+  [option v]
+  (let [b (util/boolean-value v)]
+    (if (nil? b) (throw (rules/error "session.not_boolean" {:option option :value v})) b)))
+
 (defn- bool->c [v]
   (let [b (util/boolean-value v)]
     (cond (true? b) rules/c-true

@@ -68,7 +68,7 @@
                      events (`pyprof.capture`); each window map gets :attribution
     recording keys as in `profiler-set-config`.
   Throws ex-info (errors.json): session.unknown_option, session.reserved_option, config errors,
-  session.not_callable, template.*, session.bad_path, session.path_needs_window."
+  session.not_callable, session.not_boolean, template.*, session.bad_path, session.path_needs_window."
   ([] (profile {}))
   ([opts] (make-session opts true)))
 
@@ -85,9 +85,6 @@
   (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
         all-rec (dissoc opts :schedule :on-trace-ready :path :steady ::within)
         c-of (into {} (map (juxt identity config/check-session-key!)) (keys all-rec)) ; C names
-        ;; issue 22's options (pyprof.capture): C name -> on, as Python's bool()
-        attribution (into {} (for [[k v] all-rec :when (capture/options (c-of k))]
-                               [(c-of k) (boolean v)]))
         rec (into {} (remove #(capture/options (c-of (key %)))) all-rec)
         _ (doseq [k (keys rec) :let [c (c-of k)]]
             (when-not (some #{c} (config/key-names)) ; the own options and recording keys
@@ -96,6 +93,10 @@
                                   capture/option-names
                                   (remove reserved (config/key-names)))))))
         c-opts (config/validate rec)
+        ;; steady and issue 22's options (pyprof.capture): C name -> on, by the config grammar
+        attribution (into {} (for [[k v] all-rec :when (capture/options (c-of k))]
+                               [(c-of k) (config/flag! (c-of k) v)]))
+        steady (and (contains? opts :steady) (config/flag! "steady" (:steady opts)))
         ;; nil is none; false, a map, ... are not functions
         _ (doseq [[option v] [["schedule" schedule] ["on_trace_ready" on-trace-ready]]]
             (when (and (some? v) (not (callable? v)))
@@ -124,7 +125,7 @@
      ::template parts
      ::template-text (str path)
      ::within (::within opts) ; the Java facade's output root: leftovers outside it stay as they are
-     ::steady (boolean (:steady opts))
+     ::steady steady
      ::state (atom {:state :new, :step 0, :action sched/initial-action, :running false,
                     :window nil      ; recording: {:index :start :first-step :path :start-us}
                     :ended nil       ; stopped, not cut: {:window :end :end-us :last-step}

@@ -158,8 +158,8 @@ public final class ProfilerSession implements AutoCloseable {
                 }
               }
             : f); // anything else: session.not_callable, as Python's
-      } else if ("steady".equals(k)) { // Boolean, or "true" as JMX and -D options spell it
-        out.put(Keyword.intern("steady"), Boolean.parseBoolean(String.valueOf(e.getValue())));
+      } else if ("steady".equals(k)) { // Boolean, or "true" as JMX and -D options spell it:
+        out.put(Keyword.intern("steady"), e.getValue()); // the config grammar reads either
       } else if ("schedule".equals(k)) {
         Object v = e.getValue();
         if (v == null) {
