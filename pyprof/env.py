@@ -170,8 +170,10 @@ def per_operator_too_late() -> list[str]:
     late = ["libmxnet is already loaded: MXNet set the segment sizes of hybridized Gluon blocks "
             "(CachedOp forward_bulk_size and backward_bulk_size) when it loaded, and autograd "
             "sets its backward size when it first runs, so these still record 'ImperativeBulk'. "
-            "fix: set PYPROF_PER_OPERATOR=1 (or call pyprof.env.per_operator()) before `import "
-            "mxnet`; in this process, hybridize each block again after this call with "
+            "fix: import pyprof before mxnet (it applies PYPROF_PER_OPERATOR=1 at its import), "
+            "or call pyprof.env.per_operator() before `import mxnet`, or set the "
+            "MXNET_EXEC_BULK_EXEC_* variables to 0 in the environment; in this process, "
+            "hybridize each block again after this call with "
             "block.hybridize(forward_bulk_size=0, backward_bulk_size=0)"]
     executors = _live_instances("mxnet.executor", "Executor")
     if executors:
