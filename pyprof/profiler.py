@@ -44,8 +44,8 @@ _t = TRACKER  # this module's short name for the process's one tracker (the JVM'
 #               the bridge: pyprof.native.jvm_tracker)
 
 
-def _trace_name() -> str | None:
-    return (_t.config or {}).get("filename")
+def _trace_name() -> str:  # for messages: MXNet's default file when none was configured
+    return (_t.config or {}).get("filename") or config.keys()["filename"].default
 
 
 def _check_owner(call: str, process_code: int = 0, arg: Any = None) -> None:
@@ -314,7 +314,7 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             _steady.check_switch("dump(finished=True)", code)
         if code == 0 and _t.finished:
             raise rules.error("state.finished_dump", trace=_trace_name())
-        path = _trace_name() if code == 0 else None
+        path = (_t.config or {}).get("filename") if code == 0 else None
         problem = _output.file_problem(path) if path is not None else None
         if problem is not None:  # nothing dumped: MXNet keeps its queued events
             raise rules.error("dump.unwritable", path=path, **problem)

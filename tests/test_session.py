@@ -73,8 +73,8 @@ def test_options_are_checked_before_anything_runs():
     assert _error(lambda: pyprof.profile(schedule=lambda step: "record", path="one.json")) == (
         "ConfigError", "schedule.bad_action",
         "the schedule returned 'record' for step 0, expected one of 'none', 'warmup', 'record', "
-        "'record_and_save'. fix: return an action of pyprof.schedule(...) from the schedule "
-        "function")
+        "'record_and_save'. fix: return a pyprof.Action member (pyprof.Action.RECORD, ...) from the "
+        "schedule function, as pyprof.schedule(...) does")
 
 
 def test_state_errors_before_and_after_a_session():
@@ -211,8 +211,8 @@ result = {"errors": errors, "codes": codes, "stats": stats, "name": prof._name}
                           "after_finished": "session.profiler_finished"}
     assert err["bad_action"] == ["ConfigError", (
         "the schedule returned None for step 0, expected one of 'none', 'warmup', 'record', "
-        "'record_and_save'. fix: return an action of pyprof.schedule(...) from the schedule "
-        "function")]
+        "'record_and_save'. fix: return a pyprof.Action member (pyprof.Action.RECORD, ...) from the "
+        "schedule function, as pyprof.schedule(...) does")]
     assert err["bad_step"] == ["StateError", (
         "step on a session that is closed. fix: call step() between starting and stopping the "
         "session")]

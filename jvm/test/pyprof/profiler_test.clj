@@ -133,16 +133,17 @@
     (is (= (str "the finished trace (" (pr-str out) ") was already written; a second finished dump"
                 " would corrupt it. fix: (dump-profile false) for intermediate dumps")
            clj-dump))
-    (let [head (str "the profiler already wrote its finished trace (" (pr-str out) "); MXNet"
-                    " cannot start a second trace session in one process. fix: run each session in"
-                    " a child JVM, or use ")]
-      (is (= (str head "pyprof.session, whose windows share one session") clj-config))
-      (is (= (str head "pyprof.jvm.ProfilerSession, whose windows share one session") java-config)))
-    (let [head (str "the profiler already wrote its finished trace (" (pr-str out) "); MXNet"
-                    " cannot record a second session in one process. fix: run the next session in"
-                    " a child JVM, or use ")]
-      (is (= (str head "pyprof.session") clj-run))
-      (is (= (str head "pyprof.jvm.ProfilerSession") java-run)))))
+    (let [fix (fn [what api] (str " fix: run " what " in a child JVM: nothing records again in this"
+                                  " process (a process that records only through " api ", whose"
+                                  " windows share one trace session, never finishes it)"))
+          head (str "the profiler already wrote its finished trace (" (pr-str out) "); MXNet"
+                    " cannot start a second trace session in one process.")]
+      (is (= (str head (fix "each session" "pyprof.session")) clj-config))
+      (is (= (str head (fix "each session" "pyprof.jvm.ProfilerSession")) java-config))
+      (let [head (str "the profiler already wrote its finished trace (" (pr-str out) "); MXNet"
+                      " cannot record a second session in one process.")]
+        (is (= (str head (fix "the next session" "pyprof.session")) clj-run))
+        (is (= (str head (fix "the next session" "pyprof.jvm.ProfilerSession")) java-run))))))
 
 (deftest config-that-c-rejects-is-a-native-error
   (testing "bypassing validation, MXNet's own parser rejects the value"

@@ -64,16 +64,17 @@
 
 (deftest error-builds-the-catalogue-exception
   (let [cause (RuntimeException. "c")
-        e (rules/error "state.finished_run" {:trace "t.json"} cause)]
+        e (rules/error "state.finished_run" {:trace "t.json"} cause)
+        fix #(str "run the next session in a child JVM: nothing records again in this process (a"
+                  " process that records only through " % ", whose windows share one trace"
+                  " session, never finishes it)")]
     (is (instance? PyprofException e))
     (is (instance? ExceptionInfo e) "Clojure code catches it as any ex-info")
     (is (= (str "the profiler already wrote its finished trace (\"t.json\"); MXNet cannot record a"
-                " second session in one process. fix: run the next session in a child JVM, or use"
-                " pyprof.session")
+                " second session in one process. fix: " (fix "pyprof.session"))
            (ex-message e)))
     (is (= {:pyprof/error :session-finished :pyprof/code "state.finished_run" :trace "t.json"
-            :fix "run the next session in a child JVM, or use pyprof.session"
-            :java-fix "run the next session in a child JVM, or use pyprof.jvm.ProfilerSession"}
+            :fix (fix "pyprof.session") :java-fix (fix "pyprof.jvm.ProfilerSession")}
            (ex-data e)))
     (is (identical? cause (ex-cause e)))
     (is (= "session-finished" (.kind e)))
@@ -81,8 +82,7 @@
     (testing "the Java phrasing, and back"
       (let [j (.inJava e)]
         (is (= (str "the profiler already wrote its finished trace (\"t.json\"); MXNet cannot"
-                    " record a second session in one process. fix: run the next session in a child"
-                    " JVM, or use pyprof.jvm.ProfilerSession")
+                    " record a second session in one process. fix: " (fix "pyprof.jvm.ProfilerSession"))
                (ex-message j)))
         (is (= (ex-data e) (ex-data j)))
         (is (identical? cause (ex-cause j)))

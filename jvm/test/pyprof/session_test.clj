@@ -65,8 +65,9 @@
   (let [e (thrown #(sched/check-action "record" 7))]
     (is (= ["schedule.bad_action"
             (str "the schedule returned \"record\" for step 7, expected one of \"none\", \"warmup\","
-                 " \"record\", \"record_and_save\". fix: return an action of (session/schedule {...})"
-                 " from the schedule function")]
+                 " \"record\", \"record_and_save\". fix: return one of the keywords :none, :warmup,"
+                 " :record, :record-and-save from the schedule function, as (session/schedule {...})"
+                 " does")]
            [(:pyprof/code (ex-data e)) (.getMessage ^Exception e)]))
     (is (= (vec (keys (spec-file "actions"))) (:choices (ex-data e))))))
 

@@ -77,9 +77,11 @@
                                                     :keys (str/join ", " changed)})))))))
 
 (defn- trace-name
-  "The trace file of the effective configuration, or nil."
+  "The trace file of the effective configuration (for messages: MXNet's default file when none
+  was configured)."
   []
-  (get (:config (tracker/snapshot)) "filename"))
+  (or (get (:config (tracker/snapshot)) "filename")
+      (:default (first (filter #(= "filename" (:name %)) (config/spec))))))
 
 (defn- process-code
   "The C code of `profile-process`, as pyprof.profiler._process_code: process.invalid, or
@@ -190,7 +192,7 @@
        (when f (check-owner :api/dump "steady.finished_dump"))
        (when (:finished (tracker/snapshot))
          (throw (rules/error "state.finished_dump" {:trace (trace-name)})))
-       (when-let [path (trace-name)]
+       (when-let [path (get (:config (tracker/snapshot)) "filename")]
          (when-let [problem (output/file-problem path)]
            ;; nothing dumped: MXNet keeps its queued events for another filename
            (throw (rules/error "dump.unwritable" (merge {:path path} problem)))))
