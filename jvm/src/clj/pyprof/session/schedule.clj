@@ -103,15 +103,18 @@
   a)
 
 (defn saves-many?
-  "True when `sched` saves more than one window within its first `steps` (10000) steps."
+  "True when `sched` saves more than one window: for `schedule`'s, by its cycles (0: for ever);
+  for another fn, within its first `steps` (10000) steps."
   ([sched] (saves-many? sched 10000))
   ([sched steps]
-   (loop [step 0, prev initial-action, saves 0]
-     (let [cur (if (< step steps) (check-action (sched step) step) final-action)
-           saves (cond-> saves (some #{:save} (operations prev cur)) inc)]
-       (cond (> saves 1) true
-             (>= step steps) false
-             :else (recur (inc step) cur saves))))))
+   (if-let [values (:pyprof.session/schedule (meta sched))]
+     (not (== 1 (values (kw (spec "cycles"))))) ; one window each
+     (loop [step 0, prev initial-action, saves 0]
+       (let [cur (if (< step steps) (check-action (sched step) step) final-action)
+             saves (cond-> saves (some #{:save} (operations prev cur)) inc)]
+         (cond (> saves 1) true
+               (>= step steps) false
+               :else (recur (inc step) cur saves)))))))
 
 (defn step-events
   "The step marks of window `window` (schedule.json step_marks, as Python's
