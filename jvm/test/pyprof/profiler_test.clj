@@ -107,7 +107,12 @@
     (is (= "dumps.format" (.code ^PyprofException (caught (Profiler/dumps false nil "total" false)))))
     (is (= "dumps.sort_by" (.code ^PyprofException (caught (Profiler/dumps false "json" nil false)))))
     (is (= "object.bad_name" (.code ^PyprofException (caught (Profiler/event nil)))))
-    (is (= "marker.scope" (.code ^PyprofException (caught (Profiler/mark (Profiler/domain "pyprof-java") "m" nil)))))))
+    (is (= "marker.scope" (.code ^PyprofException (caught (Profiler/mark (Profiler/domain "pyprof-java") "m" nil)))))
+    (let [root (str (temp-dir))]
+      (is (= ["root.null" "the session's options is null. fix: pass a map of options (Map.of() for the defaults)"]
+             ((juxt #(.code ^PyprofException %) ex-message) (caught (pyprof.jvm.ProfilerSession. nil root)))))
+      (is (= "root.null" (.code ^PyprofException (caught (pyprof.jvm.ProfilerSession. {} nil)))))
+      (is (= "root.null" (.code ^PyprofException (caught (.dump (pyprof.jvm.ProfilerSession. {} root) nil))))))))
 
 (deftest finished-trace-messages-in-a-child-jvm
   (let [out (str (temp-dir) "/t.json")

@@ -25,6 +25,10 @@ public final class OutputRoot {
 
   /** The root {@code directory} (created owner-only when missing). */
   public OutputRoot(String directory) {
+    if (directory == null) {
+      throw PyprofException.catalogue("root.null", "what", "the output root", "expected",
+          "a directory (or use the constructor without it: -Dpyprof.outputRoot)");
+    }
     Path dir;
     try {
       dir = Paths.get(directory).toAbsolutePath().normalize();
@@ -71,6 +75,10 @@ public final class OutputRoot {
    * root.file_in_the_way, root.missing_directory.
    */
   public Path resolve(String what, String path) {
+    if (path == null) {
+      throw PyprofException.catalogue("root.null", "what", "the " + what, "expected",
+          "a path under the output root, such as \"traces/run1.json\"");
+    }
     Path p;
     try {
       p = root.resolve(Paths.get(path)).normalize();

@@ -104,6 +104,10 @@ public final class ProfilerSession implements AutoCloseable {
 
   private ProfilerSession(Map<String, ?> options, OutputRoot root) {
     this.root = root;
+    if (options == null) {
+      throw PyprofException.catalogue("root.null", "what", "the session's options", "expected",
+          "a map of options (Map.of() for the defaults)");
+    }
     Map<String, Object> opts = new HashMap<>(options);
     Object path = opts.get("path");
     try {
