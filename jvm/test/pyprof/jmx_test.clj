@@ -123,7 +123,13 @@
           (testing "errors reach a JMX client as JDK exceptions with pyprof's message"
             (let [e (try (invoke "start" ["{\"profile_symbolc\": true}" 5] ["java.lang.String" "long"]) nil
                          (catch Exception e e))]
-              (is (re-find #"did you mean \"profile_symbolic\"" (str e)))))
+              (is (re-find #"did you mean \"profile_symbolic\"" (str e))))
+            (let [e (try (invoke "start" ["actve=2" 5] ["java.lang.String" "long"]) nil
+                         (catch Exception e e))
+                  msg (str (.getMessage (.getCause ^Exception e)))]
+              (is (re-find #"did you mean \"active\"\?" msg) "the schedule's keys are JMX options")
+              (is (re-find #"step_seconds" msg))
+              (is (not (re-find #"on_trace_ready" msg)) msg)))
           (finally (.close conn))))
       (finally
         (spit stop-file "")

@@ -56,11 +56,18 @@ public final class ProfilerControl implements ProfilerControlMBean {
   private static final class Vars {
     static final IFn READ_JSON;
     static final IFn WRITE_JSON;
+    static final IFn API;
+    static final IFn KEY_NAMES;
+    static final IFn UNKNOWN_OPTION;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("clojure.data.json"));
       READ_JSON = Clojure.var("clojure.data.json", "read-str");
       WRITE_JSON = Clojure.var("clojure.data.json", "write-str");
+      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.config"));
+      API = Clojure.var("pyprof.rules", "api");
+      KEY_NAMES = Clojure.var("pyprof.config", "key-names");
+      UNKNOWN_OPTION = Clojure.var("pyprof.config", "unknown-option-error");
     }
   }
 
@@ -207,7 +214,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
       }
       return "session " + s.state().get("state") + ", stops by itself after " + max + " s";
     } catch (PyprofException e) {
-      throw forJmx(e);
+      throw forJmx("session.unknown_option".equals(e.code()) ? unknownForJmx(e) : e);
     } catch (NumberFormatException e) {
       throw new IllegalArgumentException("options: not a number: " + e.getMessage()
           + ". fix: write numbers as digits, e.g. step_seconds=1");
@@ -429,6 +436,25 @@ public final class ProfilerControl implements ProfilerControlMBean {
 
   private static String json(Object o) {
     return (String) Vars.WRITE_JSON.invoke(o);
+  }
+
+  /**
+   * session.unknown_option as JMX's start takes options: the schedule's keys and step_seconds
+   * at top level, no on_trace_ready (a misspelt "actve" was offered "path").
+   */
+  private static PyprofException unknownForJmx(PyprofException e) {
+    Object option = e.getData().valAt(clojure.lang.Keyword.intern("option"));
+    java.util.List<Object> valid = new java.util.ArrayList<>(java.util.List.of("path", "steady",
+        "record_shapes", "with_stack", "with_flops", "wait", "warmup", "active", "repeat",
+        "skip_first", "step_seconds"));
+    Object reserved = Vars.API.invoke("reserved_session_keys");
+    for (Object k : (Iterable<?>) Vars.KEY_NAMES.invoke()) {
+      if (!((Map<?, ?>) reserved).containsKey(k)) {
+        valid.add(k);
+      }
+    }
+    return ((PyprofException) Vars.UNKNOWN_OPTION.invoke(option, option,
+        clojure.lang.PersistentVector.create(valid))).inJava();
   }
 
   /** JMX clients lack pyprof's classes: rethrow as a JDK exception with the same message. */
