@@ -54,20 +54,11 @@ public final class ProfilerControl implements ProfilerControlMBean {
   private static final long LIMIT_MAX_S = Long.getLong("pyprof.jmx.maxDurationLimitSeconds", 3600);
 
   private static final class Vars {
-    static final IFn READ_JSON;
     static final IFn WRITE_JSON;
-    static final IFn API;
-    static final IFn KEY_NAMES;
-    static final IFn UNKNOWN_OPTION;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("clojure.data.json"));
-      READ_JSON = Clojure.var("clojure.data.json", "read-str");
       WRITE_JSON = Clojure.var("clojure.data.json", "write-str");
-      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.config"));
-      API = Clojure.var("pyprof.rules", "api");
-      KEY_NAMES = Clojure.var("pyprof.config", "key-names");
-      UNKNOWN_OPTION = Clojure.var("pyprof.config", "unknown-option-error");
     }
   }
 
@@ -170,7 +161,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
       throw new IllegalStateException("a pyprof JMX session is already running. fix: call stop() first");
     }
     try {
-      Map<String, Object> opts = parseOptions(options);
+      Map<String, Object> opts = JmxOptions.parse(options);
       Object stepSeconds = opts.remove("step_seconds");
       // Checked before anything starts: a bad option must leave no session running.
       long stepMs = stepSeconds == null ? 0
@@ -179,19 +170,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
         throw new IllegalArgumentException("step_seconds must be > 0, got " + stepSeconds
             + ". fix: pass a step of more than 0 seconds");
       }
-      Map<String, Object> sched = new HashMap<>();
-      if (opts.get("schedule") instanceof Map) {
-        ((Map<?, ?>) opts.get("schedule")).forEach((k, v) -> sched.put(String.valueOf(k), v));
-      }
-      for (String k : new String[] {"wait", "warmup", "active", "repeat", "skip_first"}) {
-        if (opts.containsKey(k)) {
-          sched.put(k, opts.remove(k));
-        }
-      }
-      sched.replaceAll((k, v) -> v instanceof String ? Long.valueOf(((String) v).strip()) : v);
-      if (!sched.isEmpty()) {
-        opts.put("schedule", sched);
-      }
+      JmxOptions.liftSchedule(opts);
       // under the output root, as every path here; one file name per session of the process
       opts.putIfAbsent("path", "pyprof-jmx-" + ProcessHandle.current().pid() + "-" + started
           + "-{window}.json");
@@ -214,7 +193,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
       }
       return "session " + s.state().get("state") + ", stops by itself after " + max + " s";
     } catch (PyprofException e) {
-      throw forJmx("session.unknown_option".equals(e.code()) ? unknownForJmx(e) : e);
+      throw forJmx("session.unknown_option".equals(e.code()) ? JmxOptions.unknown(e) : e);
     } catch (NumberFormatException e) {
       throw new IllegalArgumentException("options: not a number: " + e.getMessage()
           + ". fix: write numbers as digits, e.g. step_seconds=1");
@@ -339,7 +318,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
   @Override
   public synchronized String steadyBegin(String options) {
     try {
-      Profiler.steadyBegin(parseOptions(options));
+      Profiler.steadyBegin(JmxOptions.parse(options));
       return Profiler.steadyActive();
     } catch (PyprofException e) {
       throw forJmx(e);
@@ -400,61 +379,8 @@ public final class ProfilerControl implements ProfilerControlMBean {
 
   // ------------------------------------------------------------------ helpers
 
-  @SuppressWarnings("unchecked")
-  static Map<String, Object> parseOptions(String options) {
-    Map<String, Object> out = new HashMap<>();
-    String s = options == null ? "" : options.strip();
-    if (s.isEmpty()) {
-      return out;
-    }
-    if (s.startsWith("{")) {
-      Object parsed = Vars.READ_JSON.invoke(s);
-      if (!(parsed instanceof Map)) {
-        throw new IllegalArgumentException("options must be a JSON object, got " + s
-            + ". fix: pass key=value pairs or a JSON object such as {\"step_seconds\": 1}");
-      }
-      for (Map.Entry<?, ?> e : ((Map<?, ?>) parsed).entrySet()) {
-        out.put(String.valueOf(e.getKey()), e.getValue());
-      }
-      return out;
-    }
-    for (String part : s.split(",")) {
-      String p = part.strip();
-      if (p.isEmpty()) {
-        continue;
-      }
-      int eq = p.indexOf('=');
-      if (eq <= 0) {
-        throw new IllegalArgumentException(
-            "options: expected key=value pairs separated by commas, or a JSON object; got " + p
-                + ". fix: write each option as key=value, separated by commas");
-      }
-      out.put(p.substring(0, eq).strip(), p.substring(eq + 1).strip());
-    }
-    return out;
-  }
-
   private static String json(Object o) {
     return (String) Vars.WRITE_JSON.invoke(o);
-  }
-
-  /**
-   * session.unknown_option as JMX's start takes options: the schedule's keys and step_seconds
-   * at top level, no on_trace_ready (a misspelt "actve" was offered "path").
-   */
-  private static PyprofException unknownForJmx(PyprofException e) {
-    Object option = e.getData().valAt(clojure.lang.Keyword.intern("option"));
-    java.util.List<Object> valid = new java.util.ArrayList<>(java.util.List.of("path", "steady",
-        "record_shapes", "with_stack", "with_flops", "wait", "warmup", "active", "repeat",
-        "skip_first", "step_seconds"));
-    Object reserved = Vars.API.invoke("reserved_session_keys");
-    for (Object k : (Iterable<?>) Vars.KEY_NAMES.invoke()) {
-      if (!((Map<?, ?>) reserved).containsKey(k)) {
-        valid.add(k);
-      }
-    }
-    return ((PyprofException) Vars.UNKNOWN_OPTION.invoke(option, option,
-        clojure.lang.PersistentVector.create(valid))).inJava();
   }
 
   /** JMX clients lack pyprof's classes: rethrow as a JDK exception with the same message. */

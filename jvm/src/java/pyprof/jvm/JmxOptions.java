@@ -1,0 +1,102 @@
+package pyprof.jvm;
+
+import clojure.java.api.Clojure;
+import clojure.lang.IFn;
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * The options of {@link ProfilerControl#start(String, long)} as JMX passes them: a JSON object
+ * or {@code key=value} pairs, the schedule's keys at top level; its misspelt options named
+ * against that set. Package-private: JMX clients see only the MBean.
+ */
+final class JmxOptions {
+  private static final String[] SCHEDULE_KEYS = {"wait", "warmup", "active", "repeat", "skip_first"};
+  private static final IFn READ_JSON;
+  private static final IFn API;
+  private static final IFn KEY_NAMES;
+  private static final IFn UNKNOWN_OPTION;
+
+  static {
+    IFn require = Clojure.var("clojure.core", "require");
+    require.invoke(Clojure.read("clojure.data.json"));
+    require.invoke(Clojure.read("pyprof.config"));
+    READ_JSON = Clojure.var("clojure.data.json", "read-str");
+    API = Clojure.var("pyprof.rules", "api");
+    KEY_NAMES = Clojure.var("pyprof.config", "key-names");
+    UNKNOWN_OPTION = Clojure.var("pyprof.config", "unknown-option-error");
+  }
+
+  private JmxOptions() {}
+
+  @SuppressWarnings("unchecked")
+  static Map<String, Object> parse(String options) {
+    Map<String, Object> out = new HashMap<>();
+    String s = options == null ? "" : options.strip();
+    if (s.isEmpty()) {
+      return out;
+    }
+    if (s.startsWith("{")) {
+      Object parsed = READ_JSON.invoke(s);
+      if (!(parsed instanceof Map)) {
+        throw new IllegalArgumentException("options must be a JSON object, got " + s
+            + ". fix: pass key=value pairs or a JSON object such as {\"step_seconds\": 1}");
+      }
+      for (Map.Entry<?, ?> e : ((Map<?, ?>) parsed).entrySet()) {
+        out.put(String.valueOf(e.getKey()), e.getValue());
+      }
+      return out;
+    }
+    for (String part : s.split(",")) {
+      String p = part.strip();
+      if (p.isEmpty()) {
+        continue;
+      }
+      int eq = p.indexOf('=');
+      if (eq <= 0) {
+        throw new IllegalArgumentException(
+            "options: expected key=value pairs separated by commas, or a JSON object; got " + p
+                + ". fix: write each option as key=value, separated by commas");
+      }
+      out.put(p.substring(0, eq).strip(), p.substring(eq + 1).strip());
+    }
+    return out;
+  }
+
+  /** Moves the schedule's top-level keys into {@code opts}' {@code "schedule"} map. */
+  static void liftSchedule(Map<String, Object> opts) {
+    Map<String, Object> sched = new HashMap<>();
+    if (opts.get("schedule") instanceof Map) {
+      ((Map<?, ?>) opts.get("schedule")).forEach((k, v) -> sched.put(String.valueOf(k), v));
+    }
+    for (String k : SCHEDULE_KEYS) {
+      if (opts.containsKey(k)) {
+        sched.put(k, opts.remove(k));
+      }
+    }
+    sched.replaceAll((k, v) -> v instanceof String ? Long.valueOf(((String) v).strip()) : v);
+    if (!sched.isEmpty()) {
+      opts.put("schedule", sched);
+    }
+  }
+
+  /**
+   * session.unknown_option as JMX's start takes options: the schedule's keys and step_seconds
+   * at top level, no on_trace_ready (a misspelt "actve" was offered "path").
+   */
+  static PyprofException unknown(PyprofException e) {
+    Object option = e.getData().valAt(clojure.lang.Keyword.intern("option"));
+    java.util.List<Object> valid = new java.util.ArrayList<>(java.util.List.of("path", "steady",
+        "record_shapes", "with_stack", "with_flops"));
+    valid.addAll(java.util.List.of(SCHEDULE_KEYS));
+    valid.add("step_seconds");
+    Object reserved = API.invoke("reserved_session_keys");
+    for (Object k : (Iterable<?>) KEY_NAMES.invoke()) {
+      if (!((Map<?, ?>) reserved).containsKey(k)) {
+        valid.add(k);
+      }
+    }
+    return ((PyprofException) UNKNOWN_OPTION.invoke(option, option,
+        clojure.lang.PersistentVector.create(valid))).inJava();
+  }
+}
