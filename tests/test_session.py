@@ -440,3 +440,25 @@ result = {"errors": errs, "steps": prof.step_num, "windows": [w.index for w in p
     assert r["steps"] == 120
     assert r["windows"] == list(range(121))
     assert sorted(p.name for p in tmp_path.glob("w_*")) == sorted(f"w_{i}.json" for i in range(121))
+
+
+def test_a_window_directory_removed_mid_session_is_made_again(tmp_path):
+    """The windows' directory deleted while the session runs: each later window is still
+    written there, as on the JVM (before: a bare FileNotFoundError at each step, a TraceError at
+    stop, and every window lost with the raw trace)."""
+    r = run_scenario("""
+import os, shutil, mxnet as mx, pyprof
+os.makedirs("d")
+with pyprof.profile(path="d/w_{window}.json", profile_imperative=True,
+                    schedule=pyprof.schedule(active=1)) as p:
+    (mx.nd.ones((8, 8)) * 2).wait_to_read()
+    shutil.rmtree("d")
+    for _ in range(2):
+        (mx.nd.ones((8, 8)) * 2).wait_to_read()
+        p.step()
+result = {"windows": [w.index for w in p.windows], "files": sorted(os.listdir("d"))}
+""", tmp_path)
+    assert r["windows"] == [0, 1, 2]
+    assert r["files"] == ["w_0.json", "w_1.json", "w_2.json"]
+    for i in range(2):  # (the last window opened at the last step, and holds no operator)
+        assert operator_pairs(load_trace(tmp_path / "d" / f"w_{i}.json"), ("_mul_scalar",))

@@ -223,6 +223,7 @@ class RawTrace:
         (the step marks); return events written."""
         assert self.path is not None
         self.harvest(start)
+        os.makedirs(os.path.dirname(out), exist_ok=True)  # removed while it ran: made again
         count = read_range(self.path, start, end, METADATA, out=out, scratch=self.directory,
                            extra=extra)
         self.scanned = max(self.scanned, end)

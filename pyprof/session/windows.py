@@ -238,7 +238,9 @@ def write_partial(path: str, raw: str, start: int, index: int, start_us: int,
     if end is not None:
         info["end"] = end
     # atomically: a process killed while writing must not leave a cut .partial (the temporary
-    # file is named with the pid, so that the next start deletes it)
+    # file is named with the pid, so that the next start deletes it); a window directory
+    # removed while the session runs is made again, as the JVM does: nothing recorded is lost
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-", suffix=".tmp",
                                dir=os.path.dirname(path) or ".")
     with os.fdopen(fd, "wb") as f:

@@ -488,3 +488,16 @@
     (is (every? #(and (instance? java.util.Map %) (string? (get % "path"))) seen) "Java data"))
   (let [e (try (pyprof.jvm.ProfilerSession. {"on_trace_ready" 5}) nil (catch pyprof.jvm.PyprofException e e))]
     (is (= "session.not_callable" (.code ^pyprof.jvm.PyprofException e)))))
+
+(deftest a-window-directory-removed-mid-session-is-made-again
+  ;; as Python's (tests/test_session.py): each later window is still written there
+  (let [d (io/file (temp-dir) "d")
+        _ (.mkdirs d)
+        s (session/profile {:path (str d "/w_{window}.json") :profile-imperative true
+                            :schedule (session/schedule {:active 1})})]
+    (session/start! s)
+    (with-open [a (nd/random-uniform -1 1 [8 8])] (nd/wait-to-read a))
+    (doseq [f (reverse (file-seq d))] (.delete ^java.io.File f))
+    (dotimes [_ 2] (with-open [a (nd/random-uniform -1 1 [8 8])] (nd/wait-to-read a)) (session/step! s))
+    (is (= [0 1 2] (mapv :index (session/stop! s))))
+    (is (= ["w_0.json" "w_1.json" "w_2.json"] (sort (.list d))))))
