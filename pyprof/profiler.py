@@ -45,7 +45,7 @@ _t = TRACKER  # this module's short name for the process's one tracker (the JVM'
 
 
 def _trace_name() -> str:  # for messages: MXNet's default file when none was configured
-    return (_t.config or {}).get("filename") or config.keys()["filename"].default
+    return (_t.config or config.effective({}))["filename"]
 
 
 def _check_owner(call: str, process_code: int = 0, arg: Any = None) -> None:
@@ -163,8 +163,8 @@ def set_config(**kwargs: Any) -> None:
 
 
 def session_raw_trace(path: str | None) -> bool:
-    """True for this process's session raw trace (api.json ``raw_trace``: ``<file>`` in a
-    directory ``<dir_prefix><pid>-...``), which sessions own, either language's (a hosted JVM has its own): keep_filename keeps none."""
+    """True for a session raw trace of this process, either language's (api.json ``raw_trace``:
+    ``<file>`` in ``<dir_prefix><pid>-...``; a hosted JVM has its own): keep_filename keeps none."""
     spec, parent = rules.API["raw_trace"], os.path.basename(os.path.dirname(path or ""))
     return path is not None and os.path.basename(path) == spec["file"] and \
         parent.startswith(f"{spec['dir_prefix']}{os.getpid()}-")

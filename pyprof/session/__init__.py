@@ -79,8 +79,8 @@ def _serialised(method: Callable[..., Any]) -> Callable[..., Any]:
     """One call of a session at a time, as the JVM's; a forked child waits on no parent's lock."""
     @functools.wraps(method)
     def call(self: profile, *args: Any, **kwargs: Any) -> Any:
-        if self._pid != os.getpid():
-            return method(self, *args, **kwargs)
+        if self._pid != os.getpid():  # a forked child's copy: a parent's thread may hold it
+            self._serial = threading.RLock()
         with self._serial:
             return method(self, *args, **kwargs)
     return call

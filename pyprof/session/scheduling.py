@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -82,6 +83,10 @@ def operations(prev: Action, cur: Action, steady: bool = False) -> tuple[str, ..
     return tuple(STEADY_OPERATIONS.get(op, op) for op in ops) if steady else ops
 
 
+#: the cycles (schedule.json ``cycles``: 0 for ever) of each function :func:`schedule` made
+_CYCLES: weakref.WeakKeyDictionary[Callable[[int], Action], int] = weakref.WeakKeyDictionary()
+
+
 def schedule(**params: int) -> Callable[[int], Action]:
     """A step schedule: the :class:`Action` for each step number (0, 1, 2, ...).
 
@@ -123,7 +128,7 @@ def schedule(**params: int) -> Callable[[int], Action]:
         raise AssertionError("unreachable: pos < cycle; fix: report it as a pyprof bug with the schedule")
 
     action.__doc__ = "schedule(" + ", ".join(f"{k}={values[k]}" for k in known) + ")"
-    action.cycles = cycles  # type: ignore[attr-defined]  # one window each (saves_many)
+    _CYCLES[action] = cycles  # one window each (saves_many)
     return action
 
 
@@ -145,7 +150,7 @@ def check_action(value: Any, step: int) -> Action:
 def saves_many(sched: Callable[[int], Action], steps: int = 10_000) -> bool:
     """True when ``sched`` saves more than one window: for :func:`schedule`'s, by its cycles
     (0: for ever); for another function, within its first ``steps`` steps."""
-    if isinstance(cycles := getattr(sched, "cycles", None), int) and sched.__module__ == __name__:
+    if (cycles := _CYCLES.get(sched)) is not None:
         return cycles != 1
     saves = 0
     prev = INITIAL_ACTION

@@ -80,8 +80,7 @@
   "The trace file of the effective configuration (for messages: MXNet's default file when none
   was configured)."
   []
-  (or (get (:config (tracker/snapshot)) "filename")
-      (:default (first (filter #(= "filename" (:name %)) (config/spec))))))
+  (get (or (:config (tracker/snapshot)) (config/effective {})) "filename"))
 
 (defn- process-code
   "The C code of `profile-process`, as pyprof.profiler._process_code: process.invalid, or

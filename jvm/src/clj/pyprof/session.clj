@@ -68,7 +68,8 @@
                      events (`pyprof.capture`); each window map gets :attribution
     recording keys as in `profiler-set-config`.
   Throws ex-info (errors.json): session.unknown_option, session.reserved_option, config errors,
-  session.not_callable, session.not_boolean, template.*, session.bad_path, session.path_needs_window."
+  session.not_callable, session.not_boolean, template.*, session.bad_path,
+  session.path_needs_window."
   ([] (profile {}))
   ([opts] (make-session opts true)))
 
@@ -79,6 +80,13 @@
   (make-session opts false)
   nil)
 
+(defn ^:no-doc option-names
+  "Every option a session takes, as C spells it (the choices of session.unknown_option): its
+  own, the capture options and the recording keys it does not reserve."
+  []
+  (concat ["schedule" "on_trace_ready" "path" "steady"] capture/option-names
+          (remove reserved (config/key-names))))
+
 (defn- make-session
   "`profile`, with the window path's file check when `check-file?`."
   [opts check-file?]
@@ -88,10 +96,7 @@
         rec (into {} (remove #(capture/options (c-of (key %)))) all-rec)
         _ (doseq [k (keys rec) :let [c (c-of k)]]
             (when-not (some #{c} (config/key-names)) ; the own options and recording keys
-              (throw (config/unknown-option-error
-                      k c (concat ["schedule" "on_trace_ready" "path" "steady"]
-                                  capture/option-names
-                                  (remove reserved (config/key-names)))))))
+              (throw (config/unknown-option-error k c (option-names)))))
         c-opts (config/validate rec)
         ;; steady and issue 22's options (pyprof.capture): C name -> on, by the config grammar
         attribution (into {} (for [[k v] all-rec :when (capture/options (c-of k))]

@@ -105,6 +105,7 @@
   [^File dir ^long p within]
   (let [claim (.toPath (io/file dir (spec "claim_name")))]
     (cond
+      ;; read again once claimed below: a recoverer may have taken some windows meanwhile
       (some #(outside? within %) (windows dir)) false
       (Files/exists (.toPath (io/file dir (spec "reported_name")))
                     (into-array LinkOption [LinkOption/NOFOLLOW_LINKS]))

@@ -46,6 +46,10 @@
   (mapv (fn [{:strs [name min default]}] {:key (kw name) :name name :min min :default default})
         (spec "parameters")))
 
+(def ^:no-doc parameter-names
+  "The parameters' names as schedule.json spells them (what JMX's start takes at top level)."
+  (mapv :name parameters))
+
 (defn- step-count
   "An integer option's value: a long, or a BigInt past the range of long."
   [v]

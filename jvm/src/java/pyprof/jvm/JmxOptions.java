@@ -2,7 +2,9 @@ package pyprof.jvm;
 
 import clojure.java.api.Clojure;
 import clojure.lang.IFn;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 
 /**
@@ -11,20 +13,21 @@ import java.util.Map;
  * against that set. Package-private: JMX clients see only the MBean.
  */
 final class JmxOptions {
-  private static final String[] SCHEDULE_KEYS = {"wait", "warmup", "active", "repeat", "skip_first"};
   private static final IFn READ_JSON;
-  private static final IFn API;
-  private static final IFn KEY_NAMES;
+  private static final IFn OPTION_NAMES;
   private static final IFn UNKNOWN_OPTION;
+  /** schedule.json's parameter names: JMX takes them at top level. */
+  private static final List<?> SCHEDULE_KEYS;
 
   static {
     IFn require = Clojure.var("clojure.core", "require");
     require.invoke(Clojure.read("clojure.data.json"));
-    require.invoke(Clojure.read("pyprof.config"));
+    require.invoke(Clojure.read("pyprof.session"));
     READ_JSON = Clojure.var("clojure.data.json", "read-str");
-    API = Clojure.var("pyprof.rules", "api");
-    KEY_NAMES = Clojure.var("pyprof.config", "key-names");
+    OPTION_NAMES = Clojure.var("pyprof.session", "option-names");
     UNKNOWN_OPTION = Clojure.var("pyprof.config", "unknown-option-error");
+    SCHEDULE_KEYS = (List<?>) ((clojure.lang.IDeref) Clojure.var("pyprof.session.schedule",
+        "parameter-names")).deref();
   }
 
   private JmxOptions() {}
@@ -69,7 +72,8 @@ final class JmxOptions {
     if (opts.get("schedule") instanceof Map) {
       ((Map<?, ?>) opts.get("schedule")).forEach((k, v) -> sched.put(String.valueOf(k), v));
     }
-    for (String k : SCHEDULE_KEYS) {
+    for (Object o : SCHEDULE_KEYS) {
+      String k = (String) o;
       if (opts.containsKey(k)) {
         sched.put(k, opts.remove(k));
       }
@@ -81,21 +85,20 @@ final class JmxOptions {
   }
 
   /**
-   * session.unknown_option as JMX's start takes options: the schedule's keys and step_seconds
-   * at top level, no on_trace_ready (a misspelt "actve" was offered "path").
+   * session.unknown_option as JMX's start takes options: a session's (pyprof.session/option-names)
+   * less the schedule and on_trace_ready, with the schedule's keys and step_seconds at top level
+   * (a misspelt "actve" was offered "path").
    */
   static PyprofException unknown(PyprofException e) {
     Object option = e.getData().valAt(clojure.lang.Keyword.intern("option"));
-    java.util.List<Object> valid = new java.util.ArrayList<>(java.util.List.of("path", "steady",
-        "record_shapes", "with_stack", "with_flops"));
-    valid.addAll(java.util.List.of(SCHEDULE_KEYS));
-    valid.add("step_seconds");
-    Object reserved = API.invoke("reserved_session_keys");
-    for (Object k : (Iterable<?>) KEY_NAMES.invoke()) {
-      if (!((Map<?, ?>) reserved).containsKey(k)) {
+    List<Object> valid = new ArrayList<>();
+    for (Object k : (Iterable<?>) OPTION_NAMES.invoke()) {
+      if (!"schedule".equals(k) && !"on_trace_ready".equals(k)) {
         valid.add(k);
       }
     }
+    valid.addAll(SCHEDULE_KEYS);
+    valid.add("step_seconds");
     return ((PyprofException) UNKNOWN_OPTION.invoke(option, option,
         clojure.lang.PersistentVector.create(valid))).inJava();
   }
