@@ -60,6 +60,13 @@ def _check_owner(call: str, process_code: int = 0, arg: Any = None) -> None:
         raise rules.error("state.session_owns", call=call, session=_t.session)
 
 
+def _check_not_after_session(call: str) -> None:
+    """Refuse a plain run or dump while MXNet still names a closed session's raw trace."""
+    if _t.steady is None and _t.internal != threading.get_ident() and \
+            _output.session_raw_trace(_trace_name()):
+        raise rules.error("state.after_session", call=call, trace=_trace_name())
+
+
 def _process_code(profile_process: str) -> int:
     if profile_process not in PROCESSES:
         raise rules.error("process.invalid", value=profile_process, choices=list(PROCESSES))
@@ -109,9 +116,9 @@ def set_config(**kwargs: Any) -> None:
     and the file into one valid trace and deletes the parts.
     Configuring deletes an existing file at ``filename``, which is checked first (its directory
     exists and takes a new file, it is no directory, its file system has
-    ``api.json output_paths.min_free_bytes`` free). A new ``filename`` while profiling runs
-    works as in MXNet, and loses nothing: the events so far end in the old file, finished as
-    a valid trace; later ones go to the new file.
+    ``api.json output_paths.min_free_bytes`` free). A new ``filename`` while profiling runs,
+    or stopped once the old file was written (a session's start too), loses nothing: the
+    events so far end in the old file, finished as a valid trace; later ones go to the new one.
 
     With ``profile_imperative``, ``profile_api`` or ``profile_memory`` off, MXNet 1.9.1 records
     none of that mode's events. With ``profile_symbolic`` off it still records bound symbols'
@@ -138,21 +145,22 @@ def set_config(**kwargs: Any) -> None:
             raise rules.error("state.finished_config", trace=_trace_name())
         current = (_t.config or config.effective({}))["filename"]
         # api.json keep_filename (never a session's raw trace: internal, and deleted by now)
-        keeps = process == "worker" and _t.ever_ran and not session_raw_trace(current)
+        keeps = process == "worker" and _t.ever_ran and not _output.session_raw_trace(current)
         if keeps and "filename" not in c_values:
             c_values = {**c_values, "filename": current}
         # another file, by grammar.json paths ("./a.json" is "a.json")
         moves = not _output.same_file(c_values.get("filename", current), current)
         effective = config.effective(c_values)  # its filename claimed before MXNet deletes it
         with _claim.claiming("filename", effective["filename"],
-                             process == "worker" and not session_raw_trace(effective["filename"])):
-            if process == "worker" and _t.running and _t.config and moves:
+                             process == "worker" and not _output.session_raw_trace(effective["filename"])):
+            if process == "worker" and _t.config and moves and (_t.running or (
+                    keeps and _output.size(current) is not None)):  # a file written: finish it
                 _switch_file(c_values)
             elif keeps and not moves:
                 _configure_same_file(c_values)
             else:
                 if process == "worker" and moves:
-                    _join_kept(current)  # stopped, away from a kept file: its parts end there
+                    _keep_file.join(current)  # stopped, away from a kept file: parts end there
                 _send_config(c_values)
         if process == "worker":
             _claim.release(current if moves and not _t.ever_ran else None)  # none of ours in it
@@ -162,17 +170,10 @@ def set_config(**kwargs: Any) -> None:
         warnings.warn(SYMBOLIC_OFF_WARNING, stacklevel=2)
 
 
-def session_raw_trace(path: str | None) -> bool:
-    """True for a session raw trace of this process, either language's (api.json ``raw_trace``:
-    ``<file>`` in ``<dir_prefix><pid>-...``; a hosted JVM has its own): keep_filename keeps none."""
-    spec, parent = rules.API["raw_trace"], os.path.basename(os.path.dirname(path or ""))
-    return path is not None and os.path.basename(path) == spec["file"] and \
-        parent.startswith(f"{spec['dir_prefix']}{os.getpid()}-")
-
-
 def _switch_file(c_values: dict[str, str]) -> None:
-    """A new filename while profiling runs (under the tracker lock): as in MXNet, later events
-    go to the new file; unlike MXNet, the old file is finished as a valid trace.
+    """A new filename while profiling runs, or stopped after it wrote the old file (a session's
+    start too; under the tracker lock): as in MXNet, later events go to the new file; unlike
+    MXNet, the old file is finished as a valid trace.
 
     The events so far are appended to the old file first (an intermediate dump), unless it can
     no longer be written: then they stay queued and go to the new file. MXNet never writes the
@@ -188,12 +189,12 @@ def _switch_file(c_values: dict[str, str]) -> None:
     # False too when MXNet finished the old file already (continuous_dump off)
     dumped = _output.file_problem(old) is None and _dump_intermediate()
     _send_config(c_values)
-    if old_cfg.get("continuous_dump") == "false":
+    if old_cfg.get("continuous_dump") == "false" and _t.running:
         _capi.call("MXSetProcessProfilerState", STATES["run"], 0, _kvstore_handle)
         if _t.paused:
             _capi.call("MXProcessProfilePause", 1, 0, _kvstore_handle)
     # parts of the old file kept by earlier configs are joined with it; else it is rewritten
-    if not _join_kept(old) and dumped and _output.size(old) is not None:
+    if not _keep_file.join(old) and dumped and _output.size(old) is not None:
         full = os.path.abspath(old)
         read_range(full, 0, None, METADATA, out=full)  # METADATA: for the new file's finish
 
@@ -258,7 +259,8 @@ def _finish_at_exit() -> None:
     if _capi.forked_error():
         return  # a forked child: the trace is the parent's
     with _t.lock:
-        if _t.finished or _t.session is not None or not _t.ever_ran or _t.steady is not None:
+        if _t.finished or _t.session is not None or not _t.ever_ran or _t.steady is not None \
+                or _output.session_raw_trace(_trace_name()):  # (pyprof.session.raw finishes that one)
             return  # (steady mode finishes its trace at exit itself: pyprof.session.steady)
     try:
         if _t.running:
@@ -273,7 +275,9 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
 
     'run' also resumes a paused profiler. Raises StateError for an unknown state or
     process, StateError ``steady.set_state`` in steady mode (:mod:`pyprof.session.steady`:
-    use pause/resume), MXNetError when MXNet rejects the call.
+    use pause/resume), StateError ``state.after_session`` for 'run' after a session, before a
+    set_config (MXNet still names the session's deleted raw trace; so does ``dump``),
+    MXNetError when MXNet rejects the call.
     """
     _capi.ensure_not_forked()
     if state not in STATES:
@@ -284,6 +288,8 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
         _steady.check_switch(f"set_state({state!r})", code)
         if state == "run" and _t.finished:
             raise rules.error("state.finished_run", trace=_trace_name())
+        if state == "run" and code == 0:
+            _check_not_after_session(f"set_state({state!r})")
         _capi.call("MXSetProcessProfilerState", STATES[state], code, _kvstore_handle)
         if code == 0:
             _t.running = state == "run"
@@ -314,6 +320,8 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
             _steady.check_switch("dump(finished=True)", code)
         if code == 0 and _t.finished:
             raise rules.error("state.finished_dump", trace=_trace_name())
+        if code == 0:
+            _check_not_after_session("dump()")
         path = (_t.config or {}).get("filename") if code == 0 else None
         problem = _output.file_problem(path) if path is not None else None
         if problem is not None:  # nothing dumped: MXNet keeps its queued events
@@ -327,7 +335,7 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
                     _t.finished = True
                     _claim.release_all()
                     if _t.config:
-                        _join_kept(_t.config["filename"])
+                        _keep_file.join(_t.config["filename"])
                     raise rules.error("state.trace_finished_by_dumps",
                                       trace=_trace_name()) from exc
                 raise rules.error("state.dump_before_run") from exc
@@ -345,19 +353,10 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
                     _finish_file(_t.config["filename"])
 
 
-def _join_kept(path: str) -> bool:
-    """Join the parts kept of ``path`` with it (valid trace at ``path``); False when none."""
-    if not _t.kept_parts:
-        return False
-    _keep_file.join(_t.kept_parts, path)
-    _t.kept_parts = []
-    return True
-
-
 def _finish_file(path: str) -> None:
     """After a dump that finished ``path``: join the parts kept of it, or, when it was
     configured after the profiler ran (MXNet wrote no header), rewrite it as a valid trace."""
-    if _join_kept(path):
+    if _keep_file.join(path):
         return
     if _t.repair_on_finish:
         from .session.windows import complete_headless_trace

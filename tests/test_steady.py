@@ -55,7 +55,9 @@ out["resume"] = code(profiler.resume)
 out["mx_run"] = code(lambda: mx.profiler.set_state("run"))  # raw mxnet.profiler: not pyprof's
 out["end"] = code(pyprof.steady.end)
 out["after"] = [pyprof.steady.active(), profiler.state()["running"]]
-out["run_after"] = code(lambda: profiler.set_state("run"))
+out["run_after"] = code(lambda: profiler.set_state("run"))  # MXNet names the deleted raw trace
+profiler.set_config(filename="after.json")
+out["run_configured"] = code(lambda: profiler.set_state("run"))
 profiler.set_state("stop")
 result = out
 """, tmp_path)
@@ -74,7 +76,8 @@ result = out
     assert r["again"][0] == "steady.already"
     assert r["pause"] == r["resume"] == "ok"
     assert r["mx_run"] == "ok"  # running already: MXNet's IsProfiling does not change
-    assert r["end"] == "ok" and r["after"] == [None, False] and r["run_after"] == "ok"
+    assert r["end"] == "ok" and r["after"] == [None, False]
+    assert r["run_after"][0] == "state.after_session" and r["run_configured"] == "ok"
 
 
 def test_steady_session_windows_by_pause_and_resume(tmp_path):

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from .. import rules
+from .tracker import TRACKER
 
 __all__ = ["SPEC", "part_path", "keep", "retry_while_timer_exits", "join", "parse_part",
            "join_leftover"]
@@ -88,18 +89,22 @@ def retry_while_timer_exits(config: Callable[[], None], wait_s: float) -> None:
             time.sleep(0.01)
 
 
-def join(parts: list[str], path: str) -> int:
-    """Join the kept ``parts`` (in order) and ``path`` into one valid trace at ``path``, with
-    every metadata event this process has seen first, then delete the parts. Returns the
-    events written. The parts are deleted only once the joined file is in place."""
+def join(path: str) -> bool:
+    """Join the parts kept of ``path`` (the tracker's ``kept_parts``, in order) and ``path``
+    into one valid trace at ``path``, with every metadata event this process has seen first,
+    then delete the parts (only once the joined file is in place). False when none were kept.
+    Under the tracker lock."""
     from ..session.windows import METADATA, join_traces
 
-    full = os.path.abspath(path)
-    count = join_traces([*parts, full], full, METADATA)
+    parts = TRACKER.kept_parts
+    if not parts:
+        return False
+    join_traces([*parts, os.path.abspath(path)], os.path.abspath(path), METADATA)
+    TRACKER.kept_parts = []
     for part in parts:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(part)
-    return count
+    return True
 
 
 def parse_part(name: str) -> tuple[int, int, str] | None:

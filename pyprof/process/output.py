@@ -19,7 +19,7 @@ import tempfile
 from .. import rules
 
 __all__ = ["MIN_FREE_BYTES", "min_free_bytes", "absolute", "same_file", "text_problem",
-           "file_problem", "check_config_path", "size", "check_dumped"]
+           "file_problem", "check_config_path", "size", "check_dumped", "session_raw_trace"]
 
 #: Free bytes a trace's file system must have (api.json ``output_paths.min_free_bytes``);
 #: ``$PYPROF_MIN_FREE_BYTES`` (``min_free_env``) overrides it, 0 turns the check off.
@@ -116,6 +116,15 @@ def file_problem(path: str, min_free: int | None = None) -> dict[str, str] | Non
     if free < need:
         return rules.path_problem("low_space", directory=directory, free=free, min=need)
     return None
+
+
+def session_raw_trace(path: str | None) -> bool:
+    """True for a session raw trace of this process, either language's (api.json ``raw_trace``:
+    ``<file>`` in ``<dir_prefix><pid>-...``; a hosted JVM has its own): keep_filename keeps none,
+    and a plain run or dump after the session is refused (``state.after_session``)."""
+    spec, parent = rules.API["raw_trace"], os.path.basename(os.path.dirname(path or ""))
+    return path is not None and os.path.basename(path) == spec["file"] and \
+        parent.startswith(f"{spec['dir_prefix']}{os.getpid()}-")
 
 
 def check_config_path(key: str, path: str) -> None:

@@ -42,6 +42,7 @@ from typing import Any
 from ..native import capi as _capi
 from .. import config, profiler, rules
 from ..process.tracker import TRACKER
+from ..process import output as _output
 from .raw import RAW, owner
 
 __all__ = ["begin", "begin_as", "end", "active", "begin_from_environment", "check_session", "SPEC"]
@@ -160,7 +161,7 @@ def check_session(options: dict[str, str], session: str) -> None:
 def _check_layer(trace: str | None, call: str) -> None:
     """StateError ``steady.other_layer`` when steady mode records on the raw trace of the JVM
     layer of this process (begun there): its windows and its end are the JVM's."""
-    if trace != RAW.path and profiler.session_raw_trace(trace):
+    if trace != RAW.path and _output.session_raw_trace(trace):
         raise rules.error("steady.other_layer", call=call, steady=TRACKER.steady,
                           layer="the JVM layer", trace=trace,
                           end=" or ".join(rules.CATALOGUE["api"]["steady_end"][language]

@@ -108,6 +108,18 @@
   (let [f (io/file path)]
     (when (.isFile f) (.length f))))
 
+(defn session-raw-trace?
+  "True for a session raw trace of this process (api.json raw_trace), as
+  pyprof.process.output.session_raw_trace: keep_filename keeps none, and a plain run or dump after
+  the session is refused (state.after_session)."
+  [^String path]
+  (let [spec (rules/api "raw_trace")
+        f (io/file path)
+        parent (some-> (.getParentFile f) .getName)]
+    (and (= (.getName f) (spec "file"))
+         (some? parent)
+         (str/starts-with? parent (str (spec "dir_prefix") (.pid (java.lang.ProcessHandle/current)) "-")))))
+
 (defn check-config-path!
   "config.missing_directory or config.bad_path for `path` given as config key `key` (`given`: as
   the caller wrote it), as pyprof.process.output.check_config_path."

@@ -94,16 +94,13 @@
       (throw (rules/error "process.server_in_jvm" {:key "profile_process" :value p})))
     code))
 
-(defn ^:no-doc -session-raw-trace?
-  "True for this process's session raw trace (api.json raw_trace), which keep_filename does not
-  keep."
-  [^String path]
-  (let [spec (rules/api "raw_trace")
-        f (java.io.File. path)
-        parent (some-> (.getParentFile f) .getName)]
-    (and (= (.getName f) (spec "file"))
-         (some? parent)
-         (str/starts-with? parent (str (spec "dir_prefix") (.pid (java.lang.ProcessHandle/current)) "-")))))
+(defn- check-not-after-session
+  "As pyprof.profiler._check_not_after_session: refuses a plain run or dump (`call`, an :api/x)
+  while MXNet still names a closed session's raw trace."
+  [call]
+  (when (and (nil? (:steady (tracker/snapshot))) (not= (:internal (tracker/snapshot)) (tracker/owner))
+             (output/session-raw-trace? (trace-name)))
+    (throw (rules/error "state.after_session" {:call call :trace (trace-name)}))))
 
 (defn profiler-set-config
   "Configures the profiler (C: MXSetProcessProfilerConfig), as Python's set_config: `options`
@@ -123,7 +120,7 @@
             current ((or config (config/effective {})) "filename")
             ;; api.json keep_filename: once the profiler ran, a config without it keeps it
             ;; (never a session's raw trace: internal, and deleted by now)
-            keeps (and ever-ran (not (-session-raw-trace? current)))
+            keeps (and ever-ran (not (output/session-raw-trace? current)))
             c-opts (if (and keeps (not (contains? c-opts "filename")))
                      (assoc c-opts "filename" current)
                      c-opts)
@@ -132,10 +129,10 @@
             target ((config/effective c-opts) "filename") ; the C default when left out
             ;; api.json trace_claims, before MXNet deletes the file (a session's raw trace is
             ;; private)
-            new-claim (and (not (-session-raw-trace? target)) (claim/claim! "filename" target))]
+            new-claim (and (not (output/session-raw-trace? target)) (claim/claim! "filename" target))]
         (try
-          (cond (and running config moves)
-                (trace-file/switch-file! c-opts)
+          (cond (and config moves (or running (and keeps (output/size current))))
+                (trace-file/switch-file! c-opts) ; a file written: finish it
                 (and keeps (not moves))
                 (trace-file/configure-same-file! c-opts)
                 :else (do (when moves
@@ -154,7 +151,7 @@
 (defn profiler-set-state
   "Starts (:run) or stops (:stop, the default) recording (C: MXSetProcessProfilerState); running
   also un-pauses. Throws state.invalid, state.finished_run, state.session_owns, steady.set_state,
-  process.*."
+  state.after_session (:run after a session, before a config), process.*."
   ([] (profiler-set-state :stop))
   ([state] (profiler-set-state state :worker))
   ([state profile-process]
@@ -168,6 +165,7 @@
        (check-owner (keyword "api" s) "steady.set_state")
        (when (and run? (:finished (tracker/snapshot)))
          (throw (rules/error "state.finished_run" {:trace (trace-name)})))
+       (when run? (check-not-after-session :api/run))
        (mx MXSetProcessProfilerState (int code) (int worker) nil)
        (tracker/update! (fn [t] (assoc t :running run? :ever-ran (or (:ever-ran t) run?)
                                        :paused (if run? false (:paused t))))))
@@ -191,6 +189,7 @@
        (when f (check-owner :api/dump "steady.finished_dump"))
        (when (:finished (tracker/snapshot))
          (throw (rules/error "state.finished_dump" {:trace (trace-name)})))
+       (check-not-after-session (if f :api/dump :api/dump_intermediate))
        (when-let [path (get (:config (tracker/snapshot)) "filename")]
          (when-let [problem (output/file-problem path)]
            ;; nothing dumped: MXNet keeps its queued events for another filename
@@ -361,7 +360,8 @@
   (-run-exit-actions!)
   (try
     (let [{:keys [ever-ran finished session running]} (tracker/snapshot)]
-      (when (and ever-ran (not finished) (nil? session) (nil? (:steady (tracker/snapshot))))
+      (when (and ever-ran (not finished) (nil? session) (nil? (:steady (tracker/snapshot)))
+                 (not (output/session-raw-trace? (trace-name)))) ; the session's exit finishes it
         (tracker/with-lock
           (when running (profiler-set-state :stop))
           (dump-profile true))))

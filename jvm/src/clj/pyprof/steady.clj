@@ -26,7 +26,7 @@
   Python's)."
   []
   (let [file (get (profiler/current-config) "filename")]
-    (boolean (and file (or (= file (raw/raw-trace-path)) (profiler/-session-raw-trace? file))))))
+    (boolean (and file (or (= file (raw/raw-trace-path)) (output/session-raw-trace? file))))))
 
 (defn begin-as!
   "`begin!` on behalf of `by` (a session's name, the system property); throws the same."
@@ -76,7 +76,7 @@
   (let [{:keys [steady config]} (tracker/snapshot)
         current (or config (config/effective {}))
         file (get current "filename")]
-    (when (and (not= file (raw/raw-trace-path)) (profiler/-session-raw-trace? file))
+    (when (and (not= file (raw/raw-trace-path)) (output/session-raw-trace? file))
       ;; begun by Python (JPype hosts this JVM): its windows are Python's
       (throw (rules/error "steady.other_layer" {:call :api/session_start :steady steady
                                                 :layer "Python" :trace file

@@ -53,10 +53,11 @@
   (str/includes? (.mxnetMessage e) "hasn't been run"))
 
 (defn switch-file!
-  "A new filename while profiling runs, as pyprof.profiler._switch_file: the old file gets the
-  events so far and is rewritten as a valid trace."
+  "A new filename while profiling runs, or stopped once the old file was written, as
+  pyprof.profiler._switch_file: the old file gets the events so far and is rewritten as a valid
+  trace."
   [c-opts]
-  (let [{:keys [config paused]} (tracker/snapshot)
+  (let [{:keys [config paused running]} (tracker/snapshot)
         ^String old (config "filename")
         dumped (and (nil? (output/file-problem old))
                     (try (mx MXDumpProcessProfile 0 (int worker) nil)
@@ -64,7 +65,7 @@
                          (catch MXNetException e
                            (if (hasnt-run? e) false (throw e)))))]
     (send-config! c-opts)
-    (when (= rules/c-false (config "continuous_dump"))
+    (when (and running (= rules/c-false (config "continuous_dump")))
       (mx MXSetProcessProfilerState (int (rules/states "run")) (int worker) nil)
       (when paused (mx MXProcessProfilePause 1 (int worker) nil)))
     ;; parts kept by earlier configs are joined with it; else it is rewritten
