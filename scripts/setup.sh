@@ -83,11 +83,15 @@ if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   python3 -m venv .venv
 fi
-stamp="$(sha256sum pyproject.toml | cut -c1-16)"
+# editable_mode=compat: the project root on sys.path (a .pth), so that a directory named pyprof
+# in the working directory (the JVM's default output root is <tmp>/pyprof) cannot shadow the
+# package the way it shadows setuptools' import-hook editable install.
+editable=(--config-settings editable_mode=compat)
+stamp="$(printf '%s %s' "$(sha256sum pyproject.toml | cut -c1-16)" "${editable[*]}" | sha256sum | cut -c1-16)"
 if [ "$(cat .venv/.pyprof-stamp 2>/dev/null)" != "$stamp" ]; then
   log "installing pyprof and its test tools into .venv"
   pip=(.venv/bin/python -m pip install -q --disable-pip-version-check)
-  { "${pip[@]}" --upgrade pip && "${pip[@]}" -e '.[test]'; } > .venv/pip.log 2>&1 || {
+  { "${pip[@]}" --upgrade pip && "${pip[@]}" "${editable[@]}" -e '.[test]'; } > .venv/pip.log 2>&1 || {
     tail -n 40 .venv/pip.log >&2; log "pip install failed (log: .venv/pip.log)"; exit 1; }
   echo "$stamp" > .venv/.pyprof-stamp
 fi

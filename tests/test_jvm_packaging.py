@@ -1,13 +1,17 @@
 """The JVM layer's artifacts: the library jar (`lein jar` / `lein install`) holds pyprof's own
 classes, sources and spec files and no compiled copy of a dependency; the uberjar's usage text
-names the command that started it."""
+names the command that started it; the JVM's default output root (<tmp>/pyprof) does not shadow
+the Python package of the editable install."""
 
 import shutil
 import subprocess
+import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
+import pyprof
 from child import ROOT
 
 JVM = ROOT / "jvm"
@@ -55,3 +59,14 @@ def test_uberjar_usage_names_java_jar_and_lein_run_names_lein():
     lines = lein.stdout.splitlines()
     last_created = max(i for i, line in enumerate(lines) if line.startswith("Created "))
     assert lines[last_created + 1] == "usage: lein run -- [options]", lein.stdout[-2000:]
+
+
+def test_a_pyprof_directory_in_the_working_directory_does_not_shadow_the_package(tmp_path):
+    # The JVM's default output root is <tmp>/pyprof: `python -c "import pyprof"` run in <tmp>
+    # found that directory as a namespace package under setuptools' import-hook editable
+    # install (scripts/setup.sh installs in editable_mode=compat, a .pth, instead).
+    (tmp_path / "pyprof").mkdir()
+    out = subprocess.run([sys.executable, "-c", "import pyprof; print(pyprof.__file__); "
+                          "print(callable(pyprof.stats))"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120, check=True).stdout.split()
+    assert out == [str(Path(pyprof.__file__)), "True"]
