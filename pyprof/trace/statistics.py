@@ -100,7 +100,8 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
     Raises:
         TraceNotFoundError: a file cannot be opened.
         TraceFormatError: a file holds no trace events (empty, or JSON that is not a trace).
-        TraceError: no paths given, an unknown ``by`` (``trace.by``), or a string for
+        TraceError: no paths given, one that is not a path (``trace.not_a_path``), an unknown
+        ``by`` (``trace.by``), or a string for
         ``categories`` or ``exclude_categories`` (``trace.categories_not_collection``).
     """
     for option, value in (("categories", categories), ("exclude_categories", exclude_categories)):
@@ -213,7 +214,13 @@ def _no_gc():
 def _as_paths(trace_or_paths: Any) -> list[str]:
     if isinstance(trace_or_paths, (str, os.PathLike)):
         return [os.fspath(trace_or_paths)]
-    paths = [os.fspath(p) for p in trace_or_paths]
+    if not isinstance(trace_or_paths, Iterable) or isinstance(trace_or_paths, bytes):
+        raise rules.error("trace.not_a_path", value=trace_or_paths)
+    paths = list(trace_or_paths)
+    for p in paths:
+        if not isinstance(p, (str, os.PathLike)):
+            raise rules.error("trace.not_a_path", value=p)
+    paths = [os.fspath(p) for p in paths]
     if not paths:
         raise rules.error("trace.no_paths")
     return paths

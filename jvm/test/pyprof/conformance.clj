@@ -66,9 +66,11 @@
   ([domain name value] (doto (pyprof.jvm.Profiler/counter domain name) (set-value-java value))))
 
 (defn stats-java
-  "pyprof.stats(path) through the Java facade: Profiler.stats(String...)."
+  "pyprof.stats(path or paths) through the Java facade: Profiler.stats(String...); a null stays
+  null."
   [path]
-  (pyprof.jvm.Profiler/stats (into-array String [(str path)])))
+  (pyprof.jvm.Profiler/stats (into-array String (map #(some-> % str)
+                                                     (if (sequential? path) path [path])))))
 
 (defn find-ops-java
   "TraceStats.find as Java callers write it: the \"operators\" of Profiler.stats's map whose

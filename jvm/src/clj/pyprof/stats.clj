@@ -249,6 +249,8 @@
 (defn- path-like? [x]
   (or (string? x) (instance? java.io.File x) (instance? java.nio.file.Path x)))
 
+(defn- many? [x] (or (sequential? x) (instance? java.util.List x)))
+
 (defn stats
   "Statistics of one valid trace file or a sequence of them (or of sequences of event maps):
 
@@ -263,12 +265,16 @@
      :notes [\"...\"]}
 
   Options: `:categories` keeps only those, `:exclude-categories` leaves some out (collections of
-  names, e.g. #{\"operator\"}). Throws trace.no_paths, trace.categories_not_collection,
+  names, e.g. #{\"operator\"}). Throws trace.no_paths, trace.not_a_path, trace.categories_not_collection,
   trace.cannot_open, trace.not_valid (fix: `pyprof repair`)."
   ([paths] (stats paths {}))
   ([paths {:keys [categories exclude-categories]}]
-   (let [sources (if (path-like? paths) [paths] paths)
+   (let [sources (cond (path-like? paths) [paths]
+                       (many? paths) paths
+                       :else (throw (rules/error "trace.not_a_path" {:value paths})))
          _ (when (empty? sources) (throw (rules/error "trace.no_paths")))
+         _ (doseq [src sources :when (not (or (path-like? src) (many? src)))]
+             (throw (rules/error "trace.not_a_path" {:value src})))
          _ (doseq [[option v] [[:categories categories] [:exclude-categories exclude-categories]]
                    :when (string? v)] ; a set of its characters would match nothing
              (throw (rules/error "trace.categories_not_collection"

@@ -338,7 +338,8 @@ public final class Profiler {
    *     a duration is not whole), {@code "mean_us"}, {@code "p50_us"}, {@code "p90_us"},
    *     {@code "p99_us"} (Double), {@code "bulk"}), {@code "memory"} (per device, in bytes),
    *     {@code "counters"}, {@code "notes"} (Strings) and {@code "units"}
-   * @throws PyprofException for a missing or unreadable file, or a damaged or foreign one
+   * @throws PyprofException for no path ({@code trace.no_paths}), a null one
+   *     ({@code trace.not_a_path}), a missing or unreadable file, or a damaged or foreign one
    *     ({@code trace.not_valid}, whose fix is Python's {@code pyprof repair})
    */
   public static Map<String, Object> stats(String... paths) {
