@@ -129,7 +129,13 @@
                   msg (str (.getMessage (.getCause ^Exception e)))]
               (is (re-find #"did you mean \"active\"\?" msg) "the schedule's keys are JMX options")
               (is (re-find #"step_seconds" msg))
-              (is (not (re-find #"on_trace_ready" msg)) msg)))
+              (is (not (re-find #"on_trace_ready" msg)) msg))
+            (doseq [step ["0.0005" "0" "-1" "NaN"]]
+              (let [e (try (invoke "start" [(str "step_seconds=" step) 5] ["java.lang.String" "long"]) nil
+                           (catch Exception e e))
+                    msg (str (.getMessage (.getCause ^Exception e)))]
+                (is (str/includes? msg (str "step_seconds must be at least 0.001 (1 ms), got " step))
+                    msg))))
           (finally (.close conn))))
       (finally
         (spit stop-file "")

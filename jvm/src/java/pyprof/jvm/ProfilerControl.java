@@ -164,12 +164,12 @@ public final class ProfilerControl implements ProfilerControlMBean {
       Map<String, Object> opts = JmxOptions.parse(options);
       Object stepSeconds = opts.remove("step_seconds");
       // Checked before anything starts: a bad option must leave no session running.
-      long stepMs = stepSeconds == null ? 0
-          : (long) (Double.parseDouble(String.valueOf(stepSeconds)) * 1000);
-      if (stepSeconds != null && stepMs <= 0) {
-        throw new IllegalArgumentException("step_seconds must be > 0, got " + stepSeconds
-            + ". fix: pass a step of more than 0 seconds");
+      double step = stepSeconds == null ? 0 : Double.parseDouble(String.valueOf(stepSeconds));
+      if (stepSeconds != null && !(step >= 0.001)) { // the timer counts whole milliseconds
+        throw new IllegalArgumentException("step_seconds must be at least 0.001 (1 ms), got "
+            + stepSeconds + ". fix: pass a step of 1 ms or more, e.g. step_seconds=1");
       }
+      long stepMs = (long) (step * 1000);
       JmxOptions.liftSchedule(opts);
       // under the output root, as every path here; one file name per session of the process
       opts.putIfAbsent("path", "pyprof-jmx-" + ProcessHandle.current().pid() + "-" + started
