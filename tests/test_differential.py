@@ -35,7 +35,8 @@ def test_python_clojure_java_and_the_bridge_agree_on_generated_sequences():
 # these batches, in this order, the batches side by side (a finished dump alone; in one process
 # with other runs before it, Python's own set_config while running and a session's start fail
 # in MXNet: see docs/performance.md).
-BRIDGE_BATCHES = [["errors_translated", "state_seen", "values_exact"], ["filename_kept"]]
+BRIDGE_BATCHES = [["errors_translated", "state_seen", "values_exact"], ["filename_kept"],
+                  ["after_session"]]
 
 
 def _bridge_differences(language: str) -> list[str]:
