@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,10 @@ def _mutated_copy(tmp: Path, language: str, rel: str, text: str, replacement: st
     code = target.read_text()
     assert code.count(text) == 1, f"{rel} no longer holds the text this mutation replaces"
     target.write_text(code.replace(text, replacement))
+    # Clojure loads a namespace's AOT class (jvm/target/aot) unless its source is newer: a
+    # classpath cache rebuilt after the copy (a test beside this one) would hide the mutation.
+    later = time.time() + 86400
+    os.utime(target, (later, later))
     return dst
 
 
