@@ -117,7 +117,7 @@ def set_config(**kwargs: Any) -> None:
     Configuring deletes an existing file at ``filename``, which is checked first (its directory
     exists and takes a new file, it is no directory, its file system has
     ``api.json output_paths.min_free_bytes`` free). A new ``filename`` while profiling runs,
-    or stopped once the old file was written (a session's start too), loses nothing: the
+    or stopped once it has run (a session's start too), loses nothing: the
     events so far end in the old file, finished as a valid trace; later ones go to the new one.
 
     With ``profile_imperative``, ``profile_api`` or ``profile_memory`` off, MXNet 1.9.1 records
@@ -153,8 +153,7 @@ def set_config(**kwargs: Any) -> None:
         effective = config.effective(c_values)  # its filename claimed before MXNet deletes it
         with _claim.claiming("filename", effective["filename"],
                              process == "worker" and not _output.session_raw_trace(effective["filename"])):
-            if process == "worker" and _t.config and moves and (_t.running or (
-                    keeps and _output.size(current) is not None)):  # a file written: finish it
+            if process == "worker" and moves and (_t.running or keeps):  # finish the old file
                 _switch_file(c_values)
             elif keeps and not moves:
                 _configure_same_file(c_values)
@@ -171,8 +170,8 @@ def set_config(**kwargs: Any) -> None:
 
 
 def _switch_file(c_values: dict[str, str]) -> None:
-    """A new filename while profiling runs, or stopped after it wrote the old file (a session's
-    start too; under the tracker lock): as in MXNet, later events go to the new file; unlike
+    """A new filename while profiling runs, or stopped once it has run (a session's start too;
+    under the tracker lock): as in MXNet, later events go to the new file; unlike
     MXNet, the old file is finished as a valid trace.
 
     The events so far are appended to the old file first (an intermediate dump), unless it can
@@ -180,18 +179,20 @@ def _switch_file(c_values: dict[str, str]) -> None:
     old file again once configured away from it, so pyprof then finishes it: rewritten as a
     valid trace (as a finished dump of a file MXNet wrote without its header is), with this
     process's metadata events, which the new file gets too. With continuous_dump off, MXNet's
-    dump stopped output: running again restores it.
+    dump stopped output: running again (and, stopped, stopping again) restores it.
     """
     from .session.windows import METADATA, read_range
 
-    old_cfg = dict(_t.config or {})
+    old_cfg = dict(_t.config or config.effective({}))  # never configured: MXNet's default
     old = old_cfg["filename"]
     # False too when MXNet finished the old file already (continuous_dump off)
     dumped = _output.file_problem(old) is None and _dump_intermediate()
     _send_config(c_values)
-    if old_cfg.get("continuous_dump") == "false" and _t.running:
+    if old_cfg.get("continuous_dump") == "false":  # output back on: run (and stop again)
         _capi.call("MXSetProcessProfilerState", STATES["run"], 0, _kvstore_handle)
-        if _t.paused:
+        if not _t.running:
+            _capi.call("MXSetProcessProfilerState", STATES["stop"], 0, _kvstore_handle)
+        elif _t.paused:
             _capi.call("MXProcessProfilePause", 1, 0, _kvstore_handle)
     # parts of the old file kept by earlier configs are joined with it; else it is rewritten
     if not _keep_file.join(old) and dumped and _output.size(old) is not None:

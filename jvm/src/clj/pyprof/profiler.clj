@@ -131,8 +131,8 @@
             ;; private)
             new-claim (and (not (output/session-raw-trace? target)) (claim/claim! "filename" target))]
         (try
-          (cond (and config moves (or running (and keeps (output/size current))))
-                (trace-file/switch-file! c-opts) ; a file written: finish it
+          (cond (and moves (or running keeps))
+                (trace-file/switch-file! c-opts) ; finish the old file
                 (and keeps (not moves))
                 (trace-file/configure-same-file! c-opts)
                 :else (do (when moves

@@ -2,6 +2,7 @@
   "What pyprof does around MXNet's trace file for `pyprof.profiler`, under the tracker's lock:
   Python's pyprof.profiler _switch_file, _configure_same_file and _finish_file."
   (:require [clojure.string :as str]
+            [pyprof.config :as config]
             [pyprof.keep-file :as keep-file]
             [pyprof.native :as native :refer [mx]]
             [pyprof.output :as output]
@@ -53,11 +54,12 @@
   (str/includes? (.mxnetMessage e) "hasn't been run"))
 
 (defn switch-file!
-  "A new filename while profiling runs, or stopped once the old file was written, as
+  "A new filename while profiling runs, or stopped once it has run, as
   pyprof.profiler._switch_file: the old file gets the events so far and is rewritten as a valid
   trace."
   [c-opts]
-  (let [{:keys [config paused running]} (tracker/snapshot)
+  (let [{:keys [paused running]} (tracker/snapshot)
+        config (or (:config (tracker/snapshot)) (config/effective {})) ; never configured: the default
         ^String old (config "filename")
         dumped (and (nil? (output/file-problem old))
                     (try (mx MXDumpProcessProfile 0 (int worker) nil)
@@ -65,9 +67,10 @@
                          (catch MXNetException e
                            (if (hasnt-run? e) false (throw e)))))]
     (send-config! c-opts)
-    (when (and running (= rules/c-false (config "continuous_dump")))
+    (when (= rules/c-false (config "continuous_dump")) ; output back on: run (and stop again)
       (mx MXSetProcessProfilerState (int (rules/states "run")) (int worker) nil)
-      (when paused (mx MXProcessProfilePause 1 (int worker) nil)))
+      (cond (not running) (mx MXSetProcessProfilerState (int (rules/states "stop")) (int worker) nil)
+            paused (mx MXProcessProfilePause 1 (int worker) nil)))
     ;; parts kept by earlier configs are joined with it; else it is rewritten
     (when (and (not (join-kept! old)) dumped (output/size old))
       ((raw 'rewrite-trace!) old))))
