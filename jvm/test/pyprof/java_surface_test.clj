@@ -107,7 +107,8 @@
                     :profiler-stats (clojure-leaks (Profiler/stats (into-array String [path])))}])
       (prn [:shapes (into (sorted-map) state) (vec (sort (keys (first windows))))
             (vec (sort (keys (first (get stats "operators")))))
-            (every? #(instance? String %) (.dump s))])))
+            (every? #(instance? String %) (.dump s))])
+      (prn [:dump-over-window (error-text #(.dump s path)) (= stats (.stats s))])))
   ;; the MBean's texts
   (let [ctl (ProfilerControl/instance)]
     (prn [:jmx (.start ctl (str "profile_imperative=true,path=" dir "/jmx_{window}.json") 30)
@@ -197,7 +198,11 @@
         (is (= ["end_us" "events" "first_step" "index" "last_step" "path" "start_us" "truncated"]
                window-keys))
         (is (every? (set op-keys) ["category" "count" "name" "p99_us" "total_us"]))
-        (is (true? paths?))))
+        (is (true? paths?))
+        (let [[_ [cls code msg] same-stats?] (one :dump-over-window)]
+          (is (= ["PyprofException" "session.dump_over_window"] [cls code]) msg)
+          (is (str/includes? msg "is one of this session's windows") msg)
+          (is (true? same-stats?) "the window is not replaced: the statistics stay as they were"))))
     (testing "the MBean's texts are plain text and JSON with Java's keys"
       (let [[_ started status] (one :jmx)
             [_ stopped after stats] (one :jmx-stop)]

@@ -281,7 +281,8 @@ public final class ProfilerSession implements AutoCloseable {
    *
    * @return {@code path}
    * @throws PyprofException {@code invalid-state} when no window was saved (session.no_window),
-   *     or for a file that cannot be written; root.outside, root.missing_directory; and
+   *     for one of the session's own window files (session.dump_over_window), or for a file
+   *     that cannot be written; root.outside, root.missing_directory; and
    *     root.dump_too_large when the windows' files hold more than {@code -Dpyprof.maxDumpBytes}
    *     bytes
    */
@@ -290,6 +291,11 @@ public final class ProfilerSession implements AutoCloseable {
     List<String> paths = dump();
     if (paths.isEmpty()) {
       throw PyprofException.catalogue("session.no_window");
+    }
+    for (String p : paths) { // the windows are the session's record (stats() reads them)
+      if (java.nio.file.Paths.get(p).toAbsolutePath().normalize().toString().equals(out)) {
+        throw PyprofException.catalogue("session.dump_over_window", "path", out);
+      }
     }
     long bytes = 0;
     for (String p : paths) {
