@@ -174,6 +174,10 @@
          (ex-message (caught (profiler/dumps {:format "xml"})))))
   (is (= "invalid ascending 1: expected true or false. fix: pass true or false"
          (ex-message (caught (profiler/dumps {:ascending 1})))))
+  (is (= (str "unknown dumps option :sortby: did you mean :sort-by? dumps takes :reset, :format,"
+              " :sort-by, :ascending. fix: use :sort-by")
+         (ex-message (caught (profiler/dumps {:sortby :avg}))))
+      "a misspelt option is refused, as every other options map of the API refuses one")
   (is (= {:pyprof/error :invalid-option :pyprof/code "state.dump_finished_arg" :value 2}
          (select-keys (ex-data (caught (profiler/dump-profile 2))) [:pyprof/error :pyprof/code :value])))
   (is (= {:reset false :format :table :sort-by :total :ascending false}

@@ -224,6 +224,11 @@
   (into {} (map (fn [[k v]] [(keyword (str/replace k "_" "-")) (if (string? v) (keyword v) v)]))
         rules/dumps-defaults))
 
+(defn- nearest
+  "The item of `valid` closest to `k` by edit distance (ties: the earlier)."
+  [k valid]
+  (apply min-key #(config/edit-distance (str k) (str %)) (reverse valid)))
+
 (defn- option
   "The C code of option `k` of `opts` in `table`, else the catalogue error `code`."
   [opts k table code]
@@ -235,9 +240,14 @@
   "MXNet's aggregate statistics (C: MXAggregateProfileStatsPrintEx), as Python's dumps; needs
   :aggregate-stats. Options over `default-dumps-options`: :reset, :format (:table text or :json
   data with string keys; MXNet's units, ms and kB), :sort-by (:total :avg :min :max :count),
-  :ascending. Throws :invalid-option (dumps.*) and :invalid-state (dumps.no_aggregate_stats)."
+  :ascending (another key: dumps.unknown_option, naming the nearest). Throws :invalid-option
+  (dumps.*) and :invalid-state (dumps.no_aggregate_stats)."
   ([] (dumps {}))
   ([opts]
+   (when-let [k (first (remove (set (keys default-dumps-options)) (keys opts)))]
+     (throw (rules/error "dumps.unknown_option"
+                         {:option k :nearest (nearest k (keys default-dumps-options))
+                          :valid (str/join ", " (keys default-dumps-options))})))
    (let [{:keys [reset ascending] :as o} (merge default-dumps-options opts)
          fmt (option o :format rules/dumps-formats "dumps.format")
          sort-code (option o :sort-by rules/dumps-sort-keys "dumps.sort_by")
@@ -289,8 +299,7 @@
       (throw (rules/error "profiling.options_not_map" {:value opts})))
     (when-let [k (first (remove (set profiling-option-keys) (keys opts)))]
       (throw (rules/error "profiling.unknown_option"
-                          {:option k :nearest (apply min-key #(config/edit-distance (str k) (str %))
-                                                     (reverse profiling-option-keys))})))
+                          {:option k :nearest (nearest k profiling-option-keys)})))
     opts))
 
 (defmacro with-profiling
