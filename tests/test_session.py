@@ -62,19 +62,19 @@ def test_options_are_checked_before_anything_runs():
         "ConfigError", "config.bad_value")
     assert _error(lambda: pyprof.profile(schedule={"active": 1})) == (
         "ConfigError", "session.not_callable",
-        "schedule must be a function, got {'active': 1}. "
-        "fix: pass a function (pyprof.schedule(...) for the schedule)")
+        "schedule must be a function, got {'active': 1}. fix: pass a function of the step number "
+        "that returns a pyprof.Action, such as pyprof.schedule(wait=1, active=2)")
     assert _error(lambda: pyprof.profile(schedule=0))[1] == "session.not_callable"  # not "none"
     assert _error(lambda: pyprof.profile(on_trace_ready="print")) == (
         "ConfigError", "session.not_callable",
-        "on_trace_ready must be a function, got 'print'. "
-        "fix: pass a function (pyprof.schedule(...) for the schedule)")
+        "on_trace_ready must be a function, got 'print'. fix: pass a function called with each "
+        "saved Window, such as lambda w: print(w.path)")  # not the schedule's fix (a new user)
     # a schedule that returns no Action fails where its windows are counted (no {window})
     assert _error(lambda: pyprof.profile(schedule=lambda step: "record", path="one.json")) == (
         "ConfigError", "schedule.bad_action",
-        "the schedule returned 'record' for step 0, expected one of 'none', 'warmup', 'record', "
-        "'record_and_save'. fix: return a pyprof.Action member (pyprof.Action.RECORD, ...) from the "
-        "schedule function, as pyprof.schedule(...) does")
+        "the schedule returned 'record' for step 0, which is not an action. fix: return a "
+        "pyprof.Action member (pyprof.Action.RECORD, ...) from the schedule function, as "
+        "pyprof.schedule(...) does")  # 'record' was listed among the choices (a new user's find)
 
 
 def test_state_errors_before_and_after_a_session():
@@ -210,9 +210,9 @@ result = {"errors": errors, "codes": codes, "stats": stats, "name": prof._name}
                           "step_after": "session.not_open", "restart": "session.already_started",
                           "after_finished": "session.profiler_finished"}
     assert err["bad_action"] == ["ConfigError", (
-        "the schedule returned None for step 0, expected one of 'none', 'warmup', 'record', "
-        "'record_and_save'. fix: return a pyprof.Action member (pyprof.Action.RECORD, ...) from the "
-        "schedule function, as pyprof.schedule(...) does")]
+        "the schedule returned None for step 0, which is not an action. fix: return a "
+        "pyprof.Action member (pyprof.Action.RECORD, ...) from the schedule function, as "
+        "pyprof.schedule(...) does")]
     assert err["bad_step"] == ["StateError", (
         "step on a session that is closed. fix: call step() between starting and stopping the "
         "session")]

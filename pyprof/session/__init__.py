@@ -145,10 +145,10 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._options = config.validate(options)
         flags = config.flags(steady=steady, record_shapes=record_shapes, with_stack=with_stack,
                              with_flops=with_flops)  # session.not_boolean
-        if schedule is not None and not callable(schedule):
-            raise rules.error("session.not_callable", option="schedule", value=schedule)
-        if on_trace_ready is not None and not callable(on_trace_ready):
-            raise rules.error("session.not_callable", option="on_trace_ready", value=on_trace_ready)
+        for option, fn in (("schedule", schedule), ("on_trace_ready", on_trace_ready)):
+            if fn is not None and not callable(fn):  # the fix: errors.json api fn_<option>
+                raise rules.error("session.not_callable", option=option, value=fn,
+                                  expected=rules.CATALOGUE["api"][f"fn_{option}"]["python"])
         self._schedule = schedule if schedule is not None else (lambda step: DEFAULT_ACTION)
         self._on_trace_ready = on_trace_ready
         # a template (grammar.json window_path), filled per window, then made absolute against

@@ -64,8 +64,7 @@
       "a string key: the choices as strings, the option as written")
   (let [e (thrown #(sched/check-action "record" 7))]
     (is (= ["schedule.bad_action"
-            (str "the schedule returned \"record\" for step 7, expected one of \"none\", \"warmup\","
-                 " \"record\", \"record_and_save\". fix: return one of the keywords :none, :warmup,"
+            (str "the schedule returned \"record\" for step 7, which is not an action. fix: return one of the keywords :none, :warmup,"
                  " :record, :record-and-save from the schedule function, as (session/schedule {...})"
                  " does")]
            [(:pyprof/code (ex-data e)) (.getMessage ^Exception e)]))
@@ -103,12 +102,14 @@
                " which would overwrite each other. fix: :path \"trace_{window}.json\"")]
          (error-of #(session/profile {:schedule (session/schedule {:active 1 :repeat 2}) :path "fixed.json"}))))
   (is (= ["session.not_callable"
-          "schedule must be a function, got {:active 1}. fix: pass a function ((session/schedule {...}) for the schedule)"]
+          (str ":schedule must be a function, got {:active 1}. fix: pass a function of the step number"
+               " that returns an action keyword, such as (session/schedule {:wait 1 :active 2})")]
          (error-of #(session/profile {:schedule {:active 1}})))
       "a map is a look-up, not a schedule (Python's callable() refuses a dict)")
   (is (= "session.not_callable" (first (error-of #(session/profile {:schedule false})))))
   (is (= ["session.not_callable"
-          "on_trace_ready must be a function, got \"print\". fix: pass a function ((session/schedule {...}) for the schedule)"]
+          (str ":on-trace-ready must be a function, got \"print\". fix: pass a function called with each"
+               " saved window's map, such as (fn [w] (println (:path w)))")]
          (error-of #(session/profile {:on-trace-ready "print"}))))
   (is (= "schedule.bad_action" (first (error-of #(session/profile {:schedule (fn [_] :bogus) :path "one.json"}))))
       "a schedule returning no action fails where its windows are counted")

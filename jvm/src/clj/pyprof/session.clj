@@ -103,9 +103,10 @@
                                [(c-of k) (config/flag! (c-of k) v)]))
         steady (and (contains? opts :steady) (config/flag! "steady" (:steady opts)))
         ;; nil is none; false, a map, ... are not functions
-        _ (doseq [[option v] [["schedule" schedule] ["on_trace_ready" on-trace-ready]]]
+        _ (doseq [[option v expected] [[:schedule schedule :api/fn_schedule]
+                                       [:on-trace-ready on-trace-ready :api/fn_on_trace_ready]]]
             (when (and (some? v) (not (callable? v)))
-              (throw (rules/error "session.not_callable" {:option option :value v}))))
+              (throw (rules/error "session.not_callable" {:option option :value v :expected expected}))))
         _ (when-not (or (string? path) (instance? java.io.File path) (instance? java.nio.file.Path path))
             (throw (rules/error "session.path_not_text" {:value path}))) ; nil, 5: not "" or "5"
         parts (template/parse (str path)) ; template.* errors
