@@ -191,9 +191,9 @@ def run(argv: Sequence[str], log: str | os.PathLike[str], *, trace: str | None =
     """
     from ..trace.writer import check_output  # the trace tools load only for `pyprof run`
 
-    check_output(log)
+    check_output(log, example="dnnl.log")
     if trace is not None:
-        check_output(trace)
+        check_output(trace, example="profile.json")
     child_env = dict(os.environ if env is None else env)
     child_env.update(dnnl_environment(level))
     site_dir = None

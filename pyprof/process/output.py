@@ -72,13 +72,15 @@ def _missing(directory: str) -> dict[str, str]:
     return rules.path_problem("missing_directory", directory=directory)
 
 
-def file_problem(path: str, min_free: int | None = None) -> dict[str, str] | None:
+def file_problem(path: str, min_free: int | None = None,
+                 example: str = "profile.json") -> dict[str, str] | None:
     """What keeps MXNet from writing a trace at ``path``, or None.
 
     Checked in order: the text (:func:`text_problem`), the directory exists, ``path`` is not a
     directory nor a device, pipe or socket, a file can be created in the directory (a hidden
     probe file, created and deleted at once: permissions alone do not tell, e.g. for root in
     /proc), and the file system has ``min_free`` bytes (default :func:`min_free_bytes`) free.
+    ``example`` is the file name the fix for a directory suggests inside it.
     """
     problem = text_problem(path)
     if problem is not None:
@@ -93,7 +95,7 @@ def file_problem(path: str, min_free: int | None = None) -> dict[str, str] | Non
         mode = None
     if mode is not None and stat.S_ISDIR(mode):
         return rules.path_problem("is_directory", path=path,
-                                  example=os.path.join(path, "profile.json"))
+                                  example=os.path.join(path, example))
     if mode is not None and not stat.S_ISREG(mode):
         return rules.path_problem("not_regular", path=path)
     spec = rules.API["output_paths"]

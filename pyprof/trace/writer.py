@@ -62,7 +62,8 @@ class TraceWriter:
     def __enter__(self) -> TraceWriter:
         full = os.path.abspath(self.path)
         if os.path.isdir(full):  # the temp file would go to its parent, the rename then fail
-            raise rules.error("trace.bad_output", path=self.path, **_output.file_problem(self.path))
+            raise rules.error("trace.bad_output", path=self.path,
+                              **_output.file_problem(self.path, example="trace.json"))
         directory = os.path.dirname(full)
         try:
             # named with the pid: a dead process's file is recognised and deleted
@@ -111,7 +112,7 @@ class TraceWriter:
                 os.unlink(self._tmp)
 
 
-def check_output(path: str | os.PathLike[str]) -> None:
+def check_output(path: str | os.PathLike[str], example: str = "trace.json") -> None:
     """Check an output path before any work, with the checks pyprof makes on trace paths
     (:func:`pyprof.process.output.file_problem`: text, directory exists, not a directory nor a device,
     a file can be created there, free space).
@@ -121,7 +122,7 @@ def check_output(path: str | os.PathLike[str]) -> None:
             ``path_problems``).
     """
     text = os.fspath(path)
-    problem = _output.file_problem(text)
+    problem = _output.file_problem(text, example=example)  # the file a directory's fix names
     if problem is not None:
         raise rules.error("trace.bad_output", path=text, **problem)
 

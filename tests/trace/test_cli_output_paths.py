@@ -39,6 +39,8 @@ def test_output_that_is_a_directory_is_one_line_error_before_any_work(command, f
     assert err.startswith(f"pyprof {command}: error: cannot write output {str(outd)!r}: "
                           f"{str(outd)!r} is a directory;")
     assert err.count("\n") == 1 and "fix: name a file inside it" in err
+    example = {"plot": "plot.png", "report": "report.html"}.get(command, "trace.json")
+    assert err.endswith(f"e.g. {str(outd / example)!r}\n"), err  # the file the command writes
     assert set(os.listdir(tmp_path)) == before and os.listdir(outd) == []  # no temp file left
 
 
@@ -100,5 +102,5 @@ def test_run_checks_its_paths_before_starting_the_command(flag, tmp_path, capsys
     assert code == 1
     assert err == (f"pyprof run: error: cannot write output {str(outd)!r}: {str(outd)!r} is a "
                    f"directory; nothing was done. fix: name a file inside it, e.g. "
-                   f"{os.path.join(str(outd), 'profile.json')!r}\n")
+                   f"{os.path.join(str(outd), {'--log': 'dnnl.log'}.get(flag, 'profile.json'))!r}\n")
     assert not marker.exists() and sorted(os.listdir(tmp_path)) == ["outd"]

@@ -350,3 +350,14 @@ def test_appended_dump_fast_and_parallel_exact(engines, tmp_path, kw):  # noqa: 
     if P.available():
         par = S.stats(p, _workers=2, **kw)
         assert summarize(par, fmt="json") == summarize(seq, fmt="json")
+
+
+def test_merge_of_one_file_twice_names_the_label_option(fx, tmp_path, capsys):
+    # a new user's find: "pass distinct labels" did not say how (the labels are the files' names)
+    assert main(["merge", str(fx("small.json")), str(fx("small.json")), "-o",
+                 str(tmp_path / "m.json")]) == 1
+    err = capsys.readouterr().err
+    assert "merge labels must be unique, got 'small.json', 'small.json'" in err
+    assert "--label on the command line, labels=[...] in Python" in err
+    assert main(["merge", str(fx("small.json")), str(fx("small.json")), "--label", "a,b", "-o",
+                 str(tmp_path / "m.json")]) == 0
