@@ -17,7 +17,9 @@ classes api.json ``error_kinds`` names.
 from __future__ import annotations
 
 import atexit
+import difflib
 import fcntl
+import functools
 import os
 import shlex
 import shutil
@@ -327,7 +329,14 @@ class Namespace:
 
     def __getitem__(self, fn: str):
         _ensure()
-        v = _clj["var"](self.name, fn)
+        core = functools.partial(_clj["var"], "clojure.core")
+        v = core("find-var").invoke(core("symbol").invoke(self.name, fn))
+        if v is None:  # Clojure.var would intern it: an unbound var, a bare Java error
+            publics = sorted(str(s) for s in core("keys").invoke(core("ns-publics").invoke(
+                core("symbol").invoke(self.name))) or ())
+            near = (difflib.get_close_matches(fn, publics, n=1, cutoff=0) or [""])[0]
+            raise rules.error("jvm.no_function", fn=fn, ns=self.name, nearest=near,
+                              attribute=f".{near.replace('-', '_')}")
 
         def invoke(*args):
             if _state != "running":

@@ -59,11 +59,14 @@ for name, call in [("key", lambda: p.profiler_set_config({"profile-symbolc": Tru
                    ("state", lambda: p.profiler_set_state("go")),
                    ("dump", lambda: p.dump_profile(True)),
                    ("c", lambda: jvm.call("pyprof.native", "op-handle", "pyprof_no_such_op")),
-                   ("ns", lambda: jvm.require("pyprof.profilr"))]:
+                   ("ns", lambda: jvm.require("pyprof.profilr")),
+                   ("fn", lambda: p.profiler_set_confg({}))]:
     try:
         call()
     except pyprof.PyprofError as e:
         out[name] = [type(e).__name__, str(e), getattr(e, "data", None)]
+out["interned"] = jvm.call("clojure.core", "ns-resolve", jvm.call("clojure.core", "symbol", "pyprof.profiler"),
+                           jvm.call("clojure.core", "symbol", "profiler-set-confg")) is not None
 result = out
 """, tmp_path)
     kind, message, data = r["key"]
@@ -82,6 +85,12 @@ result = out
         "no Clojure namespace 'pyprof.profilr' on the JVM's classpath (Could not locate pyprof/profilr__init.class")
     assert message.endswith("fix: check the name: pyprof's are pyprof.profiler, pyprof.objects, "
                             "pyprof.session, pyprof.stats and pyprof.steady")
+    # a misspelt function: was Clojure's IllegalStateException of an unbound var it interned
+    assert r["fn"][:2] == ["JVMError", (
+        "no public function 'profiler-set-confg' in Clojure namespace 'pyprof.profiler': did you "
+        "mean 'profiler-set-config'? fix: call .profiler_set_config (an attribute names the "
+        "function with _ for -; ns[\"name\"] takes any name)")]
+    assert r["interned"] is False
 
 
 def test_jit_compiled_npes_survive_libmxnet_loaded_first(tmp_path):
