@@ -49,6 +49,19 @@ def test_window_path_case_table(case):
         assert got == case["template"].format(**case["fields"])  # the subset agrees with Python
 
 
+@pytest.mark.parametrize("case", _cases("window_path_canonical.json"), ids=lambda c: c["template"])
+def test_window_path_canonical_case_table(case):
+    assert _template.parse(case["template"]).canonical() == case["canonical"]
+
+
+@pytest.mark.parametrize("case", [c for c in _cases("window_path_cases.json") if "error" not in c],
+                         ids=lambda c: c["template"])
+def test_a_canonical_template_fills_as_the_template_and_is_its_own_canonical(case):
+    t = _template.parse(case["template"])
+    c = _template.parse(t.canonical())
+    assert c.fill(**case["fields"]) == t.fill(**case["fields"]) and c.canonical() == t.canonical()
+
+
 def test_the_example_of_issue_20():
     assert _template.parse("w_{window:02d}.json").fill(window=0, step=0, pid=1) == "w_00.json"
     assert not _template.parse("w_{{window}}.json").has("window")

@@ -26,7 +26,7 @@ import pytest
 import pyprof
 
 import zygote
-from child import FAST_JVM, ROOT, load_trace, operator_pairs
+from child import FAST_JVM, ROOT, load_trace, operator_pairs, run_scenario
 
 OPS = 50
 _OPS = ("_mul_scalar", "_random_uniform")
@@ -409,3 +409,30 @@ print(json.dumps({"child": child, "other": json.loads(p.stdout.splitlines()[-1])
     assert out["child"]["code"] in ("process.forked", "config.filename_claimed"), out["child"]
     assert out["other"] == {"code": "config.filename_claimed", "pid": str(out["pid"])}
     assert out["held"] == [str(tmp_path / "t.json")]
+
+
+def test_templates_that_fill_alike_are_one_claim(tmp_path):
+    """A new user's find: {window} and {window:1d} name the same files, and were two claims.
+    A session claims its template's canonical text (tests/grammar/window_path_canonical.json)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, pyprof\n"
+         "s = pyprof.profile(path='w_{window}.json'); s.start(); print('open', flush=True)\n"
+         "sys.stdin.readline(); s.stop()"],
+        cwd=tmp_path, env=_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        codes = run_scenario("""
+import pyprof
+out = []
+for path in ("w_{window:1d}.json", "./w_{window:01d}.json", "w_{window:d}.json"):
+    try:
+        pyprof.profile(path=path).start()
+        out.append(None)
+    except pyprof.PyprofError as e:
+        out.append(e.code)
+result = out
+""", tmp_path)
+    finally:
+        holder.communicate("\n", timeout=120)
+    assert codes == ["session.path_claimed"] * 3
+    assert holder.returncode == 0

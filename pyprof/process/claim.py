@@ -145,14 +145,16 @@ def _with_pid(path: str, pid: int | str) -> str:
 @contextlib.contextmanager
 def claiming_window_path(template: Any, cwd: str) -> Iterator[str | None]:
     """A session's claim of its window path, around its start: the window-path ``template``
-    (``pyprof.session.template.Template``) made absolute against ``cwd``, fields as written;
+    (``pyprof.session.template.Template``) made absolute against ``cwd``, in its canonical
+    text (``{window:1d}`` is ``{window}``);
     none for a template with ``{pid}``. Yields the path claimed anew (None when none), given
     back when the body raises.
 
     Raises:
         StateError: ``session.path_claimed``; ConfigError ``config.claim_failed``.
     """
-    path = None if template.has("pid") else _output.absolute(os.path.join(cwd, template.text))
+    path = None if template.has("pid") else \
+        _output.absolute(os.path.join(cwd, template.canonical()))
     new = path is not None and claim("path", path, "session.path_claimed",
                                      _with_pid(template.text, "{pid}"))
     try:

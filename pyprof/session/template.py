@@ -39,6 +39,15 @@ class Template(NamedTuple):
         """True when the template holds the field ``name`` (an escaped ``{{window}}`` is text)."""
         return any(isinstance(p, _Field) and p.name == name for p in self.parts)
 
+    def canonical(self) -> str:
+        """The template written one way for what it names: a field as ``{name}`` when its width
+        is 1 or less (``{window:1d}``, ``{window:d}``, ``{window:01d}``), every literal brace
+        doubled. Two templates that fill alike have one canonical text (the session claim's)."""
+        return "".join(p.replace("{", "{{").replace("}", "}}") if isinstance(p, str)
+                       else f"{{{p.name}}}" if p.width <= 1
+                       else f"{{{p.name}:{'0' if p.fill == '0' else ''}{p.width}d}}"
+                       for p in self.parts)
+
     def fill(self, **values: int) -> str:
         """The template with every field replaced by its value (a non-negative int)."""
         return "".join(p if isinstance(p, str)

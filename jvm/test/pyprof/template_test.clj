@@ -30,6 +30,10 @@
     (doseq [{:strs [template fields expect error position]} all]
       (is (= (if error [error position] expect) (outcome template fields)) template))))
 
+(deftest the-canonical-table-python-runs-too
+  (doseq [{:strs [template canonical]} (cases "window_path_canonical.json")]
+    (is (= canonical (template/canonical (template/parse template))) template)))
+
 (deftest the-example-of-issue-20
   (is (= "w_00.json" (template/fill (template/parse "w_{window:02d}.json") {"window" 0})))
   (is (template/has? (template/parse "w_{window:02d}.json") "window"))

@@ -88,10 +88,11 @@
 
 (defn claim-window-path!
   "A session's claim of its window path, as pyprof.process.claim.claiming_window_path (none with
-  {pid}); the path claimed anew, or nil. session.path_claimed, config.claim_failed."
-  [^String text parts]
+  {pid}): `canonical`, the template's canonical text, made absolute (`text` as written names it
+  in the error); the path claimed anew, or nil. session.path_claimed, config.claim_failed."
+  [^String text ^String canonical parts]
   (when-not (some #(and (map? %) (= "pid" (:name %))) parts)
-    (let [path (output/abspath text)]
+    (let [path (output/abspath canonical)]
       (when (claim! "path" path "session.path_claimed" (with-pid text "{pid}"))
         path))))
 

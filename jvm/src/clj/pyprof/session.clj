@@ -283,7 +283,8 @@
       (profiler/-as-owner (::name s)
         (when-let [other (:session (profiler/state))]
           (throw (rules/error "session.nested" {:session other})))
-        (swap! st assoc :claimed (claim/claim-window-path! (::template-text s) (::template s)))
+        (swap! st assoc :claimed (claim/claim-window-path! (::template-text s) (template/canonical (::template s))
+                                                               (::template s)))
         (try ; api.json trace_claims: the claim is given back by stop!, or here if this fails
           (when (and (::steady s) (nil? (steady/active)))
             (steady/begin-as! (::recording s) (::name s)))

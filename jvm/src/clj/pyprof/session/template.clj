@@ -59,6 +59,16 @@
                        (str (str/join (repeat (- (:width p) (count v)) (:fill p))) v))))
                  parts)))
 
+(defn canonical
+  "The template `parts` written one way for what they name, as Python's Template.canonical: a
+  field as {name} when its width is 1 or less, every literal brace doubled."
+  ^String [parts]
+  (str/join (map (fn [p]
+                   (cond (string? p) (-> p (str/replace "{" "{{") (str/replace "}" "}}"))
+                         (<= (:width p) 1) (str "{" (:name p) "}")
+                         :else (str "{" (:name p) ":" (when (= \0 (:fill p)) "0") (:width p) "d}")))
+                 parts)))
+
 (defn escape
   "`text` as template text that fills to itself (every brace doubled)."
   ^String [^String text]
