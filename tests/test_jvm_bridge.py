@@ -87,8 +87,8 @@ result = out
                             "pyprof.session, pyprof.stats and pyprof.steady")
     # a misspelt function: was Clojure's IllegalStateException of an unbound var it interned
     assert r["fn"][:2] == ["JVMError", (
-        "no public function 'profiler-set-confg' in Clojure namespace 'pyprof.profiler': did you "
-        "mean 'profiler-set-config'? fix: call .profiler_set_config (an attribute names the "
+        "no public function 'profiler-set-confg' in Clojure namespace 'pyprof.profiler'; the "
+        "nearest is 'profiler-set-config'. fix: call .profiler_set_config (an attribute names the "
         "function with _ for -; ns[\"name\"] takes any name)")]
     assert r["interned"] is False
 
