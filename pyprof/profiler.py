@@ -151,15 +151,14 @@ def set_config(**kwargs: Any) -> None:
         # another file, by grammar.json paths ("./a.json" is "a.json")
         moves = not _output.same_file(c_values.get("filename", current), current)
         effective = config.effective(c_values)  # its filename claimed before MXNet deletes it
+        private = _output.session_raw_trace(effective["filename"])  # a session's: no claim
         with _claim.claiming("filename", effective["filename"],
-                             process == "worker" and not _output.session_raw_trace(effective["filename"])):
+                             process == "worker" and not private):
             if process == "worker" and moves and (_t.running or keeps):  # finish the old file
-                _switch_file(c_values)
+                _switch_file(c_values)  # (which joins its kept parts: none stay elsewhere)
             elif keeps and not moves:
                 _configure_same_file(c_values)
             else:
-                if process == "worker" and moves:
-                    _keep_file.join(current)  # stopped, away from a kept file: parts end there
                 _send_config(c_values)
         if process == "worker":
             _claim.release(current if moves and not _t.ever_ran else None)  # none of ours in it
@@ -261,7 +260,7 @@ def _finish_at_exit() -> None:
         return  # a forked child: the trace is the parent's
     with _t.lock:
         if _t.finished or _t.session is not None or not _t.ever_ran or _t.steady is not None \
-                or _output.session_raw_trace(_trace_name()):  # (pyprof.session.raw finishes that one)
+                or _output.session_raw_trace(_trace_name()):  # pyprof.session.raw finishes it
             return  # (steady mode finishes its trace at exit itself: pyprof.session.steady)
     try:
         if _t.running:

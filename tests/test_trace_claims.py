@@ -432,7 +432,15 @@ for path in ("w_{window:1d}.json", "./w_{window:01d}.json", "w_{window:d}.json")
         out.append(e.code)
 result = out
 """, tmp_path)
+        from pyprof import jvm  # the JVM's session claims the same text (template/canonical)
+        form = ("(require 'pyprof.session) (println (try (pyprof.session/start! (pyprof.session/profile"
+                " {:path \"w_{window:01d}.json\"})) :started (catch Exception e"
+                " (:pyprof/code (ex-data e)))))")
+        java = subprocess.run(["java", *FAST_JVM, "-cp", os.pathsep.join(jvm.classpath()),
+                               "clojure.main", "-e", form], cwd=tmp_path, env=_env(),
+                              capture_output=True, text=True, timeout=300)
     finally:
         holder.communicate("\n", timeout=120)
     assert codes == ["session.path_claimed"] * 3
+    assert java.stdout.split()[-1:] == ["session.path_claimed"], java.stdout + java.stderr[-2000:]
     assert holder.returncode == 0

@@ -62,7 +62,7 @@ def image_path(out: str, supported: dict[str, str]) -> str:
     matplotlib cannot write (``supported``: extension -> description, as matplotlib's
     ``FigureCanvasBase.get_supported_filetypes()``). Raises TraceError: ``plot.image_format``,
     or ``trace.bad_output`` (a directory, a missing directory, no permission, ...)."""
-    check_output(out, example="plot.png")  # a directory named without extension: say so, do not write beside it
+    check_output(out, example="plot.png")  # a directory without extension: say so, not beside it
     ext = os.path.splitext(out)[1][1:].lower()
     if not ext:
         out += ".png"

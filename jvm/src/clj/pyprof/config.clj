@@ -37,13 +37,18 @@
                             [(inc (first prev))] (range (count b))))
                   (vec (range (inc (count b)))) (.toArray (.codePoints a))))))
 
+(defn nearest
+  "The item of `valid` closest to `k` by edit distance of their texts (ties: the earlier)."
+  [k valid]
+  ;; min-key returns the last of equal minima: the items reversed make it the earliest.
+  (apply min-key #(edit-distance (str k) (str %)) (reverse valid)))
+
 (defn- nearest-of
   "The item of `valid` closest to `c` by edit distance (ties: the earlier), and the fields that
   name it in an error: :nearest, :valid, :given (`k` as the caller wrote it) and
   :nearest_as_written."
   [k c valid]
-  ;; min-key returns the last of equal minima: the keys reversed make it the earliest.
-  (let [nearest (apply min-key #(edit-distance c %) (reverse valid))]
+  (let [nearest (nearest c valid)]
     {:nearest nearest :valid (str/join ", " valid) :given k
      :nearest_as_written (if (keyword? k) (keyword (str/replace nearest "_" "-")) (pr-str nearest))}))
 

@@ -98,9 +98,9 @@
   "As pyprof.profiler._check_not_after_session: refuses a plain run or dump (`call`, an :api/x)
   while MXNet still names a closed session's raw trace."
   [call]
-  (when (and (nil? (:steady (tracker/snapshot))) (not= (:internal (tracker/snapshot)) (tracker/owner))
-             (output/session-raw-trace? (trace-name)))
-    (throw (rules/error "state.after_session" {:call call :trace (trace-name)}))))
+  (let [{:keys [steady internal]} (tracker/snapshot)]
+    (when (and (nil? steady) (not= internal (tracker/owner)) (output/session-raw-trace? (trace-name)))
+      (throw (rules/error "state.after_session" {:call call :trace (trace-name)})))))
 
 (defn profiler-set-config
   "Configures the profiler (C: MXSetProcessProfilerConfig), as Python's set_config: `options`
@@ -132,13 +132,10 @@
             new-claim (and (not (output/session-raw-trace? target)) (claim/claim! "filename" target))]
         (try
           (cond (and moves (or running keeps))
-                (trace-file/switch-file! c-opts) ; finish the old file
+                (trace-file/switch-file! c-opts) ; finish the old file (and join its kept parts)
                 (and keeps (not moves))
                 (trace-file/configure-same-file! c-opts)
-                :else (do (when moves
-                            ;; stopped, away from a kept file: its parts end there
-                            (trace-file/join-kept! current))
-                          (trace-file/send-config! c-opts)))
+                :else (trace-file/send-config! c-opts))
           (catch Throwable e
             (when new-claim (claim/release! target))
             (throw e)))
@@ -224,11 +221,6 @@
   (into {} (map (fn [[k v]] [(keyword (str/replace k "_" "-")) (if (string? v) (keyword v) v)]))
         rules/dumps-defaults))
 
-(defn- nearest
-  "The item of `valid` closest to `k` by edit distance (ties: the earlier)."
-  [k valid]
-  (apply min-key #(config/edit-distance (str k) (str %)) (reverse valid)))
-
 (defn- option
   "The C code of option `k` of `opts` in `table`, else the catalogue error `code`."
   [opts k table code]
@@ -246,7 +238,7 @@
   ([opts]
    (when-let [k (first (remove (set (keys default-dumps-options)) (keys opts)))]
      (throw (rules/error "dumps.unknown_option"
-                         {:option k :nearest (nearest k (keys default-dumps-options))
+                         {:option k :nearest (config/nearest k (keys default-dumps-options))
                           :valid (str/join ", " (keys default-dumps-options))})))
    (let [{:keys [reset ascending] :as o} (merge default-dumps-options opts)
          fmt (option o :format rules/dumps-formats "dumps.format")
@@ -299,7 +291,7 @@
       (throw (rules/error "profiling.options_not_map" {:value opts})))
     (when-let [k (first (remove (set profiling-option-keys) (keys opts)))]
       (throw (rules/error "profiling.unknown_option"
-                          {:option k :nearest (nearest k profiling-option-keys)})))
+                          {:option k :nearest (config/nearest k profiling-option-keys)})))
     opts))
 
 (defmacro with-profiling

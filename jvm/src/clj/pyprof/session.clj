@@ -106,7 +106,8 @@
         _ (doseq [[option v expected] [[:schedule schedule :api/fn_schedule]
                                        [:on-trace-ready on-trace-ready :api/fn_on_trace_ready]]]
             (when (and (some? v) (not (callable? v)))
-              (throw (rules/error "session.not_callable" {:option option :value v :expected expected}))))
+              (throw (rules/error "session.not_callable"
+                                  {:option option :value v :expected expected}))))
         _ (when-not (or (string? path) (instance? java.io.File path) (instance? java.nio.file.Path path))
             (throw (rules/error "session.path_not_text" {:value path}))) ; nil, 5: not "" or "5"
         parts (template/parse (str path)) ; template.* errors
@@ -283,8 +284,9 @@
       (profiler/-as-owner (::name s)
         (when-let [other (:session (profiler/state))]
           (throw (rules/error "session.nested" {:session other})))
-        (swap! st assoc :claimed (claim/claim-window-path! (::template-text s) (template/canonical (::template s))
-                                                               (::template s)))
+        (swap! st assoc :claimed (claim/claim-window-path! (::template-text s)
+                                                           (template/canonical (::template s))
+                                                           (::template s)))
         (try ; api.json trace_claims: the claim is given back by stop!, or here if this fails
           (when (and (::steady s) (nil? (steady/active)))
             (steady/begin-as! (::recording s) (::name s)))

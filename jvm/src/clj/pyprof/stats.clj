@@ -265,8 +265,8 @@
      :notes [\"...\"]}
 
   Options: `:categories` keeps only those, `:exclude-categories` leaves some out (collections of
-  names, e.g. #{\"operator\"}). Throws trace.no_paths, trace.not_a_path, trace.categories_not_collection,
-  trace.cannot_open, trace.not_valid (fix: `pyprof repair`)."
+  names, e.g. #{\"operator\"}). Throws trace.no_paths, trace.not_a_path,
+  trace.categories_not_collection, trace.cannot_open, trace.not_valid (fix: `pyprof repair`)."
   ([paths] (stats paths {}))
   ([paths {:keys [categories exclude-categories]}]
    (let [sources (cond (path-like? paths) [paths]

@@ -59,7 +59,7 @@
   trace."
   [c-opts]
   (let [{:keys [paused running]} (tracker/snapshot)
-        config (or (:config (tracker/snapshot)) (config/effective {})) ; never configured: the default
+        config (or (:config (tracker/snapshot)) (config/effective {})) ; never configured: default
         ^String old (config "filename")
         dumped (and (nil? (output/file-problem old))
                     (try (mx MXDumpProcessProfile 0 (int worker) nil)
@@ -69,7 +69,8 @@
     (send-config! c-opts)
     (when (= rules/c-false (config "continuous_dump")) ; output back on: run (and stop again)
       (mx MXSetProcessProfilerState (int (rules/states "run")) (int worker) nil)
-      (cond (not running) (mx MXSetProcessProfilerState (int (rules/states "stop")) (int worker) nil)
+      (cond (not running) (mx MXSetProcessProfilerState (int (rules/states "stop"))
+                              (int worker) nil)
             paused (mx MXProcessProfilePause 1 (int worker) nil)))
     ;; parts kept by earlier configs are joined with it; else it is rewritten
     (when (and (not (join-kept! old)) dumped (output/size old))

@@ -274,6 +274,15 @@ public final class ProfilerSession implements AutoCloseable {
     return java.util.Collections.unmodifiableList(out);
   }
 
+  /** True when {@code a} and {@code b} are one file (links included); false if one is absent. */
+  private static boolean sameFile(String a, String b) {
+    try {
+      return java.nio.file.Files.isSameFile(java.nio.file.Paths.get(a), java.nio.file.Paths.get(b));
+    } catch (java.io.IOException e) {
+      return false;
+    }
+  }
+
   /**
    * Stops (when open) and writes all windows as one valid trace at {@code path} (relative:
    * under the output root; refused outside it, as the session's {@code "path"}): metadata once,
@@ -293,7 +302,7 @@ public final class ProfilerSession implements AutoCloseable {
       throw PyprofException.catalogue("session.no_window");
     }
     for (String p : paths) { // the windows are the session's record (stats() reads them)
-      if (java.nio.file.Paths.get(p).toAbsolutePath().normalize().toString().equals(out)) {
+      if (sameFile(p, out)) {
         throw PyprofException.catalogue("session.dump_over_window", "path", out);
       }
     }
