@@ -444,3 +444,88 @@ result = out
     assert codes == ["session.path_claimed"] * 3
     assert java.stdout.split()[-1:] == ["session.path_claimed"], java.stdout + java.stderr[-2000:]
     assert holder.returncode == 0
+
+
+# A session of three windows, one step each, with 20 operators a step; prints its windows.
+_PY_WINDOWS = r"""
+import json
+import mxnet as mx
+import pyprof
+x = mx.nd.ones((4, 4))
+with pyprof.profile(schedule=pyprof.schedule(active=1, repeat=3), path="w_{window}.json",
+                    profile_imperative=True) as s:
+    for _ in range(3):
+        for _ in range(20):
+            y = x * 2.0
+        mx.nd.waitall()
+        s.step()
+print(json.dumps([w.path for w in s.windows]))
+"""
+
+_CLJ_WINDOWS = ("(require '[pyprof.session :as s] '[pyprof.example.ndarray :as nd] "
+                "'[clojure.data.json :as json]) "
+                "(let [p (s/start! (s/profile {:schedule (s/schedule {:active 1 :repeat 3})"
+                " :path \"w_{window}.json\" :profile-imperative true}))]"
+                " (dotimes [_ 3] (dotimes [_ 20] (with-open [a (nd/random-uniform -1 1 [4 4])]"
+                " (nd/wait-to-read a))) (s/step! p))"
+                " (println (json/write-str (mapv :path (s/stop! p)))))")
+
+_HOLD_WINDOW = r"""
+import sys
+import mxnet as mx
+import pyprof
+with pyprof.profile(path="w_{window}.json", profile_imperative=True) as s:
+    print("open", flush=True)
+    sys.stdin.readline()
+print("saved", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_window_never_replaces_another_processs_trace(tmp_path):
+    """A session claims its template, and each window its own file while it records (a new
+    user's find: another process's plain trace at w_1.json was replaced by window 1 without a
+    word). A window whose file another process holds goes to the file with this process's pid,
+    said on stderr, in Python and on the JVM; the other process's trace stays whole. And a
+    plain config of a window's file while that window records is refused."""
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER.replace(
+        'print("claimed"', 'import mxnet as mx\nprofiler.set_state("run")\n'
+        'x = mx.nd.ones((4, 4))\nfor _ in range(50):\n    y = x * 2.0\nmx.nd.waitall()\n'
+        'profiler.set_state("stop")\nprofiler.dump(finished=False)\nprint("claimed"'),
+        str(tmp_path / "w_1.json")], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "claimed"
+        held = (tmp_path / "w_1.json").read_bytes()
+        assert len(held) > 1000
+        py = zygote.run(["-c", _PY_WINDOWS], cwd=tmp_path, env=_env(), timeout=300)
+        from pyprof import jvm
+        clj = subprocess.run(["java", *FAST_JVM, "-cp", os.pathsep.join(jvm.classpath()),
+                              "clojure.main", "-e", _CLJ_WINDOWS], cwd=tmp_path, env=_env(),
+                             capture_output=True, text=True, timeout=300)
+        assert (tmp_path / "w_1.json").read_bytes() == held  # the holder's, untouched
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    for p in (py, clj):
+        assert p.returncode == 0, p.stderr[-3000:]
+        paths = json.loads(p.stdout.splitlines()[-1])
+        pid = int(Path(paths[1]).stem.rsplit("-", 1)[1])
+        assert paths == [str(tmp_path / "w_0.json"), str(tmp_path / f"w_1-{pid}.json"),
+                         str(tmp_path / "w_2.json")], paths
+        assert f"window 1's file {tmp_path / 'w_1.json'} is claimed by process {holder.pid}" \
+            in p.stderr, p.stderr[-2000:]
+        assert _ops_in(Path(paths[1])) == 20
+    # the other way round: a window's file is refused to a plain config while it records
+    window = subprocess.Popen([sys.executable, "-c", _HOLD_WINDOW], cwd=tmp_path, env=_env(),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert window.stdout.readline().strip() == "open"
+        assert _taker(tmp_path / "w_0.json") == {"code": "config.filename_claimed",
+                                                 "pid": str(window.pid)}
+        window.stdin.write("\n")
+        window.stdin.flush()
+        assert window.stdout.readline().strip() == "saved"
+        assert _taker(tmp_path / "w_0.json") == {"code": None}  # saved: free again
+    finally:
+        window.communicate("\n", timeout=120)
+    assert window.returncode == 0

@@ -23,6 +23,7 @@ import fcntl
 import hashlib
 import os
 import stat
+import sys
 import threading
 import time
 from typing import Any, Iterator
@@ -31,7 +32,7 @@ from .. import rules
 from . import output as _output
 
 __all__ = ["SPEC", "base_dir", "claim_dir", "claim_file", "owner", "claim", "claiming",
-           "claiming_window_path", "all_given_back_after", "release", "release_all", "held"]
+           "claiming_window_path", "claim_window", "release_window", "all_given_back_after", "release", "release_all", "held"]
 
 SPEC: dict = rules.API["trace_claims"]
 _BLOCKED = (errno.EACCES, errno.EAGAIN)
@@ -39,6 +40,7 @@ _NOT_PRIVATE = "not a private directory of this user (mode 0700)"  # config.clai
 
 _lock = threading.Lock()
 _held: dict[str, int] = {}  # absolute trace path -> the descriptor of its locked claim file
+_windows: set[str] = set()  # session windows' files claimed anew (claim_window)
 
 
 def base_dir() -> str:
@@ -120,6 +122,17 @@ def claim(key: str, path: str, code: str = "config.filename_claimed",
     """
     full = _output.absolute(path)
     new = full not in held()
+    pid = _owner_waiting(path)
+    if pid != 0:
+        raise rules.error(code, path=path, key=key, pid=pid if pid > 0 else "(not known yet)",
+                          example=example or _with_pid(path, os.getpid()))
+    return new
+
+
+def _owner_waiting(path: str) -> int:
+    """:func:`owner` of ``path``, waiting up to ``pid_wait_s`` for a pid not written yet.
+    Raises ConfigError ``config.claim_failed``."""
+    full = _output.absolute(path)
     deadline = time.monotonic() + float(SPEC["pid_wait_s"])
     try:
         # -1: the owner has locked but not yet written its pid (or it just gave the claim back)
@@ -129,10 +142,42 @@ def claim(key: str, path: str, code: str = "config.filename_claimed",
         raise rules.error("config.claim_failed", path=path, claim=claim_file(full),
                           reason=exc.strerror or type(exc).__name__,
                           env=SPEC["base_env"][0]) from exc
+    return pid
+
+
+def claim_window(index: int, path: str) -> str:
+    """The file session window ``index`` is written to, claimed while the window records
+    (api.json ``trace_claims``): ``path`` (absolute), or, when another process's trace or
+    session holds it, ``path`` with this process's pid in its name, said in one line on stderr
+    (``window_claimed_note``). :func:`release_window` gives it back once the window is saved.
+
+    Raises:
+        ConfigError: ``config.claim_failed``; StateError ``session.path_claimed`` when the
+            file with this process's pid is claimed too.
+    """
+    full = _output.absolute(path)
+    new = full not in held()
+    pid = _owner_waiting(full)
     if pid != 0:
-        raise rules.error(code, path=path, key=key, pid=pid if pid > 0 else "(not known yet)",
-                          example=example or _with_pid(path, os.getpid()))
-    return new
+        instead = _with_pid(full, os.getpid())
+        print(rules.render(SPEC["window_claimed_note"], {
+            "index": index, "path": full, "pid": pid if pid > 0 else "(not known yet)",
+            "instead": instead}), file=sys.stderr)
+        full, new = instead, claim("path", instead, "session.path_claimed", instead)
+    if new:  # else the session's template claim (a path without fields), given back at its end
+        with _lock:
+            _windows.add(full)
+    return full
+
+
+def release_window(path: str | None = None) -> None:
+    """Give back the claim :func:`claim_window` took anew for ``path`` (None: for every window
+    of this process: one session at a time)."""
+    with _lock:
+        paths = set(_windows) if path is None else {path} & _windows
+        _windows.difference_update(paths)
+    for p in paths:
+        release(p)
 
 
 def _with_pid(path: str, pid: int | str) -> str:
@@ -231,6 +276,7 @@ def _after_fork_in_child() -> None:
         except OSError:
             pass
     _held.clear()
+    _windows.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -281,12 +281,11 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         finally:
             self._state = "closed"
             _claim.release(self._claimed)
-            if self._watchdog is not None:
-                self._watchdog.stop()
-            if self._dnnl is not None:
-                self._dnnl.stop()
-            if self._recorder is not None:
-                self._recorder.uninstall()
+            _claim.release_window()  # a window not saved (one session at a time)
+            for end in (self._watchdog and self._watchdog.stop, self._dnnl and self._dnnl.stop,
+                        self._recorder and self._recorder.uninstall):
+                if end:
+                    end()
             _open_sessions.discard(self)
             with TRACKER.lock:
                 if TRACKER.session == self._name:
@@ -378,6 +377,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         report = self._annotate(w.index, w.path, self._calls.pop(w.index, None))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(w.path + PARTIAL)
+        _claim.release_window(w.path)  # written: free again, as a finished plain trace
         self._note_windows()
         window = Window(w.index, w.path, w.first_step, ended.last_step, events,
                         start_us=w.start_us, end_us=ended.end_us, truncated=w.truncated,
@@ -424,7 +424,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         RAW.harvest(start, skip=(ended.window.start, ended.end) if ended else None)
         index = self._opened
         self._opened += 1
-        path = self._window_path(window=index, step=self.step_num)
+        path = _claim.claim_window(index, self._window_path(window=index, step=self.step_num))
         self._window = OpenWindow(index, start, self.step_num, path, now_us())
         self._write_partial()
 

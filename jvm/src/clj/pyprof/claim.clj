@@ -61,30 +61,58 @@
         name (rules/render (spec "pid_example") {:stem stem :suffix suffix :pid pid})]
     (if-let [parent (.getParent f)] (str (File. parent ^String name)) name)))
 
+(defn- owner-waiting
+  "The claim of `path` as pyprof.process.claim._owner_waiting: 0 when this process holds it now,
+  else the holder's pid (-1 not known yet). Throws config.claim_failed."
+  [^String path]
+  (let [full (output/abspath path)
+        file (claim-file full)
+        deadline (+ (System/nanoTime) (long (* 1e9 (double (spec "pid_wait_s")))))
+        failed #(rules/error "config.claim_failed" {:path path :claim file :reason %1
+                                                    :env (first (spec "base_env"))} %2)]
+    (try (when-let [why (private-dir! (claim-dir))] (throw (failed why nil)))
+         ;; -1: the owner has locked but not yet written its pid (or is giving it back)
+         (loop [] (let [p (.claim (Tracker/current) full file)]
+                    (if (and (== p -1) (< (System/nanoTime) deadline))
+                      (do (Thread/sleep 10) (recur))
+                      p)))
+         (catch IOException e
+           (throw (failed (or (.getMessage e) (.getName (class e))) e))))))
+
+(defn- shown-pid [pid] (if (pos? pid) pid "(not known yet)"))
+
 (defn claim!
   "Claims trace file `path` (config key `key`) for this process, as pyprof.process.claim.claim;
   true when the claim is new. Throws config.filename_claimed (or `code`) or config.claim_failed."
   ([key path] (claim! key path "config.filename_claimed" nil))
   ([key ^String path code example]
+   (let [new? (not (.holds (Tracker/current) (output/abspath path)))
+         pid (owner-waiting path)]
+     (when-not (zero? pid)
+       (throw (rules/error code {:path path :key key :pid (shown-pid pid)
+                                 :example (or example (with-pid path (.pid (java.lang.ProcessHandle/current))))})))
+     new?)))
+
+(defonce ^:private windows (atom #{})) ; session windows' files claimed anew
+
+(defn claim-window!
+  "The file session window `index` is written to, as pyprof.process.claim.claim_window: `path`
+  (absolute), or with this process's pid in its name when another process holds it (api.json
+  trace_claims window_claimed_note, on stderr); `release-window!` gives it back."
+  ^String [index ^String path]
   (let [full (output/abspath path)
-        file (claim-file full)
-        t (Tracker/current)
-        new? (not (.holds t full))
-        deadline (+ (System/nanoTime) (long (* 1e9 (double (spec "pid_wait_s")))))
-        failed #(rules/error "config.claim_failed" {:path path :claim file :reason %1
-                                                    :env (first (spec "base_env"))} %2)
-        pid (try (when-let [why (private-dir! (claim-dir))] (throw (failed why nil)))
-                 ;; -1: the owner has locked but not yet written its pid (or is giving it back)
-                 (loop [] (let [p (.claim t full file)]
-                            (if (and (== p -1) (< (System/nanoTime) deadline))
-                              (do (Thread/sleep 10) (recur))
-                              p)))
-                 (catch IOException e
-                   (throw (failed (or (.getMessage e) (.getName (class e))) e))))]
-    (when-not (zero? pid)
-      (throw (rules/error code {:path path :key key :pid (if (pos? pid) pid "(not known yet)")
-                                :example (or example (with-pid path (.pid (java.lang.ProcessHandle/current))))})))
-    new?)))
+        new? (not (.holds (Tracker/current) full))
+        pid (owner-waiting full)
+        [file new?] (if (zero? pid)
+                      [full new?]
+                      (let [instead (with-pid full (.pid (java.lang.ProcessHandle/current)))]
+                        (binding [*out* *err*]
+                          (println (rules/render (spec "window_claimed_note")
+                                                 {:index index :path full :pid (shown-pid pid)
+                                                  :instead instead})))
+                        [instead (claim! "path" instead "session.path_claimed" instead)]))]
+    (when new? (swap! windows conj file)) ; else the session's template claim (no fields)
+    file))
 
 (defn claim-window-path!
   "A session's claim of its window path, as pyprof.process.claim.claiming_window_path (none with
@@ -100,3 +128,10 @@
   "Gives the claim of `path` back (nil: every claim of this process)."
   [path]
   (.release (Tracker/current) (some-> path output/abspath)))
+
+(defn release-window!
+  "Gives back the claim `claim-window!` took anew for `path` (no argument: for every window of
+  this process; one session at a time)."
+  ([] (run! release-window! @windows))
+  ([path] (let [[old] (swap-vals! windows disj path)]
+            (when (old path) (release! path)))))

@@ -192,13 +192,14 @@
         (raw/rotate!))
       (raw/drain!)
       (let [{:keys [opened step ended]} @st
-            start (raw/size)]
+            start (raw/size)
+            path (claim/claim-window! opened (fill-path (::template s) opened step))]
         (raw/harvest! start (when ended [(get-in ended [:window :start]) (:end ended)]))
         (swap! st assoc :opened (inc opened)
                :window (let [t (raw/now-us)]
                          {:index opened :start start :first-step step :start-us t
                           :steps [[step t]] ; [step began-us], the step marks
-                          :path (fill-path (::template s) opened step)}))
+                          :path path}))
         (write-partial! s)))))
 
 (defn- run-op!
@@ -228,6 +229,7 @@
                                                           {:index index :path path :why (str e)})))
                                  nil)))
             _ (raw/delete-partial! path)
+            _ (claim/release-window! path) ; written: free again
             _ (note-windows! s)
             w (cond-> {:index index :path path :first-step first-step :last-step last-step :events n
                        :start-us start-us :end-us end-us :truncated (boolean (:truncated window))}
@@ -334,6 +336,7 @@
           (finally
             (swap! st assoc :state :closed)
             (some-> (:claimed @st) claim/release!)
+            (claim/release-window!) ; a window not saved (one session at a time)
             (when-let [w (:watchdog @st)] ((:stop w)))
             (swap! open-sessions disj s)
             (let [t (tracker/update!
