@@ -6,6 +6,8 @@ statistics from a trace (``pyprof.stats``) and trace repair (``pyprof.repair``).
 binding is reached through ``pyprof.jvm``; the trace tools live in ``pyprof.trace``.
 """
 
+import warnings as _warnings
+
 from .native import capi as _capi
 from .errors import (ConfigError, DeviceError, JVMError, LibraryNotFoundError, MXNetError,
                      PyprofError, StateError)
@@ -43,8 +45,10 @@ _capi.install_import_hook()
 
 # PYPROF_AUTOSTART / PYPROF_STEADY / PYPROF_MODE / PYPROF_PER_OPERATOR (see pyprof.env); nothing
 # when unset.
-from .env import autostart as _autostart  # noqa: E402
+from .env import autostart as _autostart, unknown_variables as _unknown  # noqa: E402
 
+for _note in _unknown():  # a misspelt PYPROF_* variable has no effect: say so
+    _warnings.warn(_note)
 _autostart()
 
 # PYPROF_STEADY=1: steady mode from here to exit (pyprof.session.steady); nothing when unset.

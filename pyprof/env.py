@@ -48,7 +48,7 @@ from .errors import ConfigError
 
 __all__ = ["MODES", "BULK_VARIABLES", "parse_mode", "config_from_environment", "autostart", "flag",
            "per_operator", "per_operator_requested", "per_operator_too_late", "libmxnet_loaded",
-           "mxnet_autostart_problem"]
+           "mxnet_autostart_problem", "unknown_variables"]
 
 #: Readable mode names and the config key each one turns on.
 MODES = {
@@ -214,6 +214,18 @@ def _no_bulk_scope(engine: Any) -> None:
 
 
 _ENGINE_HOOK = AfterImport("mxnet.engine", _no_bulk_scope)
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+    """A note (api.json ``environment`` ``unknown_note``) for each ``PYPROF_*`` variable of
+    ``environ`` (default ``os.environ``) that pyprof does not read: a misspelling, without
+    effect. ``import pyprof`` warns with each."""
+    spec = rules.API["environment"]
+    known = sorted(spec["variables"])  # ties: the first in alphabetical order
+    env = os.environ if environ is None else environ
+    return [rules.render(spec["unknown_note"], {
+        "name": name, "nearest": min(known, key=lambda k: config.edit_distance(name, k))})
+        for name in sorted(env) if name.startswith(spec["prefix"]) and name not in known]
 
 
 def mxnet_autostart_problem(environ: Mapping[str, str] | None = None) -> str | None:

@@ -1,8 +1,13 @@
 """Environment helpers: PYPROF_AUTOSTART / PYPROF_MODE, per-operator mode, bulk notes."""
 
+import os
+import re
+import subprocess
+import sys
+
 import pytest
 
-from child import load_trace, operator_pairs, run_scenario
+from child import FAST_JVM, ROOT, load_trace, operator_pairs, run_scenario
 
 import pyprof
 from pyprof import env
@@ -88,3 +93,52 @@ def test_bulk_names_are_explained_and_per_operator_mode_splits_them(tmp_path):
     split = run_scenario(BOUND, tmp_path / "split", env={"PYPROF_PER_OPERATOR": "1"}, fresh=True)
     assert {"dot", "relu"} <= set(split["names"]) and "[dot,relu]" not in split["names"]
     assert not any("BULK" in n for n in split["notes"])
+
+
+# --- every PYPROF_* variable is listed once (api.json environment); another one is said -------
+
+_AUTOSTRT, _PER_OPERATR = "PYPROF_" "AUTOSTRT", "PYPROF_" "PER_OPERATR"  # (listed by no one)
+_SOURCES = ("pyprof", "jvm/src", "jvm/test", "scripts", "tests", "bench", "examples", ".ci")
+_VARIABLE = re.compile(r"\bPYPROF_[A-Z0-9_]*[A-Z0-9]\b")
+
+
+def test_every_variable_the_sources_read_is_listed_and_documented():
+    """The list cannot drift: a variable a source names is in api.json ``environment``, every
+    listed one is named by a source, and docs/configuration.md's table holds the list."""
+    listed = pyprof.rules.API["environment"]["variables"]
+    named = set()
+    for top in _SOURCES:
+        for path in (ROOT / top).rglob("*"):
+            if path.is_file() and path.suffix in (".py", ".clj", ".java", ".sh", "") \
+                    and "fixtures" not in path.parts:
+                named |= set(_VARIABLE.findall(path.read_text(errors="replace")))
+    assert sorted(named - set(listed)) == []
+    assert sorted(set(listed) - named) == []
+    doc = (ROOT / "docs" / "configuration.md").read_text().split("## Environment variables")[1]
+    rows = re.findall(r"^\| `(PYPROF_[A-Z0-9_]+)` \| (.+) \|$", doc.split("\n## ")[0], re.M)
+    assert rows == list(listed.items())
+
+
+def test_an_unknown_variable_is_named_with_the_nearest():
+    notes = env.unknown_variables({_AUTOSTRT: "1", "PYPROF_RAW_DIR": "/tmp",
+                                   "PYPROFILE": "x", "MXNET_PROFILER_MODE": "15"})
+    assert notes == [pyprof.rules.render(pyprof.rules.API["environment"]["unknown_note"], {
+        "name": _AUTOSTRT, "nearest": "PYPROF_AUTOSTART"})]
+    assert "did you mean PYPROF_AUTOSTART?" in notes[0]
+    assert env.unknown_variables({"PYPROF_MODE": "api"}) == []
+
+
+def test_import_and_the_jvm_say_an_unknown_variable_once(tmp_path):
+    """`import pyprof` warns; a JVM on its own says it when pyprof.profiler loads; one text."""
+    bad = {**os.environ, _PER_OPERATR: "1", "PYPROF_RAW_DIR": str(tmp_path)}
+    py = subprocess.run([sys.executable, "-c", "import pyprof"], env=bad, cwd=tmp_path,
+                        capture_output=True, text=True, timeout=120)
+    from pyprof import jvm
+    clj = subprocess.run(["java", *FAST_JVM, "-cp", os.pathsep.join(jvm.classpath()),
+                          "clojure.main", "-e", "(require 'pyprof.profiler)"], env=bad,
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    note = env.unknown_variables({_PER_OPERATR: "1"})[0]
+    assert "did you mean PYPROF_PER_OPERATOR?" in note
+    assert py.returncode == 0 and py.stderr.count(note) == 1, py.stderr
+    assert clj.returncode == 0 and clj.stderr.splitlines().count(note) == 1, clj.stderr
+    assert "PYPROF_RAW_DIR" not in py.stderr + clj.stderr

@@ -43,6 +43,14 @@
   ;; min-key returns the last of equal minima: the items reversed make it the earliest.
   (apply min-key #(edit-distance (str k) (str %)) (reverse valid)))
 
+(defn unknown-variables
+  "A note (api.json environment unknown_note) for each PYPROF_* variable of `env` (a map of
+  names to values) that pyprof does not read, as pyprof.env.unknown_variables."
+  [env]
+  (let [{:strs [prefix variables unknown_note]} (rules/api "environment")]
+    (for [n (sort (keys env)) :when (and (str/starts-with? n prefix) (not (variables n)))]
+      (rules/render unknown_note {:name n :nearest (nearest n (sort (keys variables)))}))))
+
 (defn- nearest-of
   "The item of `valid` closest to `c` by edit distance (ties: the earlier), and the fields that
   name it in an error: :nearest, :valid, :given (`k` as the caller wrote it) and

@@ -370,6 +370,10 @@
       (binding [*out* *err*]
         (println (str "pyprof: could not finish the trace at exit: " (ex-message e)))))))
 
+(defonce ^:private unknown-variables-said ; a misspelt PYPROF_* has no effect: say so
+  (when-not (jpype-host?) ; (Python said it at `import pyprof`)
+    (binding [*out* *err*] (run! println (config/unknown-variables (System/getenv))))))
+
 (defonce ^:private exit-hook
   (when-not (jpype-host?)
     (let [t (Thread. ^Runnable at-exit! "pyprof-exit")]
