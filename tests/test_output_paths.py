@@ -253,3 +253,34 @@ def test_a_jvm_pyprof_cannot_use_gives_the_same_clear_error_on_every_call(tmp_pa
     assert [o[0] for o in out] == ["JVMError"] * 3
     assert all(words in o[1] and " fix: " in o[1] for o in out)
     assert out[0][1] == out[1][1] == out[2][1]
+
+
+# A JVM under the C locale (Docker images, systemd services): a probe's find. JNA sent "?" for
+# every non-ASCII character of a name, and a file name the JVM cannot encode was a bare
+# InvalidPathException, after which no trace was written.
+_C_LOCALE = r"""
+(require '[pyprof.profiler :as p] '[pyprof.objects :as o])
+(println "refused" (try (p/profiler-set-config {:filename "\u00e9.json"}) nil
+                        (catch Exception e (:pyprof/code (ex-data e)))))
+(p/profiler-set-config {:filename "names.json" :profile-all true})
+(p/profiler-set-state :run)
+(let [d (o/domain "d\u00e9") t (o/task d "t\ud83d\ude00")] (o/start t) (o/stop t))
+(p/profiler-set-state :stop)
+(p/dump-profile)
+"""
+
+
+def test_a_jvm_in_the_c_locale_writes_names_as_utf8_and_refuses_what_it_cannot_name(tmp_path):
+    from pyprof import jvm
+    from tests.child import FAST_JVM
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LC_")}
+    p = subprocess.run(["java", *FAST_JVM, "-cp", os.pathsep.join(jvm.classpath()),
+                        "clojure.main", "-e", _C_LOCALE], cwd=tmp_path, env={**env, "LANG": "C"},
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "refused config.bad_path" in p.stdout, p.stdout
+    events = json.loads((tmp_path / "names.json").read_bytes().decode("utf-8"))["traceEvents"]
+    assert {"d\u00e9", "t\U0001F600"} <= {e.get("name") for e in events} | {e.get("cat") for e in events}
+    assert sorted(os.listdir(tmp_path)) == ["names.json"]
+    problem = rules.CATALOGUE["path_problems"]["not_in_file_names"]
+    assert "LANG=C.UTF-8" in problem["fix"]

@@ -39,14 +39,26 @@
       (Long/parseLong raw)
       (long (rules/output-paths "min_free_bytes")))))
 
+(def ^:private ^java.nio.charset.Charset file-names
+  "The JVM's encoding of file names, from the locale at start-up (US-ASCII under LANG=C)."
+  (java.nio.charset.Charset/forName (System/getProperty "sun.jnu.encoding" "UTF-8")))
+
 (defn text-problem
-  "A NUL or a lone surrogate in a path, as a path problem, or nil."
+  "A NUL or a lone surrogate in a path, or a character the JVM cannot put in a file name (its
+  locale's encoding has none), as a path problem, or nil."
   [^String text]
-  (let [nul (.indexOf text "\u0000")]
+  (let [nul (.indexOf text "\u0000")
+        points (vec (.toArray (.codePoints text)))]
     (if (>= nul 0)
       (rules/path-problem "nul" {:index (.codePointCount text 0 nul)})
-      (when-let [[index point] (rules/lone-surrogate text)]
-        (rules/path-problem "not_unicode" {:index index :point point})))))
+      (if-let [[index point] (rules/lone-surrogate text)]
+        (rules/path-problem "not_unicode" {:index index :point point})
+        (when-let [i (first (filter #(not (.canEncode (.newEncoder file-names)
+                                                      (String. (Character/toChars (int (points %))))))
+                                    (range (count points))))]
+          (rules/path-problem "not_in_file_names"
+                              {:index i :char (String. (Character/toChars (int (points i))))
+                               :encoding (str file-names)}))))))
 
 (defn- reason
   "An I/O failure as the C library words it (Python's strerror)."

@@ -37,6 +37,8 @@ public final class LibMXNet {
 
   public static final int DEV_GPU = 2;
 
+  /** MXNet's string encoding (names, keys, values, its errors), whatever the locale. */
+  static final String UTF8 = "UTF-8";
   private static final Object LOAD_LOCK = new Object();
   private static volatile String loadedPath;
   private static MXNetException fatal; // guarded by LOAD_LOCK; set once a loaded library is unusable
@@ -96,7 +98,10 @@ public final class LibMXNet {
     }
     NativeLibrary lib;
     try {
-      lib = NativeLibrary.getInstance(path.toString());
+      // MXNet's strings are UTF-8 whatever the JVM's locale: under LANG=C, JNA's default (the
+      // platform's) sent "?" for every non-ASCII character of a name
+      lib = NativeLibrary.getInstance(path.toString(),
+          java.util.Map.of(com.sun.jna.Library.OPTION_STRING_ENCODING, UTF8));
     } catch (UnsatisfiedLinkError e) {
       tried.add(c + ": " + e.getMessage());
       return false;
@@ -155,7 +160,7 @@ public final class LibMXNet {
 
   /** A native {@code const char*[]} (NULL when empty); keep the result reachable during the call. */
   public static Pointer strings(String... values) {
-    return values.length == 0 ? null : new StringArray(values);
+    return values.length == 0 ? null : new StringArray(values, UTF8);
   }
 
   /** A native array of handles (NULL when empty); keep the result reachable during the call. */
