@@ -284,3 +284,21 @@ def test_a_jvm_in_the_c_locale_writes_names_as_utf8_and_refuses_what_it_cannot_n
     assert sorted(os.listdir(tmp_path)) == ["names.json"]
     problem = rules.CATALOGUE["path_problems"]["not_in_file_names"]
     assert "LANG=C.UTF-8" in problem["fix"]
+
+
+def test_a_file_name_too_long_for_the_parts_beside_it_is_refused_before_profiling(tmp_path):
+    """A probe's find: a legal file name of 230 bytes failed in the middle, once a config kept
+    the file (its hidden part's name was over 255 bytes), with a bare OSError in Python and a
+    FileSystemException on the JVM, and the later events were lost. Now a name over
+    api.json output_paths max_name_bytes is config.bad_path before anything runs."""
+    most = rules.API["output_paths"]["max_name_bytes"]
+    long = str(tmp_path / ("\u00e9" * ((most - 6) // 2) + "xx.json"))  # most + 1 bytes
+    with pytest.raises(errors.ConfigError) as e:
+        config.validate({"filename": long})
+    assert _code(e) == "config.bad_path"
+    assert f"its file name is {most + 1} bytes of UTF-8, more than the {most}" in str(e.value)
+    config.validate({"filename": long.replace("xx.json", "x.json")})  # exactly `most`: taken
+    from pyprof import session
+    with pytest.raises(errors.ConfigError) as e:
+        session.profile(path=long.replace("xx.json", "{window}x.json"))
+    assert _code(e) == "session.bad_path"

@@ -47,12 +47,16 @@ def min_free_bytes() -> int:
 
 
 def text_problem(text: str) -> dict[str, str] | None:
-    """A NUL or a lone surrogate in a path (C would cut it / it has no UTF-8 encoding)."""
+    """A NUL or a lone surrogate in a path (C would cut it / it has no UTF-8 encoding), or a
+    file name longer than api.json ``output_paths`` ``max_name_bytes``."""
     if "\0" in text:
         return rules.path_problem("nul", index=text.index("\0"))
     bad = rules.lone_surrogate(text)
     if bad is not None:
         return rules.path_problem("not_unicode", index=bad[0], point=bad[1])
+    size = len(text.rsplit("/", 1)[-1].encode("utf-8"))  # the file name's
+    if size > (most := rules.API["output_paths"]["max_name_bytes"]):
+        return rules.path_problem("name_too_long", bytes=size, max=most)
     return None
 
 

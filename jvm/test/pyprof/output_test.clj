@@ -20,7 +20,10 @@
                           ["/proc/pyprof-x.json" "no file can be created in directory \"/proc\" (No such file or directory)"]
                           ["/dev/null" "is not a regular file"]
                           [(str dir "/a\u0000b.json") "NUL character at character"]
-                          [(str dir "/\udcff.json") "lone surrogate U+DCFF at character"]]]
+                          [(str dir "/\udcff.json") "lone surrogate U+DCFF at character"]
+                          ;; a file name over output_paths max_name_bytes (a probe's find)
+                          [(str dir "/" (apply str (repeat 97 "\u00e9")) "xx.json")
+                           "its file name is 201 bytes of UTF-8, more than the 200"]]]
       (testing path
         (let [[code message] (refusal #(config/validate {:filename path}))]
           (is (= "config.bad_path" code))

@@ -44,21 +44,23 @@
   (java.nio.charset.Charset/forName (System/getProperty "sun.jnu.encoding" "UTF-8")))
 
 (defn text-problem
-  "A NUL or a lone surrogate in a path, or a character the JVM cannot put in a file name (its
-  locale's encoding has none), as a path problem, or nil."
+  "A NUL or a lone surrogate in a path, a file name longer than api.json output_paths
+  max_name_bytes, or a character the JVM cannot put in a file name (its locale's encoding has
+  none), as a path problem, or nil."
   [^String text]
   (let [nul (.indexOf text "\u0000")
-        points (vec (.toArray (.codePoints text)))]
-    (if (>= nul 0)
-      (rules/path-problem "nul" {:index (.codePointCount text 0 nul)})
-      (if-let [[index point] (rules/lone-surrogate text)]
-        (rules/path-problem "not_unicode" {:index index :point point})
-        (when-let [i (first (filter #(not (.canEncode (.newEncoder file-names)
-                                                      (String. (Character/toChars (int (points %))))))
-                                    (range (count points))))]
-          (rules/path-problem "not_in_file_names"
-                              {:index i :char (String. (Character/toChars (int (points i))))
-                               :encoding (str file-names)}))))))
+        size (alength (.getBytes (subs text (inc (.lastIndexOf text "/"))) "UTF-8"))
+        most (rules/output-paths "max_name_bytes")
+        char-at #(String. (Character/toChars (.codePointAt text (.offsetByCodePoints text 0 (int %)))))]
+    (cond
+      (>= nul 0) (rules/path-problem "nul" {:index (.codePointCount text 0 nul)})
+      (rules/lone-surrogate text) (let [[index point] (rules/lone-surrogate text)]
+                                    (rules/path-problem "not_unicode" {:index index :point point}))
+      (> size most) (rules/path-problem "name_too_long" {:bytes size :max most})
+      :else (when-let [i (first (remove #(.canEncode (.newEncoder file-names) ^String (char-at %))
+                                        (range (.codePointCount text 0 (.length text)))))]
+              (rules/path-problem "not_in_file_names" {:index i :char (char-at i)
+                                                       :encoding (str file-names)})))))
 
 (defn- reason
   "An I/O failure as the C library words it (Python's strerror)."
