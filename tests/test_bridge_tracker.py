@@ -89,6 +89,34 @@ result = [profiler.current_config()["filename"], p.current_config()["filename"]]
     assert len(operator_pairs(load_trace(tmp_path / "a.json"), ("dot",))) == 3
 
 
+def test_the_jvm_resolves_relative_files_where_python_changed_directory(tmp_path):
+    """A probe's find: the JVM made paths absolute against user.dir, fixed when JPype started
+    it, while MXNet writes relative to the process's working directory, which Python changes:
+    after os.chdir a kept relative file was invalid JSON and a stray copy appeared where the JVM
+    had started. Now the JVM resolves against the process's directory (/proc/self/cwd)."""
+    r = run_scenario(f"""
+import os
+import mxnet as mx
+from pyprof import jvm
+os.mkdir("B"); os.mkdir("A")
+os.chdir("B")
+p = jvm.require("pyprof.profiler")
+os.chdir("../A")
+p.profiler_set_config({{"filename": "t.json", "profile-imperative": True}})
+p.profiler_set_state("run")
+{DOT}
+p.dump_profile(False)
+p.profiler_set_config({{"profile-imperative": True}})   # keeps t.json: a part beside it
+{DOT}
+p.profiler_set_state("stop")
+p.dump_profile(True)
+os.chdir("..")
+result = {{"A": sorted(os.listdir("A")), "B": sorted(os.listdir("B"))}}
+""", tmp_path)
+    assert r == {"A": ["t.json"], "B": []}
+    assert len(operator_pairs(load_trace(tmp_path / "A" / "t.json"), ("dot",))) == 2
+
+
 def test_running_paused_and_finished_are_one_state(tmp_path):
     r = run_scenario(f"""
 import mxnet as mx

@@ -4,6 +4,7 @@
   pyprof.process.keep_file, which documents it (api.json keep_filename); the finished dump joins
   them (pyprof.session.raw/join-traces!). Internal: pyprof.profiler calls it under its lock."
   (:require [clojure.string :as str]
+            [pyprof.output :as output]
             [pyprof.rules :as rules])
   (:import (pyprof.jvm MXNetException)
            (java.nio.file FileSystemException Files NoSuchFileException OpenOption Path Paths
@@ -16,7 +17,7 @@
 (defn- beside
   "The file named by `pattern` ({pid}, {index}, {name}) in the directory of `path`."
   ^Path [^String path ^String pattern index]
-  (let [full (.toAbsolutePath (Paths/get path (make-array String 0)))
+  (let [full (Paths/get (output/abspath path) (make-array String 0))
         name (-> pattern
                  (str/replace "{pid}" (str (.pid (java.lang.ProcessHandle/current))))
                  (str/replace "{index}" (str index))
@@ -29,7 +30,7 @@
   to a scratch path first."
   [^String path index stop-timer!]
   (let [part (beside path (spec "part_name") index)
-        file (.toAbsolutePath (Paths/get path (make-array String 0)))
+        file (Paths/get (output/abspath path) (make-array String 0))
         linked (try (Files/createLink part file) :linked
                     (catch NoSuchFileException _ :none)
                     ;; no hard links on this file system
@@ -81,7 +82,7 @@
   "Joins a dead process's kept `parts` and `path` into `path` byte for byte (temporary file, then
   moved), then deletes the parts; throws IOException leaving them as they were."
   [parts ^String path]
-  (let [full (.toAbsolutePath (Paths/get path (make-array String 0)))
+  (let [full (Paths/get (output/abspath path) (make-array String 0))
         temp (beside (str full) (str (get (rules/api "raw_trace") "temp_prefix")
                                      "{pid}-kept-join-{name}.tmp") 0)]
     (try

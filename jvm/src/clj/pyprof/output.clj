@@ -13,11 +13,19 @@
 
 (set! *warn-on-reflection* true)
 
+(defn cwd
+  "The process's working directory, which MXNet resolves a relative trace file against:
+  /proc/self/cwd (in a JVM that JPype hosts, Python may have changed it since the JVM started,
+  and user.dir never follows), else user.dir."
+  ^java.nio.file.Path []
+  (try (Files/readSymbolicLink (Paths/get "/proc/self/cwd" (make-array String 0)))
+       (catch Exception _ (Paths/get (System/getProperty "user.dir") (make-array String 0)))))
+
 (defn abspath
-  "`path` made absolute against user.dir and normalised lexically (grammar.json paths), as
-  pyprof.process.output.absolute."
+  "`path` made absolute against the process's working directory (`cwd`) and normalised
+  lexically (grammar.json paths), as pyprof.process.output.absolute."
   ^String [^String path]
-  (str (.normalize (.toAbsolutePath (Paths/get path (make-array String 0))))))
+  (str (.normalize (.resolve (cwd) path))))
 
 (defn parent-directory
   "The directory of `path` by grammar.json paths."
@@ -93,7 +101,7 @@
    (or (text-problem path)
        (let [directory (parent-directory path)
              dir (io/file directory)
-             f (io/file path)]
+             f (io/file (abspath path))]
          (cond
            (not (.isDirectory dir)) (missing directory)
            (.isDirectory f) (rules/path-problem "is_directory"
@@ -119,7 +127,7 @@
 (defn size
   "The size in bytes of the regular file at `path`, or nil."
   [^String path]
-  (let [f (io/file path)]
+  (let [f (io/file (abspath path))]
     (when (.isFile f) (.length f))))
 
 (defn session-raw-trace?
@@ -149,7 +157,7 @@
   "True when the file at `path` ends with MXNet's closing bytes (api.json output_paths
   mxnet_footer)."
   [^String path]
-  (let [f (io/file path)
+  (let [f (io/file (abspath path))
         want (.getBytes ^String (rules/output-paths "mxnet_footer") "UTF-8")
         n (alength want)]
     (and (.isFile f) (>= (.length f) n)

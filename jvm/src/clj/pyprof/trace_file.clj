@@ -83,7 +83,7 @@
   (let [^String path (c-opts "filename")
         config (:config (tracker/snapshot))]
     (when (and (not= rules/c-false (get config "continuous_dump"))
-               (not (.exists (java.io.File. path)))
+               (nil? (output/size path))
                (nil? (output/file-problem path)))
       ;; nothing dumped yet: dump now, so that no timer write lands between link and config
       (try (mx MXDumpProcessProfile 0 (int worker) nil)

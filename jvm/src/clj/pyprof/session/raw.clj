@@ -7,6 +7,7 @@
             [clojure.string :as str]
             [pyprof.config :as config]
             [pyprof.native :refer [mx]]
+            [pyprof.output :as output]
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
             [pyprof.session.cap :as cap]
@@ -75,7 +76,7 @@
 (defn- read-range
   "Bytes [start, end) of the file at `path` as a string (\"\" when it does not exist)."
   ^String [path ^long start ^long end]
-  (let [f (io/file path)]
+  (let [f (io/file (output/abspath path))]
     (if (or (not (.isFile f)) (>= start end))
       ""
       (with-open [r (RandomAccessFile. f "r")]
@@ -90,7 +91,7 @@
   pid (a dead process's is recognised and deleted), then renamed over `path`; `mode` (e.g.
   \"rw-r--r--\") sets its permissions where the file system has them."
   [path mode write]
-  (let [target (.toAbsolutePath (Paths/get (str path) (make-array String 0)))
+  (let [target (Paths/get (output/abspath (str path)) (make-array String 0))
         dir (.getParent target)
         _ (Files/createDirectories dir (make-array FileAttribute 0))
         tmp (Files/createTempFile dir (str ".pyprof-" (pid) "-") ".tmp" (make-array FileAttribute 0))]

@@ -8,6 +8,7 @@
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
+            [pyprof.output :as output]
             [pyprof.rules :as rules])
   (:import (com.fasterxml.jackson.core JsonFactory JsonParser JsonProcessingException JsonToken)
            (java.io File)
@@ -96,7 +97,7 @@
   file in MXNet's own layout (`parse-raw`). Returns the number of events. Throws trace.cannot_open
   (`:trace-not-found`), trace.not_valid (`:trace-format`, fix: `pyprof repair`), trace.no_events."
   [path f]
-  (let [file (io/file (str path))
+  (let [file (io/file (output/abspath (str path)))
         n (volatile! 0)]
     (when-not (and (.isFile file) (.canRead file))
       (throw (rules/error "trace.cannot_open"
