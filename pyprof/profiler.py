@@ -326,6 +326,10 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
         problem = _output.file_problem(path) if path is not None else None
         if problem is not None:  # nothing dumped: MXNet keeps its queued events
             raise rules.error("dump.unwritable", path=path, **problem)
+        if code == 0 and not fin and _t.ever_ran and _t.config \
+                and _t.config["continuous_dump"] == "false":  # MXNet would close the file
+            raise rules.error("dump.intermediate_finishes", call="dump(finished=False)",
+                              trace=_trace_name())
         try:
             _capi.call("MXDumpProcessProfile", fin, code, _kvstore_handle)
         except MXNetError as exc:

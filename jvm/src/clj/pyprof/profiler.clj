@@ -191,6 +191,10 @@
          (when-let [problem (output/file-problem path)]
            ;; nothing dumped: MXNet keeps its queued events for another filename
            (throw (rules/error "dump.unwritable" (merge {:path path} problem)))))
+       (let [{:keys [ever-ran config]} (tracker/snapshot)] ; MXNet would close the file for good
+         (when (and (not f) ever-ran (= rules/c-false (get config "continuous_dump")))
+           (throw (rules/error "dump.intermediate_finishes" {:call :api/dump_intermediate
+                                                             :trace (trace-name)}))))
        (try
          (mx MXDumpProcessProfile (if f 1 0) (int worker) nil)
          (catch MXNetException e
