@@ -11,7 +11,9 @@ it was.
 from __future__ import annotations
 
 import atexit
+import json
 import os
+import re
 import sys
 import threading
 import warnings
@@ -354,24 +356,15 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
         finally:  # kept parts are joined even when the check reports a lost dump
             with _claim.all_given_back_after(code == 0 and fin):  # the trace is finished
                 if code == 0 and final and _t.config:
-                    _finish_file(_t.config["filename"])
-
-
-def _finish_file(path: str) -> None:
-    """After a dump that finished ``path``: join the parts kept of it, or, when it was
-    configured after the profiler ran (MXNet wrote no header), rewrite it as a valid trace."""
-    if _keep_file.join(path):
-        return
-    if _t.repair_on_finish:
-        from .session.windows import complete_headless_trace
-        complete_headless_trace(path)
+                    _keep_file.finish(_t.config["filename"])
 
 
 def dumps(reset: bool = False, format: str = "table", sort_by: str = "total",
           ascending: bool = False) -> str:
     """MXNet's aggregate statistics as text. C: MXAggregateProfileStatsPrintEx.
 
-    ``format`` 'table' gives fixed-width text, 'json' a JSON object
+    ``format`` 'table' gives fixed-width text, 'json' the text of a JSON object (MXNet's,
+    with its unescaped names escaped: valid JSON)
     ``{"Time": {category: {name: {Count, Total, Min, Max, Avg}}}, "Memory": {...},
     "Unit": {"Time": "ms", "Memory": "kB"}}`` (4 significant digits; times in ms,
     memory in kB). ``sort_by`` is total, avg, min, max or count. ``reset`` clears the
@@ -397,6 +390,9 @@ def dumps(reset: bool = False, format: str = "table", sort_by: str = "total",
             raise rules.error("dumps.failed", reason=reason) from exc
     if not text:
         raise rules.error("dumps.empty")
+    if format == "json":  # MXNet writes the keys unescaped (api.json dumps_json_key_line)
+        text = re.sub(rules.API["dumps_json_key_line"],
+                      lambda m: f"{m[1]}{json.dumps(m[2], ensure_ascii=False)}: {{", text)
     return text
 
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from .. import rules
 from .tracker import TRACKER
 
-__all__ = ["SPEC", "part_path", "keep", "retry_while_timer_exits", "join", "parse_part",
+__all__ = ["SPEC", "part_path", "keep", "retry_while_timer_exits", "join", "finish", "parse_part",
            "join_leftover"]
 
 SPEC: dict[str, str] = rules.API["keep_filename"]
@@ -105,6 +105,16 @@ def join(path: str) -> bool:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(part)
     return True
+
+
+def finish(path: str) -> None:
+    """After a dump that finished ``path``: join the parts kept of it, or, when it was
+    configured after the profiler ran (MXNet wrote no header), rewrite it as a valid trace."""
+    if join(path):
+        return
+    if TRACKER.repair_on_finish:
+        from ..session.windows import complete_headless_trace
+        complete_headless_trace(path)
 
 
 def parse_part(name: str) -> tuple[int, int, str] | None:

@@ -265,7 +265,10 @@
              (some-> (.getValue out) (.getString 0 "UTF-8")))]
      (when (empty? s)
        (throw (rules/error "dumps.empty")))
-     (if (= fmt (rules/dumps-formats "json")) (json/read-str s) s))))
+     (if (= fmt (rules/dumps-formats "json"))
+       (json/read-str (str/replace s (re-pattern (rules/api "dumps_json_key_line")) ; unescaped
+                                   (fn [[_ indent k]] (str indent (json/write-str k) ": {"))))
+       s))))
 
 (defn- set-paused! [profile-process paused?]
   (process-code profile-process)
