@@ -15,7 +15,7 @@ OPS = ("_plus_scalar", "_minus_scalar", "_mul_scalar")
 
 _BODY = """
 import time
-from pyprof import profiler
+from pyprof import profiler, StateError
 import mxnet as mx
 KEYS = dict(profile_imperative=True, profile_api=False, profile_memory=False)
 profiler.set_config(filename='t.json', continuous_dump=CD, dump_period=0.1, **KEYS)
@@ -23,9 +23,12 @@ profiler.set_state('run')
 for _ in range(3):
     (mx.nd.ones((4, 4)) + 7).wait_to_read()
 time.sleep(0.3)          # continuous dump: the timer has written t.json
+refused = None
 if MIDDUMP:
-    profiler.dump(False)  # an intermediate dump (continuous_dump off: MXNet stops output)
-    profiler.set_state('run')
+    try:
+        profiler.dump(False)  # an intermediate dump
+    except StateError as e:  # continuous_dump off: refused, MXNet would close the file
+        refused = e.code
 profiler.set_config(profile_api=True, continuous_dump=CD, dump_period=0.1)
 for _ in range(4):
     (mx.nd.ones((4, 4)) - 7).wait_to_read()
@@ -35,7 +38,7 @@ if TWICE:
     for _ in range(5):
         (mx.nd.ones((4, 4)) * 7).wait_to_read()
 result = {'config': profiler.current_config()['filename'],
-          'during': sorted(os.listdir('.'))}
+          'during': sorted(os.listdir('.')), 'refused': refused}
 if FINISH:
     profiler.set_state('stop')
     profiler.dump(True)
@@ -57,6 +60,8 @@ def test_a_config_without_filename_while_running_keeps_every_event(
             .replace("TWICE", str(twice)).replace("FINISH", str(finish)))
     result = run_scenario(body, tmp_path)
     assert result["config"] == "t.json"
+    assert result["refused"] == (None if continuous or not middump
+                                 else "dump.intermediate_finishes")
     t = tmp_path / "t.json"
     assert trace.validate(t).problems == []
     assert _counts(t) == {"_plus_scalar": 3, "_minus_scalar": 4, "_mul_scalar": 5 if twice else 0}
