@@ -302,3 +302,24 @@ def test_a_file_name_too_long_for_the_parts_beside_it_is_refused_before_profilin
     with pytest.raises(errors.ConfigError) as e:
         session.profile(path=long.replace("xx.json", "{window}x.json"))
     assert _code(e) == "session.bad_path"
+
+
+def test_a_file_that_is_no_trace_is_never_replaced(tmp_path):
+    """A new user's find: set_config(filename="victim.py") deleted the source at once (MXNet's
+    config deletes the file it names), and a session's window would replace it too. A file with
+    no trace in its head is refused; a trace (of a rerun, or MXNet's headless continuation) and
+    an empty file are taken."""
+    import pyprof
+    source = tmp_path / "victim.py"
+    source.write_text("import mxnet\n" * 400)
+    with pytest.raises(errors.ConfigError) as e:
+        config.validate({"filename": str(source)})
+    assert _code(e) == "config.bad_path" and "exists and is no trace" in str(e.value)
+    with pytest.raises(errors.ConfigError) as e:
+        pyprof.profile(path=str(source))
+    assert _code(e) == "session.bad_path" and "exists and is no trace" in str(e.value)
+    assert source.read_text() == "import mxnet\n" * 400
+    for text in ('{\n    "traceEvents": [\n', ',\n    {"name": "x", "ph": "B"}', ""):
+        (tmp_path / "t.json").write_text(text)
+        config.validate({"filename": str(tmp_path / "t.json")})
+        pyprof.profile(path=str(tmp_path / "t.json"))

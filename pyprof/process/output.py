@@ -19,7 +19,8 @@ import tempfile
 from .. import rules
 
 __all__ = ["MIN_FREE_BYTES", "min_free_bytes", "absolute", "same_file", "text_problem",
-           "file_problem", "check_config_path", "size", "check_dumped", "session_raw_trace"]
+           "file_problem", "replace_problem", "check_config_path", "size", "check_dumped",
+           "session_raw_trace"]
 
 #: Free bytes a trace's file system must have (api.json ``output_paths.min_free_bytes``);
 #: ``$PYPROF_MIN_FREE_BYTES`` (``min_free_env``) overrides it, 0 turns the check off.
@@ -133,6 +134,21 @@ def session_raw_trace(path: str | None) -> bool:
         parent.startswith(f"{spec['dir_prefix']}{os.getpid()}-")
 
 
+def replace_problem(path: str) -> dict[str, str] | None:
+    """The path problem ``not_a_trace`` when ``path`` names an existing non-empty regular file
+    that holds no trace (api.json ``output_paths`` ``trace_markers``), which MXNet's config or
+    a session's save would replace; else None. Call it once :func:`file_problem` passed."""
+    spec = rules.API["output_paths"]
+    try:
+        with open(absolute(path), "rb") as f:
+            head = f.read(spec["trace_probe_bytes"])
+    except OSError:
+        return None  # no file (or none to read): nothing to lose
+    if not head or any(m.encode() in head for m in spec["trace_markers"]):
+        return None
+    return rules.path_problem("not_a_trace", path=path, bytes=spec["trace_probe_bytes"])
+
+
 def check_config_path(key: str, path: str) -> None:
     """Raise ConfigError ``config.missing_directory`` or ``config.bad_path`` for ``path`` given
     as config key ``key``."""
@@ -142,7 +158,7 @@ def check_config_path(key: str, path: str) -> None:
         if not os.path.isdir(directory) and file_in_the_way(directory) is None:
             raise rules.error("config.missing_directory", value=path, key=key,
                               directory=directory)
-        problem = file_problem(path)
+        problem = file_problem(path) or replace_problem(path)
     if problem is not None:
         raise rules.error("config.bad_path", value=path, key=key, **problem)
 

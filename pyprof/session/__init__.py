@@ -158,7 +158,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._template = _template.parse(os.fspath(path))
         self._cwd = os.getcwd()
         self._path = self._window_path(window=0, step=0)  # the first window's file
-        problem = _output.file_problem(self._path)  # windows are written there (MXNet is silent)
+        problem = _output.file_problem(self._path) or _output.replace_problem(self._path)
         if problem is not None:
             raise rules.error("session.bad_path", value=os.fspath(path), **problem)
         if schedule is not None and not self._template.has(_template.WINDOW_FIELD) \

@@ -142,6 +142,18 @@
          (some? parent)
          (str/starts-with? parent (str (spec "dir_prefix") (.pid (java.lang.ProcessHandle/current)) "-")))))
 
+(defn replace-problem
+  "The path problem not_a_trace when `path` names an existing non-empty regular file that holds
+  no trace (api.json output_paths trace_markers), which MXNet's config or a session's save would
+  replace; else nil, as pyprof.process.output.replace_problem. After `file-problem` passed."
+  [^String path]
+  (let [n (long (rules/output-paths "trace_probe_bytes"))
+        head (try (with-open [in (java.io.FileInputStream. (io/file (abspath path)))]
+                    (String. (.readNBytes in (int n)) "ISO-8859-1")) ; the markers are ASCII
+                  (catch java.io.IOException _ ""))]
+    (when-not (or (empty? head) (some #(str/includes? head %) (rules/output-paths "trace_markers")))
+      (rules/path-problem "not_a_trace" {:path path :bytes n}))))
+
 (defn check-config-path!
   "config.missing_directory or config.bad_path for `path` given as config key `key` (`given`: as
   the caller wrote it), as pyprof.process.output.check_config_path."
@@ -150,7 +162,7 @@
     (when-not (or (.isDirectory (io/file directory)) (file-in-the-way directory))
       (throw (rules/error "config.missing_directory"
                           {:value path :key key :directory directory :given given})))
-    (when-let [problem (file-problem path)]
+    (when-let [problem (or (file-problem path) (replace-problem path))]
       (throw (rules/error "config.bad_path" (merge {:value path :key key :given given} problem))))))
 
 (defn- ends-finished?

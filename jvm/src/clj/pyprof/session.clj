@@ -117,7 +117,8 @@
         ;; windows are written there, and MXNet is silent when it cannot write: checked now,
         ;; as pyprof.session.profile does, when asked
         first-path (fill-path parts 0 0)
-        _ (when-let [problem (and check-file? (output/file-problem first-path))]
+        _ (when-let [problem (and check-file? (or (output/file-problem first-path)
+                                                   (output/replace-problem first-path)))]
             (throw (rules/error "session.bad_path" (merge {:value (str path)} problem))))]
     (when (and schedule (not (template/has? parts template/window-field))
                (sched/saves-many? schedule))
