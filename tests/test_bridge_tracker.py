@@ -57,9 +57,10 @@ p.dump_profile(True)                              # the JVM finishes: joins both
 result = {{"sent": sent["filename"], "after_jvm": after_jvm, "after_py": after_py,
           "kept_by_jvm": len(kept_by_jvm), "files": sorted(os.listdir("."))}}
 """, tmp_path)
-    assert r["sent"] == "a.json"
-    assert r["after_jvm"] == ["a.json", "a.json", "false"]
-    assert r["after_py"] == ["a.json", "a.json", "true"]
+    a = str(tmp_path / "a.json")  # made absolute at configuration
+    assert r["sent"] == a
+    assert r["after_jvm"] == [a, a, "false"]
+    assert r["after_py"] == [a, a, "true"]
     assert r["kept_by_jvm"] == 1, "the part the JVM kept is in Python's tracker"
     assert "profile.json" not in r["files"]
     assert not [f for f in r["files"] if "kept" in f], r["files"]
@@ -83,7 +84,7 @@ p.profiler_set_config({{"profile-imperative": True}})
 {DOT}
 result = [profiler.current_config()["filename"], p.current_config()["filename"]]
 """, tmp_path)
-    assert r == ["a.json", "a.json"]
+    assert r == [str(tmp_path / "a.json")] * 2
     assert not (tmp_path / "profile.json").exists()
     assert not [f for f in tmp_path.iterdir() if "kept" in f.name]
     assert len(operator_pairs(load_trace(tmp_path / "a.json"), ("dot",))) == 3

@@ -1,6 +1,7 @@
 """The configuration spec and its validation: pure logic, no MXNet calls."""
 
 import json
+import os
 
 import pytest
 
@@ -44,7 +45,7 @@ def test_float_and_enum_and_string():
     assert config.validate({"dump_period": 0.5}) == {"dump_period": "0.5"}
     assert config.validate({"dump_period": "2"}) == {"dump_period": "2"}
     assert config.validate({"profile_process": "server"}) == {"profile_process": "server"}
-    assert config.validate({"filename": "b.json"}) == {"filename": "b.json"}
+    assert config.validate({"filename": "b.json"}) == {"filename": os.path.abspath("b.json")}
     inside = str(config.SPEC_PATH.parent / "b.json")
     assert config.validate({"filename": inside}) == {"filename": inside}
     with pytest.raises(ConfigError, match="directory .* does not exist"):

@@ -59,7 +59,7 @@ def test_a_config_without_filename_while_running_keeps_every_event(
     body = (_BODY.replace("CD", str(continuous)).replace("MIDDUMP", str(middump))
             .replace("TWICE", str(twice)).replace("FINISH", str(finish)))
     result = run_scenario(body, tmp_path)
-    assert result["config"] == "t.json"
+    assert result["config"] == str(tmp_path / "t.json")  # made absolute at configuration
     assert result["refused"] == (None if continuous or not middump
                                  else "dump.intermediate_finishes")
     t = tmp_path / "t.json"

@@ -323,3 +323,28 @@ def test_a_file_that_is_no_trace_is_never_replaced(tmp_path):
         (tmp_path / "t.json").write_text(text)
         config.validate({"filename": str(tmp_path / "t.json")})
         pyprof.profile(path=str(tmp_path / "t.json"))
+
+
+def test_a_relative_filename_stays_where_it_was_configured(tmp_path):
+    """A new user's find: with filename="rel.json" and an os.chdir while profiling, MXNet (which
+    opens the file at each dump) split the trace into two invalid halves, rel.json without its
+    end and sub/rel.json without its head, and nothing said so. The filename is made absolute
+    when configured, for MXNet and for pyprof's checks alike."""
+    r = run_scenario("""
+import os, time
+import mxnet as mx
+from pyprof import profiler
+os.mkdir("sub")
+profiler.set_config(filename="rel.json", profile_imperative=True, dump_period=0.1)
+profiler.set_state("run")
+(mx.nd.ones((4, 4)) * 2).wait_to_read()
+time.sleep(0.3)                     # the dump timer has written rel.json here
+os.chdir("sub")
+(mx.nd.ones((4, 4)) * 3).wait_to_read()
+profiler.set_state("stop")
+profiler.dump()
+result = {"config": profiler.current_config()["filename"], "sub": os.listdir(".")}
+""", tmp_path)
+    assert r == {"config": str(tmp_path / "rel.json"), "sub": []}
+    events = json.loads((tmp_path / "rel.json").read_text())["traceEvents"]  # valid JSON
+    assert sum(e.get("name") == "_mul_scalar" and e.get("ph") == "B" for e in events) == 2

@@ -29,7 +29,8 @@ def test_run_stop_dump_dumps(tmp_path):
     assert stats["Unit"] == {"Time": "ms", "Memory": "kB"}
     assert "operator" in r["table"] and "dot" in r["table"] and "Time (ms)" in r["table"]
     assert r["state"] == {"running": False, "paused": False, "finished": True, "ever_ran": True}
-    assert r["config"]["profile_all"] == "true" and r["config"]["filename"] == "trace.json"
+    assert r["config"]["profile_all"] == "true"
+    assert r["config"]["filename"] == str(tmp_path / "trace.json")  # absolute at configuration
     assert r["config"]["profile_process"] == "worker"  # omitted: back to the C default
 
 

@@ -37,7 +37,7 @@ profiler.set_config(filename="s3.json", continuous_dump=False)
 profiler.set_config(filename="s3.json")       # on again, right after off
 result = profiler.current_config()["filename"]
 """, tmp_path)
-    assert r == "s3.json"
+    assert r == str(tmp_path / "s3.json")
 
 
 def test_a_python_session_after_a_jvm_session_carries_the_process_names(tmp_path):

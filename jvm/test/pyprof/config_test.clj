@@ -3,6 +3,7 @@
             [clojure.string :as str]
             [clojure.test :refer [deftest is are testing]]
             [pyprof.config :as config]
+            [pyprof.output :as output]
             [pyprof.test-util :refer [python-json]]))
 
 (defn- error [options]
@@ -148,9 +149,14 @@
    ["profile_process" nil :bad-value]
    ["profile_process" true :bad-value]])
 
+(defn- expected-c
+  "A case's expected C string: a filename made absolute against the working directory."
+  [k expected]
+  (if (and (= "filename" k) (string? expected)) (output/abspath expected) expected))
+
 (deftest values-convert-as-in-python
   (doseq [[k v expected] python-cases]
-    (is (= expected (outcome k v)) (pr-str [k v]))))
+    (is (= (expected-c k expected) (outcome k v)) (pr-str [k v]))))
 
 (deftest python-and-jvm-agree
   (testing "the table above is what pyprof.config does (skipped without the repository's .venv)"
@@ -167,7 +173,7 @@
       (doseq [[[k v expected] p] (map vector python-cases py)]
         (is (= (if (keyword? expected)
                  (str "config." (str/replace (name expected) "-" "_"))
-                 expected)
+                 (expected-c k expected))
                p)
             (pr-str [k v]))))))
 
@@ -185,9 +191,10 @@
       {:profile-api (byte 0)} {"profile_api" "false"}
       {:profile-api :true} {"profile_api" "true"}
       {:profile-api (biginteger 1)} {"profile_api" "true"}
-      {:filename (java.io.File. "t.json")} {"filename" "t.json"}
-      {:filename (.toPath (java.io.File. "t.json"))} {"filename" "t.json"}
-      {:filename :t.json} {"filename" "t.json"}
+      ;; a filename made absolute against the working directory (grammar.json paths)
+      {:filename (java.io.File. "t.json")} {"filename" (output/abspath "t.json")}
+      {:filename (.toPath (java.io.File. "t.json"))} {"filename" (output/abspath "t.json")}
+      {:filename :t.json} {"filename" (output/abspath "t.json")}
       {:profile-process :worker} {"profile_process" "worker"}
       {:profile-process 'server} {"profile_process" "server"}
       {:profile-process :ns/server} {"profile_process" "server"}
@@ -347,7 +354,7 @@
     (testing "relative paths are checked against the absolute path (grammar.json paths)"
       (is (= missing (:directory (:data (error {"filename" (str missing "/../dir/t.json")}))))
           "normalised: no/such/dir/../dir is still missing")
-      (is (= {"filename" "t.json"} (config/validate {:filename "t.json"})) "the working directory")
+      (is (= {"filename" (output/abspath "t.json")} (config/validate {:filename "t.json"})) "the working directory")
       (is (= {"filename" (str dir "/a.json")} (config/validate {:filename (str dir "/a.json")})))
       (is (= {"filename" (str dir "/a.json")}
              (config/validate {:filename (java.io.File. (str dir "/a.json"))}))))

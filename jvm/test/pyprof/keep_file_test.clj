@@ -53,7 +53,7 @@
         (is (zero? exit) err)
         (when middump
           (is (str/includes? out (str "middump " (if cd ":dumped" "dump.intermediate_finishes"))) out))
-        (is (str/includes? out "sent t.json") out)
+        (is (str/includes? out (str "sent " (io/file dir "t.json"))) out) ; absolute when configured
         (is (not (str/includes? out "profile.json")) out)
         (is (= {:uniform (if twice 12 7) :api true :process-names true} (ops (io/file dir "t.json"))))
         (is (= ["t.json"] (vec (sort (.list ^java.io.File dir)))) "no part and no ./profile.json left")))))

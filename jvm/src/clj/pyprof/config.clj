@@ -134,7 +134,8 @@
 
 (defn validate
   "`options` (keyword or C string keys) checked against the spec, as a map of C key -> C string, as
-  pyprof.config.validate; throws the catalogue's config errors."
+  pyprof.config.validate (a file key's value made absolute); throws the catalogue's config
+  errors."
   [options]
   (when-not (map? options)
     (throw (rules/error "config.not_a_map" {:value options})))
@@ -151,7 +152,8 @@
          (when (:file ks) (output/check-config-path! c-key k c-val))
          (when (contains? out c-key)
            (throw (rules/error "config.duplicate_key" {:key c-key :value v :given k})))
-         (assoc out c-key c-val)))
+         ;; a file absolute now: MXNet opens it at each dump, maybe in another working directory
+         (assoc out c-key (if (:file ks) (output/abspath c-val) c-val))))
      {}
      options)))
 
