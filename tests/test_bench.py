@@ -152,3 +152,22 @@ def test_cli_compare_np(tmp_path):
     assert set(spaces) == {("nd", "dot"), ("np", "dot")}
     assert all(r["status"] == "ok" for r in spaces.values()), spaces
     assert spaces[("np", "dot")]["inputs"] == {"a": [512, 512], "b": [512, 512]}
+
+
+def test_cli_output_and_compare_inputs_are_checked_first(tmp_path):
+    """A new user's find: --output-file in a missing directory ran the whole benchmark, then
+    threw its results away with a bare errno; --compare of a missing file was a bare errno too."""
+    p = run_cli(["bench", "--category", "gemm", "--runs", "1", "--output-file",
+                 str(tmp_path / "nodir" / "b.json")], tmp_path)
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines() == [
+        f"pyprof bench: cannot write output '{tmp_path / 'nodir' / 'b.json'}': directory "
+        f"'{tmp_path / 'nodir'}' does not exist; nothing was done. fix: create it first, or "
+        "choose an existing directory"]
+    (tmp_path / "notes.txt").write_text("not json")
+    for missing, why in ((tmp_path / "none.json", "No such file or directory"),
+                         (tmp_path / "notes.txt", "Expecting value")):
+        r = run_cli(["bench", "--compare", str(missing), str(missing)], tmp_path)
+        assert r.returncode == 1
+        assert f"cannot read the bench result file {missing}: {why}" in r.stderr, r.stderr
+        assert "fix: name a file written by `pyprof bench --output-file" in r.stderr

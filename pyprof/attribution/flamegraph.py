@@ -134,7 +134,8 @@ def write_folded(traces: str | os.PathLike[str] | Sequence[str | os.PathLike[str
         TraceError: ``out`` cannot be written (``trace.bad_output``, checked before reading).
         TraceNotFoundError, TraceFormatError: as :func:`folded`.
     """
-    check_output(out, example="stacks.folded")
+    check_output(out, example="stacks.folded",
+                 inputs=[traces] if isinstance(traces, (str, os.PathLike)) else traces)
     fs = folded(traces, progress=progress)
     lines = fs.lines()
     with open(out, "w", encoding="utf-8", newline="\n") as f:

@@ -71,6 +71,9 @@ def execute(o: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     fmt = o.output_format or ("json" if (o.output_file or "").endswith(".json") else "md")
     try:
+        if o.output_file:  # before the work, which a bad path would throw away at the end
+            from ..trace.writer import check_output
+            check_output(o.output_file, example="bench.json" if fmt == "json" else "bench.md")
         if o.compare:
             result = cmp.compare(*o.compare, threshold=o.threshold)
             _emit(format_diff(result, "json" if fmt == "json" else "markdown"), o)

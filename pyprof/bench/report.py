@@ -111,11 +111,17 @@ class Report:
 
 
 def load(path: str | os.PathLike[str]) -> Report:
-    """Read a JSON result file written by :meth:`Report.save`."""
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
-    if doc.get("schema") != SCHEMA:
-        raise rules.error("bench.not_a_result", path=os.fspath(path), schema=doc.get("schema"),
+    """Read a JSON result file written by :meth:`Report.save`. Raises PyprofError
+    ``bench.cannot_read`` (no such file, not JSON) or ``bench.not_a_result``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:  # a bare errno or JSONDecodeError named no fix
+        raise rules.error("bench.cannot_read", path=os.fspath(path),
+                          why=getattr(exc, "strerror", None) or str(exc)) from exc
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise rules.error("bench.not_a_result", path=os.fspath(path),
+                          schema=doc.get("schema") if isinstance(doc, dict) else None,
                           expected=SCHEMA)
     import calendar
     started = calendar.timegm(time.strptime(doc["started_utc"], "%Y-%m-%dT%H:%M:%SZ"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip as _gzip
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import IO, Any
 
@@ -112,10 +112,12 @@ class TraceWriter:
                 os.unlink(self._tmp)
 
 
-def check_output(path: str | os.PathLike[str], example: str = "trace.json") -> None:
+def check_output(path: str | os.PathLike[str], example: str = "trace.json",
+                 inputs: Sequence[str | os.PathLike[str]] = ()) -> None:
     """Check an output path before any work, with the checks pyprof makes on trace paths
     (:func:`pyprof.process.output.file_problem`: text, directory exists, not a directory nor a device,
-    a file can be created there, free space).
+    a file can be created there, free space), and that it is none of ``inputs`` (a command
+    that writes another kind of file, such as a report, would replace the trace it reads).
 
     Raises:
         TraceError: ``trace.bad_output``, naming the problem and its fix (errors.json
@@ -123,8 +125,18 @@ def check_output(path: str | os.PathLike[str], example: str = "trace.json") -> N
     """
     text = os.fspath(path)
     problem = _output.file_problem(text, example=example)  # the file a directory's fix names
+    if problem is None and any(_output.same_file(text, os.fspath(i)) or _same_inode(text, i)
+                               for i in inputs):
+        problem = rules.path_problem("is_input", path=text, example=example)
     if problem is not None:
         raise rules.error("trace.bad_output", path=text, **problem)
+
+
+def _same_inode(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def kept_top_level(top_level: Mapping[str, Any]) -> dict[str, Any]:

@@ -104,3 +104,23 @@ def test_run_checks_its_paths_before_starting_the_command(flag, tmp_path, capsys
                    f"directory; nothing was done. fix: name a file inside it, e.g. "
                    f"{os.path.join(str(outd), {'--log': 'dnnl.log'}.get(flag, 'profile.json'))!r}\n")
     assert not marker.exists() and sorted(os.listdir(tmp_path)) == ["outd"]
+
+
+@pytest.mark.parametrize("command, flags", [("report", []), ("flamegraph", []),
+                                            ("report", ["link"])])
+def test_an_output_that_is_an_input_trace_is_refused(command, flags, fx, tmp_path, capsys):
+    """A new user's find: `pyprof flamegraph t.json -o t.json` and `pyprof report t.json -o
+    t.json` replaced the trace with folded stacks or HTML (merge, compact and repair write a
+    trace, so in place is safe there; plot refuses by extension). A hard link is the same file."""
+    trace = tmp_path / "t.json"
+    trace.write_bytes(fx("small.json").read_bytes())
+    out = trace
+    if flags == ["link"]:
+        out = tmp_path / "same.json"
+        os.link(trace, out)
+    before = trace.read_bytes()
+    code = cli.main([command, str(trace), "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"{str(out)!r} is a trace this command reads, and writing there would replace it" in err
+    assert trace.read_bytes() == before

@@ -125,7 +125,7 @@ def report_html(traces: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     if len(names) != len(paths):
         raise rules.error("trace.label_count", labels=len(names), traces=len(paths))
     out = os.fspath(out)
-    check_output(out, example="report.html")
+    check_output(out, example="report.html", inputs=paths)
     given_peaks = peaks if isinstance(peaks, Peaks) or peaks is None else read_peaks(peaks)
     excluded = () if include_api else (API_CATEGORY,)
     results = [stats(p, progress=progress, exclude_categories=excluded) for p in paths]
