@@ -14,7 +14,8 @@ imperative operators unless you know that 15 means "everything". pyprof's variab
 ``PYPROF_DUMP_PERIOD``      seconds between continuous appends (default 1; what survives a crash).
 ``PYPROF_STEADY``           ``1``: begin steady mode (:mod:`pyprof.session.steady`): the
                             profiler runs from import to exit, windows by pause and resume;
-                            with ``PYPROF_AUTOSTART=1`` into ``PYPROF_FILENAME``, else into
+                            with ``PYPROF_AUTOSTART=1`` into ``PYPROF_FILENAME``, recording
+                            from import (``pyprof.pause()`` leaves parts out), else into
                             the raw trace that sessions cut (``PYPROF_MODE`` unset: MXNet's
                             default modes).
 ``PYPROF_PER_OPERATOR``     ``1``: turn off every kind of bulk execution, so that every operator

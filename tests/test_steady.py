@@ -174,12 +174,15 @@ print(json.dumps({"active": pyprof.steady.active(), "running": TRACKER.running,
 
 
 def test_pyprof_steady_with_autostart_finishes_the_file_at_exit(tmp_path):
-    """PYPROF_STEADY=1 with PYPROF_AUTOSTART=1: steady mode into PYPROF_FILENAME; what is
-    recorded while resumed is in the file, finished at exit without a stop."""
+    """PYPROF_STEADY=1 with PYPROF_AUTOSTART=1: steady mode into PYPROF_FILENAME, recording from
+    import (a new user's find: it began paused, and the file held no event), windows of it left
+    out by pause and resume; finished at exit without a stop."""
     proc = run_scenario(_PRELUDE + """
 import mxnet as mx
 a = mx.nd.ones((2, 2))
-(a + 1).wait_to_read()           # paused: not recorded
+(a + 1).wait_to_read()           # recorded from import
+pyprof.pause()
+(a - 2).wait_to_read()           # paused: not recorded
 pyprof.resume()
 (a * 3).wait_to_read()
 pyprof.pause()
@@ -192,7 +195,7 @@ print(json.dumps({"active": pyprof.steady.active(), "stop": switches[0]}))
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got == {"active": "PYPROF_STEADY", "stop": "steady.set_state"}
     names = [e.get("name") for e in load_trace(tmp_path / "auto.json") if e.get("ph") == "B"]
-    assert "_mul_scalar" in names and "_plus_scalar" not in names
+    assert "_plus_scalar" in names and "_mul_scalar" in names and "_minus_scalar" not in names
 
 
 def test_steady_mode_is_one_fact_across_the_bridge(tmp_path):

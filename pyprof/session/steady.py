@@ -119,7 +119,8 @@ def begin_from_environment(environ: Mapping[str, str] | None = None) -> bool:
     mode, True when it began. Recording options from ``PYPROF_MODE`` (readable modes, see
     :mod:`pyprof.env`; unset: MXNet's defaults, which sessions without options use),
     ``PYPROF_AGGREGATE_STATS`` and ``PYPROF_DUMP_PERIOD``; into pyprof's raw trace for sessions,
-    or, with ``PYPROF_AUTOSTART=1`` too, into ``PYPROF_FILENAME`` (finished at exit).
+    or, with ``PYPROF_AUTOSTART=1`` too, into ``PYPROF_FILENAME`` (finished at exit), recording
+    from here on (resumed: autostart records the program, as without steady mode).
 
     Raises ConfigError for a bad variable (``env.bad_flag``, ``env.unknown_mode``, ...)."""
     from .. import env as _env
@@ -131,6 +132,8 @@ def begin_from_environment(environ: Mapping[str, str] | None = None) -> bool:
     if _env.flag(e, "PYPROF_AUTOSTART"):
         filename = kwargs.pop("filename")
         begin_as(kwargs, filename, str(SPEC["env"]))
+        from .. import profiler  # (a new user's find: paused, the file held no event)
+        profiler.resume()
         return True
     options = {k: v for k, v in kwargs.items() if k not in _RESERVED}
     if not e.get("PYPROF_MODE"):
