@@ -334,11 +334,18 @@ class Namespace:
         if v is None:  # Clojure.var would intern it: an unbound var, a bare Java error
             publics = sorted(str(s) for s in core("keys").invoke(core("ns-publics").invoke(
                 core("symbol").invoke(self.name))) or ())
-            near = (difflib.get_close_matches(fn, publics, n=1, cutoff=0) or [""])[0]
+            # a name that holds the one given ("set-config": profiler-set-config), else the closest
+            near = min((p for p in publics if fn in p), key=len, default=None) or \
+                (difflib.get_close_matches(fn, publics, n=1, cutoff=0) or [""])[0]
+            attribute = near.replace("-", "_")  # ns["start!"]: no Python attribute has a "!"
             raise rules.error("jvm.no_function", fn=fn, ns=self.name, nearest=near,
-                              attribute=f".{near.replace('-', '_')}")
+                              attribute=f".{attribute}" if attribute.isidentifier()
+                              else f"[{near!r}]")
 
-        def invoke(*args):
+        def invoke(*args, **kwargs):
+            if kwargs:  # a Clojure function takes its options as one map
+                raise rules.error("jvm.keyword_arguments", fn=fn, ns=self.name,
+                                  names=", ".join(kwargs))
             if _state != "running":
                 _usable()
             return _translated(lambda: v.invoke(*[to_clojure(a) for a in args]))
@@ -371,6 +378,8 @@ def require(ns: str) -> Namespace:
     ``jvm.no_namespace`` when the classpath has no such namespace."""
     import jpype
 
+    if not isinstance(ns, str):
+        raise rules.error("jvm.no_namespace", ns=ns, why="a namespace is named by a str")
     _ensure()
     try:
         _clj["require"].invoke(_clj["read"](ns))

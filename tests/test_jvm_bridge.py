@@ -60,7 +60,12 @@ for name, call in [("key", lambda: p.profiler_set_config({"profile-symbolc": Tru
                    ("dump", lambda: p.dump_profile(True)),
                    ("c", lambda: jvm.call("pyprof.native", "op-handle", "pyprof_no_such_op")),
                    ("ns", lambda: jvm.require("pyprof.profilr")),
-                   ("fn", lambda: p.profiler_set_confg({}))]:
+                   ("fn", lambda: p.profiler_set_confg({})),
+                   # a new user's finds: wrong nearest, a fix that is no Python, bare TypeErrors
+                   ("part", lambda: p.set_config({})),
+                   ("bang", lambda: jvm.require("pyprof.session").start_BANG_(None)),
+                   ("kwargs", lambda: p.profiler_set_config(filename="x.json")),
+                   ("ns_type", lambda: jvm.require(5))]:
     try:
         call()
     except pyprof.PyprofError as e:
@@ -91,6 +96,13 @@ result = out
         "nearest is 'profiler-set-config'. fix: call .profiler_set_config (an attribute names the "
         "function with _ for -; ns[\"name\"] takes any name)")]
     assert r["interned"] is False
+    assert "the nearest is 'profiler-set-config'. fix: call .profiler_set_config " in r["part"][1]
+    assert "the nearest is 'start!'. fix: call ['start!'] " in r["bang"][1]
+    assert r["kwargs"][:2] == ["JVMError", (
+        "Clojure function pyprof.profiler/profiler-set-config takes positional arguments, not "
+        "keyword arguments (filename). fix: pass options as one dict, as Clojure takes a map: "
+        "e.g. profiler_set_config({\"filename\": \"t.json\"})")]
+    assert r["ns_type"][0] == "JVMError" and "a namespace is named by a str" in r["ns_type"][1]
 
 
 def test_jit_compiled_npes_survive_libmxnet_loaded_first(tmp_path):
