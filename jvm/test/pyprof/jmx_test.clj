@@ -130,6 +130,13 @@
               (is (re-find #"did you mean \"active\"\?" msg) "the schedule's keys are JMX options")
               (is (re-find #"step_seconds" msg))
               (is (not (re-find #"on_trace_ready" msg)) msg))
+            (let [e (try (invoke "start" ["{bad json" 5] ["java.lang.String" "long"]) nil
+                         (catch Exception e e))
+                  msg (str (.getMessage (.getCause ^Exception e)))]
+              ;; a new user's find: clojure.data.json's bare "JSON error (non-string key ...)"
+              (is (instance? IllegalArgumentException (.getCause ^Exception e)))
+              (is (str/starts-with? msg "options are not valid JSON (JSON error") msg)
+              (is (str/ends-with? msg "or key=value pairs separated by commas") msg))
             (doseq [step ["0.0005" "0" "-1" "NaN"]]
               (let [e (try (invoke "start" [(str "step_seconds=" step) 5] ["java.lang.String" "long"]) nil
                            (catch Exception e e))

@@ -40,7 +40,14 @@ final class JmxOptions {
       return out;
     }
     if (s.startsWith("{")) {
-      Object parsed = READ_JSON.invoke(s);
+      Object parsed;
+      try {
+        parsed = READ_JSON.invoke(s);
+      } catch (Exception e) { // clojure.data.json's own words (a checked Exception), then the fix
+        throw new IllegalArgumentException("options are not valid JSON (" + e.getMessage()
+            + "): " + s + ". fix: pass a JSON object such as {\"step_seconds\": 1}, or key=value"
+            + " pairs separated by commas");
+      }
       if (!(parsed instanceof Map)) {
         throw new IllegalArgumentException("options must be a JSON object, got " + s
             + ". fix: pass key=value pairs or a JSON object such as {\"step_seconds\": 1}");
