@@ -147,3 +147,11 @@
   (is (= "one of \"worker\", \"server\"" (rules/accepted "enum" {:choices ["worker" "server"]})))
   (is (= "true/false, 1/0, or the strings \"true\"/\"false\"/\"1\"/\"0\" (any case)"
          (rules/accepted "bool" {}))))
+
+(deftest a-control-character-in-a-clojure-literal-is-escaped
+  ;; a new user's find: (domain "a\u0000b")'s message held a raw NUL (Java wrote \u0000,
+  ;; Python '\x00'); the escapes are ones Clojure's reader reads back
+  (let [shown (rules/render "{x!r}" {:x "a\u0000b\u001f\"c\\"})]
+    (is (= "\"a\\u0000b\\u001f\\\"c\\\\\"" shown))
+    (is (= "a\u0000b\u001f\"c\\" (read-string shown)))
+    (is (= "\"é😀\"" (rules/render "{x!r}" {:x "é😀"})) "printable text stays as it is")))

@@ -137,7 +137,7 @@
         "Python knows only skip_first")
     (is (= ["session.path_needs_window" "invalid-option"
             (str "path \"one.json\" has no window placeholder, but the schedule records several windows,"
-                 " which would overwrite each other. fix: \"path\" = \"trace_{window}.json\"")]
+                 " which would overwrite each other. fix: Map.of(\"path\", \"trace_{window}.json\")")]
            (java-error #(ProfilerSession. {"schedule" {"repeat" 2} "path" "one.json"}))))
     (is (= "session.reserved_option" (first (java-error #(ProfilerSession. {"filename" "x.json"})))))
     (let [s (ProfilerSession. (doto (java.util.HashMap.) (.put "schedule" nil) (.put "path" "u_{window}.json")))]

@@ -126,11 +126,13 @@
         :else (str v)))
 
 (defn- literal
-  "A value as a literal of `language` (\"clojure\": `pr-str`, \"java\": `java-literal`)."
+  "A value as a literal of `language` (\"clojure\": `pr-str`, a string with its control
+  characters escaped as Java's, which Clojure's reader reads too; \"java\": `java-literal`)."
   [v language]
-  (if (= "java" language)
-    (java-literal v)
-    (pr-str (if (or (keyword? v) (symbol? v)) (name v) v))))
+  (cond (= "java" language) (java-literal v)
+        (and (string? v) (some #(or (< (int %) 0x20) (<= 0x7f (int %) 0x9f)) v))
+        (java-string v) ; pr-str left a NUL raw in the message
+        :else (pr-str (if (or (keyword? v) (symbol? v)) (name v) v))))
 
 (defn- text
   "A value as text in `language`: a keyword as its name in Java."
