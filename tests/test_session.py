@@ -56,8 +56,9 @@ def test_options_are_checked_before_anything_runs():
     assert _error(lambda: pyprof.profile(continuous_dump=True))[1] == "session.reserved_option"
     assert _error(lambda: pyprof.profile(schedule=schedule(active=1, repeat=3), path="one.json")) == (
         "ConfigError", "session.path_needs_window",
-        "path 'one.json' has no window placeholder, but the schedule records several windows, "
-        "which would overwrite each other. fix: path='trace_{window}.json'")
+        "path 'one.json' names one file for every window (it has no window placeholder, or one "
+        "that a '..' after it cancels), but the schedule records several windows, which would "
+        "overwrite each other. fix: path='trace_{window}.json'")
     assert _error(lambda: pyprof.profile(dump_period="soon"))[:2] == (
         "ConfigError", "config.bad_value")
     assert _error(lambda: pyprof.profile(schedule={"active": 1})) == (

@@ -161,8 +161,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         problem = _output.file_problem(self._path) or _output.replace_problem(self._path)
         if problem is not None:
             raise rules.error("session.bad_path", value=os.fspath(path), **problem)
-        if schedule is not None and not self._template.has(_template.WINDOW_FIELD) \
-                and saves_many(schedule):
+        if schedule is not None and self._path == self._window_path(window=1, step=0) \
+                and saves_many(schedule):  # no {window}, or one a ".." cancels: w_{window}/../w
             raise rules.error("session.path_needs_window", path=os.fspath(path))
         self.windows: list[Window] = []
         self.step_num = 0

@@ -98,7 +98,8 @@
   (is (str/includes? (second (error-of #(session/profile {:on-trace true})))
                      "fix: use :on-trace-ready"))
   (is (= ["session.path_needs_window"
-          (str "path \"fixed.json\" has no window placeholder, but the schedule records several windows,"
+          (str "path \"fixed.json\" names one file for every window (it has no window placeholder, or"
+               " one that a '..' after it cancels), but the schedule records several windows,"
                " which would overwrite each other. fix: :path \"trace_{window}.json\"")]
          (error-of #(session/profile {:schedule (session/schedule {:active 1 :repeat 2}) :path "fixed.json"}))))
   (is (= ["session.not_callable"
@@ -136,9 +137,26 @@
            (java-error #(ProfilerSession. {"schedule" {"skip-first" 1}})))
         "Python knows only skip_first")
     (is (= ["session.path_needs_window" "invalid-option"
-            (str "path \"one.json\" has no window placeholder, but the schedule records several windows,"
+            (str "path \"one.json\" names one file for every window (it has no window placeholder, or"
+                 " one that a '..' after it cancels), but the schedule records several windows,"
                  " which would overwrite each other. fix: Map.of(\"path\", \"trace_{window}.json\")")]
            (java-error #(ProfilerSession. {"schedule" {"repeat" 2} "path" "one.json"}))))
+    ;; a probe's finds: Java checked the unfilled template under its root ({pid} named no
+    ;; directory), and w_{window}/../w.json gave every window one file in Python and Clojure
+    (let [root (temp-dir)
+          pid (.pid (java.lang.ProcessHandle/current))]
+      (.mkdir (java.io.File. root (str pid)))
+      (is (= "new" (get (.state (ProfilerSession. {"path" "{pid}/j_{window}.json"} (str root)))
+                        "state")))
+      (is (= "root.missing_directory"
+             (first (java-error #(ProfilerSession. {"path" "{step}/j_{window}.json"} (str root))))))
+      (is (= "session.path_needs_window"
+             (first (java-error #(ProfilerSession. {"schedule" {"repeat" 2}
+                                                   "path" "w_{window}/../w.json"} (str root))))))
+      (is (= "session.path_needs_window"
+             (:pyprof/code (ex-data (try (session/profile {:schedule (session/schedule {:repeat 2})
+                                                           :path (str root "/w_{window}/../w.json")})
+                                         (catch clojure.lang.ExceptionInfo e e)))))))
     (is (= "session.reserved_option" (first (java-error #(ProfilerSession. {"filename" "x.json"})))))
     (let [s (ProfilerSession. (doto (java.util.HashMap.) (.put "schedule" nil) (.put "path" "u_{window}.json")))]
       (is (= "new" (get (.state s) "state")) "a null schedule is none, as Python's schedule=None")

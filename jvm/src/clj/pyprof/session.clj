@@ -80,6 +80,12 @@
   (make-session opts false)
   nil)
 
+(defn ^:no-doc first-file
+  "Internal (pyprof.jvm.ProfilerSession): the first window's file of the window path template
+  `text`, as written (relative stays relative)."
+  [text]
+  (template/fill (template/parse text) {"window" 0 "step" 0 "pid" (raw/pid)}))
+
 (defn ^:no-doc option-names
   "Every option a session takes, as C spells it (the choices of session.unknown_option): its
   own, the capture options and the recording keys it does not reserve."
@@ -120,8 +126,8 @@
         _ (when-let [problem (and check-file? (or (output/file-problem first-path)
                                                    (output/replace-problem first-path)))]
             (throw (rules/error "session.bad_path" (merge {:value (str path)} problem))))]
-    (when (and schedule (not (template/has? parts template/window-field))
-               (sched/saves-many? schedule))
+    ;; windows 0 and 1 in one file: no {window}, or one a ".." cancels (w_{window}/../w.json)
+    (when (and schedule (= first-path (fill-path parts 1 0)) (sched/saves-many? schedule))
       (throw (rules/error "session.path_needs_window" {:path (str (:path opts))})))
     {::name (str "<pyprof.session " (swap! counter inc) ">")
      ::recording rec

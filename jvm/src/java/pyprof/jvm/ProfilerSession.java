@@ -53,6 +53,7 @@ public final class ProfilerSession implements AutoCloseable {
     static final IFn WRITE_WINDOWS;
     static final IFn RECORDING_BYTES;
     static final IFn ESCAPE;
+    static final IFn FIRST_FILE;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.session"));
@@ -66,6 +67,7 @@ public final class ProfilerSession implements AutoCloseable {
       STATS = Clojure.var("pyprof.session", "session-stats");
       WRITE_WINDOWS = Clojure.var("pyprof.session", "write-windows!");
       ESCAPE = Clojure.var("pyprof.session.template", "escape"); // loaded by pyprof.session
+      FIRST_FILE = Clojure.var("pyprof.session", "first-file");
       RECORDING_BYTES = Clojure.var("pyprof.session", "recording-bytes");
     }
   }
@@ -123,14 +125,15 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   /**
-   * The window path template {@code template} resolved under the root (checked by {@link
-   * OutputRoot#resolve}), the root's own text escaped (grammar.json window_path: braces in its
-   * name stay literal).
+   * The window path template {@code template} resolved under the root, the root's own text
+   * escaped (grammar.json window_path: braces in its name stay literal). The first window's file
+   * is what {@link OutputRoot#resolve} checks: a field may name a directory ({pid}/w.json), and
+   * fields fill with digits only, so the template stays under the root where that file does.
    */
   private String underRoot(String template) {
-    java.nio.file.Path p = root.resolve("path", template);
+    root.resolve("path", (String) Vars.FIRST_FILE.invoke(template));
     return Vars.ESCAPE.invoke(root.toString()) + java.io.File.separator
-        + root.path().relativize(p);
+        + root.path().relativize(root.path().resolve(template).normalize());
   }
 
   /** The directory this session writes under. */
