@@ -191,7 +191,7 @@ def unknown_option_error(option: str, valid: list[str]) -> ConfigError:
 def validate(kwargs: Mapping[str, Any]) -> dict[str, str]:
     """Check ``kwargs`` against the spec and return the C strings, in the given order.
 
-    A file key's value (filename) is made absolute against the working directory of now.
+    A worker's filename is made absolute against the working directory of now.
     Raises ConfigError for an unknown key (naming the nearest valid one) or a value the
     key does not accept; for a file key (filename) also config.missing_directory and
     config.bad_path (a directory, an unwritable place, a full disk: see pyprof.process.output).
@@ -204,9 +204,10 @@ def validate(kwargs: Mapping[str, Any]) -> dict[str, str]:
         out[key] = spec[key].to_c(value)
         if spec[key].file:  # only a path the caller gave: defaults are never probed
             _output.check_config_path(key, out[key])
-            # absolute now: MXNet opens it at each dump, after the program may have changed
-            # its working directory (grammar.json paths)
-            out[key] = _output.absolute(out[key])
+    if "filename" in out and out.get("profile_process") != "server":
+        # absolute now: MXNet opens it at each dump, after the program may have changed its
+        # working directory (grammar.json paths); the servers prefix their rank to theirs
+        out["filename"] = _output.absolute(out["filename"])
     return out
 
 

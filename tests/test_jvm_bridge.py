@@ -19,7 +19,7 @@ jpype_prop = str(__import__("jpype").java.lang.System.getProperty("mxnet.library
 result = {"sent": sent, "prop": jpype_prop, "py": capi.library_path()}
 """, tmp_path)
     assert r["prop"] == r["py"]
-    assert r["sent"]["profile_imperative"] == "true" and r["sent"]["filename"] == "t.json"
+    assert r["sent"]["profile_imperative"] == "true" and r["sent"]["filename"] == str(tmp_path / "t.json")
     from child import load_trace, operator_pairs
     assert len(operator_pairs(load_trace(tmp_path / "t.json"), ("dot",))) == 1
 

@@ -134,28 +134,30 @@
 
 (defn validate
   "`options` (keyword or C string keys) checked against the spec, as a map of C key -> C string, as
-  pyprof.config.validate (a file key's value made absolute); throws the catalogue's config
+  pyprof.config.validate (a worker's filename made absolute); throws the catalogue's config
   errors."
   [options]
   (when-not (map? options)
     (throw (rules/error "config.not_a_map" {:value options})))
-  (let [by-name (spec-by-name)]
-    (reduce
-     (fn [out [k v]]
-       (let [c-key (util/key->c k)
-             ks (or (by-name c-key)
-                    (throw (rules/error "config.unknown_key"
-                                        (assoc (nearest-of k c-key (key-names)) :key c-key))))
-             c-val (or (value->c ks v)
-                       (throw (rules/error "config.bad_value"
-                                           {:value v :key c-key :accepted (accepted ks) :given k})))]
-         (when (:file ks) (output/check-config-path! c-key k c-val))
-         (when (contains? out c-key)
-           (throw (rules/error "config.duplicate_key" {:key c-key :value v :given k})))
-         ;; a file absolute now: MXNet opens it at each dump, maybe in another working directory
-         (assoc out c-key (if (:file ks) (output/abspath c-val) c-val))))
-     {}
-     options)))
+  (let [by-name (spec-by-name)
+        check (fn [out [k v]]
+                (let [c-key (util/key->c k)
+                      ks (or (by-name c-key)
+                             (throw (rules/error "config.unknown_key"
+                                                 (assoc (nearest-of k c-key (key-names)) :key c-key))))
+                      c-val (or (value->c ks v)
+                                (throw (rules/error "config.bad_value"
+                                                    {:value v :key c-key :accepted (accepted ks)
+                                                     :given k})))]
+                  (when (:file ks) (output/check-config-path! c-key k c-val))
+                  (when (contains? out c-key)
+                    (throw (rules/error "config.duplicate_key" {:key c-key :value v :given k})))
+                  (assoc out c-key c-val)))
+        out (reduce check {} options)]
+    ;; absolute now: MXNet opens it at each dump, maybe in another working directory (the
+    ;; servers prefix their rank to theirs)
+    (cond-> out (and (out "filename") (not= "server" (out "profile_process")))
+      (update "filename" output/abspath))))
 
 (defn effective
   "The whole configuration after a config call with `c-opts`: MXNet resets every omitted key to its
