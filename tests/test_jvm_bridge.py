@@ -65,11 +65,16 @@ for name, call in [("key", lambda: p.profiler_set_config({"profile-symbolc": Tru
                    ("part", lambda: p.set_config({})),
                    ("bang", lambda: jvm.require("pyprof.session").start_BANG_(None)),
                    ("kwargs", lambda: p.profiler_set_config(filename="x.json")),
-                   ("ns_type", lambda: jvm.require(5))]:
+                   ("ns_type", lambda: jvm.require(5)),
+                   # a probe's find: a lone surrogate (os.listdir's for a non-UTF-8 name) was a
+                   # bare UnicodeEncodeError at the bridge, and JPype's fatal one on the way back
+                   ("sur_path", lambda: p.profiler_set_config({"filename": "x\\udcff.json"})),
+                   ("sur_name", lambda: jvm.require("pyprof.objects").domain("d\\udcff"))]:
     try:
         call()
     except pyprof.PyprofError as e:
         out[name] = [type(e).__name__, str(e), getattr(e, "data", None)]
+out["round_trip"] = jvm.call("clojure.core", "identity", "a\\udcffb") == "a\\udcffb"
 out["interned"] = jvm.call("clojure.core", "ns-resolve", jvm.call("clojure.core", "symbol", "pyprof.profiler"),
                            jvm.call("clojure.core", "symbol", "profiler-set-confg")) is not None
 result = out
@@ -103,6 +108,9 @@ result = out
         "keyword arguments (filename). fix: pass options as one dict, as Clojure takes a map: "
         "e.g. profiler_set_config({\"filename\": \"t.json\"})")]
     assert r["ns_type"][0] == "JVMError" and "a namespace is named by a str" in r["ns_type"][1]
+    assert r["sur_path"][0] == "ConfigError" and "lone surrogate U+DCFF" in r["sur_path"][1]
+    assert r["sur_name"][0] == "ConfigError" and "lone surrogate U+DCFF" in r["sur_name"][1]
+    assert r["round_trip"] is True
 
 
 def test_jit_compiled_npes_survive_libmxnet_loaded_first(tmp_path):

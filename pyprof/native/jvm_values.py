@@ -75,7 +75,11 @@ def to_clojure(x: Any) -> Any:
     if isinstance(x, Keyword):
         return _java("clojure.lang.Keyword").intern(str.__str__(x))
     if isinstance(x, str):
-        return jpype.JString(str.__str__(x))
+        try:
+            return jpype.JString(str.__str__(x))
+        except UnicodeEncodeError:  # a lone surrogate (os.listdir of a non-UTF-8 name): a Java
+            points = jpype.JArray(jpype.JInt)([ord(c) for c in x])  # string holds it, and the
+            return _java("java.lang.String")(points, 0, len(x))  # JVM's checks name it
     if isinstance(x, bool):
         boolean = _java("java.lang.Boolean")
         return boolean.TRUE if x else boolean.FALSE
@@ -125,7 +129,10 @@ def to_python(x: Any) -> Any:
     if isinstance(x, J("java.lang.Boolean")):
         return bool(x.booleanValue())
     if isinstance(x, J("java.lang.String")):
-        return str(x)
+        try:
+            return str(x)
+        except UnicodeDecodeError:  # a lone surrogate, which a Python str holds too
+            return "".join(map(chr, x.codePoints().toArray()))
     if isinstance(x, J("clojure.lang.Keyword")):
         return Keyword(str(x.toString())[1:])  # keeps a namespace: "pyprof/error"
     if isinstance(x, (J("java.lang.Long"), J("java.lang.Integer"), J("java.lang.Short"),

@@ -161,7 +161,18 @@
       (is (= :trace-not-found (:pyprof/error (ex-data e))))
       (is (= "cannot open trace '../tests/fixtures/traces/nope.json': No such file or directory. fix: check the path"
              (ex-message e))))
-    (is (thrown-with-msg? clojure.lang.ExceptionInfo #"no trace files given" (stats/stats [])))))
+    (is (thrown-with-msg? clojure.lang.ExceptionInfo #"no trace files given" (stats/stats [])))
+    ;; a new user's finds: a directory was "Permission denied", and a file that is no trace at
+    ;; all (a Python source) was told to `pyprof repair`, which then found nothing
+    (let [dir (tu/temp-dir)
+          source (io/file dir "train.py")
+          code+message #(try (stats/stats [(str %)]) nil
+                             (catch clojure.lang.ExceptionInfo e [(:pyprof/code (ex-data e)) (ex-message e)]))]
+      (spit source "import mxnet\n")
+      (is (= ["trace.cannot_open" (str "cannot open trace '" dir "': Is a directory. fix: check the path")]
+             (code+message dir)))
+      (is (= "trace.no_events" (first (code+message source))))
+      (is (not (str/includes? (second (code+message source)) "repair"))))))
 
 (deftest trace-cut-after-a-ph-line-drops-the-cut-event-as-in-python
   ;; MXNet's layout cut short by a crash: the cut event is dropped, the rest read, as Python does.

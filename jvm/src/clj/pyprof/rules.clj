@@ -130,8 +130,9 @@
   characters escaped as Java's, which Clojure's reader reads too; \"java\": `java-literal`)."
   [v language]
   (cond (= "java" language) (java-literal v)
-        (and (string? v) (some #(or (< (int %) 0x20) (<= 0x7f (int %) 0x9f)) v))
-        (java-string v) ; pr-str left a NUL raw in the message
+        (and (string? v) (or (some #(or (< (int %) 0x20) (<= 0x7f (int %) 0x9f)) v)
+                             (lone-surrogate v)))
+        (java-string v) ; pr-str left a NUL raw (and a lone surrogate, which no UTF-8 carries)
         :else (pr-str (if (or (keyword? v) (symbol? v)) (name v) v))))
 
 (defn- text

@@ -92,6 +92,14 @@
     (catch JsonProcessingException e
       (throw (not-valid path (first (str/split-lines (.getOriginalMessage e))))))))
 
+(defn- no-json?
+  "True when the first character of `file` past white space opens nothing MXNet or a trace
+  writer writes ({, [ or a headless continuation's ,): a file that is no trace at all."
+  [^File file]
+  (with-open [r (io/reader file)]
+    (let [c (loop [] (let [c (.read r)] (if (and (>= c 0) (Character/isWhitespace c)) (recur) c)))]
+      (not (#{-1 (int \{) (int \[) (int \,)} c)))))
+
 (defn read-trace!
   "Calls `f` on each event of the trace file at `path`, in order: a valid trace streamed, else a
   file in MXNet's own layout (`parse-raw`). Returns the number of events. Throws trace.cannot_open
@@ -102,11 +110,15 @@
     (when-not (and (.isFile file) (.canRead file))
       (throw (rules/error "trace.cannot_open"
                           {:shown (str "'" path "'")
-                           :why (if (.exists file) "Permission denied" "No such file or directory")})))
+                           :why (cond (.isDirectory file) "Is a directory" ; as Python's strerror
+                                      (.exists file) "Permission denied"
+                                      :else "No such file or directory")})))
     (try
       (stream! file path (fn [ev] (vswap! n inc) (f ev)))
       (catch clojure.lang.ExceptionInfo e
-        (let [raw (try (parse-raw (slurp file :encoding "UTF-8") path) (catch Exception _ (throw e)))]
+        (let [raw (try (parse-raw (slurp file :encoding "UTF-8") path)
+                       (catch Exception _ ; no trace at all: Python's words, not repair's
+                         (throw (if (no-json? file) (rules/error "trace.no_events" {:path (str path)}) e))))]
           (when (or (empty? raw) (< (count raw) @n) (not-every? #(and (map? %) (contains? % "ph")) raw))
             (throw e))
           (run! f (drop @n raw))
