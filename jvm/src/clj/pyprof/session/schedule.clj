@@ -59,12 +59,14 @@
   "A step schedule (fn step -> action), as Python's pyprof.session.schedule: after :skip-first
   steps, cycles of :wait, :warmup and :active steps repeat :repeat times (0 = for ever); each
   cycle's active steps form one window. Defaults {:wait 0 :warmup 0 :active 1 :repeat 0
-  :skip-first 0}; keys are keywords, or strings as schedule.json spells them (\"skip_first\", as
-  the Java facade passes them). schedule.unknown_option, schedule.bad_value."
+  :skip-first 0}; keys are keywords (:skip_first too, as profiler-set-config takes
+  :profile_api), or strings as schedule.json spells them (\"skip_first\", as the Java facade
+  passes them). schedule.unknown_option, schedule.bad_value."
   ([] (schedule {}))
   ([opts]
    (let [known (mapv :key parameters)
-         unknown (remove (set (concat known (map :name parameters))) (keys opts))]
+         unknown (remove (set (concat known (map :name parameters) (map (comp keyword :name) parameters)))
+                         (keys opts))]
      (when (seq unknown)
        ;; the options as the caller wrote them, the choices in the same spelling (:skip-first
        ;; for a keyword, "skip_first" for a string key, as the Java facade passes them)
@@ -72,7 +74,7 @@
                            {:options (vec unknown)
                             :choices (if (every? keyword? unknown) known (mapv :name parameters))})))
      (let [values (reduce (fn [m {:keys [key name min default]}]
-                            (let [v (get opts key (get opts name default))]
+                            (let [v (get opts key (get opts name (get opts (keyword name) default)))]
                               (when-not (and (integer? v) (>= v min))
                                 (throw (rules/error "schedule.bad_value"
                                                     {:option name :value v :min min})))
