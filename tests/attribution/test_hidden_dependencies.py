@@ -127,9 +127,15 @@ _m.temp_chain = _one
 def test_two_threads_take_temp_space_copies_of_their_own(tmp_path, plant):
     # MXNet's resource manager is thread-local: each thread's calls chain through its own
     # copies; one chain through both threads' calls matched about half wrongly, labelled exact
-    rep = run_scenario(_THREADS.replace("PLANT", plant), tmp_path, timeout=120)
-    assert rep["matched"] == rep["calls"] == 202 and rep["memory_checked"] >= 190, rep
-    failed = rep["memory_checked"] - rep["memory_passed"]
+    # The planted chain goes wrong only where the threads' calls interleave, which the scheduler
+    # decides: under load one thread's 100 calls may all come first (1 run in 6 on 2 busy
+    # cores). So the plant must show in one of 3 runs; the right matching passes every run.
+    for attempt in range(3 if plant else 1):
+        rep = run_scenario(_THREADS.replace("PLANT", plant), tmp_path / str(attempt), timeout=120)
+        assert rep["matched"] == rep["calls"] == 202 and rep["memory_checked"] >= 190, rep
+        failed = rep["memory_checked"] - rep["memory_passed"]
+        if not plant or failed >= 20:
+            break
     if plant:
         assert failed >= 20, rep
     else:
