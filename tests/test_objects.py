@@ -341,7 +341,7 @@ result["errors"] = errors
     assert r["value"] == 0
     err = r["errors"]
     assert err["below_zero"][0] == "StateError" and "wrap" in err["below_zero"][1]
-    assert err["set_negative"][0] == "StateError"
+    assert err["set_negative"][0] == "ConfigError"  # a value out of range: the argument
     assert err["float_delta"][0] == "ConfigError"
     assert err["stop_first"][0] == "StateError" and "start() first" in err["stop_first"][1]
     assert err["start_twice"][0] == "StateError" and err["closed"][0] == "StateError"

@@ -92,14 +92,6 @@
     (catch JsonProcessingException e
       (throw (not-valid path (first (str/split-lines (.getOriginalMessage e))))))))
 
-(defn- no-json?
-  "True when the first character of `file` past white space opens nothing MXNet or a trace
-  writer writes ({, [ or a headless continuation's ,): a file that is no trace at all."
-  [^File file]
-  (with-open [r (io/reader file)]
-    (let [c (loop [] (let [c (.read r)] (if (and (>= c 0) (Character/isWhitespace c)) (recur) c)))]
-      (not (#{-1 (int \{) (int \[) (int \,)} c)))))
-
 (defn read-trace!
   "Calls `f` on each event of the trace file at `path`, in order: a valid trace streamed, else a
   file in MXNet's own layout (`parse-raw`). Returns the number of events. Throws trace.cannot_open
@@ -116,9 +108,13 @@
     (try
       (stream! file path (fn [ev] (vswap! n inc) (f ev)))
       (catch clojure.lang.ExceptionInfo e
-        (let [raw (try (parse-raw (slurp file :encoding "UTF-8") path)
-                       (catch Exception _ ; no trace at all: Python's words, not repair's
-                         (throw (if (no-json? file) (rules/error "trace.no_events" {:path (str path)}) e))))]
+        (let [text (slurp file :encoding "UTF-8")
+              raw (try (parse-raw text path)
+                       (catch Exception _ ; no event anywhere (a source file): Python's words;
+                         (throw (if (and (seq (str/trim text)) (not (str/includes? text "\"ph\""))
+                                         (not (str/starts-with? text "\u001f"))) ; gzip: Python's
+                                  (rules/error "trace.no_events" {:path (str path)})
+                                  e))))] ; else damaged: Python's repair
           (when (or (empty? raw) (< (count raw) @n) (not-every? #(and (map? %) (contains? % "ph")) raw))
             (throw e))
           (run! f (drop @n raw))
