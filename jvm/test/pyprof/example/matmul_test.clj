@@ -12,15 +12,16 @@
   (is (= (assoc matmul/defaults :size 256 :mode "all" :ctx "cpu")
          (matmul/check-options {:size 256 :mode :all :ctx :cpu})))
   (are [opts re] (thrown-with-msg? clojure.lang.ExceptionInfo re (matmul/check-options opts))
-    {:size 0} #"size must be > 0"
-    {:size -3} #"size must be a non-negative integer"
-    {:iters 0} #"iters must be > 0"
+    {:size 0} #"size must be a positive integer \(1 or more\), got 0"
+    {:size -3} #"size must be a positive integer \(1 or more\), got -3"
+    {:iters 0} #"iters must be a positive integer"
+    {:begin -1} #"begin must be a non-negative integer"
     {:begin 1 :end 1} #"begin \(1\) must be < end \(1\)"
     {:begin 5 :end 6 :iters 5} #"nothing is profiled"
     {:begin 4 :end 9 :iters 5} #"end \(9\) is past iters \(5\): the run has no iteration 8"
     {:mode "gpu"} #"mode must be one of all, api, imperative, memory, symbolic"
     {:ctx "tpu"} #"ctx must be cpu or gpu"
-    {:size 2.5} #"size must be a non-negative integer"))
+    {:size 2.5} #"size must be a positive integer"))
 
 (deftest usage-names-the-launch-command
   (are [sun-java-command launch] (= launch (matmul/launch-command sun-java-command))

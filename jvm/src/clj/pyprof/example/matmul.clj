@@ -36,13 +36,15 @@
             (update :mode #(if (keyword? %) (name %) %))
             (update :ctx #(if (keyword? %) (name %) %)))
         int? #(and (integer? %) (>= % 0))]
-    (doseq [[k v] {:size size :iters iters :begin begin :end end :device-id device-id}]
+    (doseq [[k v] {:size size :iters iters}] ; one message for -5 and 0 (a new user's find)
+      (when-not (and (int? v) (pos? v))
+        (throw (usage-error (str (name k) " must be a positive integer (1 or more), got " (pr-str v)
+                                  ". fix: pass 1 or more") {k v}))))
+    (doseq [[k v] {:begin begin :end end :device-id device-id}]
       (when-not (int? v)
         (throw (usage-error (str (name k) " must be a non-negative integer, got " (pr-str v)
                                   ". fix: pass 0 or more") {k v}))))
     (cond
-      (zero? size) (throw (usage-error "size must be > 0. fix: pass a size of 1 or more" {:size size}))
-      (zero? iters) (throw (usage-error "iters must be > 0. fix: pass 1 or more iterations" {:iters iters}))
       (not (< begin end)) (throw (usage-error (str "begin (" begin ") must be < end (" end "). fix: pass a begin below end")
                                               {:begin begin :end end}))
       (not (< begin iters)) (throw (usage-error (str "begin (" begin ") must be < iters (" iters
@@ -254,13 +256,14 @@
 ;; ------------------------------------------------------------------ command line
 
 (defn- parse-count [s] (let [v (parse-long s)] (when (and v (>= v 0)) v)))
+(defn- parse-positive [s] (let [v (parse-long s)] (when (and v (pos? v)) v)))
 (defn- parse-seconds [s] (let [v (parse-double s)] (when (and v (<= 0 v Double/MAX_VALUE)) v)))
 
 (def cli-options
-  [["-s" "--size N" "matrix size: N x N" :default 4096 :parse-fn parse-count
-    :validate [some? "must be a non-negative integer"]]
-   ["-n" "--iters N" "forward passes" :default 5 :parse-fn parse-count
-    :validate [some? "must be a non-negative integer"]]
+  [["-s" "--size N" "matrix size: N x N" :default 4096 :parse-fn parse-positive
+    :validate [some? "must be a positive integer (1 or more)"]]
+   ["-n" "--iters N" "forward passes" :default 5 :parse-fn parse-positive
+    :validate [some? "must be a positive integer (1 or more)"]]
    ["-b" "--begin I" "iteration that starts profiling" :default 0 :parse-fn parse-count
     :validate [some? "must be a non-negative integer"]]
    ["-e" "--end I" "iteration that stops profiling" :default 1 :parse-fn parse-count
