@@ -6,7 +6,7 @@ statistics from a trace (``pyprof.stats``) and trace repair (``pyprof.repair``).
 binding is reached through ``pyprof.jvm``; the trace tools live in ``pyprof.trace``.
 """
 
-import warnings as _warnings
+import sys as _sys
 
 from .native import capi as _capi
 from .errors import (ConfigError, DeviceError, JVMError, LibraryNotFoundError, MXNetError,
@@ -47,8 +47,8 @@ _capi.install_import_hook()
 # when unset.
 from .env import autostart as _autostart, unknown_variables as _unknown  # noqa: E402
 
-for _note in _unknown():  # a misspelt PYPROF_* variable has no effect: say so
-    _warnings.warn(_note)
+for _note in _unknown():  # a misspelt PYPROF_* variable has no effect: say so, as the JVM does
+    print(_note, file=_sys.stderr)  # (a warning would fail the import under -W error)
 _autostart()
 
 # PYPROF_STEADY=1: steady mode from here to exit (pyprof.session.steady); nothing when unset.

@@ -345,7 +345,8 @@ class Namespace:
         def invoke(*args, **kwargs):
             if kwargs:  # a Clojure function takes its options as one map
                 raise rules.error("jvm.keyword_arguments", fn=fn, ns=self.name,
-                                  names=", ".join(kwargs))
+                                  names=", ".join(kwargs), arglists=str(core("get").invoke(
+                                      core("meta").invoke(v), core("keyword").invoke("arglists"))))
             if _state != "running":
                 _usable()
             return _translated(lambda: v.invoke(*[to_clojure(a) for a in args]))
@@ -398,6 +399,7 @@ def eval_clojure(source: str) -> Any:
     return _translated(lambda: _clj["var"]("clojure.core", "eval").invoke(_clj["read"](source)))
 
 
-def call(ns: str, fn: str, *args: Any) -> Any:
-    """Call ``ns/fn`` with converted ``args`` and return the converted result."""
-    return require(ns)[fn](*args)
+def call(ns: str, fn: str, *args: Any, **kwargs: Any) -> Any:
+    """Call ``ns/fn`` with converted ``args`` and return the converted result (keyword
+    arguments: JVMError ``jvm.keyword_arguments``, Clojure takes them by position)."""
+    return require(ns)[fn](*args, **kwargs)

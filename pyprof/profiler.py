@@ -349,13 +349,12 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
         if code == 0 and fin:
             _t.finished = True
             _t.running = False
-        final = fin or (_t.config or {}).get("continuous_dump") == "false"
-        try:
+        try:  # (an intermediate dump never finishes: with continuous_dump off it is refused)
             if path is not None:
-                _output.check_dumped(path, final)
+                _output.check_dumped(path, fin)
         finally:  # kept parts are joined even when the check reports a lost dump
             with _claim.all_given_back_after(code == 0 and fin):  # the trace is finished
-                if code == 0 and final and _t.config:
+                if code == 0 and fin and _t.config:
                     _keep_file.finish(_t.config["filename"])
 
 
@@ -364,7 +363,7 @@ def dumps(reset: bool = False, format: str = "table", sort_by: str = "total",
     """MXNet's aggregate statistics as text. C: MXAggregateProfileStatsPrintEx.
 
     ``format`` 'table' gives fixed-width text, 'json' the text of a JSON object (MXNet's,
-    with its unescaped names escaped: valid JSON)
+    its unescaped names escaped, but for a name with a line break)
     ``{"Time": {category: {name: {Count, Total, Min, Max, Avg}}}, "Memory": {...},
     "Unit": {"Time": "ms", "Memory": "kB"}}`` (4 significant digits; times in ms,
     memory in kB). ``sort_by`` is total, avg, min, max or count. ``reset`` clears the
@@ -382,6 +381,8 @@ def dumps(reset: bool = False, format: str = "table", sort_by: str = "total",
     with _t.lock:
         if _t.config is not None and _t.config.get("aggregate_stats") != "true":
             raise rules.error("dumps.no_aggregate_stats")
+        if _t.ever_ran and not _t.finished and (_t.config or {}).get("continuous_dump") == "false":
+            raise rules.error("dumps.finishes_trace", trace=_trace_name())  # MXNet would
         try:
             text = _capi.aggregate_profile_stats(bool(reset), FORMATS[format], SORT_KEYS[sort_by],
                                                  ascending)

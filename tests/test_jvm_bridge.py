@@ -65,6 +65,7 @@ for name, call in [("key", lambda: p.profiler_set_config({"profile-symbolc": Tru
                    ("part", lambda: p.set_config({})),
                    ("bang", lambda: jvm.require("pyprof.session").start_BANG_(None)),
                    ("kwargs", lambda: p.profiler_set_config(filename="x.json")),
+                   ("call_kw", lambda: jvm.call("pyprof.profiler", "dump-profile", finished=True)),
                    ("ns_type", lambda: jvm.require(5)),
                    # a probe's find: a lone surrogate (os.listdir's for a non-UTF-8 name) was a
                    # bare UnicodeEncodeError at the bridge, and JPype's fatal one on the way back
@@ -98,15 +99,17 @@ result = out
     # a misspelt function: was Clojure's IllegalStateException of an unbound var it interned
     assert r["fn"][:2] == ["JVMError", (
         "no public function 'profiler-set-confg' in Clojure namespace 'pyprof.profiler'; the "
-        "nearest is 'profiler-set-config'. fix: call .profiler_set_config (an attribute names the "
+        "nearest is 'profiler-set-config'. fix: call ns.profiler_set_config (an attribute names the "
         "function with _ for -; ns[\"name\"] takes any name)")]
     assert r["interned"] is False
-    assert "the nearest is 'profiler-set-config'. fix: call .profiler_set_config " in r["part"][1]
-    assert "the nearest is 'start!'. fix: call ['start!'] " in r["bang"][1]
+    assert "the nearest is 'profiler-set-config'. fix: call ns.profiler_set_config " in r["part"][1]
+    assert "the nearest is 'start!'. fix: call ns['start!'] " in r["bang"][1]
     assert r["kwargs"][:2] == ["JVMError", (
         "Clojure function pyprof.profiler/profiler-set-config takes positional arguments, not "
-        "keyword arguments (filename). fix: pass options as one dict, as Clojure takes a map: "
-        "e.g. profiler_set_config({\"filename\": \"t.json\"})")]
+        "keyword arguments (filename); its argument lists are ([options]). fix: pass the "
+        "arguments by position, an options map as one dict (as in "
+        "profiler_set_config({\"filename\": \"t.json\"}))")]
+    assert "its argument lists are ([] [finished] [finished profile-process])" in r["call_kw"][1]
     assert r["ns_type"][0] == "JVMError" and "a namespace is named by a str" in r["ns_type"][1]
     assert r["sur_path"][0] == "ConfigError" and "lone surrogate U+DCFF" in r["sur_path"][1]
     assert r["sur_name"][0] == "ConfigError" and "lone surrogate U+DCFF" in r["sur_name"][1]

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -284,6 +286,18 @@ def test_a_jvm_in_the_c_locale_writes_names_as_utf8_and_refuses_what_it_cannot_n
     assert sorted(os.listdir(tmp_path)) == ["names.json"]
     problem = rules.CATALOGUE["path_problems"]["not_in_file_names"]
     assert "LANG=C.UTF-8" in problem["fix"]
+    # a relative file in a working directory the JVM cannot name (a reviewer's find: a bare
+    # InvalidPathException; MXNet would write there, but nothing the JVM checks would hold)
+    odd = tmp_path / "d\u00efr"
+    odd.mkdir()
+    p = subprocess.run(["java", *FAST_JVM, "-cp", os.pathsep.join(jvm.classpath()),
+                        "clojure.main", "-e", "(require '[pyprof.profiler :as p]) (println (try "
+                        "(p/profiler-set-config {:filename \"t.json\"}) (catch Exception e "
+                        "(str (:pyprof/code (ex-data e)) \" | \" (ex-message e)))))"],
+                       cwd=odd, env={**env, "LANG": "C"}, capture_output=True, text=True,
+                       timeout=300)
+    assert p.stdout.startswith("config.bad_path | ") and "cannot name its working directory" \
+        in p.stdout, p.stdout + p.stderr[-2000:]
 
 
 def test_a_file_name_too_long_for_the_parts_beside_it_is_refused_before_profiling(tmp_path):
@@ -302,6 +316,7 @@ def test_a_file_name_too_long_for_the_parts_beside_it_is_refused_before_profilin
     with pytest.raises(errors.ConfigError) as e:
         session.profile(path=long.replace("xx.json", "{window}x.json"))
     assert _code(e) == "session.bad_path"
+    session.profile(path=str(tmp_path / ("a" * 190 + "{window:03d}.json")))  # filled: 198 bytes
 
 
 def test_a_file_that_is_no_trace_is_never_replaced(tmp_path):
@@ -348,3 +363,42 @@ result = {"config": profiler.current_config()["filename"], "sub": os.listdir("."
     assert r == {"config": str(tmp_path / "rel.json"), "sub": []}
     events = json.loads((tmp_path / "rel.json").read_text())["traceEvents"]  # valid JSON
     assert sum(e.get("name") == "_mul_scalar" and e.get("ph") == "B" for e in events) == 2
+
+
+def test_a_gzip_trace_may_be_replaced_and_a_later_window_never_replaces_a_file_of_notes(tmp_path):
+    """A reviewer's finds: a gzip trace (pyprof compact --gzip) was refused as no trace; and the
+    no-trace check looked at window 0's file only, so window 1 replaced a file of notes. A later
+    window whose file holds no trace goes beside it, said on stderr, in Python and Clojure."""
+    import gzip
+    (tmp_path / "t.json").write_bytes(gzip.compress(b'{"traceEvents": []}'))
+    config.validate({"filename": str(tmp_path / "t.json")})
+    assert _output.holds_no_trace(b"notes") and not _output.holds_no_trace(b"")
+    body = """
+import mxnet as mx, pyprof
+with pyprof.profile(schedule=pyprof.schedule(active=1, repeat=2), path="w_{window}.json",
+                    profile_imperative=True) as s:
+    for _ in range(2):
+        mx.nd.ones((2, 2)).wait_to_read()
+        s.step()
+print([w.path for w in s.windows])
+"""
+    clj = ("(require '[pyprof.session :as s] '[pyprof.example.ndarray :as nd]) "
+           "(let [p (s/start! (s/profile {:schedule (s/schedule {:active 1 :repeat 2}) "
+           ":path \"w_{window}.json\" :profile-imperative true}))] "
+           "(dotimes [_ 2] (with-open [a (nd/random-uniform -1 1 [2 2])] (nd/wait-to-read a)) "
+           "(s/step! p)) (println (mapv :path (s/stop! p))))")
+    from pyprof import jvm
+    from tests.child import FAST_JVM
+    for lang, cmd in (("python", [sys.executable, "-c", body]),
+                      ("clojure", ["java", *FAST_JVM, "-cp", os.pathsep.join(jvm.classpath()),
+                                   "clojure.main", "-e", clj])):
+        d = tmp_path / lang
+        d.mkdir()
+        (d / "w_1.json").write_text("my notes\n")
+        p = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert (d / "w_1.json").read_text() == "my notes\n", lang
+        beside = [f for f in os.listdir(d) if f.startswith("w_1-") and f.endswith(".json")]
+        assert len(beside) == 1 and beside[0] in p.stdout, (lang, os.listdir(d), p.stdout)
+        assert f"window 1's file {d / 'w_1.json'} exists and holds no trace" in p.stderr, p.stderr

@@ -32,7 +32,8 @@ from .. import rules
 from . import output as _output
 
 __all__ = ["SPEC", "base_dir", "claim_dir", "claim_file", "owner", "claim", "claiming",
-           "claiming_window_path", "claim_window", "release_window", "all_given_back_after", "release", "release_all", "held"]
+           "claiming_window_path", "claim_window", "release_window", "all_given_back_after",
+           "release", "release_all", "held"]
 
 SPEC: dict = rules.API["trace_claims"]
 _BLOCKED = (errno.EACCES, errno.EAGAIN)
@@ -147,9 +148,10 @@ def _owner_waiting(path: str) -> int:
 
 def claim_window(index: int, path: str) -> str:
     """The file session window ``index`` is written to, claimed while the window records
-    (api.json ``trace_claims``): ``path`` (absolute), or, when another process's trace or
-    session holds it, ``path`` with this process's pid in its name, said in one line on stderr
-    (``window_claimed_note``). :func:`release_window` gives it back once the window is saved.
+    (api.json ``trace_claims``): ``path`` (absolute), or ``path`` with this process's pid in its
+    name when another process's trace or session holds it (``window_claimed_note``) or when it
+    holds no trace (api.json ``output_paths``, ``window_not_a_trace_note``), said in one line
+    on stderr. :func:`release_window` gives it back once the window is saved.
 
     Raises:
         ConfigError: ``config.claim_failed``; StateError ``session.path_claimed`` when the
@@ -158,11 +160,17 @@ def claim_window(index: int, path: str) -> str:
     full = _output.absolute(path)
     new = full not in held()
     pid = _owner_waiting(full)
+    if pid == 0 and _output.replace_problem(full) is not None:
+        if new:
+            release(full)
+        pid, note = None, SPEC["window_not_a_trace_note"]
+    else:
+        note = SPEC["window_claimed_note"]
     if pid != 0:
         instead = _with_pid(full, os.getpid())
-        print(rules.render(SPEC["window_claimed_note"], {
-            "index": index, "path": full, "pid": pid if pid > 0 else "(not known yet)",
-            "instead": instead}), file=sys.stderr)
+        print(rules.render(note, {"index": index, "path": full, "instead": instead,
+                                  "pid": pid if pid and pid > 0 else "(not known yet)"}),
+              file=sys.stderr)
         full, new = instead, claim("path", instead, "session.path_claimed", instead)
     if new:  # else the session's template claim (a path without fields), given back at its end
         with _lock:

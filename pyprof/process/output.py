@@ -19,7 +19,9 @@ import tempfile
 from .. import rules
 
 __all__ = ["MIN_FREE_BYTES", "min_free_bytes", "absolute", "same_file", "text_problem",
-           "file_problem", "replace_problem", "check_config_path", "size", "check_dumped",
+           "name_problem", "file_problem", "holds_no_trace", "replace_problem",
+           "check_config_path", "size",
+           "check_dumped",
            "session_raw_trace"]
 
 #: Free bytes a trace's file system must have (api.json ``output_paths.min_free_bytes``);
@@ -48,14 +50,19 @@ def min_free_bytes() -> int:
 
 
 def text_problem(text: str) -> dict[str, str] | None:
-    """A NUL or a lone surrogate in a path (C would cut it / it has no UTF-8 encoding), or a
-    file name longer than api.json ``output_paths`` ``max_name_bytes``."""
+    """A NUL or a lone surrogate in a path (C would cut it / it has no UTF-8 encoding)."""
     if "\0" in text:
         return rules.path_problem("nul", index=text.index("\0"))
     bad = rules.lone_surrogate(text)
     if bad is not None:
         return rules.path_problem("not_unicode", index=bad[0], point=bad[1])
-    size = len(text.rsplit("/", 1)[-1].encode("utf-8"))  # the file name's
+    return None
+
+
+def name_problem(path: str) -> dict[str, str] | None:
+    """A file name (the text after the last '/') longer than api.json ``output_paths``
+    ``max_name_bytes`` of UTF-8: pyprof writes beside the file under longer names."""
+    size = len(path.rsplit("/", 1)[-1].encode("utf-8"))
     if size > (most := rules.API["output_paths"]["max_name_bytes"]):
         return rules.path_problem("name_too_long", bytes=size, max=most)
     return None
@@ -81,13 +88,14 @@ def file_problem(path: str, min_free: int | None = None,
                  example: str = "profile.json") -> dict[str, str] | None:
     """What keeps MXNet from writing a trace at ``path``, or None.
 
-    Checked in order: the text (:func:`text_problem`), the directory exists, ``path`` is not a
+    Checked in order: the text (:func:`text_problem`, :func:`name_problem`), the directory
+    exists, ``path`` is not a
     directory nor a device, pipe or socket, a file can be created in the directory (a hidden
     probe file, created and deleted at once: permissions alone do not tell, e.g. for root in
     /proc), and the file system has ``min_free`` bytes (default :func:`min_free_bytes`) free.
     ``example`` is the file name the fix for a directory suggests inside it.
     """
-    problem = text_problem(path)
+    problem = text_problem(path) or name_problem(path)
     if problem is not None:
         return problem
     full = absolute(path)
@@ -134,17 +142,25 @@ def session_raw_trace(path: str | None) -> bool:
         parent.startswith(f"{spec['dir_prefix']}{os.getpid()}-")
 
 
+def holds_no_trace(head: bytes) -> bool:
+    """True when ``head``, a file's first bytes, shows it holds no trace (api.json
+    ``output_paths`` ``trace_markers``: not empty, no gzip, no marker)."""
+    spec = rules.API["output_paths"]
+    return bool(head) and not head.startswith(bytes(spec["gzip_magic"])) \
+        and not any(m.encode() in head[:spec["trace_probe_bytes"]] for m in spec["trace_markers"])
+
+
 def replace_problem(path: str) -> dict[str, str] | None:
-    """The path problem ``not_a_trace`` when ``path`` names an existing non-empty regular file
-    that holds no trace (api.json ``output_paths`` ``trace_markers``), which MXNet's config or
-    a session's save would replace; else None. Call it once :func:`file_problem` passed."""
+    """The path problem ``not_a_trace`` when ``path`` names an existing regular file that holds
+    no trace (:func:`holds_no_trace`), which MXNet's config or a session's save would replace;
+    else None. Call it once :func:`file_problem` passed."""
     spec = rules.API["output_paths"]
     try:
         with open(absolute(path), "rb") as f:
             head = f.read(spec["trace_probe_bytes"])
     except OSError:
         return None  # no file (or none to read): nothing to lose
-    if not head or any(m.encode() in head for m in spec["trace_markers"]):
+    if not holds_no_trace(head):
         return None
     return rules.path_problem("not_a_trace", path=path, bytes=spec["trace_probe_bytes"])
 

@@ -527,3 +527,35 @@
   (is (= (map (session/schedule {:skip-first 1 :active 2 :repeat 1}) (range 5))
          (map (session/schedule {:skip_first 1 :active 2 :repeat 1}) (range 5))
          [:none :record :record-and-save :none :none])))
+
+(defn child-root-held
+  "Run in a child JVM: a Java session whose window 1's directory is a link out of its root."
+  [root outside]
+  (.mkdir (io/file root "0"))
+  (java.nio.file.Files/createSymbolicLink (.toPath (io/file root "1")) (.toPath (io/file outside))
+                                          (make-array java.nio.file.attribute.FileAttribute 0))
+  (let [s (ProfilerSession. {"path" "{window}/w.json" "schedule" {"active" 1 "repeat" 2}} root)]
+    (.start s)
+    (prn [:step (try (.step s) nil (catch PyprofException e (.code e)))])
+    (prn [:windows (mapv #(get % "path") (.stop s))])))
+
+(deftest every-java-window-stays-under-the-output-root
+  ;; a reviewer's find: only the first window's file was checked under the root, so a link on
+  ;; the way to a later window's file wrote outside it
+  (let [root (temp-dir) outside (temp-dir)
+        {:keys [exit out err]} (java-child ["-e" (str "(require 'pyprof.session-test)"
+                                                       "(pyprof.session-test/child-root-held \""
+                                                       root "\" \"" outside "\")")])]
+    (is (= 0 exit) err)
+    (is (str/includes? out "[:step \"root.outside\"]") out)
+    (is (= [] (vec (.list ^java.io.File outside))) "nothing written outside the root")
+    (is (.isFile (io/file root "0" "w.json")))))
+
+(deftest a-window-name-limit-is-the-filled-names
+  ;; a reviewer's find: Clojure measured the template's text ({window:03d} included), Python
+  ;; the file's name
+  (let [dir (temp-dir)
+        path (str dir "/" (apply str (repeat 190 "a")) "{window:03d}.json")]
+    (is (some? (session/profile {:path path})))
+    (is (= "session.bad_path" (:pyprof/code (ex-data (try (session/profile {:path (str path "-much-longer.json")})
+                                                          (catch clojure.lang.ExceptionInfo e e))))))))

@@ -95,19 +95,25 @@
 
 (defonce ^:private windows (atom #{})) ; session windows' files claimed anew
 
+(declare release!)
+
 (defn claim-window!
   "The file session window `index` is written to, as pyprof.process.claim.claim_window: `path`
-  (absolute), or with this process's pid in its name when another process holds it (api.json
-  trace_claims window_claimed_note, on stderr); `release-window!` gives it back."
+  (absolute), or with this process's pid in its name when another process holds it or it holds
+  no trace (api.json trace_claims window_claimed_note, window_not_a_trace_note, on stderr);
+  `release-window!` gives it back."
   ^String [index ^String path]
   (let [full (output/abspath path)
         new? (not (.holds (Tracker/current) full))
         pid (owner-waiting full)
-        [file new?] (if (zero? pid)
+        no-trace (and (zero? pid) (output/replace-problem full))
+        _ (when (and no-trace new?) (release! full))
+        [file new?] (if (and (zero? pid) (not no-trace))
                       [full new?]
                       (let [instead (with-pid full (.pid (java.lang.ProcessHandle/current)))]
                         (binding [*out* *err*]
-                          (println (rules/render (spec "window_claimed_note")
+                          (println (rules/render (spec (if no-trace "window_not_a_trace_note"
+                                                           "window_claimed_note"))
                                                  {:index index :path full :pid (shown-pid pid)
                                                   :instead instead})))
                         [instead (claim! "path" instead "session.path_claimed" instead)]))]

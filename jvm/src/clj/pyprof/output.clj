@@ -51,20 +51,27 @@
   "The JVM's encoding of file names, from the locale at start-up (US-ASCII under LANG=C)."
   (java.nio.charset.Charset/forName (System/getProperty "sun.jnu.encoding" "UTF-8")))
 
+(defn name-problem
+  "A file name (the text after the last '/') longer than api.json output_paths max_name_bytes
+  of UTF-8, as a path problem, or nil (pyprof.process.output.name_problem)."
+  [^String path]
+  (let [size (alength (.getBytes (subs path (inc (.lastIndexOf path "/"))) "UTF-8"))
+        most (rules/output-paths "max_name_bytes")]
+    (when (> size most) (rules/path-problem "name_too_long" {:bytes size :max most}))))
+
 (defn text-problem
-  "A NUL or a lone surrogate in a path, a file name longer than api.json output_paths
-  max_name_bytes, or a character the JVM cannot put in a file name (its locale's encoding has
-  none), as a path problem, or nil."
+  "A NUL or a lone surrogate in a path, or a character the JVM cannot put in a file name (its
+  locale's encoding has none, in the path or the working directory it is relative to), as a
+  path problem, or nil."
   [^String text]
   (let [nul (.indexOf text "\u0000")
-        size (alength (.getBytes (subs text (inc (.lastIndexOf text "/"))) "UTF-8"))
-        most (rules/output-paths "max_name_bytes")
         char-at #(String. (Character/toChars (.codePointAt text (.offsetByCodePoints text 0 (int %)))))]
     (cond
       (>= nul 0) (rules/path-problem "nul" {:index (.codePointCount text 0 nul)})
       (rules/lone-surrogate text) (let [[index point] (rules/lone-surrogate text)]
                                     (rules/path-problem "not_unicode" {:index index :point point}))
-      (> size most) (rules/path-problem "name_too_long" {:bytes size :max most})
+      (and (not (str/starts-with? text "/")) (str/includes? (str (cwd)) "\ufffd"))
+      (rules/path-problem "cwd_not_in_file_names" {:cwd (str (cwd)) :encoding (str file-names)})
       :else (when-let [i (first (remove #(.canEncode (.newEncoder file-names) ^String (char-at %))
                                         (range (.codePointCount text 0 (.length text)))))]
               (rules/path-problem "not_in_file_names" {:index i :char (char-at i)
@@ -99,6 +106,7 @@
   ([path] (file-problem path (min-free-bytes)))
   ([^String path min-free]
    (or (text-problem path)
+       (name-problem path)
        (let [directory (parent-directory path)
              dir (io/file directory)
              f (io/file (abspath path))]
@@ -142,17 +150,38 @@
          (some? parent)
          (str/starts-with? parent (str (spec "dir_prefix") (.pid (java.lang.ProcessHandle/current)) "-")))))
 
+(defn outside?
+  "True when `path` is not under the directory `root` (a real path): lexically, or through a
+  symbolic link on the way (the real path of its nearest existing parent)."
+  [^String root ^String path]
+  (let [r (Paths/get root (make-array String 0))
+        p (Paths/get (abspath path) (make-array String 0))
+        ^java.nio.file.Path existing
+        (loop [^java.nio.file.Path d (.getParent p)]
+          (if (or (nil? d) (Files/exists d (make-array LinkOption 0))) d (recur (.getParent d))))]
+    (or (not (.startsWith p r)) (nil? existing)
+        (not (.startsWith (.toRealPath existing (make-array LinkOption 0)) r)))))
+
+(defn holds-no-trace?
+  "True when the file `f` holds no trace, by its first bytes (api.json output_paths
+  trace_markers: not empty, no gzip, no marker), as pyprof.process.output.holds_no_trace; false
+  when it cannot be read."
+  [f]
+  (let [head (try (with-open [in (java.io.FileInputStream. (io/file f))]
+                    (.readNBytes in (int (rules/output-paths "trace_probe_bytes"))))
+                  (catch java.io.IOException _ (byte-array 0)))
+        text (String. ^bytes head "ISO-8859-1") ; the markers are ASCII
+        magic (apply str (map char (rules/output-paths "gzip_magic")))]
+    (boolean (and (seq text) (not (str/starts-with? text magic))
+                  (not-any? #(str/includes? text %) (rules/output-paths "trace_markers"))))))
+
 (defn replace-problem
-  "The path problem not_a_trace when `path` names an existing non-empty regular file that holds
-  no trace (api.json output_paths trace_markers), which MXNet's config or a session's save would
-  replace; else nil, as pyprof.process.output.replace_problem. After `file-problem` passed."
+  "The path problem not_a_trace when `path` names an existing file that holds no trace
+  (`holds-no-trace?`), which MXNet's config or a session's save would replace; else nil, as
+  pyprof.process.output.replace_problem. After `file-problem` passed."
   [^String path]
-  (let [n (long (rules/output-paths "trace_probe_bytes"))
-        head (try (with-open [in (java.io.FileInputStream. (io/file (abspath path)))]
-                    (String. (.readNBytes in (int n)) "ISO-8859-1")) ; the markers are ASCII
-                  (catch java.io.IOException _ ""))]
-    (when-not (or (empty? head) (some #(str/includes? head %) (rules/output-paths "trace_markers")))
-      (rules/path-problem "not_a_trace" {:path path :bytes n}))))
+  (when (holds-no-trace? (abspath path))
+    (rules/path-problem "not_a_trace" {:path path :bytes (rules/output-paths "trace_probe_bytes")})))
 
 (defn check-config-path!
   "config.missing_directory or config.bad_path for `path` given as config key `key` (`given`: as

@@ -210,14 +210,12 @@
                                    (assoc mxnet :trace (trace-name)) e)))
              (throw (rules/error "state.dump_before_run" mxnet e)))))
        (when f (tracker/put! :finished true :running false))
-       (let [{:keys [config]} (tracker/snapshot)
-             final? (or f (= rules/c-false (get config "continuous_dump")))]
-         (when-let [path (trace-name)]
-           ;; kept parts are joined even when the check reports a lost dump
-           (try (output/check-dumped! path final?)
-                (finally (try (when final? (trace-file/finish-file! path))
-                              ;; the trace is finished: its files are free again
-                              (finally (when f (claim/release! nil)))))))))
+       (when-let [path (trace-name)] ; (an intermediate dump never finishes: refused without
+         ;; continuous_dump); kept parts are joined even when the check reports a lost dump
+         (try (output/check-dumped! path f)
+              (finally (try (when f (trace-file/finish-file! path))
+                            ;; the trace is finished: its files are free again
+                            (finally (when f (claim/release! nil))))))))
      nil)))
 
 (def default-dumps-options
@@ -251,9 +249,11 @@
              (throw (rules/error "dumps.ascending" {:value ascending})))
          out (PointerByReference.)
          s (tracker/with-lock
-             (let [cfg (:config (tracker/snapshot))]
+             (let [{cfg :config :keys [ever-ran finished]} (tracker/snapshot)]
                (when (and cfg (not= rules/c-true (get cfg "aggregate_stats")))
-                 (throw (rules/error "dumps.no_aggregate_stats"))))
+                 (throw (rules/error "dumps.no_aggregate_stats")))
+               (when (and ever-ran (not finished) (= rules/c-false (get cfg "continuous_dump")))
+                 (throw (rules/error "dumps.finishes_trace" {:trace (trace-name)})))) ; MXNet would
              (try
                (mx MXAggregateProfileStatsPrintEx out (if reset 1 0) (int fmt) (int sort-code)
                    (if ascending 1 0))

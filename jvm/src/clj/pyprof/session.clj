@@ -200,7 +200,12 @@
       (raw/drain!)
       (let [{:keys [opened step ended]} @st
             start (raw/size)
-            path (claim/claim-window! opened (fill-path (::template s) opened step))]
+            path (fill-path (::template s) opened step)
+            ;; the Java facade's root holds every window (a link on the way may lead out)
+            _ (when (some-> (::within s) (output/outside? path))
+                (throw (rules/error "root.outside" {:what "window file" :path path
+                                                    :root (::within s)})))
+            path (claim/claim-window! opened path)]
         (raw/harvest! start (when ended [(get-in ended [:window :start]) (:end ended)]))
         (swap! st assoc :opened (inc opened)
                :window (let [t (raw/now-us)]

@@ -108,13 +108,11 @@
     (try
       (stream! file path (fn [ev] (vswap! n inc) (f ev)))
       (catch clojure.lang.ExceptionInfo e
-        (let [text (slurp file :encoding "UTF-8")
-              raw (try (parse-raw text path)
-                       (catch Exception _ ; no event anywhere (a source file): Python's words;
-                         (throw (if (and (seq (str/trim text)) (not (str/includes? text "\"ph\""))
-                                         (not (str/starts-with? text "\u001f"))) ; gzip: Python's
+        (let [raw (try (parse-raw (slurp file :encoding "UTF-8") path)
+                       (catch Exception _ ; no trace at all (a source file): Python's words;
+                         (throw (if (output/holds-no-trace? file) ; else damaged: Python's repair
                                   (rules/error "trace.no_events" {:path (str path)})
-                                  e))))] ; else damaged: Python's repair
+                                  e))))]
           (when (or (empty? raw) (< (count raw) @n) (not-every? #(and (map? %) (contains? % "ph")) raw))
             (throw e))
           (run! f (drop @n raw))
