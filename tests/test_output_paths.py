@@ -368,24 +368,25 @@ result = {"config": profiler.current_config()["filename"], "sub": os.listdir("."
 def test_a_gzip_trace_may_be_replaced_and_a_later_window_never_replaces_a_file_of_notes(tmp_path):
     """A reviewer's finds: a gzip trace (pyprof compact --gzip) was refused as no trace; and the
     no-trace check looked at window 0's file only, so window 1 replaced a file of notes. A later
-    window whose file holds no trace goes beside it, said on stderr, in Python and Clojure."""
+    window whose file holds no trace goes beside it, said on stderr, in Python and Clojure; a
+    FIFO there too (reading its head to tell hung the program for ever)."""
     import gzip
     (tmp_path / "t.json").write_bytes(gzip.compress(b'{"traceEvents": []}'))
     config.validate({"filename": str(tmp_path / "t.json")})
     assert _output.holds_no_trace(b"notes") and not _output.holds_no_trace(b"")
     body = """
 import mxnet as mx, pyprof
-with pyprof.profile(schedule=pyprof.schedule(active=1, repeat=2), path="w_{window}.json",
+with pyprof.profile(schedule=pyprof.schedule(active=1, repeat=3), path="w_{window}.json",
                     profile_imperative=True) as s:
-    for _ in range(2):
+    for _ in range(3):
         mx.nd.ones((2, 2)).wait_to_read()
         s.step()
 print([w.path for w in s.windows])
 """
     clj = ("(require '[pyprof.session :as s] '[pyprof.example.ndarray :as nd]) "
-           "(let [p (s/start! (s/profile {:schedule (s/schedule {:active 1 :repeat 2}) "
+           "(let [p (s/start! (s/profile {:schedule (s/schedule {:active 1 :repeat 3}) "
            ":path \"w_{window}.json\" :profile-imperative true}))] "
-           "(dotimes [_ 2] (with-open [a (nd/random-uniform -1 1 [2 2])] (nd/wait-to-read a)) "
+           "(dotimes [_ 3] (with-open [a (nd/random-uniform -1 1 [2 2])] (nd/wait-to-read a)) "
            "(s/step! p)) (println (mapv :path (s/stop! p))))")
     from pyprof import jvm
     from tests.child import FAST_JVM
@@ -395,10 +396,12 @@ print([w.path for w in s.windows])
         d = tmp_path / lang
         d.mkdir()
         (d / "w_1.json").write_text("my notes\n")
-        p = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=300,
+        os.mkfifo(d / "w_2.json")
+        p = subprocess.run(cmd, cwd=d, capture_output=True, text=True, timeout=120,
                            env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
         assert p.returncode == 0, p.stderr[-3000:]
         assert (d / "w_1.json").read_text() == "my notes\n", lang
-        beside = [f for f in os.listdir(d) if f.startswith("w_1-") and f.endswith(".json")]
-        assert len(beside) == 1 and beside[0] in p.stdout, (lang, os.listdir(d), p.stdout)
+        for i in (1, 2):
+            beside = [f for f in os.listdir(d) if f.startswith(f"w_{i}-") and f.endswith(".json")]
+            assert len(beside) == 1 and beside[0] in p.stdout, (lang, os.listdir(d), p.stdout)
         assert f"window 1's file {d / 'w_1.json'} exists and holds no trace" in p.stderr, p.stderr

@@ -20,9 +20,7 @@ from .. import rules
 
 __all__ = ["MIN_FREE_BYTES", "min_free_bytes", "absolute", "same_file", "text_problem",
            "name_problem", "file_problem", "holds_no_trace", "replace_problem",
-           "check_config_path", "size",
-           "check_dumped",
-           "session_raw_trace"]
+           "check_config_path", "size", "check_dumped", "session_raw_trace"]
 
 #: Free bytes a trace's file system must have (api.json ``output_paths.min_free_bytes``);
 #: ``$PYPROF_MIN_FREE_BYTES`` (``min_free_env``) overrides it, 0 turns the check off.
@@ -143,23 +141,29 @@ def session_raw_trace(path: str | None) -> bool:
 
 
 def holds_no_trace(head: bytes) -> bool:
-    """True when ``head``, a file's first bytes, shows it holds no trace (api.json
-    ``output_paths`` ``trace_markers``: not empty, no gzip, no marker)."""
+    """True when ``head``, a file's first bytes (api.json ``output_paths``
+    ``trace_probe_bytes``), shows it holds no trace (``trace_markers``: not empty, no gzip, no
+    marker)."""
     spec = rules.API["output_paths"]
     return bool(head) and not head.startswith(bytes(spec["gzip_magic"])) \
-        and not any(m.encode() in head[:spec["trace_probe_bytes"]] for m in spec["trace_markers"])
+        and not any(m.encode() in head for m in spec["trace_markers"])
 
 
 def replace_problem(path: str) -> dict[str, str] | None:
-    """The path problem ``not_a_trace`` when ``path`` names an existing regular file that holds
-    no trace (:func:`holds_no_trace`), which MXNet's config or a session's save would replace;
-    else None. Call it once :func:`file_problem` passed."""
+    """The path problem ``not_a_trace`` when ``path`` names an existing file that is no regular
+    file (a FIFO, a directory) or holds no trace (:func:`holds_no_trace`), which MXNet's config
+    or a session's save would replace; else None."""
     spec = rules.API["output_paths"]
-    try:
-        with open(absolute(path), "rb") as f:
-            head = f.read(spec["trace_probe_bytes"])
+    try:  # O_NONBLOCK: opening a FIFO would wait for a writer for ever
+        fd = os.open(absolute(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None  # nothing to lose
     except OSError:
-        return None  # no file (or none to read): nothing to lose
+        head = b"?"  # there, but unreadable (a directory, no permission): no trace of ours
+    else:
+        with os.fdopen(fd, "rb") as f:
+            head = f.read(spec["trace_probe_bytes"]) if stat.S_ISREG(os.fstat(fd).st_mode) \
+                else b"?"
     if not holds_no_trace(head):
         return None
     return rules.path_problem("not_a_trace", path=path, bytes=spec["trace_probe_bytes"])

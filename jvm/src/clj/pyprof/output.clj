@@ -65,13 +65,14 @@
   path problem, or nil."
   [^String text]
   (let [nul (.indexOf text "\u0000")
+        base (when-not (str/starts-with? text "/") (str (cwd))) ; what a relative path is under
         char-at #(String. (Character/toChars (.codePointAt text (.offsetByCodePoints text 0 (int %)))))]
     (cond
       (>= nul 0) (rules/path-problem "nul" {:index (.codePointCount text 0 nul)})
       (rules/lone-surrogate text) (let [[index point] (rules/lone-surrogate text)]
                                     (rules/path-problem "not_unicode" {:index index :point point}))
-      (and (not (str/starts-with? text "/")) (str/includes? (str (cwd)) "\ufffd"))
-      (rules/path-problem "cwd_not_in_file_names" {:cwd (str (cwd)) :encoding (str file-names)})
+      (some-> base (str/includes? "\ufffd")) ; a name the locale could not decode
+      (rules/path-problem "cwd_not_in_file_names" {:cwd base :encoding (str file-names)})
       :else (when-let [i (first (remove #(.canEncode (.newEncoder file-names) ^String (char-at %))
                                         (range (.codePointCount text 0 (.length text)))))]
               (rules/path-problem "not_in_file_names" {:index i :char (char-at i)
@@ -165,11 +166,16 @@
 (defn holds-no-trace?
   "True when the file `f` holds no trace, by its first bytes (api.json output_paths
   trace_markers: not empty, no gzip, no marker), as pyprof.process.output.holds_no_trace; false
-  when it cannot be read."
+  when there is none. One that is no regular file (a FIFO, a directory), or cannot be read,
+  holds none of ours."
   [f]
-  (let [head (try (with-open [in (java.io.FileInputStream. (io/file f))]
-                    (.readNBytes in (int (rules/output-paths "trace_probe_bytes"))))
-                  (catch java.io.IOException _ (byte-array 0)))
+  (let [p (.toPath (io/file f))
+        head (cond (not (Files/exists p (make-array LinkOption 0))) (byte-array 0)
+                   ;; never opened: a FIFO's open would wait for a writer for ever
+                   (not (Files/isRegularFile p (make-array LinkOption 0))) (.getBytes "?")
+                   :else (try (with-open [in (java.io.FileInputStream. (.toFile p))]
+                                (.readNBytes in (int (rules/output-paths "trace_probe_bytes"))))
+                              (catch java.io.IOException _ (.getBytes "?"))))
         text (String. ^bytes head "ISO-8859-1") ; the markers are ASCII
         magic (apply str (map char (rules/output-paths "gzip_magic")))]
     (boolean (and (seq text) (not (str/starts-with? text magic))
