@@ -447,8 +447,11 @@
         ;; step (the load's overhead, measured here) and 300 ms to spare, not a further step
         (let [[[s0 e0] [s1 e1]] spans]
           (is (< (- e1 s1) (+ 600000 (- (- e0 s0) 50000) 300000)) (str "spans " spans)))
+        ;; back to back: only the boundary between windows (5 to 14 ms alone, 161 ms once
+        ;; beside pytest on 2 cores: its time is docs/performance.md's, "Closing a long
+        ;; window"), never a step's: the 600 ms one would show
         (doseq [[[_ end] [start _]] (partition 2 1 spans)]
-          (is (< -1 (- start end) 100000) "back to back: only the boundary between windows"))))))
+          (is (< -1 (- start end) 600000) "back to back: only the boundary between windows"))))))
 
 (deftest step-marks-are-pythons
   ;; the steps of a window as instants: the same events as pyprof.session.stepmarks writes
