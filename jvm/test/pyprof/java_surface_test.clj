@@ -111,10 +111,12 @@
       (prn [:dump-over-window (error-text #(.dump s path)) (= stats (.stats s))])))
   ;; the MBean's texts
   (let [ctl (ProfilerControl/instance)]
+    ;; the calls return at once: awaitSaved waits for the start, then for the window's file
     (prn [:jmx (.start ctl (str "profile_imperative=true,path=" dir "/jmx_{window}.json") 30)
-          (.getStatus ctl)])
+          (do (.awaitSaved ctl 60000) (.getStatus ctl))])
     (work)
-    (prn [:jmx-stop (.stop ctl) (.getStatus ctl) (.stats ctl)]))
+    (.stop ctl)
+    (prn [:jmx-stop (do (.awaitSaved ctl 60000) (.stop ctl)) (.getStatus ctl) (.stats ctl)]))
   ;; with-profiling: options from a var, a non-map, a config given directly
   (prn [:with-profiling-bad (error-text #(p/with-profiling bad-options (work)))
         (error-text #(p/with-profiling {:filename (str dir "/x.json")} (work)))
@@ -207,7 +209,8 @@
       (let [[_ started status] (one :jmx)
             [_ stopped after stats] (one :jmx-stop)]
         (is (= "{\"state\":\"none\"}" (second (one :status-before))))
-        (is (= "session open, stops by itself after 30 s" started))
+        (is (re-matches #"session (open|starting \(see Status\)), stops by itself after 30 s; profile_api off: another MXNet binding in this process \(DJL\) may be inside a C call when recording switches; -Dpyprof.steady=true at start-up records API calls safely" started)
+            started)
         (doseq [s [status stopped after stats]]
           (is (empty? (foreign s)) s))
         (is (str/includes? status "\"state\":\"open\""))

@@ -51,7 +51,11 @@
             conn (JMXConnectorFactory/connect (JMXServiceURL. addr))
             mbs (.getMBeanServerConnection conn)
             on (ObjectName. ProfilerControl/OBJECT_NAME)
-            invoke (fn [op params sig] (.invoke mbs on op (object-array params) (into-array String sig)))]
+            invoke (fn [op params sig] (.invoke mbs on op (object-array params) (into-array String sig)))
+            ;; stop returns the windows written so far; the rest are written on the saver thread
+            stop-all (fn [] (invoke "stop" [] [])
+                       (is (true? (invoke "awaitSaved" [60000] ["long"])))
+                       (json/write-str ((json/read-str (.getAttribute mbs on "Status")) "windows")))]
         (try
           (testing "start with a configuration, profile the running loop, stop, dump, stats"
             (invoke "start" [(json/write-str {"profile_imperative" true "aggregate_stats" true
@@ -59,12 +63,16 @@
                     ["java.lang.String" "long"])
             (is (= true (.getAttribute mbs on "Active")))
             (Thread/sleep 1000)
-            (let [ws (json/read-str (invoke "stop" [] []))]
+            (let [ws (json/read-str (stop-all))]
               (is (= 1 (count ws)))
+              (is (= "saved" ((json/read-str (.getAttribute mbs on "LastSave")) "state")))
               (is (= "[]" (str/replace (invoke "stop" [] []) #"\{.*\}" "")) "stop is idempotent"))
             (is (= false (.getAttribute mbs on "Active")))
             (let [out (str dir "/dumped.json")
                   _ (invoke "dump" [out] ["java.lang.String"])
+                  _ (is (true? (invoke "awaitSaved" [60000] ["long"])))
+                  _ (is (= {"state" "dumped" "path" out}
+                           (select-keys (json/read-str (.getAttribute mbs on "LastSave")) ["state" "path"])))
                   evs (get (json/read-str (slurp out)) "traceEvents")]
               (is (< 10 (count (filter #(= "_random_uniform" (% "name")) evs)))))
             (let [st (json/read-str (invoke "stats" [] []))
@@ -102,7 +110,7 @@
               (invoke "start" [(json/write-str {"profile_imperative" true "path" "sub/rel_{window}.json"}) 30]
                       ["java.lang.String" "long"])
               (Thread/sleep 300)
-              (let [[w] (json/read-str (invoke "stop" [] []))]
+              (let [[w] (json/read-str (stop-all))]
                 (is (= (str root "/sub/rel_0.json") (w "path")))
                 (is (seq (get (json/read-str (slurp (w "path"))) "traceEvents"))))
               (doseq [bad ["/etc/x.json" "../../etc/x.json"]]
@@ -110,12 +118,13 @@
                   (is (re-find #"^dump path \".*\" is outside the output root" (str (.getMessage ^Exception e))))))
               (is (not (.exists (io/file "/etc/x.json"))))
               (invoke "dump" ["sub/all.json"] ["java.lang.String"])
+              (invoke "awaitSaved" [60000] ["long"])
               (is (.isFile (io/file dir "sub" "all.json")))))
           (testing "the default window path names the session: a second one keeps the first's file"
             (let [paths (vec (for [_ (range 2)]
                                (do (invoke "start" ["profile_imperative=true" 30] ["java.lang.String" "long"])
                                    (Thread/sleep 200)
-                                   ((first (json/read-str (invoke "stop" [] []))) "path"))))]
+                                   ((first (json/read-str (stop-all))) "path"))))]
               (is (apply not= paths) (pr-str paths))
               (is (every? #(re-find (re-pattern (str "/pyprof-jmx-" pid "-\\d+-0\\.json$")) %) paths)
                   (pr-str paths))
@@ -173,8 +182,10 @@
                      3)
                   (< (System/currentTimeMillis) deadline))
         (Thread/sleep 50)))
-    (let [ws (.stop ctl)
-          t1 (* 1000 (System/currentTimeMillis))]
+    (let [_ (.stop ctl)
+          t1 (* 1000 (System/currentTimeMillis))
+          _ (.awaitSaved ctl 60000) ; the windows are written on the saver thread
+          ws (json/write-str ((json/read-str (.getStatus ctl)) "windows"))]
       (reset! busy false)
       (.join worker)
       (prn [t0 t1 (json/read-str ws)]))))

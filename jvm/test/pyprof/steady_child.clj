@@ -76,7 +76,11 @@
                                                          "schedule" schedule
                                                          "path" (str out "/w_{window}.json")})
                                             (str out))))
-        step (fn [] (if jmx? (invoke "step" [] []) (.step ^ProfilerSession session)))
+        ;; a JMX step returns at once (its boundary taken in call order): the marker after it
+        ;; belongs to the next window once the step is done, which awaitSaved waits for
+        step (fn [] (if jmx?
+                      (do (invoke "step" [] []) (invoke "awaitSaved" [60000] ["long"]))
+                      (.step ^ProfilerSession session)))
         _ (reset! running true)
         ts (start-threads! lib threads stop calls)]
     (Thread/sleep 20)

@@ -13,6 +13,7 @@
             [pyprof.session.cap :as cap]
             [pyprof.session.leftovers :as leftovers]
             [pyprof.session.raw :as raw]
+            [pyprof.session.saver :as saver]
             [pyprof.session.schedule :as sched]
             [pyprof.session.template :as template]
             [pyprof.stats :as stats]
@@ -97,7 +98,8 @@
   "`profile`, with the window path's file check when `check-file?`."
   [opts check-file?]
   (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
-        all-rec (dissoc opts :schedule :on-trace-ready :path :steady ::within)
+        all-rec (dissoc opts :schedule :on-trace-ready :path :steady ::within ::defer-saves
+                        ::on-save-failed)
         c-of (into {} (map (juxt identity config/check-session-key!)) (keys all-rec)) ; C names
         rec (into {} (remove #(capture/options (c-of (key %)))) all-rec)
         _ (doseq [k (keys rec) :let [c (c-of k)]]
@@ -139,11 +141,15 @@
      ::template parts
      ::template-text (str path)
      ::within (::within opts) ; the Java facade's output root: leftovers outside it stay as they are
+     ;; the Java facade's: windows cut on the saver thread (pyprof.session.saver), failures to this
+     ::defer (boolean (::defer-saves opts))
+     ::on-save-failed (::on-save-failed opts)
      ::steady steady
      ::state (atom {:state :new, :step 0, :action sched/initial-action, :running false,
                     :window nil      ; recording: {:index :start :first-step :path :start-us}
                     :ended nil       ; stopped, not cut: {:window :end :end-us :last-step}
-                    :opened 0, :stopped-us nil, :final false, :saved-now [], :windows []})}))
+                    :opened 0, :stopped-us nil, :final false, :saved-now [], :windows []
+                    :saving nil})})) ; deferred: the Future of the last window handed to the saver
 
 (defn- action-for [s step]
   (sched/check-action ((::schedule s) step) step))
@@ -153,7 +159,7 @@
 ;; window's file outside (the profiler lock is not held while a large window is written).
 ;; The session's state holds the :window recording now and the :ended one (stopped, not cut).
 
-(declare save-op! owner-operations)
+(declare save-op! await-saves! owner-operations)
 
 (defn- note-windows!
   "Names the windows not saved yet in the raw trace's directory (crash recovery)."
@@ -196,6 +202,7 @@
       (when (::attribution s) (capture/take!)) ; a warm-up's forwards: their events are in no window
       (when (raw/rotation-due?)
         (save-op! s) ; a window that ended but is not cut yet lives in the old raw file
+        (await-saves! s)
         (raw/rotate!))
       (raw/drain!)
       (let [{:keys [opened step ended]} @st
@@ -225,14 +232,15 @@
        (if resumed? (profiler/resume) (profiler/profiler-set-state :run))
        (swap! st assoc :running true)))))
 
-(defn- save-op!
-  "Writes the window that ended at the last :stop as a valid trace."
-  [s]
-  (let [st (::state s)]
-    (when-let [{:keys [window end end-us last-step forwards]} (:ended @st)]
-      (swap! st assoc :ended nil)
-      (let [{:keys [index start first-step path start-us steps]} window
-            n (raw/cut! start end path (sched/step-events index steps last-step end-us (raw/pid)))
+(defn- write-window!
+  "Cuts the window `ended` (as :stop left it) into its file and records it; returns the window
+  map. Deferred (on the saver thread), calls on-trace-ready itself; a failure there keeps the
+  window's .partial for `pyprof recover`, says so in one line and goes to ::on-save-failed."
+  [s {:keys [window end end-us last-step forwards]} deferred?]
+  (let [st (::state s)
+        {:keys [index start first-step path start-us steps]} window]
+    (try
+      (let [n (raw/cut! start end path (sched/step-events index steps last-step end-us (raw/pid)))
             attribution (when-let [a (::attribution s)]
                           (try (capture/annotate! path forwards a)
                                (catch Exception e ; the window stays as cut, as Python's
@@ -246,10 +254,37 @@
             w (cond-> {:index index :path path :first-step first-step :last-step last-step :events n
                        :start-us start-us :end-us end-us :truncated (boolean (:truncated window))}
                 attribution (assoc :attribution attribution))]
-        (swap! st #(-> % (update :windows conj w) (update :saved-now conj w)))
+        (swap! st #(cond-> (update % :windows conj w) (not deferred?) (update :saved-now conj w)))
         ;; the window recording now: its .partial gets the metadata of the range just cut
         (when (:window @st) (write-partial! s))
-        w))))
+        (when-let [f (and deferred? (::on-trace-ready s))] (f w))
+        w)
+      (catch Throwable t
+        (when-not deferred? (throw t))
+        (claim/release-window! path)
+        (binding [*out* *err*]
+          (println (str "pyprof: window " index " was not saved to " path " (" (or (ex-message t) t)
+                        "); its events stay in the raw trace: pyprof recover " path ".partial")))
+        (when-let [f (::on-save-failed s)] (f t))
+        nil))))
+
+(defn- save-op!
+  "Writes the window that ended at the last :stop as a valid trace; a deferring session (the
+  Java facade's) hands it to the saver thread, in order, and returns at once."
+  [s]
+  (let [st (::state s)]
+    (when-let [ended (:ended @st)]
+      (swap! st assoc :ended nil)
+      (if (::defer s)
+        (do (raw/reserve! (get-in ended [:window :start]) (:end ended)) ; the saver reads it
+            (swap! st assoc :saving (saver/submit! #(write-window! s ended true))))
+        (write-window! s ended false)))))
+
+(defn- await-saves!
+  "Waits for the windows handed to the saver (`timeout-ms` nil: no bound); true when all are
+  written."
+  ([s] (await-saves! s nil))
+  ([s timeout-ms] (saver/await! (:saving @(::state s)) timeout-ms)))
 
 (def ^:private owner-operations {:stop #'stop-op!, :open #'open-op!, :run #'run-op!,
                                  :pause #(stop-op! % true), :resume #(run-op! % true)})
@@ -346,6 +381,7 @@
         (try
           (transition! s (:action @st) sched/final-action true)
           (finally
+            (await-saves! s) ; the raw trace is read until then
             (swap! st assoc :state :closed)
             (some-> (:claimed @st) claim/release!)
             (claim/release-window!) ; a window not saved (one session at a time)
@@ -362,14 +398,24 @@
       (:windows @st))))
 
 (defn windows
-  "The windows saved so far (maps as given to :on-trace-ready)."
+  "The windows saved so far (maps as given to :on-trace-ready), after any still being written."
   [s]
+  (await-saves! s)
   (:windows @(::state s)))
 
 (defn session-state
-  "{:state (:new :open :closed) :step n :action a :windows [...]}."
-  [s]
-  (select-keys @(::state s) [:state :step :action :windows]))
+  "{:state (:new :open :closed) :step n :action a :windows [...]}, after any window still being
+  written (`now?` true: at once, with the windows written so far)."
+  ([s] (session-state s false))
+  ([s now?]
+   (when-not now? (await-saves! s))
+   (select-keys @(::state s) [:state :step :action :windows])))
+
+(defn ^:no-doc saved?
+  "Internal (pyprof.jvm.ProfilerSession): waits at most `timeout-ms` for the windows handed to
+  the saver; true when every ended window is written."
+  [s timeout-ms]
+  (await-saves! s timeout-ms))
 
 (defn ^:no-doc recording-bytes
   "Internal (pyprof.jvm.ProfilerSession): raw-trace bytes the open window has recorded (0 when

@@ -246,6 +246,13 @@
     (write-trace! out out-events)
     (count out-events)))
 
+(defn reserve!
+  "Leaves raw bytes [start, end) to a later `cut!` (on the saver thread): the metadata before
+  them is read now, theirs by the cut, so that no later `harvest!` reads them again."
+  [start end]
+  (harvest! start)
+  (swap! raw update :scanned max end))
+
 (defn cut!
   "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first, then `extra`
   events (the step marks); returns the number of events written."

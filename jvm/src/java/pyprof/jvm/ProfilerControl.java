@@ -7,13 +7,22 @@ import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.Callable;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
 import javax.management.InstanceAlreadyExistsException;
 import javax.management.JMException;
+import javax.management.MBeanNotificationInfo;
 import javax.management.MBeanServer;
+import javax.management.Notification;
+import javax.management.NotificationBroadcasterSupport;
 import javax.management.ObjectName;
 
 /**
@@ -46,9 +55,38 @@ import javax.management.ObjectName;
  * {@code -Dpyprof.maxDumpBytes} (default 1 GiB). Errors reach the JMX client as
  * {@link IllegalArgumentException} or {@link IllegalStateException} with pyprof's message (JMX
  * clients cannot load pyprof's own exception classes).
+ *
+ * <p><b>Safe beside the service's own MXNet binding</b> (DJL): a session left {@code profile_api}
+ * off unless its options name it, or steady mode is on (api.json service_session; {@link #start}'s
+ * line says so), so no state switch can abort a C call of another binding's thread.
+ *
+ * <p><b>No operation blocks its caller.</b> Each runs on one control thread
+ * ({@code pyprof-jmx-control}, in call order) and returns once done or after
+ * {@link #AWAIT_MILLIS} ms, whichever comes first; windows are cut and written by the saver
+ * thread ({@code pyprof-window-saver}), both at the lowest priority ({@link Background}). An
+ * error that comes later is a {@code pyprof.session.failed} notification and the
+ * {@code Status} note. Each written window is a {@code pyprof.window.saved} notification (user
+ * data: JSON {@code path}, {@code index}, {@code events}, {@code bytes}, {@code first_step},
+ * {@code last_step}, {@code start_us}, {@code end_us}, {@code session}); a window that could not
+ * be written is {@code pyprof.window.failed} ({@code code}, {@code message}, {@code fix}; its
+ * events stay in the raw trace for {@code pyprof recover}); {@code dump(path)} ends with
+ * {@code pyprof.dump.written} or {@code pyprof.dump.failed}. {@link #getLastSave()} shows the
+ * last of these; {@link #awaitSaved(long)} waits for them. A step while a window is still being
+ * written marks its boundary at once: the saver writes the windows one after the other, in the
+ * order they ended.
  */
-public final class ProfilerControl implements ProfilerControlMBean {
+public final class ProfilerControl extends NotificationBroadcasterSupport
+    implements ProfilerControlMBean {
   public static final String OBJECT_NAME = "pyprof:type=ProfilerControl";
+  /** Notification types. */
+  public static final String WINDOW_SAVED = "pyprof.window.saved";
+  public static final String WINDOW_FAILED = "pyprof.window.failed";
+  public static final String DUMP_WRITTEN = "pyprof.dump.written";
+  public static final String DUMP_FAILED = "pyprof.dump.failed";
+  public static final String SESSION_FAILED = "pyprof.session.failed";
+  /** How long an operation waits for its work (api.json service_session await_millis). */
+  public static final long AWAIT_MILLIS =
+      ((Number) ProfilerSession.service("await_millis")).longValue();
 
   private static final long DEFAULT_MAX_S = Long.getLong("pyprof.jmx.maxDurationSeconds", 600);
   private static final long LIMIT_MAX_S = Long.getLong("pyprof.jmx.maxDurationLimitSeconds", 3600);
@@ -70,16 +108,25 @@ public final class ProfilerControl implements ProfilerControlMBean {
         t.setDaemon(true);
         return t;
       });
+  /** Runs every session call, in the order the operations came. */
+  private final ExecutorService control = Background.singleThread("pyprof-jmx-control");
+  private final AtomicLong sequence = new AtomicLong();
   private ProfilerSession session; // guarded by this: the last session started here
   private boolean active; // guarded by this
   private int started; // guarded by this: sessions started here, numbering the default paths
   private long deadlineNanos; // guarded by this
   private String lastError; // guarded by this: why the session ended early, if it did
+  private String lastSave = "{\"state\":\"none\"}"; // guarded by this
+  private Future<?> lastTask; // guarded by this: the last operation given to the control thread
   private ScheduledFuture<?> expiry; // guarded by this
   private ScheduledFuture<?> stepper; // guarded by this
   private ScheduledFuture<?> limits; // guarded by this
 
-  private ProfilerControl() {}
+  private ProfilerControl() {
+    super(new MBeanNotificationInfo[] {new MBeanNotificationInfo(new String[] {WINDOW_SAVED,
+        WINDOW_FAILED, DUMP_WRITTEN, DUMP_FAILED, SESSION_FAILED}, Notification.class.getName(),
+        "a window or dump written, or a session's work failed; user data: a JSON object")});
+  }
 
   /** The one instance (also usable without JMX). */
   public static ProfilerControl instance() {
@@ -141,7 +188,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
     }
   }
 
-  /** Stops a running session and removes the MBean (idempotent). */
+  /** Stops a running session and removes the MBean (idempotent); its windows are written after. */
   public static void unregister() {
     INSTANCE.stop();
     try {
@@ -156,48 +203,143 @@ public final class ProfilerControl implements ProfilerControlMBean {
   }
 
   @Override
-  public synchronized String start(String options, long maxDurationSeconds) {
-    if (active) {
-      throw new IllegalStateException("a pyprof JMX session is already running. fix: call stop() first");
+  public String start(String options, long maxDurationSeconds) {
+    Future<?> task;
+    String line;
+    synchronized (this) {
+      if (active) {
+        throw new IllegalStateException("a pyprof JMX session is already running. fix: call stop() first");
+      }
+      try {
+        Map<String, Object> opts = JmxOptions.parse(options);
+        Object stepSeconds = opts.remove("step_seconds");
+        // Checked before anything starts: a bad option must leave no session running.
+        double step = stepSeconds == null ? 0 : Double.parseDouble(String.valueOf(stepSeconds));
+        if (stepSeconds != null && !(step >= 0.001)) { // the timer counts whole milliseconds
+          throw new IllegalArgumentException("step_seconds must be at least 0.001 (1 ms), got "
+              + stepSeconds + ". fix: pass a step of 1 ms or more, e.g. step_seconds=1");
+        }
+        long stepMs = (long) (step * 1000);
+        JmxOptions.liftSchedule(opts);
+        // under the output root, as every path here; one file name per session of the process
+        opts.putIfAbsent("path", "pyprof-jmx-" + ProcessHandle.current().pid() + "-" + started
+            + "-{window}.json");
+        int number = started;
+        opts.put("on_trace_ready", (java.util.function.Consumer<Map<String, Object>>) w ->
+            saved(number, w));
+        opts.put("on_save_failed", (java.util.function.Consumer<RuntimeException>) e ->
+            failed(WINDOW_FAILED, e));
+        long max = maxDurationSeconds > 0 ? maxDurationSeconds : DEFAULT_MAX_S;
+        max = Math.min(max, LIMIT_MAX_S);
+        Thread.currentThread().setContextClassLoader(ProfilerControl.class.getClassLoader());
+        ProfilerSession s = new ProfilerSession(opts); // checks the options: no C call
+        started++;
+        session = s;
+        active = true;
+        lastError = null;
+        deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(max);
+        task = submit(() -> {
+          try {
+            s.start();
+          } catch (RuntimeException e) {
+            ended(s, "not started: " + e.getMessage());
+            failed(SESSION_FAILED, e);
+            throw e;
+          }
+          return null;
+        });
+        expiry = timer.schedule(() -> expire(s), max, TimeUnit.SECONDS);
+        limits = timer.scheduleWithFixedDelay(() -> checkLimits(s), 1, 1, TimeUnit.SECONDS);
+        if (stepMs > 0) {
+          long periodNanos = TimeUnit.MILLISECONDS.toNanos(stepMs);
+          stepper = timer.schedule(() -> timedStep(s, periodNanos), periodNanos,
+              TimeUnit.NANOSECONDS);
+        }
+        String note = s.defaultNote();
+        line = ", stops by itself after " + max + " s" + (note == null ? "" : "; " + note);
+      } catch (PyprofException e) {
+        throw forJmx("session.unknown_option".equals(e.code()) ? JmxOptions.unknown(e) : e);
+      } catch (NumberFormatException e) {
+        throw new IllegalArgumentException("options: not a number: " + e.getMessage()
+            + ". fix: write numbers as digits, e.g. step_seconds=1");
+      }
     }
+    return (await(task) ? "session open" : "session starting (see Status)") + line;
+  }
+
+  /** Gives {@code work} to the control thread, after every operation before it. */
+  private synchronized Future<?> submit(Callable<?> work) {
+    lastTask = control.submit(work);
+    return lastTask;
+  }
+
+  /**
+   * Waits for {@code task} at most {@link #AWAIT_MILLIS} ms (never holding this object's lock);
+   * true when it is done; its error, when it failed by then, as a JMX client's exception.
+   */
+  private static boolean await(Future<?> task) {
     try {
-      Map<String, Object> opts = JmxOptions.parse(options);
-      Object stepSeconds = opts.remove("step_seconds");
-      // Checked before anything starts: a bad option must leave no session running.
-      double step = stepSeconds == null ? 0 : Double.parseDouble(String.valueOf(stepSeconds));
-      if (stepSeconds != null && !(step >= 0.001)) { // the timer counts whole milliseconds
-        throw new IllegalArgumentException("step_seconds must be at least 0.001 (1 ms), got "
-            + stepSeconds + ". fix: pass a step of 1 ms or more, e.g. step_seconds=1");
+      task.get(AWAIT_MILLIS, TimeUnit.MILLISECONDS);
+      return true;
+    } catch (TimeoutException e) {
+      return false;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    } catch (ExecutionException e) {
+      Throwable c = e.getCause();
+      if (c instanceof PyprofException) {
+        throw forJmx((PyprofException) c);
       }
-      long stepMs = (long) (step * 1000);
-      JmxOptions.liftSchedule(opts);
-      // under the output root, as every path here; one file name per session of the process
-      opts.putIfAbsent("path", "pyprof-jmx-" + ProcessHandle.current().pid() + "-" + started
-          + "-{window}.json");
-      long max = maxDurationSeconds > 0 ? maxDurationSeconds : DEFAULT_MAX_S;
-      max = Math.min(max, LIMIT_MAX_S);
-      Thread.currentThread().setContextClassLoader(ProfilerControl.class.getClassLoader());
-      ProfilerSession s = new ProfilerSession(opts);
-      s.start();
-      started++;
-      session = s;
-      active = true;
-      lastError = null;
-      deadlineNanos = System.nanoTime() + TimeUnit.SECONDS.toNanos(max);
-      expiry = timer.schedule(() -> expire(s), max, TimeUnit.SECONDS);
-      limits = timer.scheduleWithFixedDelay(() -> checkLimits(s), 1, 1, TimeUnit.SECONDS);
-      if (stepMs > 0) {
-        long periodNanos = TimeUnit.MILLISECONDS.toNanos(stepMs);
-        stepper = timer.schedule(() -> timedStep(s, periodNanos), periodNanos,
-            TimeUnit.NANOSECONDS);
-      }
-      return "session " + s.state().get("state") + ", stops by itself after " + max + " s";
-    } catch (PyprofException e) {
-      throw forJmx("session.unknown_option".equals(e.code()) ? JmxOptions.unknown(e) : e);
-    } catch (NumberFormatException e) {
-      throw new IllegalArgumentException("options: not a number: " + e.getMessage()
-          + ". fix: write numbers as digits, e.g. step_seconds=1");
+      throw c instanceof RuntimeException ? (RuntimeException) c : new IllegalStateException(c);
     }
+  }
+
+  /** The session {@code s} ended by itself (or failed): no longer active here. */
+  private synchronized void ended(ProfilerSession s, String why) {
+    if (session == s && active) {
+      lastError = why;
+      cancelTimers();
+      active = false;
+    }
+  }
+
+  /** On the saver thread: a window of session {@code number} was written. */
+  private void saved(int number, Map<String, Object> w) {
+    Map<String, Object> data = new LinkedHashMap<>(w);
+    data.put("bytes", new java.io.File(String.valueOf(w.get("path"))).length());
+    data.put("session", number);
+    String text = json(data);
+    synchronized (this) {
+      Map<String, Object> last = new LinkedHashMap<>(data);
+      last.put("state", "saved");
+      lastSave = json(last);
+    }
+    notify(WINDOW_SAVED, "window " + w.get("index") + " saved: " + w.get("path"), text);
+  }
+
+  /** A session's work failed off the caller's thread: a notification and the LastSave state. */
+  private void failed(String type, RuntimeException e) {
+    Map<String, Object> data = new LinkedHashMap<>();
+    PyprofException p = e instanceof PyprofException ? (PyprofException) e : null;
+    data.put("state", "failed");
+    data.put("code", p == null ? null : p.code());
+    data.put("message", e.getMessage());
+    String msg = String.valueOf(e.getMessage());
+    int fix = msg.lastIndexOf("fix: ");
+    data.put("fix", fix < 0 ? null : msg.substring(fix + 5));
+    String text = json(data);
+    synchronized (this) {
+      lastSave = text;
+    }
+    notify(type, msg, text);
+  }
+
+  private void notify(String type, String message, String userData) {
+    Notification n = new Notification(type, OBJECT_NAME, sequence.incrementAndGet(),
+        System.currentTimeMillis(), message);
+    n.setUserData(userData);
+    sendNotification(n);
   }
 
   /** Every second: stop a session whose open window passed -Dpyprof.maxWindowBytes. */
@@ -205,12 +347,14 @@ public final class ProfilerControl implements ProfilerControlMBean {
     if (session != s || !active) {
       return;
     }
-    try {
-      s.checkLimits();
-    } catch (RuntimeException e) {
-      lastError = "stopped: " + e.getMessage();
-      stopLocked();
-    }
+    submit(() -> {
+      try {
+        s.checkLimits();
+      } catch (RuntimeException e) {
+        ended(s, "stopped: " + e.getMessage());
+      }
+      return null;
+    });
   }
 
   private synchronized void expire(ProfilerSession s) {
@@ -222,59 +366,90 @@ public final class ProfilerControl implements ProfilerControlMBean {
 
   /**
    * One timed step, then the next one scheduled {@code periodNanos} after this one began: a step
-   * that runs late (waiting for this control's lock, held by a slow call) or long (waiting for
-   * queued operators, cutting a large window) makes that window longer, and the ticks it
-   * missed are skipped. Consecutive steps are therefore never closer than the period. (At a
-   * fixed rate the missed ticks ran back to back to catch up: after a 1 s step at a 0.2 s
-   * period, five empty windows within 30 ms. At a fixed delay from the end of a step, the time
-   * to cut the last window would be added to every window.)
+   * that runs late makes that window longer, and the ticks it missed are skipped, so
+   * consecutive steps are never closer than the period.
    */
-  private synchronized void timedStep(ProfilerSession s, long periodNanos) {
-    if (session != s || !active) {
-      return;
-    }
+  private void timedStep(ProfilerSession s, long periodNanos) {
     long began = System.nanoTime();
+    Future<?> task;
+    synchronized (this) {
+      if (session != s || !active) {
+        return;
+      }
+      task = submit(() -> stepOn(s));
+    }
     try {
-      s.step();
-    } catch (RuntimeException e) {
-      lastError = "stopped: " + e.getMessage();
-      stopLocked();
+      task.get(); // on the timer thread: the next tick counts from this step's end at the latest
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
       return;
+    } catch (ExecutionException e) {
+      return; // stepOn ended the session and said why
     }
     long delay = Math.max(0, began + periodNanos - System.nanoTime());
-    stepper = timer.schedule(() -> timedStep(s, periodNanos), delay, TimeUnit.NANOSECONDS);
-  }
-
-  @Override
-  public synchronized void step() {
-    if (!active) {
-      throw new IllegalStateException("no pyprof JMX session is running. fix: call start(...) first");
-    }
-    try {
-      session.step();
-    } catch (PyprofException e) {
-      if (!"open".equals(session.state().get("state"))) { // a limit stopped it: end it here too
-        lastError = "stopped: " + e.getMessage();
-        stopLocked();
+    synchronized (this) {
+      if (session == s && active) {
+        stepper = timer.schedule(() -> timedStep(s, periodNanos), delay, TimeUnit.NANOSECONDS);
       }
-      throw forJmx(e);
     }
+  }
+
+  /** On the control thread: one step of {@code s}; a limit that stopped it ends it here too. */
+  private Object stepOn(ProfilerSession s) {
+    try {
+      s.step();
+    } catch (PyprofException e) {
+      if (!"open".equals(s.stateNow().get("state"))) {
+        ended(s, "stopped: " + e.getMessage());
+        stopOn(s);
+      }
+      throw e;
+    }
+    return null;
+  }
+
+  /** On the control thread: stops {@code s}, its windows then written; their list. */
+  private static List<Map<String, Object>> stopOn(ProfilerSession s) {
+    return s.stop();
   }
 
   @Override
-  public synchronized String stop() {
-    if (session == null) {
-      return "[]";
+  public void step() {
+    Future<?> task;
+    synchronized (this) {
+      if (!active) {
+        throw new IllegalStateException("no pyprof JMX session is running. fix: call start(...) first");
+      }
+      ProfilerSession s = session;
+      task = submit(() -> stepOn(s));
     }
-    try {
-      return json(stopLocked());
-    } catch (PyprofException e) {
-      throw forJmx(e);
-    }
+    await(task);
   }
 
-  private List<Map<String, Object>> stopLocked() {
+  @Override
+  public String stop() {
+    Future<?> task;
+    ProfilerSession s;
+    synchronized (this) {
+      if (session == null) {
+        return "[]";
+      }
+      s = session;
+      task = stopLocked();
+    }
+    await(task);
+    return json(s.stateNow().get("windows"));
+  }
+
+  /** Ends the session here and gives its stop to the control thread. */
+  private Future<?> stopLocked() {
     active = false;
+    cancelTimers();
+    ProfilerSession s = session;
+    return submit(() -> stopOn(s));
+  }
+
+  private void cancelTimers() {
     if (expiry != null) {
       expiry.cancel(false);
     }
@@ -287,32 +462,95 @@ public final class ProfilerControl implements ProfilerControlMBean {
     expiry = null;
     stepper = null;
     limits = null;
-    return session.stop();
   }
 
   @Override
-  public synchronized String dump(String path) {
-    if (session == null) {
-      throw new IllegalStateException("no pyprof JMX session was started. fix: call start(...) first");
+  public String dump(String path) {
+    Future<?> task;
+    String out;
+    synchronized (this) {
+      if (session == null) {
+        throw new IllegalStateException("no pyprof JMX session was started. fix: call start(...) first");
+      }
+      ProfilerSession s = session;
+      try {
+        out = s.dumpPath(path); // root.outside, root.missing_directory: now
+      } catch (PyprofException e) {
+        throw forJmx(e);
+      }
+      if (active) {
+        stopLocked();
+      }
+      task = submit(() -> {
+        try {
+          s.dump(out);
+        } catch (RuntimeException e) {
+          failed(DUMP_FAILED, e);
+          throw e;
+        }
+        Map<String, Object> data = new LinkedHashMap<>();
+        data.put("state", "dumped");
+        data.put("path", out);
+        data.put("bytes", new java.io.File(out).length());
+        String text = json(data);
+        synchronized (this) {
+          lastSave = text;
+        }
+        notify(DUMP_WRITTEN, "dump written: " + out, text);
+        return null;
+      });
+    }
+    await(task);
+    return out;
+  }
+
+  @Override
+  public String stats() {
+    ProfilerSession s;
+    synchronized (this) {
+      if (session == null) {
+        throw new IllegalStateException("no pyprof JMX session was started. fix: call start(...) first");
+      }
+      s = session;
     }
     try {
-      stopLocked();
-      return session.dump(path);
+      return json(s.stats());
     } catch (PyprofException e) {
       throw forJmx(e);
     }
   }
 
   @Override
-  public synchronized String stats() {
-    if (session == null) {
-      throw new IllegalStateException("no pyprof JMX session was started. fix: call start(...) first");
+  public boolean awaitSaved(long timeoutMillis) {
+    long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(Math.max(1, timeoutMillis));
+    Future<?> task;
+    ProfilerSession s;
+    synchronized (this) {
+      task = lastTask;
+      s = session;
     }
     try {
-      return json(session.stats());
-    } catch (PyprofException e) {
-      throw forJmx(e);
+      if (task != null) {
+        task.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+      }
+    } catch (TimeoutException e) {
+      return false;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      return false;
+    } catch (ExecutionException e) {
+      // told by its notification and LastSave
     }
+    try {
+      return s == null || s.awaitSaved(Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
+    } catch (PyprofException e) {
+      return true; // told by its notification and LastSave
+    }
+  }
+
+  @Override
+  public synchronized String getLastSave() {
+    return lastSave;
   }
 
   @Override
@@ -326,14 +564,25 @@ public final class ProfilerControl implements ProfilerControlMBean {
   }
 
   @Override
-  public synchronized void steadyEnd() {
-    try {
+  public void steadyEnd() {
+    Future<?> task;
+    synchronized (this) {
       if (active) {
         stopLocked();
       }
-      Profiler.steadyEnd();
-    } catch (PyprofException e) {
-      throw forJmx(e);
+      task = submit(() -> {
+        Profiler.steadyEnd();
+        return null;
+      });
+    }
+    try {
+      task.get(); // steady mode ends once the windows before it are written
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    } catch (ExecutionException e) {
+      Throwable c = e.getCause();
+      throw c instanceof PyprofException ? forJmx((PyprofException) c)
+          : c instanceof RuntimeException ? (RuntimeException) c : new IllegalStateException(c);
     }
   }
 
@@ -354,7 +603,7 @@ public final class ProfilerControl implements ProfilerControlMBean {
     if (session == null) {
       out.put("state", "none");
     } else {
-      out.putAll(session.state());
+      out.putAll(session.stateNow());
       out.put("active", active);
       out.put("remaining_seconds",
           active ? Math.max(0, TimeUnit.NANOSECONDS.toSeconds(deadlineNanos - System.nanoTime())) : 0);

@@ -20,13 +20,19 @@ public interface ProfilerControlMBean {
    */
   String start(String options, long maxDurationSeconds);
 
-  /** Marks the end of one step of the running session. */
+  /**
+   * Marks the end of one step of the running session; returns once the boundary is taken, or
+   * after {@link ProfilerControl#AWAIT_MILLIS} ms (the boundary is then taken in call order).
+   */
   void step();
 
   /**
-   * Stops the session (saving an open window); returns its windows as a JSON array of objects
+   * Stops the session (saving an open window); returns, after at most
+   * {@link ProfilerControl#AWAIT_MILLIS} ms, the windows written so far as a JSON array of objects
    * {@code index}, {@code path}, {@code first_step}, {@code last_step}, {@code events},
-   * {@code start_us}, {@code end_us} (microseconds since the epoch). Idempotent.
+   * {@code start_us}, {@code end_us} (microseconds since the epoch); each later one is a
+   * {@code pyprof.window.saved} notification ({@link #awaitSaved(long)} waits for them).
+   * Idempotent.
    */
   String stop();
 
@@ -42,6 +48,19 @@ public interface ProfilerControlMBean {
    * in bytes; {@code counters}; {@code notes}), the keys of {@link ProfilerSession#stats()}.
    */
   String stats();
+
+  /**
+   * Waits until every operation given so far is done and every window written, at most
+   * {@code timeoutMillis} ms; true when all are (a failure is in {@link #getLastSave()}).
+   */
+  boolean awaitSaved(long timeoutMillis);
+
+  /**
+   * The last window or dump written, or the last failure, as a JSON object: {@code state}
+   * ({@code none}, {@code saved}, {@code dumped}, {@code failed}) and {@code path},
+   * {@code events}, {@code bytes}, ... or {@code code}, {@code message}, {@code fix}.
+   */
+  String getLastSave();
 
   /** True while a session started here is open. */
   boolean isActive();

@@ -54,6 +54,8 @@ public final class ProfilerSession implements AutoCloseable {
     static final IFn RECORDING_BYTES;
     static final IFn ESCAPE;
     static final IFn FIRST_FILE;
+    static final IFn SAVED;
+    static final IFn SERVICE;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.session"));
@@ -69,11 +71,27 @@ public final class ProfilerSession implements AutoCloseable {
       ESCAPE = Clojure.var("pyprof.session.template", "escape"); // loaded by pyprof.session
       FIRST_FILE = Clojure.var("pyprof.session", "first-file");
       RECORDING_BYTES = Clojure.var("pyprof.session", "recording-bytes");
+      SAVED = Clojure.var("pyprof.session", "saved?");
+      SERVICE = (IFn) Clojure.var("pyprof.rules", "api").invoke("service_session");
     }
+  }
+
+  /** api.json service_session field {@code key}. */
+  static Object service(String key) {
+    return ((Map<?, ?>) Vars.SERVICE).get(key);
+  }
+
+  /** The thread that runs {@link #stopAsync()}'s stops, in call order. */
+  private static final class Stopper {
+    static final java.util.concurrent.ExecutorService EXECUTOR =
+        Background.singleThread("pyprof-session-stopper");
   }
 
   private final Object session;
   private final OutputRoot root;
+  private final boolean apiDefaultedOff;
+  private final java.util.concurrent.atomic.AtomicReference<RuntimeException> saveFailure =
+      new java.util.concurrent.atomic.AtomicReference<>();
 
   /**
    * Loads the Clojure namespaces behind this class now (they load on first use otherwise, which
@@ -111,6 +129,13 @@ public final class ProfilerSession implements AutoCloseable {
           "a map of options (Map.of() for the defaults)");
     }
     Map<String, Object> opts = new HashMap<>(options);
+    // api.json service_session: no state switch of this session can abort another binding's call
+    apiDefaultedOff = !opts.containsKey("profile_api") && !opts.containsKey("profile_all")
+        && !Boolean.parseBoolean(String.valueOf(opts.get("steady"))) && Profiler.steadyActive() == null;
+    if (apiDefaultedOff) {
+      ((Map<?, ?>) service("defaults")).forEach((k, v) -> opts.put((String) k, v));
+    }
+    Object onFailed = opts.remove("on_save_failed");
     Object path = opts.get("path");
     try {
       // the options' errors in the caller's words first; the path's file is checked once resolved
@@ -118,7 +143,20 @@ public final class ProfilerSession implements AutoCloseable {
       opts.put("path", underRoot(path == null ? "pyprof_trace_{window}.json"
           : String.valueOf(path)));
       session = Vars.PROFILE.invoke(((clojure.lang.IPersistentMap) toClojure(opts))
-          .assoc(Keyword.intern("pyprof.session", "within"), root.toString())); // its leftovers only
+          .assoc(Keyword.intern("pyprof.session", "within"), root.toString()) // its leftovers only
+          .assoc(Keyword.intern("pyprof.session", "defer-saves"), true)
+          .assoc(Keyword.intern("pyprof.session", "on-save-failed"), new clojure.lang.AFn() {
+            @Override
+            @SuppressWarnings("unchecked")
+            public Object invoke(Object t) {
+              RuntimeException e = PyprofException.wrap((Throwable) t);
+              saveFailure.compareAndSet(null, e);
+              if (onFailed instanceof java.util.function.Consumer) {
+                ((java.util.function.Consumer<Object>) onFailed).accept(e);
+              }
+              return null;
+            }
+          }));
     } catch (Throwable t) {
       throw PyprofException.wrap(t);
     }
@@ -134,6 +172,14 @@ public final class ProfilerSession implements AutoCloseable {
     root.resolve("path", (String) Vars.FIRST_FILE.invoke(template));
     return Vars.ESCAPE.invoke(root.toString()) + java.io.File.separator
         + root.path().relativize(root.path().resolve(template).normalize());
+  }
+
+  /**
+   * The one line a service reads when this session left {@code profile_api} off by default
+   * (api.json service_session default_note), else null.
+   */
+  public String defaultNote() {
+    return apiDefaultedOff ? (String) service("default_note") : null;
   }
 
   /** The directory this session writes under. */
@@ -220,6 +266,31 @@ public final class ProfilerSession implements AutoCloseable {
     checkLimits();
   }
 
+  /**
+   * Waits until every window that ended so far is written (they are cut and written by the
+   * saver thread, api.json service_session), at most {@code timeoutMillis} (0: no bound).
+   *
+   * @return true when every ended window is written; false when the time ran out
+   * @throws PyprofException the first failure of a save of this session (its window's events
+   *     stay in the raw trace; {@code pyprof recover} writes them), once
+   */
+  public boolean awaitSaved(long timeoutMillis) {
+    boolean done = Boolean.TRUE.equals(call(s -> Vars.SAVED.invoke(s, timeoutMillis > 0 ? timeoutMillis : null)));
+    RuntimeException e = saveFailure.getAndSet(null);
+    if (e != null) {
+      throw e;
+    }
+    return done;
+  }
+
+  /**
+   * Stops the session on pyprof's stopper thread and returns at once; the future completes with
+   * what {@link #stop()} returns once every window is written (or with its error).
+   */
+  public java.util.concurrent.CompletableFuture<List<Map<String, Object>>> stopAsync() {
+    return java.util.concurrent.CompletableFuture.supplyAsync(this::stop, Stopper.EXECUTOR);
+  }
+
   /** Raw-trace bytes the open window has recorded so far (0 when none is open). */
   public long recordingBytes() {
     return ((Number) call(Vars.RECORDING_BYTES)).longValue();
@@ -233,7 +304,7 @@ public final class ProfilerSession implements AutoCloseable {
   public void checkLimits() {
     long bytes = recordingBytes();
     long maxBytes = OutputRoot.maxWindowBytes();
-    int windows = ((List<?>) state().get("windows")).size();
+    int windows = ((List<?>) stateNow().get("windows")).size();
     if (bytes > maxBytes) {
       stop();
       throw PyprofException.catalogue("root.window_too_large", "index", windows, "bytes", bytes,
@@ -277,6 +348,15 @@ public final class ProfilerSession implements AutoCloseable {
     return java.util.Collections.unmodifiableList(out);
   }
 
+  /**
+   * The absolute file {@link #dump(String)} writes for {@code path}; no C call, nothing written.
+   *
+   * @throws PyprofException root.outside, root.missing_directory
+   */
+  public String dumpPath(String path) {
+    return root.resolve("dump path", path).toString();
+  }
+
   /** True when {@code a} and {@code b} are one file (links included); false if one is absent. */
   private static boolean sameFile(String a, String b) {
     try {
@@ -299,7 +379,7 @@ public final class ProfilerSession implements AutoCloseable {
    *     bytes
    */
   public String dump(String path) {
-    String out = root.resolve("dump path", path).toString();
+    String out = dumpPath(path);
     List<String> paths = dump();
     if (paths.isEmpty()) {
       throw PyprofException.catalogue("session.no_window");
@@ -351,6 +431,14 @@ public final class ProfilerSession implements AutoCloseable {
     return JavaData.map((Map<?, ?>) call(Vars.STATE));
   }
 
+  /**
+   * {@link #state()} at once: {@code "windows"} lists the windows written so far, not those the
+   * saver thread still writes. No C call, no wait.
+   */
+  public Map<String, Object> stateNow() {
+    return JavaData.map((Map<?, ?>) call(s -> Vars.STATE.invoke(s, true)));
+  }
+
   /** Same as {@link #stop()}. */
   @Override
   public void close() {
@@ -358,8 +446,12 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   private Object call(IFn f) {
+    return call(f::invoke);
+  }
+
+  private Object call(java.util.function.Function<Object, Object> f) {
     try {
-      return f.invoke(session);
+      return f.apply(session);
     } catch (Throwable t) {
       throw PyprofException.wrap(t);
     }
