@@ -54,7 +54,7 @@
             invoke (fn [op params sig] (.invoke mbs on op (object-array params) (into-array String sig)))
             ;; stop returns the windows written so far; the rest are written on the saver thread
             stop-all (fn [] (invoke "stop" [] [])
-                       (is (true? (invoke "awaitSaved" [60000] ["long"])))
+                       (is (= true (invoke "awaitSaved" [60000] ["long"])))
                        (json/write-str ((json/read-str (.getAttribute mbs on "Status")) "windows")))]
         (try
           (testing "start with a configuration, profile the running loop, stop, dump, stats"
@@ -70,7 +70,7 @@
             (is (= false (.getAttribute mbs on "Active")))
             (let [out (str dir "/dumped.json")
                   _ (invoke "dump" [out] ["java.lang.String"])
-                  _ (is (true? (invoke "awaitSaved" [60000] ["long"])))
+                  _ (is (= true (invoke "awaitSaved" [60000] ["long"])))
                   _ (is (= {"state" "dumped" "path" out}
                            (select-keys (json/read-str (.getAttribute mbs on "LastSave")) ["state" "path"])))
                   evs (get (json/read-str (slurp out)) "traceEvents")]

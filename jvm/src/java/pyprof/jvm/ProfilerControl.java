@@ -246,15 +246,19 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
             failed(SESSION_FAILED, e);
             throw e;
           }
+          if (stepMs > 0) { // the first step one period after step 0 began
+            long periodNanos = TimeUnit.MILLISECONDS.toNanos(stepMs);
+            synchronized (this) {
+              if (session == s && active) {
+                stepper = timer.schedule(() -> timedStep(s, periodNanos), periodNanos,
+                    TimeUnit.NANOSECONDS);
+              }
+            }
+          }
           return null;
         });
         expiry = timer.schedule(() -> expire(s), max, TimeUnit.SECONDS);
         limits = timer.scheduleWithFixedDelay(() -> checkLimits(s), 1, 1, TimeUnit.SECONDS);
-        if (stepMs > 0) {
-          long periodNanos = TimeUnit.MILLISECONDS.toNanos(stepMs);
-          stepper = timer.schedule(() -> timedStep(s, periodNanos), periodNanos,
-              TimeUnit.NANOSECONDS);
-        }
         String note = s.defaultNote();
         line = ", stops by itself after " + max + " s" + (note == null ? "" : "; " + note);
       } catch (PyprofException e) {
@@ -370,12 +374,13 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
    * consecutive steps are never closer than the period.
    */
   private void timedStep(ProfilerSession s, long periodNanos) {
-    long began = System.nanoTime();
+    long began;
     Future<?> task;
     synchronized (this) {
       if (session != s || !active) {
         return;
       }
+      began = System.nanoTime(); // after a slow call let go of this control
       task = submit(() -> stepOn(s));
     }
     try {
