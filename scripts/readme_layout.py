@@ -36,7 +36,8 @@ def module_map(text: str | None = None) -> list[tuple[str, list[str]]]:
 
 def where(names: list[str], listed: set[str]) -> str:
     """The layer's modules, written short: ``P.*`` for a package whose every listed descendant
-    is in the layer (P itself too, when listed here), the others as ``P.{a,b}`` by package.
+    is in the layer (P itself too, when listed here), ``P.*`` except its subpackages when the
+    layer holds all that is directly in P but not what is deeper, else ``P.{a,b}``.
     ``listed`` is every name the map lists for the language, so the table depends on the map
     alone (tests/test_layout.py checks that the map lists the tree)."""
     left = list(names)
@@ -57,6 +58,8 @@ def where(names: list[str], listed: set[str]) -> str:
         first = names.index(group[0])
         if len(group) == 1:
             text = f"`{group[0]}`"
+        elif parent and set(group) == {m for m in listed if m.rpartition(".")[0] == parent}:
+            text = f"`{parent}.*` except its subpackages"  # stays true as classes are added
         else:
             text = f"`{parent}.{{{','.join(n.rpartition('.')[2] for n in group)}}}`"
         places.append((first, text))

@@ -121,4 +121,6 @@ def test_the_layout_table_collapses_whole_packages_only():
         "`pyprof.session.*`, `pyprof.x.y`"
     assert row("clojure c", "clojure c: org.apache.mx.a, org.apache.mx.b\n") == "`org.apache.mx.*`"
     assert row("java api", "java api: p.jvm.A, p.jvm.B\njava native: p.jvm.capi.N\n") == \
-        "`p.jvm.{A,B}`"
+        "`p.jvm.*` except its subpackages"
+    assert row("java api", "java api: p.jvm.A, p.jvm.B\njava native: p.jvm.C, p.jvm.capi.N\n") \
+        == "`p.jvm.{A,B}`"
