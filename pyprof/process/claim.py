@@ -21,6 +21,7 @@ import contextlib
 import errno
 import fcntl
 import hashlib
+import itertools
 import os
 import stat
 import sys
@@ -32,7 +33,8 @@ from .. import rules
 from . import output as _output
 
 __all__ = ["SPEC", "base_dir", "claim_dir", "claim_file", "owner", "claim", "claiming",
-           "claiming_window_path", "claim_window", "release_window", "all_given_back_after",
+           "claiming_window_path", "claim_window", "release_window", "window_written",
+           "all_given_back_after",
            "release", "release_all", "held"]
 
 SPEC: dict = rules.API["trace_claims"]
@@ -42,6 +44,7 @@ _NOT_PRIVATE = "not a private directory of this user (mode 0700)"  # config.clai
 _lock = threading.Lock()
 _held: dict[str, int] = {}  # absolute trace path -> the descriptor of its locked claim file
 _windows: set[str] = set()  # session windows' files claimed anew (claim_window)
+_written: set[str] = set()  # window files this process's sessions wrote (window_written)
 
 
 def base_dir() -> str:
@@ -157,7 +160,7 @@ def claim_window(index: int, path: str) -> str:
         ConfigError: ``config.claim_failed``; StateError ``session.path_claimed`` when the
             file with this process's pid is claimed too.
     """
-    full = _output.absolute(path)
+    full = _beside_written(index, _output.absolute(path))
     new = full not in held()
     pid = _owner_waiting(full)
     if pid == 0 and _output.replace_problem(full) is not None:
@@ -186,6 +189,34 @@ def release_window(path: str | None = None) -> None:
         _windows.difference_update(paths)
     for p in paths:
         release(p)
+
+
+def window_written(path: str) -> None:
+    """Record that a session of this process wrote window file ``path`` (absolute): a later
+    window never replaces it (api.json ``trace_claims.written_about``)."""
+    with _lock:
+        _written.add(path)
+
+
+def _beside_written(index: int, full: str) -> str:
+    """``full``, or where window ``index`` goes instead when an earlier session of this process
+    wrote ``full`` and it is still there (``written_example``, said by ``window_written_note``)."""
+    with _lock:
+        if full not in _written:
+            return full
+    if not os.path.lexists(full):  # moved away: nothing is replaced
+        return full
+    stem, suffix = os.path.splitext(os.path.basename(full))
+    for n in itertools.count(1):
+        instead = os.path.join(os.path.dirname(full),
+                               SPEC["written_example"].format(stem=stem, n=n, suffix=suffix))
+        with _lock:
+            taken = instead in _written
+        if not taken and not os.path.lexists(instead):
+            break
+    print(rules.render(SPEC["window_written_note"], {"index": index, "path": full,
+                                                    "instead": instead}), file=sys.stderr)
+    return instead
 
 
 def _with_pid(path: str, pid: int | str) -> str:

@@ -378,6 +378,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         with contextlib.suppress(FileNotFoundError):
             os.unlink(w.path + PARTIAL)
         _claim.release_window(w.path)  # written: free again, as a finished plain trace
+        _claim.window_written(w.path)  # no later session of this process replaces it
         self._note_windows()
         window = Window(w.index, w.path, w.first_step, ended.last_step, events,
                         start_us=w.start_us, end_us=ended.end_us, truncated=w.truncated,

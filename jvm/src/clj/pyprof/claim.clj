@@ -94,6 +94,32 @@
      new?)))
 
 (defonce ^:private windows (atom #{})) ; session windows' files claimed anew
+(defonce ^:private written (atom #{})) ; window files this process's sessions wrote
+
+(defn window-written!
+  "Records that a session of this process wrote window file `path` (absolute): a later window
+  never replaces it (api.json trace_claims written_about)."
+  [^String path]
+  (swap! written conj path))
+
+(defn- beside-written
+  "`full`, or where window `index` goes instead when an earlier session of this process wrote
+  `full` and it is still there (written_example, said by window_written_note)."
+  ^String [index ^String full]
+  (if-not (and (@written full) (Files/exists (.toPath (File. full)) (make-array LinkOption 0)))
+    full
+    (let [f (File. full)
+          [stem suffix] (config/splitext (.getName f))
+          instead (->> (iterate inc 1)
+                       (map #(let [name (rules/render (spec "written_example")
+                                                      {:stem stem :n % :suffix suffix})]
+                               (if-let [parent (.getParent f)] (str (File. parent ^String name)) name)))
+                       (remove #(or (@written %) (Files/exists (.toPath (File. ^String %))
+                                                               (make-array LinkOption 0))))
+                       first)]
+      (binding [*out* *err*]
+        (println (rules/render (spec "window_written_note") {:index index :path full :instead instead})))
+      instead)))
 
 (declare release!)
 
@@ -103,7 +129,7 @@
   no trace (api.json trace_claims window_claimed_note, window_not_a_trace_note, on stderr);
   `release-window!` gives it back."
   ^String [index ^String path]
-  (let [full (output/abspath path)
+  (let [full (beside-written index (output/abspath path))
         new? (not (.holds (Tracker/current) full))
         pid (owner-waiting full)
         no-trace (and (zero? pid) (output/replace-problem full))

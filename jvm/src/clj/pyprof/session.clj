@@ -250,6 +250,7 @@
                                  nil)))
             _ (raw/delete-partial! path)
             _ (claim/release-window! path) ; written: free again
+            _ (claim/window-written! path) ; no later session of this process replaces it
             _ (note-windows! s)
             w (cond-> {:index index :path path :first-step first-step :last-step last-step :events n
                        :start-us start-us :end-us end-us :truncated (boolean (:truncated window))}
