@@ -172,6 +172,9 @@ public final class Service implements ServiceStatsMBean {
     }
     say("pid " + pid + ", " + workers + " workers serving; MBeans " + control + " and "
         + OBJECT_NAME);
+    String steady = ProfilerControl.instance().getSteady();
+    say("pyprof output root " + ProfilerControl.instance().getOutputRoot() + ", steady mode "
+        + (steady.isEmpty() ? "off" : steady));
     say("ready");
 
     if (stdin) {
