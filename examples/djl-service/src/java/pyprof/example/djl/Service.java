@@ -144,7 +144,20 @@ public final class Service implements ServiceStatsMBean {
     // pyprof's MBean first: with -Dpyprof.steady=true it begins steady mode here, before any
     // thread of the service calls libmxnet.
     ObjectName control = ProfilerControl.register();
-    Engine engine = Engine.getEngine("MXNet");
+    Engine engine;
+    try {
+      engine = Engine.getEngine("MXNet");
+    } catch (RuntimeException | LinkageError e) {
+      Throwable root = e;
+      while (root.getCause() != null) {
+        root = root.getCause();
+      }
+      System.err.println("djl-service: DJL's MXNet engine did not load (" + root + "; "
+          + "MXNET_LIBRARY_PATH=" + System.getenv("MXNET_LIBRARY_PATH") + "). fix: export "
+          + "MXNET_LIBRARY_PATH=<the mxnet wheel's libmxnet.so>, the one pyprof loads");
+      System.exit(1);
+      return;
+    }
     mxnetVersion = engine.getVersion();
     libmxnet = String.join(":", mappedLibmxnet());
     say("MXNet " + mxnetVersion + " (DJL " + Engine.getDjlVersion() + ", engine "
