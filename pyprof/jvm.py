@@ -136,9 +136,18 @@ def stale_reason(d: Path, cache: Path) -> str | None:
     if not own <= entries:
         return f"{cache} names another checkout's sources"
     built = cache.stat().st_mtime
-    sources = [d / "project.clj", *(d / "src").rglob("*"), *(d.parent / "pyprof" / "spec").glob("*")]
+    sources = [d / "project.clj", *(d / "src").rglob("*"), *_example_java(d),
+               *(d.parent / "pyprof" / "spec").glob("*")]
     newer = next((p for p in sources if p.is_file() and p.stat().st_mtime > built), None)
     return f"{newer} is newer than {cache}" if newer else None
+
+
+def _example_java(d: Path) -> list[Path]:
+    """The Java sources of the example (``examples/matmul/java``: ``pyprof.jvm.example.*``), which
+    the project's :dev profile compiles and puts on this classpath beside the example's
+    namespaces (``pyprof.example.*``, ``org.apache.clojure-mxnet.*``): the library jar holds
+    none of them, ``pyprof matmul --binding jvm`` and the bridge tests run them."""
+    return sorted((d.parent / "examples" / "matmul" / "java").rglob("*.java"))
 
 
 def _build_classpath(d: Path, cache: Path, why: str) -> None:
@@ -146,7 +155,7 @@ def _build_classpath(d: Path, cache: Path, why: str) -> None:
     if lein is None or not (d / "project.clj").is_file():
         raise rules.error("jvm.no_lein", why=why, project=f"{d}/project.clj")
     built = cache.stat().st_mtime if cache.is_file() else 0.0
-    java = [d / "project.clj", *(d / "src" / "java").rglob("*.java")]
+    java = [d / "project.clj", *(d / "src" / "java").rglob("*.java"), *_example_java(d)]
     foreign = "another checkout" in why
     if not built or foreign or any(p.stat().st_mtime > built for p in java):
         # Java changed: recompile from scratch, so no class of a deleted source stays visible.

@@ -104,7 +104,8 @@ def test_ctypes_only_in_capi_and_shim():
 
 def test_no_source_file_over_450_lines():
     sources = [*PACKAGE.rglob("*.py"), *(ROOT / "jvm" / "src").rglob("*.clj"),
-               *(ROOT / "jvm" / "src").rglob("*.java")]
+               *(ROOT / "jvm" / "src").rglob("*.java"), *_example_clojure().values(),
+               *_example_java().values()]
     long = {str(p.relative_to(ROOT)): n for p in sources
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert long == {}, "split these by purpose (docs/architecture.md)"
@@ -114,6 +115,10 @@ def test_no_source_file_over_450_lines():
 
 DOC = ROOT / "docs" / "architecture.md"
 JVM_SRC = ROOT / "jvm" / "src"
+# The example's MXNet and the compat namespaces: in examples/matmul, out of the library jar. Its
+# `profiler.core` is MXNet's own example, unchanged, and no module of pyprof's.
+EXAMPLE = ROOT / "examples" / "matmul"
+SEED = EXAMPLE / "src" / "profiler"
 
 
 def _module_map() -> dict[tuple[str, str], list[str]]:
@@ -144,10 +149,24 @@ def _java_classes() -> dict[str, Path]:
             for p in (JVM_SRC / "java").rglob("*.java")}
 
 
+def _example_clojure() -> dict[str, Path]:
+    return {".".join(p.relative_to(EXAMPLE / "src").with_suffix("").parts).replace("_", "-"): p
+            for p in (EXAMPLE / "src").rglob("*.clj") if SEED not in p.parents}
+
+
+def _example_java() -> dict[str, Path]:
+    return {".".join(p.relative_to(EXAMPLE / "java").with_suffix("").parts): p
+            for p in (EXAMPLE / "java").rglob("*.java")}
+
+
 def _tree(language: str) -> set[str]:
+    """The modules of ``language``: the library's (pyprof/, jvm/src) and, for the JVM, the
+    example's (examples/matmul/src and java)."""
     if language == "python":
         return set(_modules())
-    return set(_clojure_namespaces() if language == "clojure" else _java_classes())
+    if language == "clojure":
+        return set(_clojure_namespaces()) | set(_example_clojure())
+    return set(_java_classes()) | set(_example_java())
 
 
 def test_module_map_lists_every_module_and_namespace_once_and_nothing_else():
@@ -171,12 +190,25 @@ def test_what_a_jvm_entry_restates_is_a_python_module():
     assert sorted(restated - python) == []
 
 
+EXAMPLE_PREFIXES = ("pyprof.example.", "pyprof.jvm.example.", "org.apache.clojure-mxnet.")
+
+
+def test_the_library_holds_no_example_and_the_example_only_the_example():
+    """jvm/src is the library jar: the example's MXNet and the compat namespaces live in
+    examples/matmul, which holds nothing else (its seed aside)."""
+    library = {**_clojure_namespaces(), **_java_classes()}
+    assert sorted(n for n in library if n.startswith(EXAMPLE_PREFIXES)) == []
+    example = {**_example_clojure(), **_example_java()}
+    assert sorted(n for n in example if not n.startswith(EXAMPLE_PREFIXES)) == []
+    assert len(example) >= 15, sorted(example)
+
+
 def test_example_namespaces_are_required_only_by_the_example_and_compat():
     """The example's MXNet (pyprof.example.*, pyprof.jvm.example.*) is not the profiler:
     no namespace or class of the profiler uses it."""
     offenders = []
     for name, path in {**_clojure_namespaces(), **_java_classes()}.items():
-        if name.startswith(("pyprof.example.", "pyprof.jvm.example.", "org.apache.clojure-mxnet.")):
+        if name.startswith(EXAMPLE_PREFIXES):
             continue
         text = path.read_text()
         if "pyprof.example." in text.replace("pyprof.example.context/gpu", "") \

@@ -90,8 +90,10 @@ def test_lein_run_small(tmp_path):
     out = tmp_path / "c.json"
     env = dict(os.environ)
     env["MXNET_LIBRARY_PATH"] = _libmxnet()
-    proc = subprocess.run(["lein", "run", "--", *SMALL, "--output", str(out)],
-                          cwd=ROOT / "jvm", env=env, capture_output=True, text=True, timeout=600)
+    # the example's project (the library in jvm/ has no main): plain `lein run` there is the seed's
+    proc = subprocess.run(["lein", "run", "-m", "pyprof.example.matmul", "--", *SMALL, "--output",
+                           str(out)], cwd=ROOT / "examples" / "matmul", env=env,
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Subgraph backend" not in proc.stderr
     pairs = operator_pairs(load_trace(out), ("dot", "[dot]"))

@@ -6,7 +6,9 @@ uniform [-1, 1) float32 matrices, run ``--iters`` forward passes, record iterati
 the achieved GFLOP/s (2*N^3 flops per call) from the profiler's own operator time beside
 the wall-clock figure, and against this machine's peaks (MXNet's dot, numpy's GEMM) measured
 after the run. ``--binding jvm`` runs the same program in the JVM layer, loaded
-into this process through JPype; ``lein run`` in ``jvm/`` runs it in a plain JVM.
+into this process through JPype (``pyprof.example.matmul``, in ``examples/matmul/src``: the
+JVM library has no example; ``jvm/``'s dev classpath, :func:`pyprof.jvm.classpath`, holds it);
+``lein run -m pyprof.example.matmul`` in ``examples/matmul/`` runs it in a plain JVM.
 """
 
 from __future__ import annotations
@@ -194,7 +196,8 @@ def measure_peaks(o: argparse.Namespace) -> dict | None:
 
 
 def run_jvm(o: argparse.Namespace) -> MatmulResult:
-    """Run the Clojure example (pyprof.example.matmul/run) in a JVM inside this process."""
+    """Run the Clojure example (pyprof.example.matmul/run, examples/matmul/src) in a JVM inside
+    this process."""
     from .. import jvm
 
     _capi.load()

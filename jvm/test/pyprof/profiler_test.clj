@@ -1,6 +1,7 @@
 (ns pyprof.profiler-test
   "Profiler calls that never start a trace session in this JVM (MXNet allows one per process);
-  the full run -> dump session is tested in a child JVM by pyprof.example.matmul-test."
+  the full run -> dump session is tested in a child JVM by pyprof.example.matmul-test
+  (examples/matmul)."
   (:require [clojure.string :as str]
             [clojure.test :refer [deftest is are testing]]
             [pyprof.native :as native :refer [mx]]

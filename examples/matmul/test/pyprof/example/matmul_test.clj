@@ -31,9 +31,9 @@
     "/opt/my tools/pyprof.jar --help" "java -jar /opt/my tools/pyprof.jar"
     "pyprof.example.matmul --help" "java -cp <classpath> pyprof.example.matmul"
     "clojure.main -m pyprof.example.matmul -h" "java -cp <classpath> clojure.main -m pyprof.example.matmul"
-    "clojure.main -i /tmp/form-init123.clj" "lein run --"
-    nil "lein run --")
-  (is (str/starts-with? (matmul/usage "  -h, --help") "usage: lein run -- [options]\n")))
+    "clojure.main -i /tmp/form-init123.clj" "lein run -m pyprof.example.matmul --"
+    nil "lein run -m pyprof.example.matmul --")
+  (is (str/starts-with? (matmul/usage "  -h, --help") "usage: lein run -m pyprof.example.matmul -- [options]\n")))
 
 (deftest config-per-mode
   (is (= {:filename "t.json" :aggregate-stats true :profile-all false :profile-symbolic true

@@ -1,8 +1,9 @@
 (ns pyprof.example.matmul
   "The profiler example of MXNet's retired Clojure package: profile `dot` of two uniform [-1, 1)
-  NxN matrices run by a bound symbol, then read the trace back and report GFLOP/s.
+  NxN matrices run by a bound symbol, then read the trace back and report GFLOP/s. In
+  examples/matmul (where plain `lein run` is the seed's example, profiler.core):
 
-    lein run -- --size 512 --iters 3 --begin 1 --end 2 --output /tmp/trace.json"
+    lein run -m pyprof.example.matmul -- --size 512 --iters 3 --begin 1 --end 2 --output /tmp/trace.json"
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
@@ -318,9 +319,9 @@
 (defn launch-command
   "How this program was started, for its usage text, from `sun-java-command` (the JVM's
   `sun.java.command` property: the main class or jar, then the arguments): `java -jar <jar>` for
-  a jar's Main-Class (the uberjar), `java -cp <classpath> pyprof.example.matmul` for the class,
-  `java -cp <classpath> clojure.main -m pyprof.example.matmul`, else `lein run --` (Leiningen starts
-  clojure.main with an init file)."
+  a jar whose Main-Class it is, `java -cp <classpath> pyprof.example.matmul` for the class,
+  `java -cp <classpath> clojure.main -m pyprof.example.matmul`, else
+  `lein run -m pyprof.example.matmul --` (Leiningen starts clojure.main with an init file)."
   ([] (launch-command (System/getProperty "sun.java.command")))
   ([sun-java-command]
    (let [cmd (str/trim (str sun-java-command))
@@ -331,7 +332,7 @@
            (re-find #"^pyprof\.example\.matmul(\s|$)" cmd) "java -cp <classpath> pyprof.example.matmul"
            (re-find #"^clojure\.main\s+(-m|--main)\s+pyprof\.example\.matmul(\s|$)" cmd)
            "java -cp <classpath> clojure.main -m pyprof.example.matmul"
-           :else "lein run --"))))
+           :else "lein run -m pyprof.example.matmul --"))))
 
 (defn usage
   "The usage text of -main: the launch command (`launch-command`), then the options."
