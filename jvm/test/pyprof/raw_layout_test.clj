@@ -7,6 +7,7 @@
   Python's tests/trace/test_mxnet_layout.py reads too."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
+            [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
             [pyprof.native :refer [mx]]
             [pyprof.native :as native]
@@ -78,3 +79,50 @@
                                      w)]
             (is (= [{} []] (take 2 v)))
             (is (= (sort (concat names python-misreads ["ok"])) (sort (nth v 2))))))))))
+
+(defn- cut-with
+  "What pyprof.jvm.WindowCutter writes for `text` (a raw file's bytes) and `extra` events, in one
+  pass or two: [events renumbered?], or :refused when it does not read the bytes."
+  [text extra two-passes?]
+  (let [f (java.io.File/createTempFile "cut" ".json")
+        out (java.io.File/createTempFile "cut-out" ".json")
+        trace (pyprof.rules/read-spec "trace.json")
+        c (pyprof.jvm.WindowCutter. (trace "mxnet_layout") (trace "ids"))]
+    (try
+      (spit f text :encoding "UTF-8")
+      (let [r (with-open [w (io/writer out)] (.cut c (str f) 0 (.length f) [] extra w (boolean two-passes?)))]
+        [(reader/read-events (str out)) (.renumbered r)])
+      (catch java.io.IOException _ :refused)
+      (finally (.delete f) (.delete out)))))
+
+(deftest the-streaming-cut-writes-what-the-tolerant-reader-reads
+  (let [cases (get (with-open [r (io/reader cases-file :encoding "UTF-8")] (json/read r)) "cases")
+        mark {"name" "ProfilerStep#0" "ph" "i" "s" "g" "ts" 1 "pid" 7 "tid" 1}
+        streamed (atom [])]
+    (doseq [{:strs [about text error]} cases
+            :let [whole (try (reader/parse-raw text) (catch Exception _ nil))
+                  want (when whole (pyprof.trace.ids/renumber (concat whole [mark])))
+                  one (cut-with text [mark] false)
+                  two (cut-with text [mark] true)]]
+      (testing about
+        (if (or error (= :refused one))
+          ;; bytes it does not read (a cut-short event, no layout): cut! reads them the tolerant way
+          (is (= :refused one two))
+          (do (swap! streamed conj (first (str/split about #"[:(]")))
+              (is (= want (first two)) "two passes: the events and ids of the tolerant path")
+              (is (true? (second two)))
+              ;; one pass gave tid 1 to MXNet's first thread before the step mark's tid 1 came:
+              ;; it says so, and the caller cuts again in two passes
+              (is (or (= want (first one)) (false? (second one))))))))
+    ;; the others hold an event cut short (a crash's), which only the tolerant reader drops
+    (is (= ["an empty range" "a range of separators only" "a later range" "the last range"
+            "names holding a quote or a back slash beside what Java's regular expressions take as a line end without UNIX_LINES "]
+           @streamed))
+    (testing "an id numbered in one pass that a later safe id holds is told, never written silently"
+      (let [text (str "{\n    \"traceEvents\": [\n"
+                      "    {\n        \"name\": \"a\",\n        \"ph\": \"i\",\n        \"ts\": 1,\n"
+                      "        \"pid\": 0,\n        \"tid\": 9007199254740993\n    }\n,\n")
+            [evs renumbered?] (cut-with text [mark] false)]
+        (is (= [1 1] (map #(get % "tid") evs)) "the provisional numbers collide")
+        (is (false? renumbered?))
+        (is (= [2 1] (map #(get % "tid") (first (cut-with text [mark] true)))))))))

@@ -63,7 +63,9 @@
   (.toFile (java.nio.file.Files/createTempDirectory
             "pyprof-test" (make-array java.nio.file.attribute.FileAttribute 0))))
 
-(def ^:private python (.getCanonicalFile (io/file ".." ".venv" "bin" "python")))
+;; not the canonical file: .venv/bin/python is a link to the base interpreter, which does not
+;; see the virtual environment's packages when started by its real path
+(def ^:private python (.toFile (.normalize (.toPath (.getAbsoluteFile (io/file ".." ".venv" "bin" "python"))))))
 
 (defn python-json
   "What the Python reference prints (as JSON, read back) for the script `code`, run with the

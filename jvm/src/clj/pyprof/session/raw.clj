@@ -16,7 +16,7 @@
             [pyprof.trace.reader :as reader]
             [pyprof.tracker :as tracker])
   (:import (java.io RandomAccessFile)
-           (pyprof.jvm MetadataStore)
+           (pyprof.jvm MetadataStore WindowCutter WindowCutter$Result)
            (java.nio.charset StandardCharsets)
            (java.nio.file Files Paths StandardCopyOption)
            (java.nio.file.attribute FileAttribute PosixFilePermissions)
@@ -253,16 +253,40 @@
   (harvest! start)
   (swap! raw update :scanned max end))
 
+(def ^:private ^WindowCutter cutter
+  (let [trace (rules/read-spec "trace.json")]
+    (WindowCutter. (trace "mxnet_layout") (trace "ids"))))
+
+(defn- ->clj
+  "Java data of the cutter as the reader gives it: Clojure maps and vectors, bigints."
+  [x]
+  (cond (instance? java.util.Map x) (into {} (map (fn [[k v]] [k (->clj v)])) x)
+        (instance? java.util.List x) (mapv ->clj x)
+        (instance? java.math.BigInteger x) (bigint x)
+        :else x))
+
 (defn cut!
   "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first, then `extra`
-  events (the step marks); returns the number of events written."
+  events (the step marks); returns the number of events written. Streamed at disk speed
+  (`pyprof.jvm.WindowCutter`); bytes it does not read as MXNet's layout go the tolerant way."
   [start end out extra]
   (harvest! start)
   (let [known (metadata)
-        events (events-in (:path @raw) start end)]
+        path (:path @raw)]
     (swap! raw update :scanned max end)
-    (remember-metadata! events)
-    (write-events! out known (concat events extra))))
+    (or (try (let [cut (fn [two-passes?]
+                         (let [r (volatile! nil)]
+                           (write-atomic! out "rw-r--r--"
+                                          #(vreset! r (.cut cutter path start end known extra %
+                                                            (boolean two-passes?))))
+                           @r))
+                   ^WindowCutter$Result r (let [r (cut false)] (if (.renumbered ^WindowCutter$Result r) r (cut true)))]
+               (remember-metadata! (map ->clj (.metadata r)))
+               (.events r))
+             (catch java.io.IOException _ nil))
+        (let [events (events-in path start end)]
+          (remember-metadata! events)
+          (write-events! out known (concat events extra))))))
 
 (defn rewrite-trace!
   "Rewrites the MXNet trace at `path` as a valid trace, known metadata first (as Python's
