@@ -1,3 +1,6 @@
+;; Maven Central as Leiningen itself names it (its first default repository), without Clojars.
+(def central (first leiningen.core.project/default-repositories))
+
 (defproject pyprof/pyprof-jvm "0.1.0-SNAPSHOT"
   :description "JVM binding (Java + Clojure) of pyprof, an operator-level profiler for Apache MXNet 1.9.1."
   :license {:name "Apache License 2.0" :url "https://www.apache.org/licenses/LICENSE-2.0"}
@@ -7,7 +10,7 @@
                  [com.fasterxml.jackson.core/jackson-core "2.14.1"]]
   ;; Every dependency is on Maven Central, and the pom (`lein pom`, `lein install`) names Central
   ;; only: a consumer needs no other repository (^:replace drops Clojars; see :debian below).
-  :repositories ^:replace [["central" {:url "https://central.example/maven2/" :snapshots false}]]
+  :repositories ~(with-meta [central] {:replace true}) ; ^:replace on the value
   :java-source-paths ["src/java"]
   :javac-options ["--release" "11" "-Xlint:all,-options,-path"]
   :source-paths ["src/clj"]
@@ -33,9 +36,9 @@
   ;; (pyprof.jvm.OutputRoot) is the temp directory there, passed on to child JVMs. target/aot
   ;; holds the namespaces compiled ahead of time by pyprof.jvm.classpath (scripts/setup.sh):
   ;; Clojure loads a class only when it is newer than its source.
-  :profiles {:debian {:repositories ^:replace
-                      [["central" {:url "https://central.example/maven2/" :snapshots false}]
-                       ["debian" {:url "file:///usr/share/maven-repo" :checksum :ignore :snapshots false}]]}
+  :profiles {:debian {:repositories ~(with-meta [central ["debian" {:url "file:///usr/share/maven-repo"
+                                                           :checksum :ignore :snapshots false}]]
+                                        {:replace true})}
              :example {:source-paths ["../examples/matmul/src"]
                        :java-source-paths ["../examples/matmul/java"]
                        :dependencies [[org.clojure/tools.cli "1.0.194"]]}

@@ -41,7 +41,6 @@ README = JVM / "README.md"
 SECTION = "## Depending on it: the Maven coordinate"
 REPO = Path(os.environ.get("PYPROF_CONSUMER_REPO")
             or Path.home() / ".cache" / "pyprof" / "consumer-m2")
-CENTRAL = "https://central.example/maven2/"
 POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 #: what the library's pom may name (groupId, artifactId): all on Maven Central
 DEPENDENCIES = {("org.clojure", "clojure"), ("net.java.dev.jna", "jna"),
@@ -179,8 +178,10 @@ def installed():
 
 def test_the_pom_names_central_only_and_dependencies_from_it(installed):
     pom = ET.parse(installed).getroot()
+    ids = [u.text for u in pom.findall("m:repositories/m:repository/m:id", POM_NS)]
     urls = [u.text for u in pom.findall("m:repositories/m:repository/m:url", POM_NS)]
-    assert urls == [CENTRAL], urls  # no Debian file repository, no Clojars
+    # Central as Leiningen names it (jvm/project.clj): no Debian file repository, no Clojars
+    assert ids == ["central"] and urls[0].startswith("https://") and urls[0].endswith("/maven2/"), urls
     deps, test_scope = set(), set()
     for d in pom.findall("m:dependencies/m:dependency", POM_NS):
         gav = tuple(d.find(f"m:{k}", POM_NS).text for k in ("groupId", "artifactId", "version"))

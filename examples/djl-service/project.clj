@@ -1,3 +1,6 @@
+;; Maven Central as Leiningen itself names it (its first default repository), without Clojars.
+(def central (first leiningen.core.project/default-repositories))
+
 (defproject djl-service "0.1.0-SNAPSHOT"
   :description "A JVM service on DJL's MXNet engine, profiled over JMX by pyprof"
   :dependencies [[org.clojure/clojure "1.11.1"]
@@ -8,7 +11,7 @@
                  [ai.djl.mxnet/mxnet-engine "0.36.0"]
                  [org.slf4j/slf4j-simple "2.0.17"]]
   ;; Maven Central only (no Clojars): DJL, Clojure and pyprof's other dependencies are all there.
-  :repositories ^:replace [["central" {:url "https://central.example/maven2/" :snapshots false}]]
+  :repositories ~(with-meta [central] {:replace true}) ; ^:replace on the value
   :source-paths ["../../jvm/src/clj"]
   :java-source-paths ["src/java" "../../jvm/src/java"]
   :javac-options ["--release" "11" "-Xlint:all,-options,-path"]
