@@ -139,7 +139,8 @@ final class ServiceProcess {
     d.put("when", when);
     d.put("exit_code", process.exitValue());
     List<String> lines = Stress.tail(dir.resolve("stderr.log"), 100_000).lines()
-        .filter(l -> l.startsWith("djl-service:") || l.contains("terminate called") || l.contains("Check failed")
+        .filter(l -> l.startsWith("djl-service:") || l.startsWith("Exception in thread")
+            || l.startsWith("Caused by:") || l.contains("terminate called") || l.contains("Check failed")
             || l.contains("SIGSEGV") || l.contains("SIGABRT") || l.contains("fatal error"))
         .limit(5).collect(Collectors.toList());
     d.put("stderr", lines);

@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -62,6 +63,7 @@ public final class Stress {
   static final String CONTROL = "pyprof:type=ProfilerControl";
   static final String SAVED = "pyprof.window.saved";
   static final String FAILED = "pyprof.window.failed";
+  static final String SESSION_FAILED = "pyprof.session.failed";
 
   // options
   int cycles = intEnv("PYPROF_DJL_STRESS_CYCLES", 50);
@@ -151,6 +153,8 @@ public final class Stress {
     } else if (FAILED.equals(n.getType())) {
       failedNotes.incrementAndGet();
       failedNoteTexts.add(n.getMessage() + " " + data);
+    } else if (SESSION_FAILED.equals(n.getType())) {
+      failedNoteTexts.add(SESSION_FAILED + ": " + n.getMessage() + " " + data);
     }
   }
 
@@ -236,12 +240,30 @@ public final class Stress {
     }
   }
 
-  /** Waits until every window has its saved (or failed) notification, or settleSeconds. */
-  void settle() throws InterruptedException {
+  /**
+   * Waits for the windows still being written: the MBean's awaitSaved where it has one, then
+   * until every window has its saved (or failed) notification, at most settleSeconds.
+   */
+  void settle(ServiceProcess s) throws Exception {
     if (!Boolean.TRUE.equals(emitter)) {
       return;
     }
     long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(settleSeconds);
+    ObjectName control = new ObjectName(CONTROL);
+    boolean await = Arrays.stream(s.mbs.getMBeanInfo(control).getOperations())
+        .anyMatch(o -> o.getName().equals("awaitSaved"));
+    if (await) {
+      Object done = call(s, "await", () -> s.mbs.invoke(control, "awaitSaved",
+          new Object[] {TimeUnit.SECONDS.toMillis(Math.min(settleSeconds, hangSeconds - 1))},
+          new String[] {"long"}));
+      if (Boolean.FALSE.equals(done)) {
+        problems.add("awaitSaved: windows still being written after "
+            + Math.min(settleSeconds, hangSeconds - 1) + " s");
+      }
+      if (s.dead) {
+        return;
+      }
+    }
     while (System.nanoTime() < deadline && savedNotes.get() + failedNotes.get()
         < Math.max(windowsReported, Report.windowFiles(out, services).size())) {
       Thread.sleep(100);
@@ -272,7 +294,7 @@ public final class Stress {
         s.checkDead("after cycle " + cyclesDone);
       }
       if (s != null && !s.dead) {
-        settle();
+        settle(s);
         s.finish();
       }
     } finally {
