@@ -44,6 +44,8 @@ from .windows import PARTIAL, EndedWindow, OpenWindow, Window, complete_headless
 from .windows import write_partial
 from ..process.tracker import TRACKER
 
+_RAW_SPEC: dict = rules.API["raw_trace"]
+
 __all__ = ["Action", "schedule", "profile", "Window", "recover", "raw_trace_path",
            "complete_headless_trace"]
 
@@ -64,7 +66,7 @@ def _at_exit() -> None:
     if _capi.forked_error():
         return  # a forked child: the sessions and the raw trace are the parent's
     for session in list(_open_sessions):
-        _report_at_exit(session.stop, f"could not save the open window of {session._name}")
+        _report_at_exit(session._stop_at_exit, f"could not save the open window of {session._name}")
     _report_at_exit(RAW.finish, f"could not finish the raw trace {RAW.path}")
 
 
@@ -366,12 +368,34 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             assert RAW.path is not None  # recovery reads the window's range only
             write_partial(w.path, RAW.path, w.start, w.index, w.start_us, end=self._ended.end)
 
+    def _stop_at_exit(self) -> None:
+        """Stop at exit: the windows written (an open one of more raw bytes than api.json
+        ``raw_trace.exit_max_bytes`` left for ``pyprof recover``), one line on stderr for each
+        window written now."""
+        before = len(self.windows)
+        self._exit_limit = int(_RAW_SPEC["exit_max_bytes"])
+        self.stop()
+        for w in self.windows[before:]:
+            print(rules.render(_RAW_SPEC["exit_saved_note"],
+                               {"index": w.index, "path": w.path, "events": w.events}),
+                  file=sys.stderr)
+
     def _save(self) -> None:
         """Write the window that ended at the last ``stop``: its raw bytes, as a valid trace."""
         ended, self._ended = self._ended, None
         if ended is None:
             return
         w = ended.window
+        limit = getattr(self, "_exit_limit", None)
+        if limit is not None and ended.end - w.start > limit:  # at exit, too large to cut
+            RAW.leave_for_recovery(w.path)
+            _claim.release_window(w.path)
+            print(rules.render(_RAW_SPEC["exit_left_note"],
+                               {"index": w.index, "bytes": ended.end - w.start, "limit": limit,
+                                "raw": os.path.join(os.path.dirname(RAW.path or ""),
+                                                    str(_RAW_SPEC["exit_kept_file"])),
+                                "path": w.path}), file=sys.stderr)
+            return
         events = RAW.cut(w.start, ended.end, w.path,
                          step_events(w.index, w.steps, ended.last_step, ended.end_us))
         report = self._annotate(w.index, w.path, self._calls.pop(w.index, None))

@@ -73,6 +73,7 @@ class RawTrace:
         self.path: str | None = None  # <private dir>/raw.json
         self.scanned = 0  # bytes of the raw file whose metadata events are in METADATA
         self.finished = False
+        self.left_for_recovery: list[str] = []  # .partial files of windows left at exit
 
     @property
     def directory(self) -> str | None:
@@ -143,6 +144,9 @@ class RawTrace:
         """When the last session closed (stopped, every window cut): delete the private
         directory. The next session makes it again; MXNet's next dump then starts a new file."""
         if self.path is None or TRACKER.running or os.environ.get(str(_raw_dir.SPEC["keep_env"])):
+            return
+        if self.left_for_recovery:  # at exit: kept for pyprof recover
+            self._move_kept()
             return
         self.harvest(self.size())
         _raw_dir.remove_dir(os.path.dirname(self.path))
@@ -229,12 +233,34 @@ class RawTrace:
         self.scanned = max(self.scanned, end)
         return count
 
+    def leave_for_recovery(self, window_path: str) -> None:
+        """At exit: the window of file ``window_path`` is left for ``pyprof recover``: the raw
+        trace is kept (renamed first by :meth:`finish`: api.json ``raw_trace.exit_kept_about``)."""
+        self.left_for_recovery.append(window_path + ".partial")
+
+    def _move_kept(self) -> None:
+        """Rename the raw trace to ``exit_kept_file`` and point the left windows' .partial
+        files there (MXNet's finished dump truncates the file it writes)."""
+        kept = os.path.join(os.path.dirname(self.path or ""), str(_raw_dir.SPEC["exit_kept_file"]))
+        if not self.left_for_recovery or self.path is None or os.path.exists(kept):
+            return  # nothing left, or moved already
+        os.replace(self.path, kept)
+        for p in self.left_for_recovery:
+            with open(p, encoding="utf-8") as f:
+                info = json.load(f)
+            info["raw"] = kept
+            tmp = p + f".{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(info, f)
+            os.replace(tmp, p)
+
     def finish(self) -> None:
         """At exit: finish the raw file (MXNet's destructor then writes nothing) and delete it
-        with its directory."""
+        with its directory (kept, renamed, when a window was left for recovery)."""
         t = TRACKER
         if self.path is None or self.finished or t.finished:
             return
+        self._move_kept()
         cfg = profiler.current_config()
         if not cfg or cfg.get("filename") != self.path:
             self.finished = True  # someone reconfigured to their own file: MXNet's destructor
@@ -252,7 +278,7 @@ class RawTrace:
             t.repair_on_finish = False  # the raw file is deleted next: no need to complete it
             profiler.dump(True)
         self.finished = True
-        if not os.environ.get(str(_raw_dir.SPEC["keep_env"])):
+        if not (os.environ.get(str(_raw_dir.SPEC["keep_env"])) or self.left_for_recovery):
             _raw_dir.remove_dir(os.path.dirname(self.path))
 
 

@@ -269,6 +269,21 @@
         (when-let [f (::on-save-failed s)] (f t))
         nil))))
 
+(def ^:private raw-spec (rules/api "raw_trace"))
+
+(defn- leave-for-recovery!
+  "At exit, a window too large to cut in the exit's bound (api.json raw_trace exit_max_bytes):
+  its .partial and the raw trace stay for `pyprof recover`; one line says so."
+  [s {:keys [window end]} limit]
+  (let [{:keys [index path start]} window]
+    (raw/keep-for-recovery! path)
+    (claim/release-window! path)
+    (binding [*out* *err*]
+      (println (rules/render (raw-spec "exit_left_note")
+                             {:index index :bytes (- (long end) (long start)) :limit limit
+                              :raw (str (java.io.File. ^String (raw/raw-dir) ^String (raw-spec "exit_kept_file")))
+                              :path path})))))
+
 (defn- save-op!
   "Writes the window that ended at the last :stop as a valid trace; a deferring session (the
   Java facade's) hands it to the saver thread, in order, and returns at once."
@@ -276,10 +291,16 @@
   (let [st (::state s)]
     (when-let [ended (:ended @st)]
       (swap! st assoc :ended nil)
-      (if (::defer s)
+      (cond
+        (when-let [limit (:exit-limit @st)]
+          (when (> (- (long (:end ended)) (long (get-in ended [:window :start]))) (long limit))
+            (leave-for-recovery! s ended limit)
+            true))
+        nil
+        (::defer s)
         (do (raw/reserve! (get-in ended [:window :start]) (:end ended)) ; the saver reads it
             (swap! st assoc :saving (saver/submit! #(write-window! s ended true))))
-        (write-window! s ended false)))))
+        :else (write-window! s ended false)))))
 
 (defn- await-saves!
   "Waits for the windows handed to the saver (`timeout-ms` nil: no bound); true when all are
@@ -456,5 +477,18 @@
 
 ;; Run by pyprof.profiler's shutdown hook, before it finishes a plain trace.
 ;; Exit actions run in key order: save the open windows first, then finish the raw trace.
-(profiler/-on-exit! "1-pyprof.session/sessions" (fn [] (doseq [s @open-sessions] (stop! s))))
+(defn- stop-at-exit!
+  "Stops `s` at exit: its windows written (an open one of more raw bytes than exit_max_bytes left
+  for recovery), one line on stderr for each window written now."
+  [s]
+  (let [st (::state s)
+        before (count (:windows @st))]
+    (swap! st assoc :exit-limit (long (raw-spec "exit_max_bytes")))
+    (stop! s)
+    (binding [*out* *err*]
+      (doseq [w (drop before (:windows @st))]
+        (println (rules/render (raw-spec "exit_saved_note") w))))))
+
+(profiler/-on-exit! "1-pyprof.session/sessions" (fn [] (doseq [s @open-sessions] (stop-at-exit! s))))
 (profiler/-on-exit! "2-pyprof.session/raw" raw/finish!)
+(profiler/-on-exit! "9-pyprof.session.raw/unfinished" raw/delete-unfinished!)

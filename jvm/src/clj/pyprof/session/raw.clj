@@ -86,15 +86,19 @@
           (.readFully r buf)
           (String. buf StandardCharsets/UTF_8))))))
 
+(defonce ^:private writing (atom #{})) ; temporary files being written now
+
 (defn- write-atomic!
   "Writes the file `path` by (write java.io.Writer) into a temporary file beside it named with the
   pid (a dead process's is recognised and deleted), then renamed over `path`; `mode` (e.g.
-  \"rw-r--r--\") sets its permissions where the file system has them."
+  \"rw-r--r--\") sets its permissions where the file system has them. A write still going on
+  when the JVM's exit ends leaves nothing (`delete-unfinished!`)."
   [path mode write]
   (let [target (Paths/get (output/abspath (str path)) (make-array String 0))
         dir (.getParent target)
         _ (Files/createDirectories dir (make-array FileAttribute 0))
         tmp (Files/createTempFile dir (str ".pyprof-" (pid) "-") ".tmp" (make-array FileAttribute 0))]
+    (swap! writing conj tmp)
     (try
       (with-open [w (io/writer (.toFile tmp))] (write w))
       (when mode
@@ -102,7 +106,37 @@
              (catch UnsupportedOperationException _)))
       (Files/move tmp target (into-array [StandardCopyOption/REPLACE_EXISTING
                                           StandardCopyOption/ATOMIC_MOVE]))
-      (finally (Files/deleteIfExists tmp)))))
+      (finally (Files/deleteIfExists tmp)
+               (swap! writing disj tmp)))))
+
+(defn delete-unfinished!
+  "At exit, last: deletes the temporary files of writes still going on (a thread the exit does
+  not wait for, such as a JMX dump), so that no part or empty file is left."
+  []
+  (doseq [^java.nio.file.Path tmp @writing]
+    (try (Files/deleteIfExists tmp) (catch Exception _))))
+
+(declare partial-path)
+
+(defonce ^:private left-for-recovery (atom [])) ; the .partial files of windows left at exit
+
+(defn keep-for-recovery!
+  "At exit: the window of file `path` is left for `pyprof recover`: `finish!` keeps the raw
+  trace (renamed first: api.json raw_trace exit_kept_about)."
+  [path]
+  (swap! left-for-recovery conj (partial-path path)))
+
+(defn- move-kept!
+  "Renames the raw trace to exit_kept_file and points the left windows' .partial files there."
+  []
+  (when-let [path (and (seq @left-for-recovery) (:path @raw))]
+    (when-let [kept (let [k (str (io/file (raw-dir) ^String (rawdir/spec "exit_kept_file")))]
+                      (when-not (.exists (io/file k)) k))] ; else moved already
+      (Files/move (Paths/get path (make-array String 0)) (Paths/get kept (make-array String 0))
+                  (into-array [StandardCopyOption/ATOMIC_MOVE]))
+      (doseq [p @left-for-recovery]
+        (let [info (json/read-str (slurp p))]
+          (write-atomic! p nil #(json/write (assoc info "raw" kept) %)))))))
 
 (defn- events-in "The events in bytes [start, end) of the trace file at `path`." [path start end]
   (reader/parse-raw (read-range path start end)))
@@ -188,9 +222,11 @@
   []
   (when (and (:path @raw) (not (:running (profiler/state)))
              (not (System/getenv (rawdir/spec "keep_env"))))
-    (harvest! (size))
-    (rawdir/remove-dir! (raw-dir))
-    (swap! raw assoc :scanned 0)))
+    (if (seq @left-for-recovery)
+      (move-kept!) ; at exit: kept for pyprof recover
+      (do (harvest! (size))
+          (rawdir/remove-dir! (raw-dir))
+          (swap! raw assoc :scanned 0)))))
 
 ;; ------------------------------------------------------------------ boundaries (as the owner)
 
@@ -340,6 +376,7 @@
   "At exit: finishes the raw file (MXNet's destructor then writes nothing) and deletes it; only
   deletes it when someone reconfigured to their own file (MXNet never writes ours again)."
   []
+  (move-kept!) ; before MXNet's finished dump, which truncates the file
   (let [{:keys [path finished]} @raw
         {:keys [running] done :finished} (profiler/state)
         ours? (= path (get (profiler/current-config) "filename"))]
@@ -355,5 +392,5 @@
           (tracker/put! :repair-on-finish false) ; deleted next: no rewrite
           (profiler/dump-profile true)))
       (swap! raw assoc :finished true)
-      (when-not (System/getenv (rawdir/spec "keep_env"))
+      (when-not (or (System/getenv (rawdir/spec "keep_env")) (seq @left-for-recovery))
         (rawdir/remove-dir! (raw-dir))))))
