@@ -133,7 +133,9 @@ def _calls(events: Iterable[dict[str, Any]]):
 #: What ``--by shape`` says of a trace none of whose events carries shapes.
 NO_SHAPES_NOTE = ("no event of these traces carries shapes (\"Input Dims\"): every row is one "
                   "operator; record with pyprof.profile(..., record_shapes=True), and "
-                  "with_flops=True for GFLOP/s and GB/s")
+                  "with_flops=True for GFLOP/s and GB/s (on the JVM: the session options "
+                  "record_shapes and with_flops, for executors bound through pyprof; another "
+                  "binding's calls, DJL's, carry none)")
 
 
 def check_by(by: str | None) -> None:

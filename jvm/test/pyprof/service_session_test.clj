@@ -23,7 +23,7 @@
                                      "on_trace_ready" (reify java.util.function.Consumer
                                                         (accept [_ w] (swap! saved conj (get w "index"))))}
                                     dir))
-        note (.defaultNote s)
+        note (first (.notes s))
         api (get (Profiler/currentConfig) "profile_api")]
     (dotimes [i 3]
       (Profiler/mark d (str "window-" i) "process")
@@ -33,8 +33,9 @@
       (.countDown latch)
       (let [done (.awaitSaved s 60000)
             ws (.stop s)
-            explicit (.defaultNote (ProfilerSession. {"profile_api" true} dir))]
-        (prn {:note note :api api :held held :done done :heard @saved :explicit explicit
+            explicit (vec (.notes (ProfilerSession. {"profile_api" true} dir)))
+            capture (vec (.notes (ProfilerSession. {"profile_api" true "record_shapes" true} dir)))]
+        (prn {:note note :api api :held held :done done :heard @saved :explicit explicit :capture capture
               :windows (mapv #(select-keys % ["index" "path"]) ws)})))))
 
 (deftest a-step-never-waits-for-the-saver-and-windows-come-in-order
@@ -50,7 +51,10 @@
     (testing "default options: profile_api off, said in one line; asked for, it is on"
       (is (str/starts-with? (:note r) "profile_api off: another MXNet binding in this process (DJL)"))
       (is (= "false" (str (:api r))))
-      (is (nil? (:explicit r))))
+      (is (= [] (:explicit r))))
+    (testing "record_shapes on a service session: what it cannot record, in one line"
+      (is (= ["record_shapes, with_stack and with_flops give shapes, call sites and FLOPs to the operators of executors bound through pyprof; imperative calls, and every call of another MXNet binding in this process (DJL), get none"]
+             (:capture r))))
     (testing "three steps while the saver was held: each returned, no window written yet"
       (is (= {:written 0 :heard [] :done-within-100ms false} (:held r))))
     (testing "then every window is written, in order, each with its own marker only"

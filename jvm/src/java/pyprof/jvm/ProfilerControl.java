@@ -259,8 +259,9 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
         });
         expiry = timer.schedule(() -> expire(s), max, TimeUnit.SECONDS);
         limits = timer.scheduleWithFixedDelay(() -> checkLimits(s), 1, 1, TimeUnit.SECONDS);
-        String note = s.defaultNote();
-        line = ", stops by itself after " + max + " s" + (note == null ? "" : "; " + note);
+        StringBuilder b = new StringBuilder(", stops by itself after " + max + " s");
+        s.notes().forEach(n -> b.append("; ").append(n));
+        line = b.toString();
       } catch (PyprofException e) {
         throw forJmx("session.unknown_option".equals(e.code()) ? JmxOptions.unknown(e) : e);
       } catch (NumberFormatException e) {

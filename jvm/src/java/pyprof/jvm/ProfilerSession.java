@@ -89,7 +89,7 @@ public final class ProfilerSession implements AutoCloseable {
 
   private final Object session;
   private final OutputRoot root;
-  private final boolean apiDefaultedOff;
+  private final List<String> notes = new ArrayList<>();
   private final java.util.concurrent.atomic.AtomicReference<RuntimeException> saveFailure =
       new java.util.concurrent.atomic.AtomicReference<>();
 
@@ -130,10 +130,18 @@ public final class ProfilerSession implements AutoCloseable {
     }
     Map<String, Object> opts = new HashMap<>(options);
     // api.json service_session: no state switch of this session can abort another binding's call
-    apiDefaultedOff = !opts.containsKey("profile_api") && !opts.containsKey("profile_all")
-        && !Boolean.parseBoolean(String.valueOf(opts.get("steady"))) && Profiler.steadyActive() == null;
-    if (apiDefaultedOff) {
+    if (!opts.containsKey("profile_api") && !opts.containsKey("profile_all")
+        && !Boolean.parseBoolean(String.valueOf(opts.get("steady"))) && Profiler.steadyActive() == null) {
       ((Map<?, ?>) service("defaults")).forEach((k, v) -> opts.put((String) k, v));
+      notes.add((String) service("default_note"));
+    }
+    for (Object k : (List<?>) service("capture_options")) {
+      Object v = opts.get(k);
+      if (v != null && !Boolean.FALSE.equals(v) && !"false".equalsIgnoreCase(String.valueOf(v).strip())
+          && !"0".equals(String.valueOf(v).strip())) {
+        notes.add((String) service("capture_note")); // what they cannot record, in one line
+        break;
+      }
     }
     Object onFailed = opts.remove("on_save_failed");
     Object path = opts.get("path");
@@ -175,11 +183,13 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   /**
-   * The one line a service reads when this session left {@code profile_api} off by default
-   * (api.json service_session default_note), else null.
+   * What this session does not record that its options may lead one to expect, one line each
+   * (api.json service_session): {@code profile_api} left off by default (default_note), and
+   * what record_shapes, with_stack and with_flops cannot give (capture_note; also printed on
+   * stderr at {@link #start()}). Empty when neither applies.
    */
-  public String defaultNote() {
-    return apiDefaultedOff ? (String) service("default_note") : null;
+  public List<String> notes() {
+    return java.util.Collections.unmodifiableList(notes);
   }
 
   /** The directory this session writes under. */
@@ -247,6 +257,10 @@ public final class ProfilerSession implements AutoCloseable {
    */
   public ProfilerSession start() {
     call(Vars.START);
+    Object capture = service("capture_note");
+    if (notes.contains(capture)) {
+      System.err.println("pyprof: " + capture);
+    }
     return this;
   }
 
