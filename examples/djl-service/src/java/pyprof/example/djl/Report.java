@@ -177,6 +177,7 @@ final class Report {
       m.put("p50_ms", round(percentile(v, 50)));
       m.put("p99_ms", round(percentile(v, 99)));
       m.put("max_ms", round(v.get(v.size() - 1)));
+      m.put("ms", e.getValue().stream().map(Report::round).collect(Collectors.toList())); // in order
       t.put(e.getKey(), m);
     }
     r.put("timings", t);
