@@ -271,10 +271,13 @@ def _sources(*parts: str, exts: tuple[str, ...]) -> dict[Path, str]:
 def unused(spec: dict) -> list[str]:
     """The bound functions with no call in a language that binds them. Python: a call by name
     through _capi (fn/call/_fns[...]/create_profile_object/a profiler object's constructor).
-    JVM: `(mx Name ...)` or `LibMXNet.Name(` outside the capi package, or a use of the native
+    JVM (the library and examples/matmul): `(mx Name ...)` or `LibMXNet.Name(` outside the capi
+    package, or a use of the native
     inside LibMXNet.java other than its own wrapper (the loader's version check, the error text)."""
     py = "\n".join(_sources("pyprof", exts=(".py",)).values())
-    jvm_files = _sources("jvm", "src", exts=(".clj", ".java"))
+    # the library binds what the dot example (examples/matmul, out of the library) calls too
+    jvm_files = {**_sources("jvm", "src", exts=(".clj", ".java")),
+                 **_sources("examples", "matmul", exts=(".clj", ".java"))}
     capi = "pyprof/jvm/capi/"
     outside = "\n".join(t for p, t in jvm_files.items() if capi not in p.as_posix())
     libmx = (ROOT / "jvm/src/java/pyprof/jvm/capi/LibMXNet.java").read_text(encoding="utf-8")

@@ -50,7 +50,8 @@ def loop(seed):
 def record(kind, shapes=True):
     os.environ[shim.ENV] = kind
     t0 = time.time_ns() // 1000
-    with pyprof.profile(path=f"{kind}.json", record_shapes=shapes, profile_api=API) as p:
+    name = kind if shapes else "plain"  # a session never replaces an earlier one's window
+    with pyprof.profile(path=f"{name}.json", record_shapes=shapes, profile_api=API) as p:
         loop(11)
         ran = p._recorder.kind if shapes else None
         in_place = shim.reads_in_place()
@@ -91,7 +92,7 @@ for kind in out:
     out[kind]["meta_api_events"] = meta_queries(f"{kind}.json")
 if API:  # the loop's own queries (x.shape): the same loop, unrecorded
     record("native", shapes=False)
-    out["plain_api_events"] = meta_queries("native.json")
+    out["plain_api_events"] = meta_queries("plain.json")
 result = out
 """
 

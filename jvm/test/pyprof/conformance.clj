@@ -134,7 +134,20 @@
   [opts]
   (java-map opts))
 
-(defn profile-java [options] (pyprof.jvm.ProfilerSession. (java-map options)))
+(defn profile-java
+  "A Java facade session for Python's `profile(**options)`. The facade's defaults differ by
+  api.json service_session defaults (profile_api off beside another binding); the keys Python's
+  call left out are passed at Python's default (profiler_config.json), so the rest is compared."
+  [options]
+  (let [opts (java-map options)
+        defaults (into {} (for [k ((pyprof.rules/api "service_session") "defaults")
+                                :let [spec (first (filter #(= (key k) (% "name"))
+                                                          ((pyprof.rules/read-spec "profiler_config.json") "keys")))]]
+                            [(key k) (spec "default")]))
+        given (set (map str (keys opts)))
+        python (if (or (given "profile_all") (given "steady") (pyprof.jvm.Profiler/steadyActive))
+                 {} (apply dissoc defaults given))]
+    (pyprof.jvm.ProfilerSession. (merge python opts))))
 
 (defn profile-with-java
   "try-with-resources: ProfilerSession is AutoCloseable."

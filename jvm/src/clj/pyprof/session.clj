@@ -297,7 +297,8 @@
             (leave-for-recovery! s ended limit)
             true))
         nil
-        (::defer s)
+        ;; at exit the hook's thread cuts it, at the process's priority, not the saver's
+        (and (::defer s) (not (:exit-limit @st)))
         (do (raw/reserve! (get-in ended [:window :start]) (:end ended)) ; the saver reads it
             (swap! st assoc :saving (saver/submit! #(write-window! s ended true))))
         :else (write-window! s ended false)))))

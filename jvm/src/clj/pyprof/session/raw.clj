@@ -319,7 +319,7 @@
                    ^WindowCutter$Result r (let [r (cut false)] (if (.renumbered ^WindowCutter$Result r) r (cut true)))]
                (remember-metadata! (map ->clj (.metadata r)))
                (.events r))
-             (catch java.io.IOException _ nil))
+             (catch pyprof.jvm.WindowCutter$NotLayout _ nil)) ; else the tolerant reader
         (let [events (events-in path start end)]
           (remember-metadata! events)
           (write-events! out known (concat events extra))))))

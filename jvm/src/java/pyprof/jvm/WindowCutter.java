@@ -219,23 +219,39 @@ public final class WindowCutter {
       InputStream in = new Bounded(Channels.newInputStream(file.getChannel()), body[1] - body[0]);
       try (JsonParser p = FACTORY.createParser(new Escaping(in))) {
         if (p.nextToken() != JsonToken.START_ARRAY) {
-          throw new IOException("not MXNet's trace layout");
+          throw notLayout("not MXNet's trace layout");
         }
         while (p.nextToken() == JsonToken.START_OBJECT) {
           @SuppressWarnings("unchecked")
           Map<String, Object> e = (Map<String, Object>) read(p);
           if (!e.containsKey("ph")) {
-            throw new IOException("an event without \"ph\"");
+            throw notLayout("an event without \"ph\"");
           }
           f.accept(e);
         }
         if (p.currentToken() != JsonToken.END_ARRAY || p.nextToken() != null) {
-          throw new IOException("not MXNet's trace layout");
+          throw notLayout("not MXNet's trace layout");
         }
       } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-        throw new IOException("not MXNet's trace layout: " + e.getOriginalMessage(), e);
+        throw notLayout("not MXNet's trace layout: " + e.getOriginalMessage());
       }
     }
+  }
+
+  /**
+   * Bytes the cut does not read: never shown to a user (the caller then reads them the tolerant
+   * way, which says what is wrong with its fix).
+   */
+  public static final class NotLayout extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    NotLayout(String why) {
+      super(why);
+    }
+  }
+
+  private static IOException notLayout(String why) {
+    return new NotLayout(why);
   }
 
   /** The value {@code p} is on, as Java data (numbers as {@link #number}). */
@@ -272,7 +288,7 @@ public final class WindowCutter {
       case VALUE_NULL:
         return null;
       default:
-        throw new IOException("unexpected " + t);
+        throw notLayout("unexpected " + t);
     }
   }
 
