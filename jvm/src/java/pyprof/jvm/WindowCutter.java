@@ -26,9 +26,10 @@ import java.util.regex.Pattern;
  * Cuts a window out of the raw trace at disk speed, in constant memory: bytes {@code [start,
  * end)} of a file in MXNet's layout (trace.json {@code mxnet_layout}: one field per line, names
  * copied unescaped) written as a valid trace, known metadata first, each metadata event once,
- * unsafe ids renumbered (trace.json {@code ids}), then the extra events. Two streaming passes
- * over the range (the ids' numbering needs every safe id of the trace first), one event held at
- * a time; only lines whose value holds what JSON escapes are rewritten. What
+ * unsafe ids renumbered (trace.json {@code ids}), then the extra events. One streaming pass,
+ * numbering unsafe ids as they come; a second pass first, gathering every safe id, only when a
+ * safe id found later holds a number already given. One event held at a time; only lines whose
+ * value holds what JSON escapes are rewritten. What
  * {@code pyprof.session.raw/cut!} did with the whole range in memory, with the same events out.
  * The rules are read from trace.json by the caller (Clojure: {@code pyprof.session.raw}).
  */
@@ -40,6 +41,7 @@ public final class WindowCutter {
   private final Pattern footer;
   private final Pattern[] stringLines;
   private final String[][] idFields; // {kind, field}
+  private final Map<String, String> kindOf = new HashMap<>(); // id field -> its kind
   private final String[] id2Scopes;
   private final BigInteger limit;
 
@@ -62,6 +64,9 @@ public final class WindowCutter {
       }
     }
     idFields = fields.toArray(new String[0][]);
+    for (String[] kf : idFields) {
+      kindOf.put(kf[1], kf[0]);
+    }
     List<?> scopes = (List<?>) ids.get("id2_scopes");
     id2Scopes = scopes.toArray(new String[0]);
     limit = LIMIT_BASE.shiftLeft(((Number) ids.get("limit_bits")).intValue());
@@ -138,7 +143,7 @@ public final class WindowCutter {
           if (count[0]++ > 0) {
             g.writeRaw(",\n");
           }
-          writeValue(g, numbering.renumber(e));
+          writeEvent(g, e, numbering);
         } catch (IOException x) {
           throw new java.io.UncheckedIOException(x);
         }
@@ -338,6 +343,36 @@ public final class WindowCutter {
 
   // ------------------------------------------------------------------ writing
 
+  /** {@code e} with its ids as {@code numbering} gives them, written without a copy. */
+  private void writeEvent(JsonGenerator g, Map<String, Object> e, Ids numbering)
+      throws IOException {
+    // numbers given in the rule's order of fields (trace.json ids kinds), then written as they lie
+    forEachIdField(e, (kind, field, scope, v) -> numbering.id(kind, v));
+    g.writeStartObject();
+    for (Map.Entry<String, Object> f : e.entrySet()) {
+      g.writeFieldName(f.getKey());
+      String kind = kindOf.get(f.getKey());
+      Object v = f.getValue();
+      if (kind == null) {
+        writeValue(g, v);
+      } else if ("id2".equals(f.getKey()) && v instanceof Map) {
+        Map<String, Object> id2 = new LinkedHashMap<>();
+        for (Map.Entry<?, ?> x : ((Map<?, ?>) v).entrySet()) {
+          String scope = String.valueOf(x.getKey());
+          boolean isScope = false;
+          for (String sc : id2Scopes) {
+            isScope |= sc.equals(scope);
+          }
+          id2.put(scope, isScope ? numbering.id(kind, x.getValue()) : x.getValue());
+        }
+        writeValue(g, id2);
+      } else {
+        writeValue(g, numbering.id(kind, v));
+      }
+    }
+    g.writeEndObject();
+  }
+
   private static void writeValue(JsonGenerator g, Object v) throws IOException {
     if (v instanceof Map) {
       g.writeStartObject();
@@ -437,31 +472,17 @@ public final class WindowCutter {
       return collided;
     }
 
-    Map<String, Object> renumber(Map<String, Object> e) {
-      List<Map<String, Object>> out = new ArrayList<>(List.of(e)); // the event, copied on change
-      forEachIdField(e, (kind, field, scope, v) -> {
-        if (safe(v)) {
-          if (!assigned && v instanceof Long) {
-            reserved.computeIfAbsent(kind, k -> new HashSet<>()).add((Long) v);
-            collided |= given.getOrDefault(kind, Set.of()).contains(v);
-          }
-          return;
+    /** The id {@code v} of {@code kind} as written: itself when safe, else its number. */
+    Object id(String kind, Object v) {
+      if (safe(v)) {
+        if (!assigned && v instanceof Long) {
+          reserved.computeIfAbsent(kind, k -> new HashSet<>()).add((Long) v);
+          collided |= given.getOrDefault(kind, Set.of()).contains(v);
         }
-        if (out.get(0) == e) {
-          out.set(0, new LinkedHashMap<>(e));
-        }
-        Long n = numbers.computeIfAbsent(kind, k -> new LinkedHashMap<>())
-            .computeIfAbsent(key(v), k -> fresh(kind));
-        if (scope == null) {
-          out.get(0).put(field, n);
-        } else {
-          @SuppressWarnings("unchecked")
-          Map<String, Object> id2 = new LinkedHashMap<>((Map<String, Object>) out.get(0).get(field));
-          id2.put(scope, n);
-          out.get(0).put(field, id2);
-        }
-      });
-      return out.get(0);
+        return v;
+      }
+      return numbers.computeIfAbsent(kind, k -> new LinkedHashMap<>())
+          .computeIfAbsent(key(v), k -> fresh(kind));
     }
   }
 
