@@ -283,8 +283,21 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
    * true when it is done; its error, when it failed by then, as a JMX client's exception.
    */
   private static boolean await(Future<?> task) {
+    return await(task, TimeUnit.MILLISECONDS.toNanos(AWAIT_MILLIS), true);
+  }
+
+  /**
+   * Waits for {@code task} at most {@code nanos} (0 or less: no bound); true when it is done.
+   * Its error, when {@code rethrow}, as a JMX client's exception; else ignored (its notification
+   * and LastSave tell it).
+   */
+  private static boolean await(Future<?> task, long nanos, boolean rethrow) {
     try {
-      task.get(AWAIT_MILLIS, TimeUnit.MILLISECONDS);
+      if (nanos > 0) {
+        task.get(nanos, TimeUnit.NANOSECONDS);
+      } else {
+        task.get();
+      }
       return true;
     } catch (TimeoutException e) {
       return false;
@@ -292,6 +305,9 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
       Thread.currentThread().interrupt();
       return false;
     } catch (ExecutionException e) {
+      if (!rethrow) {
+        return true;
+      }
       Throwable c = e.getCause();
       if (c instanceof PyprofException) {
         throw forJmx((PyprofException) c);
@@ -535,17 +551,8 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
       task = lastTask;
       s = session;
     }
-    try {
-      if (task != null) {
-        task.get(Math.max(1, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
-      }
-    } catch (TimeoutException e) {
+    if (task != null && !await(task, Math.max(1, deadline - System.nanoTime()), false)) {
       return false;
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      return false;
-    } catch (ExecutionException e) {
-      // told by its notification and LastSave
     }
     try {
       return s == null || s.awaitSaved(Math.max(1, TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime())));
@@ -581,15 +588,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
         return null;
       });
     }
-    try {
-      task.get(); // steady mode ends once the windows before it are written
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-    } catch (ExecutionException e) {
-      Throwable c = e.getCause();
-      throw c instanceof PyprofException ? forJmx((PyprofException) c)
-          : c instanceof RuntimeException ? (RuntimeException) c : new IllegalStateException(c);
-    }
+    await(task, 0, true); // steady mode ends once the windows before it are written
   }
 
   @Override
