@@ -183,8 +183,8 @@
                   (< (System/currentTimeMillis) deadline))
         (Thread/sleep 50)))
     (let [_ (.stop ctl)
+          _ (.awaitSaved ctl 60000) ; the stop is taken, the windows written, after it returns
           t1 (* 1000 (System/currentTimeMillis))
-          _ (.awaitSaved ctl 60000) ; the windows are written on the saver thread
           ws (json/write-str ((json/read-str (.getStatus ctl)) "windows"))]
       (reset! busy false)
       (.join worker)

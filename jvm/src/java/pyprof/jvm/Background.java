@@ -39,9 +39,20 @@ public final class Background {
 
   /** A single daemon thread named {@code name}, at the lowest priority, running tasks in order. */
   public static ExecutorService singleThread(String name) {
+    return singleThread(name, true);
+  }
+
+  /**
+   * A single daemon thread named {@code name} running tasks in order, at the lowest priority when
+   * {@code low} (heavy work: the saver), else at the process's (light work whose timing counts:
+   * the JMX control thread takes window boundaries, a few C calls each).
+   */
+  public static ExecutorService singleThread(String name, boolean low) {
     return Executors.newSingleThreadExecutor(r -> {
       Thread t = new Thread(() -> {
-        lowerPriority();
+        if (low) {
+          lowerPriority();
+        }
         r.run();
       }, name);
       t.setDaemon(true);

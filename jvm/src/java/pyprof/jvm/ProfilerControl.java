@@ -62,8 +62,9 @@ import javax.management.ObjectName;
  *
  * <p><b>No operation blocks its caller.</b> Each runs on one control thread
  * ({@code pyprof-jmx-control}, in call order) and returns once done or after
- * {@link #AWAIT_MILLIS} ms, whichever comes first; windows are cut and written by the saver
- * thread ({@code pyprof-window-saver}), both at the lowest priority ({@link Background}). An
+ * {@link #AWAIT_MILLIS} ms, whichever comes first (a boundary is a few C calls); windows are cut
+ * and written by the saver thread ({@code pyprof-window-saver}) at the lowest priority
+ * ({@link Background}). An
  * error that comes later is a {@code pyprof.session.failed} notification and the
  * {@code Status} note. Each written window is a {@code pyprof.window.saved} notification (user
  * data: JSON {@code path}, {@code index}, {@code events}, {@code bytes}, {@code first_step},
@@ -109,7 +110,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
         return t;
       });
   /** Runs every session call, in the order the operations came. */
-  private final ExecutorService control = Background.singleThread("pyprof-jmx-control");
+  private final ExecutorService control = Background.singleThread("pyprof-jmx-control", false);
   private final AtomicLong sequence = new AtomicLong();
   private ProfilerSession session; // guarded by this: the last session started here
   private boolean active; // guarded by this
