@@ -84,7 +84,7 @@ public final class ProfilerSession implements AutoCloseable {
   /** The thread that runs {@link #stopAsync()}'s stops, in call order. */
   private static final class Stopper {
     static final java.util.concurrent.ExecutorService EXECUTOR =
-        Background.singleThread("pyprof-session-stopper");
+        Background.singleThread("pyprof-session-stopper", false); // the boundary: light, on time
   }
 
   private final Object session;
