@@ -5,7 +5,8 @@ A window is the range ``[start, end)`` of the raw trace MXNet appends to (see
 (:func:`pyprof.trace.mxnet_layout.parse_raw`, as the JVM reads it: the header only in the first
 range, leading or trailing commas, names copied unescaped, a last event cut short dropped), and
 written as a new, compact, valid Chrome trace with every metadata event
-this process has seen first (:data:`METADATA`).
+this process has seen first (:data:`METADATA`), streamed in constant memory by
+:mod:`pyprof.trace.rawcut`.
 
 This module does not import :mod:`pyprof.profiler`: ``profiler.dump`` uses
 :func:`complete_headless_trace` from here. Package-internal: the public names are re-exported by
@@ -18,8 +19,8 @@ import dataclasses
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from typing import IO, Any
+from collections.abc import Sequence
+from typing import Any
 
 import orjson
 
@@ -127,21 +128,16 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
     are kept as they are, but a slice that partially overlaps another of its thread moves to a
     new thread (as an ``X`` event), slices with a negative duration and unmatched begins and ends
     are left out, and ids JavaScript cannot hold (MXNet's 64-bit pids, tids and async ids) are
-    renumbered to small integers no other id of the window uses. The range is read twice, from
-    a copy in ``scratch`` (default: beside ``out``, else ``raw``), named
-    ``.pyprof-<pid>-segment-*.json`` so that a dead process's copy is recognised and deleted.
-    ``extra`` events (the window's step marks, :mod:`pyprof.session.stepmarks`) are written
-    after the range's.
+    renumbered to small integers no other id of the window uses. ``extra`` events (the window's
+    step marks, :mod:`pyprof.session.stepmarks`) are written after the range's. The range is
+    streamed in constant memory (:mod:`pyprof.trace.rawcut`); bytes the streaming reader refuses
+    (an event cut short) are read whole, the tolerant way, from a copy in ``scratch`` (default:
+    beside ``out``, else ``raw``), named ``.pyprof-<pid>-segment-*.json`` so that a dead
+    process's copy is recognised and deleted.
     """
-    fd, segment = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-segment-", suffix=".json",
-                                   dir=scratch or os.path.dirname(out or raw) or ".")
-    try:
-        with os.fdopen(fd, "wb") as dst:
-            _copy_range(raw, start, end, dst)
-        return _write_events([segment] if os.path.getsize(segment) > 0 else [], metadata, out,
-                             extra)
-    finally:
-        os.unlink(segment)
+    from ..trace import rawcut  # late, as pyprof.trace is: it imports pyprof
+
+    return rawcut.read_range(raw, start, end, metadata, out, scratch, extra)
 
 
 def join_traces(sources: list[str], out: str, metadata: dict[bytes, dict[str, Any]]) -> int:
@@ -150,83 +146,9 @@ def join_traces(sources: list[str], out: str, metadata: dict[bytes, dict[str, An
     one of them), as :func:`read_range` writes a window: known metadata first. New metadata
     events are added to ``metadata``. Returns the events written. A source that does not exist
     or holds no event adds nothing."""
-    present = [s for s in sources if os.path.exists(s) and os.path.getsize(s) > 0]
-    return _write_events(present, metadata, out)
+    from ..trace import rawcut
 
-
-def _write_events(paths: list[str], metadata: dict[bytes, dict[str, Any]],
-                  out: str | None, extra: Sequence[dict[str, Any]] = ()) -> int:
-    """The body of :func:`read_range` and :func:`join_traces`: read ``paths`` (twice when
-    writing), in order, and write their events as one valid trace at ``out``."""
-    from ..trace.mxnet_layout import parse_raw
-
-    parsed: dict[str, list[dict[str, Any]]] = {}  # one path's events, parsed once for both passes
-
-    def read(path: str, phases: set[str] | None = None) -> Iterator[dict[str, Any]]:
-        # bytes MXNet wrote: its own layout (trace.json mxnet_layout), names unescaped
-        events = parsed.get(path)
-        if events is None:
-            # newline="": a raw CR in a name is no line break (universal newlines made it one)
-            with open(path, encoding="utf-8", errors="replace", newline="") as f:
-                events = parse_raw(f.read(), path)
-            if len(paths) == 1:  # a window (neither pass changes an event); several: one at a time
-                parsed[path] = events
-        for ev in events:
-            if phases is None or ev.get("ph") in phases:
-                yield ev
-
-    if out is None:
-        for path in paths:
-            for ev in read(path, {"M"}):
-                metadata.setdefault(metadata_key(ev), ev)
-        return 0
-    known = dict(metadata)
-
-    def events(record: bool) -> Iterator[dict[str, Any]]:
-        """The window's events: known metadata first, then the paths', each once."""
-        written = set(known)
-        yield from known.values()
-        for path in paths:
-            for ev in read(path):
-                if ev.get("ph") == "M":
-                    key = metadata_key(ev)
-                    if key in written:
-                        continue
-                    written.add(key)
-                    if record:
-                        metadata[key] = ev
-                yield ev
-        yield from (dict(ev) for ev in extra)
-
-    # The trace package's writer and slice planning (package-internal, not in
-    # pyprof.trace.__all__), imported late, as pyprof.trace is.
-    from ..trace.ids import IdMap
-    from ..trace.slices import Rewriter, plan_slices
-    from ..trace.writer import TraceWriter
-
-    ids = IdMap(renumber_all=False)
-    rewriter = Rewriter(plan_slices(events(record=True), ids), ids, keep_pairs=True)
-    with TraceWriter(out, gzip=False) as w:
-        for ev in rewriter.rewrite(events(record=False)):
-            w.write(ev)
-    return w.count
-
-
-def _copy_range(path: str, start: int, end: int | None, dst: IO[bytes]) -> None:
-    try:
-        src = open(path, "rb")  # noqa: SIM115
-    except FileNotFoundError:
-        return  # nothing was ever flushed
-    with src:
-        src.seek(start)
-        left = None if end is None else max(0, end - start)
-        while left is None or left > 0:
-            chunk = src.read(1 << 20 if left is None else min(1 << 20, left))
-            if not chunk:
-                break
-            dst.write(chunk)
-            if left is not None:
-                left -= len(chunk)
+    return rawcut.join(sources, out, metadata)
 
 
 def write_partial(path: str, raw: str, start: int, index: int, start_us: int,

@@ -19,6 +19,10 @@ Every trace pyprof writes (:func:`~pyprof.trace.compact`, :func:`~pyprof.trace.m
 
 Memory: per thread, three numbers per slice (begin, end, ordinal) in arrays, plus the open
 begins; the moved and dropped slices are kept by key.
+
+:class:`Nesting` tells in one pass, holding little, that the plan would change nothing (every
+slice nests, every pair closes): a writer may then write the events as they come
+(:mod:`pyprof.trace.rawcut`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from array import array
+from bisect import bisect_left
+from itertools import repeat
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -34,12 +40,16 @@ import numpy as np
 from .ids import IdMap, id_key
 
 __all__ = ["Pairing", "SliceCounts", "SlicePlan", "plan_slices", "Rewriter", "is_number",
-           "track_of", "closed_slices", "SLICE_PHASES"]
+           "track_of", "closed_slices", "SLICE_PHASES", "Nesting", "NeedsPlan", "KEPT_SLICES"]
 
 #: The phases that make thread slices.
 SLICE_PHASES = frozenset({"B", "E", "X"})
 
 _NONE = object()
+#: Outer slices a thread keeps for :class:`Nesting`'s check.
+KEPT_SLICES = 1024
+_KEYS = frozenset({int, str})  # ids that are their own track key (track_of)
+_NAMES = frozenset({str, type(None)})  # names that are their own pairing key (_name)
 
 
 def is_number(v: Any) -> bool:
@@ -424,3 +434,154 @@ def _complete(begin: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
         begin_args = begin.get("args")
         x["args"] = {**(begin_args if isinstance(begin_args, dict) else {}), **end_args}
     return x
+
+
+# ---------------------------------------------------------------------------------- as written
+
+class NeedsPlan(Exception):
+    """Slices :class:`Nesting` cannot pass as written: the plan's two passes decide."""
+
+
+class _Thread:
+    """What :class:`Nesting` holds of one thread: its open begins ``(name, time)``, and the
+    latest (at most :data:`KEPT_SLICES`) of its slices that lie in no other, disjoint, in time
+    order (``begins``, ``ends``); ``floor``: the last end of those let go (a slice that begins
+    before it is not checked: the plan then)."""
+
+    __slots__ = ("opened", "begins", "ends", "floor")
+
+    def __init__(self) -> None:
+        self.opened: list[tuple[Any, int]] = []
+        self.begins: list[int] = []
+        self.ends: list[int] = []
+        self.floor: int | None = None
+
+    def last(self) -> int | None:
+        """The latest end of its slices so far (None: none yet)."""
+        return self.ends[-1] if self.ends else self.floor
+
+    def close(self, b: int, e: int) -> None:
+        """A slice ``[b, e]`` ended: it nests with every slice before it, or raise NeedsPlan."""
+        if e < b or (self.floor is not None and b < self.floor):
+            raise NeedsPlan
+        if e == b:
+            return  # a point nests in whatever holds it, and holds nothing
+        begins, ends = self.begins, self.ends
+        k = bisect_left(begins, b)
+        if k and ends[k - 1] > b:
+            raise NeedsPlan  # one before it reaches into it (the plan takes a parent first)
+        m = bisect_left(begins, e, k)
+        if m > k:  # those beginning inside it are its children, or overlap it
+            if max(ends[k:m]) > e:
+                raise NeedsPlan
+            del begins[k:m], ends[k:m]
+        begins.insert(k, b)
+        ends.insert(k, e)
+        self.keep()
+
+    def keep(self) -> None:
+        cut = len(self.begins) - KEPT_SLICES
+        if cut > 0:
+            self.floor = self.ends[cut - 1]
+            del self.begins[:cut], self.ends[:cut]
+
+
+class Nesting:
+    """Whether the writers' plan (:func:`~pyprof.trace.slices.plan_slices` with ``keep_pairs``)
+    writes the slices seen so far as they are: every end closes the innermost open begin of its
+    thread (by the pairing's rule: of its name, or nameless), no duration is negative, and the
+    slices of a thread nest (the plan moves a slice only when two overlap without nesting), in
+    whatever order they end (MXNet writes an operator when it ends: one run inside another comes
+    first). What is left open at :meth:`finish` would be left out. Anything else raises
+    :class:`NeedsPlan`. Holds per thread its open begins and its latest outer slices."""
+
+    def __init__(self) -> None:
+        self.threads: dict[Any, _Thread] = {}
+
+    def feed(self, slices: list[dict[str, Any]]) -> None:
+        if not self._pairs(slices):
+            self._each(slices)
+
+    def _pairs(self, slices: list[dict[str, Any]]) -> bool:
+        """The check on columns, for what MXNet writes most: each begin followed at once by its
+        end, integer times, int or str ids, the pairs of each thread one after another in time
+        after all its slices so far. False (and nothing changed) when the slices are not such."""
+        n = len(slices) // 2
+        if not n or len(slices) % 2:
+            return False
+        ph = list(map(dict.get, slices, repeat("ph")))
+        if ph[0::2].count("B") != n or ph[1::2].count("E") != n:
+            return False
+        name = list(map(dict.get, slices, repeat("name")))
+        pid = list(map(dict.get, slices, repeat("pid")))
+        tid = list(map(dict.get, slices, repeat("tid")))
+        ts = list(map(dict.get, slices, repeat("ts")))
+        if name[0::2] != name[1::2] or pid[0::2] != pid[1::2] or tid[0::2] != tid[1::2] \
+                or set(map(type, ts)) != {int} or not _KEYS.issuperset(map(type, pid)) \
+                or not _KEYS.issuperset(map(type, tid)) or not _NAMES.issuperset(map(type, name)):
+            return False
+        keys = list(zip(pid[0::2], tid[0::2]))
+        tracks = list(dict.fromkeys(keys))
+        threads = self.threads
+        if any(threads[k].opened for k in tracks if k in threads):
+            return False  # a begin open before these
+        try:
+            t = np.array(ts, dtype=np.int64)
+        except OverflowError:
+            return False
+        begin, end = t[0::2], t[1::2]
+        if (end < begin).any():
+            return False
+        index = {k: i for i, k in enumerate(tracks)}
+        code = np.fromiter(map(index.__getitem__, keys), np.int64, n)
+        order = np.argsort(code, kind="stable")
+        code, begin, end = code[order], begin[order], end[order]
+        same = code[1:] == code[:-1]
+        if (begin[1:][same] < end[:-1][same]).any():
+            return False
+        first = np.flatnonzero(np.concatenate(([True], ~same)))
+        spans = list(zip(code[first].tolist(), begin[first].tolist(), first.tolist(),
+                         np.concatenate((first[1:], [n])).tolist()))
+        for c, b, _, _ in spans:
+            th = threads.get(tracks[c])
+            if th is not None and (last := th.last()) is not None and b < last:
+                return False
+        for c, _, lo, hi in spans:
+            th = threads.get(tracks[c])
+            if th is None:
+                th = threads[tracks[c]] = _Thread()
+            lo = max(lo, hi - KEPT_SLICES - 1)  # the one before the kept ones: the floor
+            th.begins += begin[lo:hi].tolist()
+            th.ends += end[lo:hi].tolist()
+            th.keep()
+        return True
+
+    def _each(self, slices: Iterable[dict[str, Any]]) -> None:
+        threads = self.threads
+        for ev in slices:
+            ts = ev.get("ts")
+            if type(ts) is not int:  # floats too: the plan may compare them rounded
+                raise NeedsPlan
+            pid, tid = ev.get("pid"), ev.get("tid")
+            key = (pid, tid) if type(pid) is int and type(tid) is int else track_of(ev)
+            th = threads.get(key)
+            if th is None:
+                th = threads[key] = _Thread()
+            ph = ev["ph"]
+            if ph == "B":
+                th.opened.append((_name(ev), ts))
+            elif ph == "E":
+                opened = th.opened
+                name = _name(ev)
+                if not opened or (name is not None and name != opened[-1][0]):
+                    raise NeedsPlan
+                th.close(opened.pop()[1], ts)
+            else:
+                dur = ev.get("dur")
+                if type(dur) is not int:
+                    raise NeedsPlan
+                th.close(ts, ts + dur)
+
+    def finish(self) -> None:
+        if any(th.opened for th in self.threads.values()):
+            raise NeedsPlan  # a begin never closed
