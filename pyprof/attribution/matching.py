@@ -113,12 +113,12 @@ class _Event:
         self.start, self.end, self.device = start, end, device
 
 
-def _operator_events(events: Sequence[dict[str, Any]]) -> list[_Event]:
+def _operator_events(events: Sequence[dict[str, Any]], paired: Sequence | None = None) -> list[_Event]:
     """Operator slices (paired as every trace reader pairs them), in order of their start; the
-    index is the B (or X) event's."""
+    index is the B (or X) event's. ``paired``: ``closed_slices(events)`` already made."""
     devices: dict[Any, str] = {}
     out = []
-    for _, ev, closed in closed_slices(events):
+    for _, ev, closed in (closed_slices(events) if paired is None else paired):
         if ev.get("ph") == "M" and ev.get("name") == "process_name":
             devices[ev.get("pid")] = str((ev.get("args") or {}).get("name"))
         elif closed is not None and closed[1].get("cat", ev.get("cat")) in _CATEGORIES:
@@ -178,15 +178,16 @@ def _dependencies(calls: Sequence[Call], chain: dict[int, int]) -> dict[int, lis
 
 def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
           env: dict[str, str] | None = None, rise: Callable[[_Event], int | None] | None = None,
-          nbytes: Callable[[Call], int | None] | None = None,
+          nbytes: Callable[[Call], int | None] | None = None, paired: Sequence | None = None,
           ) -> tuple[dict[int, tuple[Call, str, tuple[Call, ...]]], list[_Event]]:
     """Match ``calls`` to the operator events of ``events`` (a window's trace events):
     ``{event index: (call, label, the calls of the event)}`` and the operator events, by the
     module's rule; a bulk segment's event (``[dot,relu]``) takes a run of node calls of one
     invocation (:mod:`pyprof.attribution.segments`), whose first is the call. ``rise``
     (the memory counter's certain rise inside an event, or None) and ``nbytes`` (a call's
-    outputs' bytes, or None) let memory decide a tie the rule cannot order."""
-    ops = _operator_events(events)
+    outputs' bytes, or None) let memory decide a tie the rule cannot order. ``paired``:
+    ``closed_slices(events)`` when already made."""
+    ops = _operator_events(events, paired)
     deps = _dependencies(calls, temp_chain(calls, (o.device for o in ops), env))
     # calls whose operator has no event in the window (a hybridized block's nodes inside an
     # ImperativeBulk) never end here: they hold nothing back
@@ -286,8 +287,18 @@ def _nbytes(shapes: list | None, dtypes: list | None) -> int | None:
         return None
 
 
-def _counts(name: str, c: Call) -> tuple[int | None, int | None]:
-    """(FLOPs, bytes) of call ``c`` of operator ``name`` (None where unknown)."""
+def _counts(name: str, c: Call, memo: dict | None = None) -> tuple[int | None, int | None]:
+    """(FLOPs, bytes) of call ``c`` of operator ``name`` (None where unknown); ``memo`` keeps
+    them by operator, shapes, dtypes and attributes (a model's forwards repeat the same calls)."""
+    if memo is not None:
+        try:
+            key = (name, _meta_key(c.in_meta), _meta_key(c.out_meta), tuple(c.keys), tuple(c.vals))
+            got = memo.get(key)
+        except TypeError:  # something unhashable: computed each time
+            return _counts(name, c)
+        if got is None:
+            got = memo[key] = _counts(name, c)
+        return got
     ins, outs, attrs = c.shapes("in"), c.shapes("out"), c.attrs()
     if ins is None or None in ins or None in outs:
         return None, None
@@ -303,8 +314,12 @@ def _counts(name: str, c: Call) -> tuple[int | None, int | None]:
     return f, b
 
 
+def _meta_key(meta: list | None) -> tuple | None:
+    return None if meta is None else tuple(None if m is None else (m[0], m[1]) for m in meta)
+
+
 def _args(group: Sequence[Call], label: str, opts: dict[str, bool], names: list[str],
-          threads: dict[int, str]) -> dict:
+          threads: dict[int, str], memo: dict | None = None) -> dict:
     """The args of an event whose calls are ``group`` (one, or a segment's nodes), of operators
     ``names`` (the event's name for one call)."""
     a: dict[str, Any] = {}
@@ -325,7 +340,7 @@ def _args(group: Sequence[Call], label: str, opts: dict[str, bool], names: list[
         a[ARGS["call_site"]] = c.call_site()
         a[ARGS["stack"]] = c.frames()
     if opts.get("with_flops"):
-        counts = [_counts(n, x) for n, x in zip(names, group)]  # a segment's: the sums of its nodes'
+        counts = [_counts(n, x, memo) for n, x in zip(names, group)]  # a segment's: the sums of its nodes'
         for key, k in (("flops", 0), ("bytes", 1)):
             if all(x[k] is not None for x in counts):
                 a[ARGS[key]] = sum(x[k] for x in counts)
@@ -344,7 +359,8 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     with open(path, "rb") as f:
         doc = orjson.loads(f.read())
     events = doc["traceEvents"]
-    samples = CounterSamples(events)
+    paired = list(closed_slices(events))  # once, for the counter and the matching
+    samples = CounterSamples(events, paired)
 
     def rise(op: _Event) -> int | None:
         return samples.rise(op.device, op.tid, op.start, op.end)[0]
@@ -360,14 +376,16 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
         s, d = c.shapes("out"), c.dtypes("out")
         return None if s is None else _nbytes([s[k] for k in keep], [d[k] for k in keep])
 
-    found, ops = match(calls, events, env=env, rise=rise, nbytes=nbytes)
+    found, ops = match(calls, events, env=env, rise=rise, nbytes=nbytes, paired=paired)
     checked = passed = 0
     unchecked: dict[str, int] = {}
     threads = threads or {}
     by_index = {o.index: o for o in ops}
+    memo: dict = {}
     for index, (c, label, group) in found.items():
         ev = events[index]
-        args = _args(group, label, options, node_names(segment_ops(ev["name"]) or [], group), threads)
+        args = _args(group, label, options, node_names(segment_ops(ev["name"]) or [], group), threads,
+                     memo)
         op = by_index[index]
         want = nbytes(c)
         got, why = samples.rise(op.device, op.tid, op.start, op.end)
@@ -387,8 +405,7 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
         ev["args"] = {**(ev.get("args") or {}), **args}
     with TraceWriter(path, gzip=False, display_time_unit=doc.get("displayTimeUnit", "ms"),
                      top_level={k: v for k, v in doc.items() if k != "traceEvents"}) as w:
-        for ev in events:
-            w.write(ev)
+        w.write_all(events)
     counted = [o for o in ops if o.name not in BOOKKEEPING]
     unmatched: dict[str, int] = {}
     for o in counted:

@@ -43,13 +43,14 @@ _STAMPED = frozenset("BEXbeCin")
 
 class CounterSamples:
     """The memory counter samples of a window, per device, with each one's certain rise (None
-    when the trace cannot tell it). ``events``: the window's trace events."""
+    when the trace cannot tell it). ``events``: the window's trace events; ``paired``:
+    ``closed_slices(events)`` when already made."""
 
-    def __init__(self, events: Sequence[dict[str, Any]]) -> None:
+    def __init__(self, events: Sequence[dict[str, Any]], paired: Sequence | None = None) -> None:
         bounds: dict[Any, list] = {}  # tid -> the stamps of all its events (program order)
         slices: dict[Any, list] = {}  # tid -> (begin, end) of its B/E and X slices
         raw: dict[str, list] = {}
-        for i, ev, closed in closed_slices(events):
+        for i, ev, closed in (closed_slices(events) if paired is None else paired):
             if closed is not None:
                 b, bev, dur = closed
                 slices.setdefault(bev.get("tid"), []).append((bev["ts"], bev["ts"] + dur))

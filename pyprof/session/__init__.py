@@ -216,6 +216,10 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             from ..dnnl.capture import SessionCapture
             self._dnnl = SessionCapture(self._dnnl_log, self._path)  # StateError when too late
         _cap.max_bytes()  # a bad $PYPROF_RAW_MAX_BYTES fails here, before anything runs
+        # what cuts (and annotates) windows, loaded now rather than in the first stop()
+        from ..trace import rawcut  # noqa: F401
+        if self._recorder is not None:
+            from ..attribution import matching  # noqa: F401
         # dead processes' leftovers: waited for at most start_wait_seconds, outside the lock
         _leftovers.start_sweep(os.path.dirname(self._path))
         t = TRACKER
