@@ -13,6 +13,8 @@ import java.util.Map;
 /**
  * A profiling session for services: one or more windows of MXNet's process-wide profiler, each
  * saved as its own valid Chrome trace (the design of {@code pyprof.session}, shared with Python).
+ * Safe beside the service's own MXNet binding (DJL) with default options: {@code profile_api}
+ * stays off unless named, or steady mode is on ({@link #notes()}, api.json service_session).
  *
  * <pre>{@code
  * try (ProfilerSession s = new ProfilerSession(Map.of(
@@ -265,8 +267,12 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   /**
-   * Marks the end of one step; saves a window (cut from the raw trace at a quiescent point, C:
-   * {@code MXNDArrayWaitAll}, {@code MXDumpProcessProfile(0)}) when its last active step ends.
+   * Marks the end of one step; ends a window when its last active step ends (a quiescent point,
+   * C: {@code MXNDArrayWaitAll}, {@code MXDumpProcessProfile(0)}) and returns: the window's file
+   * is cut and written by the saver thread ({@code pyprof-window-saver}, lowest priority), one
+   * window after the other in the order they ended; a step while an earlier window is still
+   * being written takes its boundary at once all the same. {@link #awaitSaved(long)} waits for
+   * the files, {@code on_trace_ready} hears each.
    * Once the session saved {@code -Dpyprof.maxWindows} windows, or the open window recorded more
    * than {@code -Dpyprof.maxWindowBytes} of raw trace, it stops (saving an open window: so at
    * most one window more).
