@@ -97,10 +97,12 @@ public final class ProfilerSession implements AutoCloseable {
 
   /**
    * Loads the Clojure namespaces behind this class now (they load on first use otherwise, which
-   * compiles them: seconds). No C call.
+   * compiles them: seconds), and runs the options' check once, so that a service's first
+   * session does not pay for its first run. No C call, nothing written.
    */
   public static void init() {
     Vars.PROFILE.getClass();
+    Vars.CHECK_OPTIONS.invoke(toClojure(Map.of("path", "pyprof_trace_{window}.json")));
   }
 
   /**
