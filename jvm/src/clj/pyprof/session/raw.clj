@@ -293,6 +293,11 @@
   (let [trace (rules/read-spec "trace.json")]
     (WindowCutter. (trace "mxnet_layout") (trace "ids"))))
 
+(defn warm-up!
+  "Compiles the window cut's code before the first window (`WindowCutter.warmUp`)."
+  []
+  (.warmUp cutter))
+
 (defn- ->clj
   "Java data of the cutter as the reader gives it: Clojure maps and vectors, bigints."
   [x]

@@ -97,12 +97,14 @@ public final class ProfilerSession implements AutoCloseable {
 
   /**
    * Loads the Clojure namespaces behind this class now (they load on first use otherwise, which
-   * compiles them: seconds), and runs the options' check once, so that a service's first
-   * session does not pay for its first run. No C call, nothing written.
+   * compiles them: seconds), and runs the options' check and the window cut once each (the cut
+   * on synthetic bytes in a temporary file), so that a service's first session and first window
+   * do not pay for their first run. No C call; nothing written but that temporary file.
    */
   public static void init() {
     Vars.PROFILE.getClass();
     Vars.CHECK_OPTIONS.invoke(toClojure(Map.of("path", "pyprof_trace_{window}.json")));
+    Clojure.var("pyprof.session.raw", "warm-up!").invoke();
   }
 
   /**
