@@ -13,8 +13,9 @@ One run measures, each in fresh child processes, the kinds alternating over ``--
   append to the raw trace, then the window's cut); also the cut alone, the raw bytes it read,
   and how far the peak RSS during ``stop()`` rose above the RSS before it.
 * **jvm**: the same in a child JVM through the Java facade ``pyprof.jvm.ProfilerSession`` (a loop
-  of ``random-uniform -1 1 [8 8]`` + ``wait-to-read``, pyprof.example.ndarray); timed: ``stop()``,
-  which waits for its windows.
+  of ``random-uniform -1 1 [8 8]`` + ``wait-to-read``, pyprof.example.ndarray; after
+  ``ProfilerSession.init()``, as a service calls it at start-up); timed: ``stop()``, which waits
+  for its windows.
 * **resnet**: 20 (``--forwards``) forwards of a gluon model zoo ResNet-18 (random weights, built
   locally, not hybridized, batch 1 at 224x224): MXNet's own stop and dump, a session's
   ``stop()``, and a session's ``stop()`` with ``record_shapes`` and ``with_flops`` (the cut,
@@ -122,6 +123,7 @@ def kib(field):
 JVM = """
 (require '[pyprof.example.ndarray :as nd])
 (import '(pyprof.jvm ProfilerSession))
+(ProfilerSession/init)  ; as a service does at start-up: the namespaces and the cut warmed up
 (let [seconds %(seconds)s
       s (.start (ProfilerSession. {"path" "%(out)s"}))
       t0 (System/nanoTime)
