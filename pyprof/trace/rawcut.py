@@ -70,7 +70,8 @@ _PLAIN = frozenset({int, str, type(_ABSENT)})
 
 
 class Refused(Exception):
-    """Bytes the streaming cut does not read: read them the tolerant way."""
+    """Bytes the streaming cut does not read: read them the tolerant way (never a user's
+    message: the tolerant reader says what is wrong, with its fix)."""
 
 
 def metadata_key(event: dict[str, Any]) -> bytes:
@@ -126,7 +127,7 @@ def _runs(path: str, lo: int, hi: int) -> Iterator[bytes]:
             if at < 0:
                 carry = buf
                 if len(carry) > _MAX_RUN:
-                    raise Refused("no event separator")
+                    raise Refused  # no event separator
                 continue
             for _ in range(4):  # MXNet writes a begin, then its end: keep them in one run
                 ph = buf.rfind(b'"ph": "', 0, at)  # (an optimisation: slices.Nesting)
@@ -245,7 +246,7 @@ def _pass(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
             try:
                 phases = list(map(dict.get, events, repeat("ph")))
             except TypeError:
-                raise Refused("an element that is no event object") from None
+                raise Refused from None  # an element that is no event object
             if "M" in phases:
                 kept = []
                 for ev, ph in zip(events, phases):
