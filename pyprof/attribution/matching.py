@@ -400,6 +400,9 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
             checked += 1
             passed += ok
             args[ARGS["memory_check"]] = ok
+            if not ok and label == _LABELS["exact"]:  # the counter contradicts it: not proven
+                label = args[ARGS["match"]] = _LABELS["ambiguous"]
+                found[index] = (c, label, group)
         else:
             unchecked[why] = unchecked.get(why, 0) + 1
         ev["args"] = {**(ev.get("args") or {}), **args}

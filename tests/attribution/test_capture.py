@@ -42,6 +42,8 @@ result = {"report": p.windows[0].attribution.as_dict(),
           "without": sorted({e["name"] for e in ops if ARGS["input_dims"] not in (e.get("args") or {})
                              and e["name"] not in BOOKKEEPING}),
           "bad_memory": [e["name"] for e in ops if (e.get("args") or {}).get(ARGS["memory_check"]) is False],
+          "bad_exact": [e["name"] for e in ops if (e.get("args") or {}).get(ARGS["memory_check"]) is False
+                        and e["args"].get(ARGS["match"]) == "exact"],
           "no_memory_check": sum(1 for e in ops if ARGS["match"] in (e.get("args") or {}) and ARGS["memory_check"] not in e["args"]),
           # unary operators: the input's recorded shape is the output's (stale cache entries break it)
           "inconsistent": [e["args"][ARGS["input_dims"]] for e in ops if e["name"] in ("relu", "exp", "_plus_scalar")
@@ -101,9 +103,12 @@ def test_random_loop_every_operator_event_carries_shapes_and_the_memory_check_pa
     # by memory in all) and at most 4 labelled
     assert rep["exact"] + rep["ambiguous"] + rep["by_memory"] == rep["matched"]
     assert rep["ambiguous"] + rep["by_memory"] <= 12
-    # the memory check: no mismatch; unchecked only where the trace cannot tell, with a reason
+    # the memory check: a label is a proof, so a match whose check fails is never exact; fails
+    # are the counter model's misses (a sample stamped at a neighbour's microsecond): 0 to 2 a
+    # run on a quiet machine, none where the rule matched wrongly (the planted case fails 20+)
     unchecked = rep["memory_unchecked"]
-    assert rep["memory_passed"] == rep["memory_checked"] and r["bad_memory"] == [], r["bad_memory"]
+    assert r["bad_exact"] == [], r["bad_exact"]
+    assert rep["memory_checked"] - rep["memory_passed"] == len(r["bad_memory"]) <= 5, r["bad_memory"]
     assert rep["memory_checked"] + sum(unchecked.values()) == rep["matched"]
     assert r["no_memory_check"] == sum(unchecked.values())
     assert set(unchecked) <= {"first_sample", "interleaved", "matched_by_memory"}, unchecked
@@ -168,7 +173,11 @@ def test_a_ready_operator_after_a_slow_producer_is_matched_to_its_own_event(tmp_
     # no mismatch; unchecked: the window's first sample, and the iterations where the dot's
     # completion raced the ready relu's push (the counter told them apart: label memory)
     rep = r["report"]
-    assert rep["memory_passed"] == rep["memory_checked"] >= 75, rep
+    # a label is a proof: a failed check (the counter model's miss: 0 to 2 a run here) is
+    # written ambiguous, never exact; the planted wrong matching fails 20 or more
+    assert rep["memory_checked"] >= 75 and rep["memory_checked"] - rep["memory_passed"] <= 2, rep
+    assert rep["exact"] + rep["ambiguous"] + rep["by_memory"] == 90
+    assert rep["ambiguous"] >= rep["memory_checked"] - rep["memory_passed"], rep
     assert rep["memory_checked"] + sum(rep["memory_unchecked"].values()) == rep["matched"] == 90
     assert set(rep["memory_unchecked"]) <= {"first_sample", "interleaved", "matched_by_memory"}, rep
 
