@@ -14,9 +14,9 @@ pyprof-jvm installed there by hand nor one left by this test can hide a broken b
 its downloads (Central's jars and Maven's plugins: about 25 MB, a few seconds, the first
 time); pyprof's own group is deleted from it before the install and after the test, under a
 lock (two runs at once take turns). Leiningen reaches it through ``:local-repo`` (``lein
-update-in`` for the install, a user profile in a temporary ``LEIN_HOME`` for the consumer, which
-also names Debian's /usr/share/maven-repo for Leiningen's own nREPL: Clojars is out of reach
-here), Maven through ``-Dmaven.repo.local``."""
+update-in`` for the install, a user profile in a temporary ``LEIN_HOME`` for the consumer; the
+snippet's empty ``:base`` keeps Leiningen's nREPL, on Clojars only, out), Maven through
+``-Dmaven.repo.local``."""
 
 import fcntl
 import json
@@ -220,10 +220,8 @@ def test_leiningen_consumer_profiles_a_dot(installed, tmp_path):
     src.write_text(CLOJURE_MAIN.format(ns=ns))
     home = tmp_path / "lein-home"
     home.mkdir()
-    # this machine's user profile: the test's repository, and Debian's for Leiningen's nREPL
-    (home / "profiles.clj").write_text(
-        "{:user {:local-repo %s :repositories [[\"debian-tools\" {:url \"file:///usr/share/maven-repo\""
-        " :checksum :ignore :snapshots false}]]}}\n" % json.dumps(str(REPO)))
+    # the test's local repository only: the snippet resolves everything else from Central
+    (home / "profiles.clj").write_text("{:user {:local-repo %s}}\n" % json.dumps(str(REPO)))
     trace = tmp_path / "lein-trace.json"
     env = dict(os.environ, LEIN_HOME=str(home), MXNET_LIBRARY_PATH=_libmxnet())
     proc = _run(["lein", "run", str(trace)], tmp_path / "app", env=env)

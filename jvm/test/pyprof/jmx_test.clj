@@ -119,7 +119,22 @@
               (is (not (.exists (io/file "/etc/x.json"))))
               (invoke "dump" ["sub/all.json"] ["java.lang.String"])
               (invoke "awaitSaved" [60000] ["long"])
-              (is (.isFile (io/file dir "sub" "all.json")))))
+              (is (.isFile (io/file dir "sub" "all.json")))
+              (let [before (slurp (io/file dir "sub" "all.json"))
+                    e (err "dump" ["sub/all.json"] ["java.lang.String"])]
+                (is (re-find #"sub/all.json\" exists: a dump of the windows never replaces a file.* fix: dump to a new path"
+                             (str (.getMessage ^Exception e))) (str e))
+                (is (= before (slurp (io/file dir "sub" "all.json"))) "the earlier dump is kept"))))
+          (testing "a running service is never switched: steady and profile_api are refused over JMX"
+            (doseq [[opts key] [["steady=true" "steady mode begins at the JVM's start-up"]
+                                ["profile_api=true" "profile_api=true on a running service"]
+                                ["{\"profile_all\": 1}" "profile_all=true on a running service"]]]
+              (let [e (try (invoke "start" [opts 5] ["java.lang.String" "long"]) nil
+                           (catch Exception e e))
+                    msg (str (.getMessage (.getCause ^Exception e)))]
+                (is (str/starts-with? msg key) msg)
+                (is (str/includes? msg "fix: restart the JVM with -Dpyprof.steady=true") msg)))
+            (is (= false (.getAttribute mbs on "Active")) "nothing started"))
           (testing "the default window path names the session: a second one keeps the first's file"
             (let [paths (vec (for [_ (range 2)]
                                (do (invoke "start" ["profile_imperative=true" 30] ["java.lang.String" "long"])

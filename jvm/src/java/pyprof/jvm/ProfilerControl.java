@@ -213,6 +213,16 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
       }
       try {
         Map<String, Object> opts = JmxOptions.parse(options);
+        // a running service's own binding may be inside MXNet: no switch of API profiling
+        if (opts.containsKey("steady")) {
+          throw new IllegalArgumentException((String) ProfilerSession.service("jmx_steady_refused"));
+        }
+        for (String key : List.of("profile_api", "profile_all")) {
+          if (ProfilerSession.on(opts.get(key)) && Profiler.steadyActive() == null) {
+            throw new IllegalArgumentException(((String) ProfilerSession.service("jmx_api_refused"))
+                .replace("{key}", key));
+          }
+        }
         Object stepSeconds = opts.remove("step_seconds");
         // Checked before anything starts: a bad option must leave no session running.
         double step = stepSeconds == null ? 0 : Double.parseDouble(String.valueOf(stepSeconds));

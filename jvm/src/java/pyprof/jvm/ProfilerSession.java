@@ -141,10 +141,12 @@ public final class ProfilerSession implements AutoCloseable {
       ((Map<?, ?>) service("defaults")).forEach((k, v) -> opts.put((String) k, v));
       notes.add((String) service("default_note"));
     }
+    if ((on(opts.get("profile_api")) || on(opts.get("profile_all"))) && !on(opts.get("steady"))
+        && Profiler.steadyActive() == null) {
+      notes.add((String) service("api_note")); // the user's call, said once
+    }
     for (Object k : (List<?>) service("capture_options")) {
-      Object v = opts.get(k);
-      if (v != null && !Boolean.FALSE.equals(v) && !"false".equalsIgnoreCase(String.valueOf(v).strip())
-          && !"0".equals(String.valueOf(v).strip())) {
+      if (on(opts.get(k))) {
         notes.add((String) service("capture_note")); // what they cannot record, in one line
         break;
       }
@@ -188,11 +190,18 @@ public final class ProfilerSession implements AutoCloseable {
         + root.path().relativize(root.path().resolve(template).normalize());
   }
 
+  /** An option given as on (true, "true", 1, ...), as the config grammar reads a flag. */
+  static boolean on(Object v) {
+    String t = String.valueOf(v).strip();
+    return v != null && !Boolean.FALSE.equals(v) && !"false".equalsIgnoreCase(t) && !"0".equals(t);
+  }
+
   /**
    * What this session does not record that its options may lead one to expect, one line each
-   * (api.json service_session): {@code profile_api} left off by default (default_note), and
-   * what record_shapes, with_stack and with_flops cannot give (capture_note; also printed on
-   * stderr at {@link #start()}). Empty when neither applies.
+   * (api.json service_session): {@code profile_api} left off by default (default_note), or asked
+   * for without steady mode (api_note), and what record_shapes, with_stack and with_flops cannot
+   * give (capture_note); the last two also printed on stderr at {@link #start()}. Empty when
+   * none applies.
    */
   public List<String> notes() {
     return java.util.Collections.unmodifiableList(notes);
@@ -263,9 +272,10 @@ public final class ProfilerSession implements AutoCloseable {
    */
   public ProfilerSession start() {
     call(Vars.START);
-    Object capture = service("capture_note");
-    if (notes.contains(capture)) {
-      System.err.println("pyprof: " + capture);
+    for (Object n : List.of(service("api_note"), service("capture_note"))) {
+      if (notes.contains(n)) {
+        System.err.println("pyprof: " + n);
+      }
     }
     return this;
   }
@@ -375,10 +385,22 @@ public final class ProfilerSession implements AutoCloseable {
   /**
    * The absolute file {@link #dump(String)} writes for {@code path}; no C call, nothing written.
    *
-   * @throws PyprofException root.outside, root.missing_directory
+   * @throws PyprofException root.outside, root.missing_directory; session.dump_over_window for a
+   *     window of this session, session.dump_exists for any other file there (a dump never
+   *     replaces one)
    */
   public String dumpPath(String path) {
-    return root.resolve("dump path", path).toString();
+    String out = root.resolve("dump path", path).toString();
+    for (Object w : (List<?>) stateNow().get("windows")) {
+      if (sameFile(String.valueOf(((Map<?, ?>) w).get("path")), out)) {
+        throw PyprofException.catalogue("session.dump_over_window", "path", out);
+      }
+    }
+    if (java.nio.file.Files.exists(java.nio.file.Paths.get(out),
+        java.nio.file.LinkOption.NOFOLLOW_LINKS)) { // nothing is replaced without a word
+      throw PyprofException.catalogue("session.dump_exists", "path", out);
+    }
+    return out;
   }
 
   /** True when {@code a} and {@code b} are one file (links included); false if one is absent. */
@@ -397,8 +419,8 @@ public final class ProfilerSession implements AutoCloseable {
    *
    * @return {@code path}
    * @throws PyprofException {@code invalid-state} when no window was saved (session.no_window),
-   *     for one of the session's own window files (session.dump_over_window), or for a file
-   *     that cannot be written; root.outside, root.missing_directory; and
+   *     for one of the session's own window files (session.dump_over_window), for a file that
+   *     exists (session.dump_exists) or cannot be written; root.outside, root.missing_directory; and
    *     root.dump_too_large when the windows' files hold more than {@code -Dpyprof.maxDumpBytes}
    *     bytes
    */
