@@ -102,7 +102,9 @@ def test_random_loop_every_operator_event_carries_shapes_and_the_memory_check_pa
     # mismatches; per run at most 27 unchecked (66 interleaved, 37 first samples and 2 decided
     # by memory in all) and at most 4 labelled
     assert rep["exact"] + rep["ambiguous"] + rep["by_memory"] == rep["matched"]
-    assert rep["ambiguous"] + rep["by_memory"] <= 12
+    # the rule's ties (the matches the memory check turned ambiguous counted apart, below)
+    failed = rep["memory_checked"] - rep["memory_passed"]
+    assert rep["ambiguous"] - failed + rep["by_memory"] <= 12, rep
     # the memory check: a label is a proof, so a match whose check fails is never exact; fails
     # are the counter model's misses (a sample stamped at a neighbour's microsecond): 0 to 2 a
     # run on a quiet machine, none where the rule matched wrongly (the planted case fails 20+)
