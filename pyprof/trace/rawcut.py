@@ -30,8 +30,6 @@ Each gives the same events (``tests/trace/test_rawcut.py``); the JVM's
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import re
 import tempfile
@@ -45,6 +43,7 @@ import orjson
 
 from .. import rules
 from .ids import ID_LIMIT, KINDS, IdMap, id_key, id_values, is_safe_id
+from .jsonscan import no_gc
 from .mxnet_layout import parse_raw, parse_run
 from .slices import SLICE_PHASES, NeedsPlan, Nesting, Rewriter, plan_slices
 from .writer import TraceWriter
@@ -290,21 +289,8 @@ def cut(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, A
     """
     lo, hi = _body(raw, start, end)
     known = list(metadata.values())
-    with _no_gc():
+    with no_gc():
         return _cut(raw, lo, hi, known, metadata, out, extra)
-
-
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """Pause the cyclic GC: a cut makes millions of short-lived dicts and no cycle (about a
-    tenth of its time goes to collections otherwise)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _cut(raw: str, lo: int, hi: int, known: list[dict[str, Any]],

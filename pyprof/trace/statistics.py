@@ -37,8 +37,6 @@ from here too.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -51,6 +49,7 @@ from .crosscheck import CrossCheck, Mismatch, cross_check, load_aggregate
 from .. import rules
 from .errors import TraceError
 from .fastpath import FastChunk, event_pattern, parse_body
+from .jsonscan import no_gc
 from .naming import API_CATEGORY, ASYNC_COPY_CATEGORIES, BULK_NOTE, is_bulk_name
 from .reader import TraceReader, is_gzip
 from .records import CounterStats, MemoryStats, OpStats, TraceStats
@@ -119,7 +118,7 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
     for path in _as_paths(trace_or_paths):
         reader = TraceReader(path, progress=progress, drop_async_copies=True,
                              exclude_categories=exclude_categories, chunk_bytes=_CHUNK_BYTES)
-        with _no_gc():
+        with no_gc():
             _add_file(acc, reader, _workers)
         reports.append(reader.report)
     return acc.result(reports)
@@ -197,18 +196,6 @@ def _add_file_parallel(acc: Accumulator, reader: TraceReader, st: FileState, wor
     finally:
         os.close(fd)
     reader.check_events()
-
-
-@contextlib.contextmanager
-def _no_gc():
-    """Pause the cyclic GC: parsing creates millions of short-lived tuples/dicts and no cycles."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _as_paths(trace_or_paths: Any) -> list[str]:
