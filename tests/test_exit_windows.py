@@ -13,7 +13,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -46,8 +45,10 @@ _CLJ = r"""
     (alter-var-root (resolve 'pyprof.session/raw-spec) assoc "exit_max_bytes" limit)))
 (def s (.start (ProfilerSession. {"path" "w_{window}.json" "profile_imperative" true}
                                  (System/getProperty "user.dir"))))
+(def d (Profiler/domain "exit"))
+(dotimes [_ 500] (Profiler/mark d "tick" "process")) ; recorded before the test's signal
 (println "running") (flush)
-(loop [] (Profiler/mark (Profiler/domain "exit") "tick" "process") (Thread/sleep 2) (recur))
+(loop [] (Profiler/mark d "tick" "process") (Thread/sleep 2) (recur))
 """
 
 
@@ -66,7 +67,7 @@ def _python(tmp_path: Path, limit: int) -> subprocess.CompletedProcess:
 
 
 def _jvm_sigterm(tmp_path: Path, limit: int) -> subprocess.CompletedProcess:
-    """A JVM whose session records until SIGTERM (after 1 s of recording)."""
+    """A JVM whose session records until SIGTERM (sent once it has recorded 500 markers)."""
     from pyprof import jvm
 
     (tmp_path / "raw").mkdir()
@@ -77,7 +78,6 @@ def _jvm_sigterm(tmp_path: Path, limit: int) -> subprocess.CompletedProcess:
     p = subprocess.Popen(cmd, cwd=tmp_path, env=dict(os.environ, PYPROF_RAW_DIR=str(tmp_path / "raw")),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "running", p.stderr.read()[-3000:]
-    time.sleep(1)
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=300)
     return subprocess.CompletedProcess(cmd, p.returncode, out, err)

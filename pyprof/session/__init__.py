@@ -176,6 +176,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         self._opened = 0  # windows opened so far
         self._stopped_us: int | None = None  # when the last "stop" operation stopped recording
         self._final, self._saved_now = False, []  # _saved_now: list[Window]
+        self._exit_limit: int | None = None  # at exit: api.json raw_trace exit_max_bytes
         self._name = f"<pyprof.profile {id(self):#x}>"
         self._dnnl_log, self._dnnl = dnnl, None
         self._begin_steady, self._steady = flags.pop("steady"), False
@@ -390,7 +391,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if ended is None:
             return
         w = ended.window
-        limit = getattr(self, "_exit_limit", None)
+        limit = self._exit_limit
         if limit is not None and ended.end - w.start > limit:  # at exit, too large to cut
             RAW.leave_for_recovery(w.path)
             _claim.release_window(w.path)

@@ -98,8 +98,8 @@ public final class ProfilerSession implements AutoCloseable {
   /**
    * Loads the Clojure namespaces behind this class now (they load on first use otherwise, which
    * compiles them: seconds), and runs the options' check and the window cut once each (the cut
-   * on synthetic bytes in a temporary file), so that a service's first session and first window
-   * do not pay for their first run. No C call; nothing written but that temporary file.
+   * on synthetic bytes in memory), so that a service's first session and first window do not
+   * pay for their first run. No C call; no file written.
    */
   public static void init() {
     Vars.PROFILE.getClass();

@@ -168,30 +168,34 @@ public final class WindowCutter {
   }
 
   /**
-   * Cuts synthetic bytes of MXNet's layout (a temporary file: 20k events) a few times into
-   * nothing, so that a service's first window is cut by compiled code, not the interpreter
-   * (about twice as fast). For preloading ({@link ProfilerControl#register()}).
+   * Reads and writes synthetic bytes of MXNet's layout (20k events, in memory: no file is
+   * written) a few times into nothing, so that a service's first window is cut by compiled code,
+   * not the interpreter. For preloading ({@link ProfilerControl#register()}).
    */
   public void warmUp() {
+    StringBuilder b = new StringBuilder();
+    for (int i = 0; i < 20000; i++) {
+      b.append(i == 0 ? "" : ",\n").append("    {\n        \"name\": \"op\\x\",\n")
+          .append("        \"cat\": \"operator\",\n        \"ph\": \"").append(i % 2 == 0 ? 'B' : 'E')
+          .append("\",\n        \"ts\": ").append(i).append(",\n        \"pid\": 0,\n")
+          .append("        \"tid\": ").append(9007199254740993L + i % 4).append("\n    }\n");
+    }
+    byte[] body = b.toString().getBytes(StandardCharsets.UTF_8);
     try {
-      java.nio.file.Path f = java.nio.file.Files.createTempFile("pyprof-warm-", ".json");
-      try {
-        StringBuilder b = new StringBuilder("{\n    \"traceEvents\": [\n");
-        for (int i = 0; i < 20000; i++) {
-          b.append(i == 0 ? "" : ",\n").append("    {\n        \"name\": \"op\\x\",\n")
-              .append("        \"cat\": \"operator\",\n        \"ph\": \"").append(i % 2 == 0 ? 'B' : 'E')
-              .append("\",\n        \"ts\": ").append(i).append(",\n        \"pid\": 0,\n")
-              .append("        \"tid\": ").append(9007199254740993L + i % 4).append("\n    }\n");
+      for (int i = 0; i < 5; i++) { // the reading and writing of a cut, in memory: no file
+        Ids numbering = new Ids();
+        try (JsonGenerator g = FACTORY.createGenerator(Writer.nullWriter())) {
+          eachIn(new java.io.ByteArrayInputStream(body), e -> {
+            try {
+              writeEvent(g, e, numbering);
+            } catch (IOException x) {
+              throw new java.io.UncheckedIOException(x);
+            }
+          });
         }
-        java.nio.file.Files.writeString(f, b);
-        for (int i = 0; i < 5; i++) {
-          cut(f.toString(), 0, Long.MAX_VALUE, List.of(), List.of(), Writer.nullWriter(), false);
-        }
-      } finally {
-        java.nio.file.Files.deleteIfExists(f);
       }
-    } catch (IOException e) {
-      // no temporary file here: the first cut is slower, nothing else
+    } catch (IOException | java.io.UncheckedIOException e) {
+      // not expected (memory only): the first cut is slower, nothing else
     }
   }
 
@@ -249,7 +253,13 @@ public final class WindowCutter {
     }
     try (RandomAccessFile file = new RandomAccessFile(raw, "r")) {
       file.seek(body[0]);
-      InputStream in = new Bounded(Channels.newInputStream(file.getChannel()), body[1] - body[0]);
+      eachIn(new Bounded(Channels.newInputStream(file.getChannel()), body[1] - body[0]), f);
+    }
+  }
+
+  /** Calls {@code f} on each event of {@code in}, the bytes of a body (no header or footer). */
+  private void eachIn(InputStream in, Consumer<Map<String, Object>> f) throws IOException {
+    {
       try (JsonParser p = FACTORY.createParser(new Escaping(in))) {
         if (p.nextToken() != JsonToken.START_ARRAY) {
           throw notLayout("not MXNet's trace layout");
