@@ -599,7 +599,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
         return null;
       });
     }
-    await(task, 0, true); // steady mode ends once the windows before it are written
+    await(task); // in call order, after the windows before it are written: at most 60 ms here
   }
 
   @Override

@@ -88,7 +88,8 @@ public interface ProfilerControlMBean {
 
   /**
    * Ends steady mode ({@link Profiler#steadyEnd()}): only once the service's own MXNet threads
-   * have ended (stops a running session first).
+   * have ended (stops a running session first). Carried out on the control thread after the
+   * windows before it are written; returns after at most {@link ProfilerControl#AWAIT_MILLIS} ms.
    */
   void steadyEnd();
 
