@@ -169,4 +169,7 @@ def test_a_warm_up_steps_calls_are_not_the_windows(tmp_path):
     # calls, labelled exact, failing the memory check)
     rep = run_scenario(_WARMUP, tmp_path, timeout=120)
     assert rep["calls"] == rep["events"] == rep["matched"] == 180 and rep["unmatched_calls"] == 0, rep
-    assert rep["memory_checked"] - rep["memory_passed"] <= 1 and rep["memory_checked"] >= 150, rep
+    # the memory check: the counter model's misses (0 to 8 a run here) are written ambiguous,
+    # never exact (a label is a proof); the bug this guards against left 90 calls unmatched
+    failed = rep["memory_checked"] - rep["memory_passed"]
+    assert failed < 10 and rep["ambiguous"] >= failed and rep["memory_checked"] >= 150, rep
