@@ -41,6 +41,12 @@ _NEG = float("-inf")
 _STAMPED = frozenset("BEXbeCin")
 
 
+def _holds(xs: Sequence, x: Any) -> bool:
+    """Whether the sorted ``xs`` holds ``x``."""
+    k = bisect.bisect_left(xs, x)
+    return k < len(xs) and xs[k] == x
+
+
 class CounterSamples:
     """The memory counter samples of a window, per device, with each one's certain rise (None
     when the trace cannot tell it). ``events``: the window's trace events; ``paired``:
@@ -69,12 +75,16 @@ class CounterSamples:
         for device, s in raw.items():
             s.sort(key=lambda x: (x[0], x[1]))
             self.series[device] = self._rises(s, bounds, slices)
+        #: tid -> (begins, ends) of its slices, sorted: who else holds a boundary's stamp
+        self._edges: dict[Any, tuple[list, list]] = {
+            tid: (sorted(b for b, _ in v), sorted(e for _, e in v)) for tid, v in slices.items()}
 
     @staticmethod
     def _rises(s: list, bounds: dict[Any, list], slices: dict[Any, list]) -> tuple[list, list, list]:
         n = len(s)
         for v in slices.values():
             v.sort()
+        ends = {tid: sorted(e for _, e in v) for tid, v in slices.items()}
         lo, last = [], {}  # lo: the stamp after which the sample's update certainly came
         for ts, _, tid, _ in s:
             b = bounds.get(tid, ())
@@ -82,8 +92,10 @@ class CounterSamples:
             low = max(b[k - 1] if k else _NEG, last.get(tid, _NEG))
             v = slices.get(tid, ())
             k = bisect.bisect_right(v, (ts, float("inf")))  # the latest slice begun by then
-            if k and v[k - 1][1] >= ts:
-                low = max(low, v[k - 1][0])  # inside it (the check's own premise): after its begin
+            if k and v[k - 1][1] >= ts and (v[k - 1][0] < ts or not _holds(ends.get(tid, ()), ts)):
+                # inside it (the check's own premise): after its begin; unless another slice
+                # ends in the begin's microsecond, whose sample it may be
+                low = max(low, v[k - 1][0])
             lo.append(low)
             last[tid] = ts
         stamps = [x[0] for x in s]
@@ -117,6 +129,17 @@ class CounterSamples:
             rises.append(s[k][3] - s[p][3] if ok else None)
         return stamps, [x[2] for x in s], rises
 
+    def _edge_shared(self, tid: Any, start: Any, end: Any, first: Any, last: Any) -> bool:
+        # stamps are whole microseconds: a sample stamped at the event's begin (end) where
+        # another slice of the thread ends (begins) in that microsecond may be that slice's
+        begins, ends = self._edges.get(tid, ((), ()))
+        own = 1 if start == end else 0  # a zero-length slice ends at its own begin
+
+        def count(xs: list, x: Any) -> int:
+            return bisect.bisect_right(xs, x) - bisect.bisect_left(xs, x)
+        return (first == start and count(ends, start) > own
+                or last == end and count(begins, end) > own)
+
     def rise(self, device: str, tid: Any, start: Any, end: Any) -> tuple[int | None, str | None]:
         """The counter's rise on ``tid`` inside ``[start, end]`` on ``device``: ``(bytes,
         None)``, or ``(None, reason)`` with a key of :data:`UNCHECKED` when the trace cannot
@@ -131,4 +154,6 @@ class CounterSamples:
             return None, "first_sample"  # the value before it is not in the window
         if any(rises[k] is None for k in inside):
             return None, "interleaved"
+        if inside and self._edge_shared(tid, start, end, stamps[inside[0]], stamps[inside[-1]]):
+            return None, "shared_stamp"
         return sum(rises[k] for k in inside), None

@@ -188,9 +188,12 @@ result = {"report": p.windows[0].attribution.as_dict(), "backward": [
 def test_dot_and_reshape_backward_nodes_carry_mxnets_inputs(tmp_path):
     # capture.backward dot (ElemwiseGradUseIn: g0, lhs, rhs) and Reshape (UseNone: g0)
     r = run_scenario(_DOT, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, timeout=240)
-    assert r["backward"] == [
-        ["_backward_sum", [[1]], [[15]], True],
-        ["_backward_reshape", [[15]], [[3, 5]], True],
-        ["_backward_dot", [[3, 5], [3, 4], [4, 5]], [[3, 4], [4, 5]], True],
+    assert [b[:3] for b in r["backward"]] == [
+        ["_backward_sum", [[1]], [[15]]],
+        ["_backward_reshape", [[15]], [[3, 5]]],
+        ["_backward_dot", [[3, 5], [3, 4], [4, 5]], [[3, 4], [4, 5]]],
     ]
+    # the counter never contradicts them; absent where the stamps cannot tell (a sample in a
+    # microsecond two slices share: memory_unchecked shared_stamp)
+    assert False not in [b[3] for b in r["backward"]], r["report"]["memory_unchecked"]
     assert r["report"]["unmatched_events"] == {} and r["report"]["matched"] == r["report"]["calls"]

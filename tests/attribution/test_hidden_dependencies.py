@@ -132,15 +132,18 @@ def test_two_threads_take_temp_space_copies_of_their_own(tmp_path, plant):
     # cores). So the plant must show in one of 3 runs; the right matching passes every run.
     for attempt in range(3 if plant else 1):
         rep = run_scenario(_THREADS.replace("PLANT", plant), tmp_path / str(attempt), timeout=120)
-        assert rep["matched"] == rep["calls"] == 202 and rep["memory_checked"] >= 190, rep
+        # a sample in a microsecond two slices share is nobody's (shared_stamp): not a give-up
+        shared = rep["memory_unchecked"].get("shared_stamp", 0)
+        assert rep["matched"] == rep["calls"] == 202 and rep["memory_checked"] + shared >= 190, rep
         failed = rep["memory_checked"] - rep["memory_passed"]
         if not plant or failed >= 20:
             break
     if plant:
         assert failed >= 20, rep
     else:
-        # the counter model's misses (0 to 6 a run on a quiet machine) stay well below the
-        # planted chain's 20, and each is written ambiguous, never exact (a label is a proof)
+        # a sample stamped in a microsecond two slices share was the counter model's miss (13 in
+        # a CI run under load); told apart now (shared_stamp), a miss is a wrong match, well
+        # below the planted chain's 20, and each is written ambiguous, never exact
         assert failed < 10 and rep["exact"] >= 0.9 * rep["matched"], rep
         assert rep["ambiguous"] >= failed, rep
 
