@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import string
+import sys
 import time
 from collections.abc import Callable
 
@@ -108,13 +109,23 @@ def join(path: str) -> bool:
 
 
 def finish(path: str) -> None:
-    """After a dump that finished ``path``: join the parts kept of it, or, when it was
-    configured after the profiler ran (MXNet wrote no header), rewrite it as a valid trace."""
+    """After a dump that finished ``path``: join the parts kept of it, or rewrite it as a valid
+    trace (MXNet's 64-bit ids renumbered; its header restored when it was configured after the
+    profiler ran), unless it holds more than ``api.json finished_dump.max_bytes``: then one
+    line on stderr names ``pyprof repair``."""
     if join(path):
         return
-    if TRACKER.repair_on_finish:
-        from ..session.windows import complete_headless_trace
+    from ..session.windows import complete_headless_trace
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return  # nothing written: the dump's own check reports it
+    rule = rules.API["finished_dump"]
+    if size <= rule["max_bytes"] or TRACKER.repair_on_finish:  # headless: invalid JSON otherwise
         complete_headless_trace(path)
+    else:
+        print(rule["left_note"].format(path=path, size=size, max_bytes=rule["max_bytes"]),
+              file=sys.stderr, flush=True)
 
 
 def parse_part(name: str) -> tuple[int, int, str] | None:

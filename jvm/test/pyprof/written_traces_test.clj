@@ -42,6 +42,15 @@
     (profiler/profiler-set-state :stop)
     (profiler/dump-profile)))
 
+(defn child-dropin
+  "Run in a child JVM: the drop-in's one trace, finished by dump-profile (MXNet's own file)."
+  [dir]
+  (profiler/profiler-set-config {:profile-all true :filename (str dir "/dropin.json")})
+  (profiler/profiler-set-state :run)
+  (dotimes [_ 2] (work))
+  (profiler/profiler-set-state :stop)
+  (profiler/dump-profile))
+
 (defn- run-child [f dir]
   (java-child ["-e" (str "(require 'pyprof.written-traces-test)"
                          "(pyprof.written-traces-test/" f " \"" dir "\")")]))
@@ -98,3 +107,15 @@
       (is (some? v) "pyprof validate needs the checkout's .venv (scripts/setup.sh makes it)")
       (is (= [{} []] (some-> v (get "first.json"))))
       (is (= [{} []] (some-> v (get "second.json")))))))
+
+(deftest the-drop-ins-finished-dump-passes-pyprof-validate
+  ;; api.json finished_dump: MXNet's file, its 64-bit ids renumbered at the finished dump
+  (let [dir (str (temp-dir))
+        {:keys [exit err]} (run-child "child-dropin" dir)
+        evs (events (str dir "/dropin.json"))]
+    (is (= 0 exit) err)
+    (is (= 2 (count (filter #(and (= "_random_uniform" (get % "name")) (= "B" (get % "ph"))) evs))))
+    (is (zero? (unsafe-ids evs)))
+    (let [v (validation dir ["dropin.json"])]
+      (is (some? v) "pyprof validate needs the checkout's .venv (scripts/setup.sh makes it)")
+      (is (= [{} []] (some-> v (get "dropin.json")))))))

@@ -29,11 +29,20 @@
       true)))
 
 (defn finish-file!
-  "After a dump that finished `path`: joins its kept parts, or rewrites it when MXNet wrote no
-  header (Python's _finish_file)."
+  "After a dump that finished `path`: joins its kept parts, or rewrites it as a valid trace
+  (MXNet's 64-bit ids renumbered, its header restored when it wrote none) unless it holds more
+  than api.json finished_dump max_bytes, said in one line (Python's keep_file.finish)."
   [path]
   (when-not (join-kept! path)
-    (when (:repair-on-finish (tracker/snapshot)) ((raw 'rewrite-trace!) path))))
+    (when-let [size (output/size path)]
+      (let [rule (rules/api "finished_dump")
+            limit (long (get rule "max_bytes"))]
+        (if (or (<= (long size) limit) (:repair-on-finish (tracker/snapshot)))
+          ((raw 'rewrite-trace!) path)
+          (binding [*out* *err*]
+            (println (rules/render (get rule "left_note")
+                                   {:path path :size size :max_bytes limit}))
+            (flush)))))))
 
 (defn send-config!
   "MXSetProcessProfilerConfig with `c-opts`, retried while a stopped dump timer exits (api.json
