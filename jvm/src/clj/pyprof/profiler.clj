@@ -287,6 +287,16 @@
   ([] (resume :worker))
   ([profile-process] (set-paused! profile-process false)))
 
+(defn name-thread!
+  "Names the calling thread in the windows written from now on (trace.json thread_names): its
+  MXNet calls' events get a thread_name metadata event with its `Thread.getName()`. Threads
+  that call MXNet through pyprof are named on their first call; a thread of another binding
+  (DJL's workers) calls this once at its start, and again after it renames itself. Cheap: one
+  native call. Returns whether the thread is named (false off Linux, or past
+  `pyprof.jvm.ThreadNames/LIMIT` living named threads). `pyprof.jvm.Profiler/nameThread`."
+  []
+  (not= 0 (pyprof.jvm.ThreadNames/register)))
+
 (def ^:private profiling-option-keys [:config :dump])
 
 (defn ^:no-doc -profiling-options

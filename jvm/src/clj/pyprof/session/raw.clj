@@ -291,7 +291,7 @@
 
 (def ^:private ^WindowCutter cutter
   (let [trace (rules/read-spec "trace.json")]
-    (WindowCutter. (trace "mxnet_layout") (trace "ids"))))
+    (WindowCutter. (trace "mxnet_layout") (trace "ids") (trace "thread_names"))))
 
 (defn warm-up!
   "Compiles the window cut's code before the first window (`WindowCutter.warmUp`)."
@@ -306,20 +306,34 @@
         (instance? java.math.BigInteger x) (bigint x)
         :else x))
 
+(defn- with-thread-names
+  "`events` with a thread_name event before the first event of each pid and tid of a named
+  thread (trace.json thread_names, `WindowCutter.threadNameOf`), lazily."
+  [events names]
+  (if (empty? names)
+    events
+    (let [named (java.util.HashSet.)]
+      (mapcat (fn [e] (if-let [m (and (not= "M" (get e "ph")) (.threadNameOf cutter e names named))]
+                        [(->clj m) e]
+                        [e]))
+              events))))
+
 (defn cut!
   "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first, then `extra`
   events (the step marks); returns the number of events written. Streamed at disk speed
-  (`pyprof.jvm.WindowCutter`); bytes it does not read as MXNet's layout go the tolerant way."
+  (`pyprof.jvm.WindowCutter`); bytes it does not read as MXNet's layout go the tolerant way.
+  The threads named now (`pyprof.jvm.ThreadNames`) get their thread_name events."
   [start end out extra]
   (harvest! start)
   (let [known (metadata)
-        path (:path @raw)]
+        path (:path @raw)
+        names (.names cutter)]
     (swap! raw update :scanned max end)
     (or (try (let [cut (fn [two-passes?]
                          (let [r (volatile! nil)]
                            (write-atomic! out "rw-r--r--"
                                           #(vreset! r (.cut cutter path start end known extra %
-                                                            (boolean two-passes?))))
+                                                            (boolean two-passes?) names)))
                            @r))
                    ^WindowCutter$Result r (let [r (cut false)] (if (.renumbered ^WindowCutter$Result r) r (cut true)))]
                (remember-metadata! (map ->clj (.metadata r)))
@@ -327,7 +341,7 @@
              (catch pyprof.jvm.WindowCutter$NotLayout _ nil)) ; else the tolerant reader
         (let [events (events-in path start end)]
           (remember-metadata! events)
-          (write-events! out known (concat events extra))))))
+          (write-events! out known (concat (with-thread-names events names) extra))))))
 
 (defn rewrite-trace!
   "Rewrites the MXNet trace at `path` as a valid trace, known metadata first (as Python's

@@ -328,6 +328,22 @@ public final class Profiler {
   }
 
   /**
+   * Names the calling thread in the windows written from now on: each window whose events hold
+   * MXNet calls made by this thread gets a {@code thread_name} metadata event with
+   * {@link Thread#getName()} (trace.json {@code thread_names}). Threads that call MXNet through
+   * pyprof are named on their first call; a thread of another binding (DJL's workers, the
+   * retired Scala/Java package) calls this once at its start, and again after it renames itself.
+   * Cheap (one native call and one map entry; no Clojure is loaded), and any thread may call
+   * it at any time, with or without a session.
+   *
+   * @return whether the thread is named: false where threads cannot be named (not Linux), or
+   *     when {@link ThreadNames#LIMIT} living threads are named already
+   */
+  public static boolean nameThread() {
+    return ThreadNames.register() != 0L;
+  }
+
+  /**
    * Statistics of the valid trace file(s) at {@code paths} (the windows a session wrote, or a
    * trace in MXNet's own layout), read as a stream (pure JVM, no C call; Python's
    * {@code pyprof.trace.stats} figures within a relative 1e-12).

@@ -577,14 +577,14 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     return lastSave;
   }
 
+  /**
+   * Refused, as {@code start("steady=true")} is: begun while the service runs, steady mode would
+   * switch the profiler while the service's own binding may be inside MXNet calls (api.json
+   * service_session jmx_steady_refused names the fix, {@code -Dpyprof.steady=true}).
+   */
   @Override
-  public synchronized String steadyBegin(String options) {
-    try {
-      Profiler.steadyBegin(JmxOptions.parse(options));
-      return Profiler.steadyActive();
-    } catch (PyprofException e) {
-      throw forJmx(e);
-    }
+  public String steadyBegin(String options) {
+    throw new IllegalStateException((String) ProfilerSession.service("jmx_steady_refused"));
   }
 
   @Override

@@ -79,10 +79,11 @@ public interface ProfilerControlMBean {
   String getOutputRoot();
 
   /**
-   * Begins steady mode ({@link Profiler#steadyBegin(java.util.Map)}; {@code options} as for
-   * {@link #start}, recording keys only): only safe before the service's own MXNet threads
-   * start, so a service gives {@code -Dpyprof.steady=true} on its command line instead, which
-   * {@link ProfilerControl#register()} reads. Returns who began it.
+   * Refused with an {@link IllegalStateException} naming the fix: steady mode is only safe
+   * begun before the service's own MXNet threads start, so a service gives
+   * {@code -Dpyprof.steady=true} on its command line, which {@link ProfilerControl#register()}
+   * reads (the operation stays so that a console calling it gets the reason, not a missing
+   * operation).
    */
   String steadyBegin(String options);
 

@@ -31,7 +31,9 @@ import java.util.regex.Pattern;
  * safe id found later holds a number already given. One event held at a time; only lines whose
  * value holds what JSON escapes are rewritten. What
  * {@code pyprof.session.raw/cut!} did with the whole range in memory, with the same events out.
- * The rules are read from trace.json by the caller (Clojure: {@code pyprof.session.raw}).
+ * Named threads (trace.json {@code thread_names}, {@link ThreadNames}) get their
+ * {@code thread_name} event before their first event in the range. The rules are read from
+ * trace.json by the caller (Clojure: {@code pyprof.session.raw}).
  */
 public final class WindowCutter {
   private static final JsonFactory FACTORY = new JsonFactory();
@@ -44,12 +46,27 @@ public final class WindowCutter {
   private final Map<String, String> kindOf = new HashMap<>(); // id field -> its kind
   private final String[] id2Scopes;
   private final BigInteger limit;
+  private final String threadName;
+  private final long hashSeed;
 
   /**
+   * A cutter that names no threads.
+   *
    * @param layout trace.json {@code mxnet_layout} (header, footer, raw_string_lines)
    * @param ids trace.json {@code ids} (limit_bits, kinds, id2_scopes)
    */
   public WindowCutter(Map<?, ?> layout, Map<?, ?> ids) {
+    this(layout, ids, Map.of("name", "thread_name", "hash_seed", 0L));
+  }
+
+  /**
+   * @param layout trace.json {@code mxnet_layout} (header, footer, raw_string_lines)
+   * @param ids trace.json {@code ids} (limit_bits, kinds, id2_scopes)
+   * @param threadNames trace.json {@code thread_names} (name, hash_seed)
+   */
+  public WindowCutter(Map<?, ?> layout, Map<?, ?> ids, Map<?, ?> threadNames) {
+    threadName = (String) threadNames.get("name");
+    hashSeed = ((Number) threadNames.get("hash_seed")).longValue();
     header = Pattern.compile((String) layout.get("header"));
     footer = Pattern.compile((String) layout.get("footer"));
     List<?> lines = (List<?>) layout.get("raw_string_lines");
@@ -108,6 +125,17 @@ public final class WindowCutter {
    */
   public Result cut(String raw, long start, long end, List<?> known, List<?> extra, Writer out,
       boolean twoPasses) throws IOException {
+    return cut(raw, start, end, known, extra, out, twoPasses, Map.of());
+  }
+
+  /**
+   * {@link #cut(String, long, long, List, List, Writer, boolean)}, a {@code thread_name}
+   * metadata event (trace.json {@code thread_names}) written before the first event of the range
+   * of each pid and tid whose tid {@code names} holds ({@link #names()}: tid as MXNet writes it,
+   * the unsigned value's bits in a long, to the thread's name).
+   */
+  public Result cut(String raw, long start, long end, List<?> known, List<?> extra, Writer out,
+      boolean twoPasses, Map<Long, String> names) throws IOException {
     long[] body = body(raw, start, end);
     List<Map<String, Object>> head = new ArrayList<>();
     Set<Object> seen = new HashSet<>();
@@ -134,6 +162,7 @@ public final class WindowCutter {
       numbering.assign();
     }
     List<Map<String, Object>> found = new ArrayList<>();
+    Set<List<Object>> named = new HashSet<>();
     long[] count = {0};
     try (JsonGenerator g = FACTORY.createGenerator(out)) {
       g.setRootValueSeparator(null);
@@ -152,6 +181,12 @@ public final class WindowCutter {
         head.forEach(write);
         each(raw, body, e -> {
           if (!isMetadata(e)) {
+            if (!names.isEmpty()) {
+              Map<String, Object> m = threadNameOf(e, names, named);
+              if (m != null) {
+                write.accept(m);
+              }
+            }
             write.accept(e);
           } else if (seen.add(e)) {
             found.add(e);
@@ -197,6 +232,51 @@ public final class WindowCutter {
     } catch (IOException | java.io.UncheckedIOException e) {
       // not expected (memory only): the first cut is slower, nothing else
     }
+  }
+
+  /** The registered threads now ({@link ThreadNames#byTid}), with trace.json's hash seed. */
+  public Map<Long, String> names() {
+    return ThreadNames.byTid(hashSeed);
+  }
+
+  /**
+   * The {@code thread_name} event due before {@code e}: when its tid is one of {@code names}
+   * and its pid and tid are not in {@code named} yet (then added); else null.
+   */
+  public Map<String, Object> threadNameOf(Map<?, ?> e, Map<Long, String> names,
+      Set<List<Object>> named) {
+    Object tid = e.get("tid");
+    Long key = tidKey(tid);
+    String name = key == null ? null : names.get(key);
+    if (name == null || !named.add(java.util.Arrays.asList(e.get("pid"), tid))) {
+      return null;
+    }
+    Map<String, Object> m = new LinkedHashMap<>();
+    m.put("ph", "M");
+    m.put("name", threadName);
+    if (e.containsKey("pid")) {
+      m.put("pid", e.get("pid"));
+    }
+    m.put("tid", tid);
+    m.put("args", new LinkedHashMap<>(Map.of("name", name)));
+    return m;
+  }
+
+  /** A tid as read ({@code Long}, a {@code BigInteger} or Clojure {@code BigInt} up to 64 bits) as its bits in a long; else null. */
+  static Long tidKey(Object v) {
+    if (v instanceof Long) {
+      return (Long) v;
+    }
+    if (v instanceof clojure.lang.BigInt) {
+      v = ((clojure.lang.BigInt) v).toBigInteger();
+    }
+    if (v instanceof BigInteger && ((BigInteger) v).signum() >= 0 && ((BigInteger) v).bitLength() <= 64) {
+      return ((BigInteger) v).longValue();
+    }
+    if (v instanceof Integer) {
+      return ((Integer) v).longValue();
+    }
+    return null;
   }
 
   private static boolean isMetadata(Map<String, Object> e) {

@@ -11,6 +11,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import pyprof.jvm.MXNetException;
+import pyprof.jvm.ThreadNames;
 
 /**
  * The part of MXNet 1.9.1's C API that pyprof uses, every call behind the {@link Gate}. Names and
@@ -145,11 +146,13 @@ public final class LibMXNet {
 
   private static void reader(java.util.function.IntSupplier call, String fn) {
     load();
+    ThreadNames.touch(); // windows name the threads that call MXNet (once per thread)
     Gate.shared(call, fn);
   }
 
   private static void free(java.util.function.IntSupplier call, String fn) {
     load();
+    ThreadNames.touch();
     check(call.getAsInt(), fn);
   }
 
@@ -248,6 +251,7 @@ public final class LibMXNet {
   }
 
   public static void MXProfileDurationStart(Pointer durationHandle) {
+    ThreadNames.touch();
     check(Natives.MXProfileDurationStart(durationHandle), "MXProfileDurationStart");
   }
 
