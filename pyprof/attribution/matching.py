@@ -36,6 +36,7 @@ import orjson
 
 from .. import rules
 from ..errors import PyprofError
+from ..trace.naming import BOOKKEEPING as _BOOKKEEPING
 from ..trace.slices import closed_slices
 from ..trace.writer import TraceWriter
 from . import flops as _flops
@@ -51,8 +52,9 @@ _SPEC: dict[str, Any] = rules.spec("attribution.json")
 #: The trace args' names (attribution.json ``trace_args``).
 ARGS: dict[str, str] = {k: v for k, v in _SPEC["trace_args"].items() if k != "about"}
 _M: dict[str, Any] = _SPEC["matching"]
-#: Operator events that are the engine's own work, never a recorded call.
-BOOKKEEPING = frozenset(_M["bookkeeping"])
+#: Operator events that are the engine's own work, never a recorded call (trace.json
+#: ``bookkeeping``, the rule the summaries read too).
+BOOKKEEPING = _BOOKKEEPING
 _CATEGORIES = frozenset(_M["categories"])
 _LABELS: dict[str, str] = _M["match_labels"]
 _CALL: str = _SPEC["capture"]["sources"]["call"]

@@ -4,11 +4,12 @@ One profiler session records a whole batch (see :mod:`pyprof.bench._worker`). Ev
 case is one ``b``/``e`` pair of the task ``<case id>/<phase>`` in the ``pyprof.bench`` domain.
 An operator call (a ``B``/``E`` pair on the device's pid) belongs to the window its begin falls
 in; the engine is drained inside the window, so it also ends there. Per run, the phase's time is
-the sum of its operator calls, engine bookkeeping (:data:`BOOKKEEPING`) left out. Each kernel's
-calls are summarised by :meth:`pyprof.trace.OpStats.from_durations` (exact percentiles,
-integer microseconds). Memory: the ``Memory: <device>`` counter, in bytes, as MXNet's pooled
-storage manager hands storage out; a window's figure is the largest rise of the counter above
-the lowest value it had since the window opened (the value before the window included).
+the sum of its operator calls, what is not the operator's work (:data:`LEFT_OUT`: the engine's
+bookkeeping and autograd's head gradient) left out. Each kernel's calls are summarised by
+:meth:`pyprof.trace.OpStats.from_durations` (exact percentiles, integer microseconds). Memory:
+the ``Memory: <device>`` counter, in bytes, as MXNet's pooled storage manager hands storage out;
+a window's figure is the largest rise of the counter above the lowest value it had since the
+window opened (the value before the window included).
 """
 
 from __future__ import annotations
@@ -19,17 +20,24 @@ from typing import Any
 
 import numpy as np
 
+from .. import rules
+from ..trace.naming import BOOKKEEPING as _BOOKKEEPING
 from ..trace.reader import TraceReader
 from ..trace.statistics import OpStats
 
-__all__ = ["DOMAIN", "BOOKKEEPING", "Window", "attribute"]
+__all__ = ["DOMAIN", "BOOKKEEPING", "HEAD_GRADIENT", "LEFT_OUT", "Window", "attribute"]
 
 #: The profiler domain whose tasks mark each run's forward and backward window.
 DOMAIN = "pyprof.bench"
 
-#: Engine bookkeeping, not work of the operator: waits, variable deletion, and SetValueOp (the
-#: head gradient that autograd fills with ones before a backward pass).
-BOOKKEEPING = frozenset({"WaitForVar", "WaitForAll", "DeleteVariable", "SetValueOp"})
+#: The engine's bookkeeping, not work of the operator: waits, variable deletion and the like
+#: (trace.json ``bookkeeping``, the rule the summaries and attribution read).
+BOOKKEEPING = _BOOKKEEPING
+#: The head gradient autograd fills with ones before a backward pass (``SetValueOp``,
+#: attribution.json ``capture.autograd.head_gradient``): work of the backward, not of the operator.
+HEAD_GRADIENT: str = rules.spec("attribution.json")["capture"]["autograd"]["head_gradient"]
+#: The operator events a phase's time leaves out: :data:`BOOKKEEPING` and :data:`HEAD_GRADIENT`.
+LEFT_OUT: frozenset[str] = BOOKKEEPING | {HEAD_GRADIENT}
 
 
 @dataclasses.dataclass
@@ -41,9 +49,9 @@ class Window:
     peak_bytes: int | None = None
 
     def kernel_stats(self, device: str) -> list[OpStats]:
-        """One record per operator the phase ran (bookkeeping left out), most time first."""
+        """One record per operator the phase ran (:data:`LEFT_OUT` left out), most time first."""
         out = [OpStats.from_durations("operator", name, device, np.asarray(d, dtype=np.int64))
-               for name, d in self.kernels.items() if d and name not in BOOKKEEPING]
+               for name, d in self.kernels.items() if d and name not in LEFT_OUT]
         return sorted(out, key=lambda o: -o.total_us)
 
 
@@ -108,7 +116,7 @@ def attribute(trace: str, *, domain: str, device: str) -> dict[tuple[int, str], 
             if w < 0 or begins[i] > ends[w] or op_pid[i] not in device_pids:
                 continue
             windows[keys[w]].kernels[op_name[i]].append(op_dur[i])
-            if op_name[i] not in BOOKKEEPING:
+            if op_name[i] not in LEFT_OUT:
                 run_sums[w] += op_dur[i]
         for w, key in enumerate(keys):
             windows[key].runs_us.append(int(run_sums[w]))

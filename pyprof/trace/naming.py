@@ -13,6 +13,9 @@
   Patterns and wording are data: ``pyprof/spec/trace.json``'s ``bulk`` section, which the JVM's
   statistics read too.
 * :data:`MEMORY_PREFIX`: counters named ``Memory: <device>`` are memory samples in bytes.
+* :data:`BOOKKEEPING`: operator events that are the engine's own bookkeeping (``WaitForVar``,
+  ``DeleteVariable``, ...), not compute (``trace.json`` ``bookkeeping``): the summaries rank them
+  after compute, in a section of their own (:func:`is_bookkeeping`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Any
 
 from .. import rules
 
-__all__ = ["API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BULK_NOTE", "BULK_PATTERNS", "MEMORY_PREFIX",
+__all__ = ["API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BOOKKEEPING", "BOOKKEEPING_LABEL",
+           "BOOKKEEPING_NOTE", "BULK_NOTE", "BULK_PATTERNS", "MEMORY_PREFIX", "is_bookkeeping",
            "is_bulk_name", "is_one_operator_segment", "one_operator_note", "bulk_shares",
            "bulk_share_note"]
 
@@ -49,6 +53,16 @@ BULK_NOTE: str = _BULK["note"]
 #: Prefix of memory counter names: ``Memory: <device>`` (values in bytes).
 MEMORY_PREFIX: str = _CATEGORIES["memory_prefix"]
 
+_BOOKKEEPING: dict[str, Any] = rules.spec("trace.json")["bookkeeping"]
+#: Operator event names that are MXNet's engine bookkeeping, not compute (trace.json
+#: ``bookkeeping.names``): waits, deletions, the seeding of random resources, oneDNN's weight
+#: reorder, an executor's setup.
+BOOKKEEPING: frozenset[str] = frozenset(_BOOKKEEPING["names"])
+#: How the summaries mark them: the title of their section, the ``bookkeeping`` key of a record.
+BOOKKEEPING_LABEL: str = _BOOKKEEPING["label"]
+#: What a bookkeeping section says of its rows.
+BOOKKEEPING_NOTE = "the engine's own work (waits, deletions, seeding), not compute"
+
 _BULK_RE = re.compile("|".join(f"(?:{p})" for p in BULK_PATTERNS))
 _ONE: dict[str, str] = _BULK["one_operator"]
 _ONE_RE = re.compile(_ONE["pattern"])
@@ -58,6 +72,12 @@ def is_bulk_name(name: str) -> bool:
     """True for names of MXNet bulk segments: ``ImperativeBulk``, ``[dot]``,
     ``[Convolution,relu]`` or ``Activation,Pooling``."""
     return bool(_BULK_RE.search(name))
+
+
+def is_bookkeeping(name: str) -> bool:
+    """True for an operator event of the engine's bookkeeping (:data:`BOOKKEEPING`), e.g.
+    ``WaitForVar`` or ``DeleteVariable``."""
+    return name in BOOKKEEPING
 
 
 def is_one_operator_segment(name: str) -> bool:

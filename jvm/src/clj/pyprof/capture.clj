@@ -37,7 +37,9 @@
 (def ^:private cap spec-capture)
 (def ^:private dtypes (cap "dtypes"))
 (def ^:private skip (vec (cap "jvm_skip_classes")))
-(def ^:private bookkeeping (set (get-in spec ["matching" "bookkeeping"])))
+(def ^:private bookkeeping
+  "trace.json bookkeeping: the engine's own work, never a recorded call."
+  (set (get-in (rules/read-spec "trace.json") ["bookkeeping" "names"])))
 (def ^:private categories (set (get-in spec ["matching" "categories"])))
 (def ^:private labels (get-in spec ["matching" "match_labels"]))
 (def ^:private subgraphs (dissoc (get-in spec ["matching" "subgraphs"]) "about"))
