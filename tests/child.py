@@ -119,3 +119,33 @@ def operator_pairs(events: list[dict], names: tuple[str, ...]) -> list[tuple[dic
             pairs.append((stacks[key].pop(), e))
     assert not any(stacks.values()), f"B without E: {stacks}"
     return pairs
+
+
+#: A real MXNet window whose largest operator by total time is the engine's bookkeeping: the
+#: process's one-time ``ResourceParallelRandomSetSeed`` (milliseconds) falls in it, and the
+#: first ``wait_to_read`` waits behind it (a ``WaitForVar`` of milliseconds), beside ten tiny
+#: dots, additions and relus (microseconds each) and their ``DeleteVariable``s.
+BOOKKEEPING_SCRIPT = textwrap.dedent("""
+    import sys
+    import mxnet as mx
+    from mxnet import profiler
+    profiler.set_config(filename=sys.argv[1], profile_all=True)
+    profiler.set_state('run')
+    a = mx.nd.ones((64, 64))
+    for _ in range(10):
+        b = mx.nd.dot(a, a)
+        b.wait_to_read()
+        c = (b + 1).relu()
+    mx.nd.waitall()
+    profiler.set_state('stop')
+    profiler.dump()
+""")
+
+
+def bookkeeping_trace(path: Path) -> Path:
+    """Write :data:`BOOKKEEPING_SCRIPT`'s trace to ``path`` in a fresh interpreter (not the
+    zygote: the one-time seeding must fall in the window) and return ``path``."""
+    import sys
+    subprocess.run([sys.executable, "-c", BOOKKEEPING_SCRIPT, str(path)], check=True, timeout=120,
+                   capture_output=True, cwd=path.parent)
+    return path

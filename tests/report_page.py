@@ -114,9 +114,9 @@ def open_report(browser):
         p.close()
 
 
-ROWS_JS = """(fi) => [...document.querySelectorAll(`table.ops[data-file="${fi}"] tbody tr`)].map(tr => ({
+ROWS_JS = """(fi) => [...document.querySelectorAll(`table.ops[data-file="${fi}"] tbody tr[data-key]`)].map(tr => ({
   key: JSON.parse(tr.dataset.key), count: +tr.dataset.count, total_us: +tr.dataset.totalUs,
-  cells: [...tr.cells].map(td => td.textContent)}))"""
+  bookkeeping: tr.dataset.bookkeeping === "1", cells: [...tr.cells].map(td => td.textContent)}))"""
 TOTAL_JS = """(fi) => { const tr = document.querySelector(`table.ops[data-file="${fi}"] tfoot tr`);
   return {count: +tr.dataset.count, total_us: +tr.dataset.totalUs, cells: [...tr.cells].map(td => td.textContent)}; }"""
 RED_PIXELS_JS = """([r, g, b]) => { const c = document.getElementById('timeline');
@@ -147,9 +147,13 @@ def check_table(page: Page, summary: dict, fi: int = 0) -> None:
     assert total["count"] == sum(o["count"] for o in ops)
     assert float(total["total_us"]) == float(sum(o["total_us"] for o in ops))
     assert total["cells"][2] == f"{sum(o['total_us'] for o in ops) / 1e3:.3f}"
-    # Rows in the page's default order: total time descending, as summarize sorts each group.
-    totals = [r["total_us"] for r in rows]
-    assert totals == sorted(totals, reverse=True)
+    # Rows in the page's default order: total time descending, as summarize sorts each group,
+    # the engine's bookkeeping after compute, marked as summarize marks it.
+    assert [r["bookkeeping"] for r in rows] == sorted(r["bookkeeping"] for r in rows)
+    assert all(r["bookkeeping"] == by_key[tuple(r["key"])]["bookkeeping"] for r in rows)
+    for part in (False, True):
+        totals = [r["total_us"] for r in rows if r["bookkeeping"] == part]
+        assert totals == sorted(totals, reverse=True)
 
 
 def check_notes(page: Page, summary: dict) -> None:

@@ -94,6 +94,35 @@ def test_sort_by_header(tmp_path, open_report):
     page.check_clean()
 
 
+def test_bookkeeping_after_compute_whatever_the_sort(tmp_path, open_report):
+    """A real window whose largest operator is the engine's bookkeeping: the page lists compute
+    first and the bookkeeping under its own title row, marked, also after a click on a header;
+    the footer's total keeps its time."""
+    from child import bookkeeping_trace
+    trace = bookkeeping_trace(tmp_path / "bk.json")
+    out = tmp_path / "r.html"
+    report_html(trace, out)
+    summary = json.loads(summarize(trace, fmt="json"))
+    assert max(summary["operators"], key=lambda o: o["total_us"])["bookkeeping"]  # the case
+    page = open_report(out)
+    page.check_clean()
+    check_table(page, summary)
+    rows = page.page.evaluate(ROWS_JS, 0)
+    assert not rows[0]["bookkeeping"] and rows[-1]["bookkeeping"]
+    assert any(r["key"][1] == "WaitForVar" and r["bookkeeping"] for r in rows)
+    bk = [o for o in summary["operators"] if o["bookkeeping"]]
+    title = page.js("document.querySelector('table.ops tbody.bookkeeping tr.section').textContent")
+    calls = sum(o["count"] for o in bk)
+    assert title == (f"bookkeeping: {sum(o['total_us'] for o in bk) / 1e3:.3f} ms in {calls} calls, "
+                     "the engine's own work (waits, deletions, seeding), not compute")
+    assert page.js("document.querySelectorAll('table.ops tr.bookkeeping').length") == len(bk)
+    for col in ("total_us", "total_us", "name", "count"):  # descending, ascending, by name, calls
+        page.page.locator(f'table.ops th[data-col="{col}"]').click()
+        marks = [r["bookkeeping"] for r in page.page.evaluate(ROWS_JS, 0)]
+        assert marks == sorted(marks), col
+    page.check_clean()
+
+
 def test_zoom_pan_and_slice_args(tmp_path, open_report):
     trace = CASES / "args_lists.json"
     out = tmp_path / "r.html"

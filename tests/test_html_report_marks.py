@@ -108,7 +108,8 @@ def test_roofline_view_equals_pyprof_roofline(window, open_report):
     cli = run_cli(["roofline", path, "-o", str(tmp / "roof.png"), "--peaks", peaks_path,
                    "--format", "json"], tmp)
     assert cli.returncode == 0, cli.stderr
-    want = json.loads(cli.stdout)["groups"]
+    roof = json.loads(cli.stdout)
+    want = roof["groups"]
     assert {g["name"] for g in want} >= {"dot", "relu", "_plus_scalar"}
     assert sum(g["name"] == "dot" for g in want) == 2  # two input shapes
     out = tmp / "roof.html"
@@ -137,6 +138,17 @@ def test_roofline_view_equals_pyprof_roofline(window, open_report):
     assert page.js("[...document.querySelectorAll('.roofline-note')].length") == 0
     assert page.js("pyprofReport.rooflines[0].chart.scales.x.distr") == 3  # log
     assert page.js("pyprofReport.rooflines[0].chart.scales.y.distr") == 3
+    # The engine's bookkeeping (the window's DeleteVariables, ...): no point, listed apart as
+    # pyprof roofline lists it
+    bk = roof["bookkeeping"]
+    assert "DeleteVariable" in {b["name"] for b in bk}
+    assert not {b["name"] for b in bk} & {r["name"] for r in got["rows"]}
+    assert page.js("pyprofReport.rooflines[0].view.bookkeeping") == bk
+    line = page.js("document.querySelector('.roofline-bookkeeping').textContent")
+    calls = sum(b["count"] for b in bk)
+    assert line.startswith(f"bookkeeping, not placed: {sum(b['total_us'] for b in bk) / 1e3:.3f} ms in "
+                           f"{calls} call{'' if calls == 1 else 's'}; the engine's own work")
+    assert all(f"{b['name']} ({b['device']}) {b['total_us'] / 1e3:.3f} ms" in line for b in bk)
 
 
 def test_roofline_without_peaks_has_points_and_a_note(window, open_report, tmp_path):

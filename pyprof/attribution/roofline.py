@@ -14,7 +14,9 @@ GEMM peak and MXNet's dot peak, ``B`` the copy bandwidth, all from
 roof uses the machine's best compute peak, except for the operators of ``attribution.json
 roofline.mxnet_dot_operators`` (MXNet's ``dot``), held to MXNet's dot peak: the kernel that
 peak measures. Groups above ``roofline.above`` (1.1) times their roof are listed by
-:meth:`Roofline.above`: a FLOP or byte count too high, or peaks measured under load.
+:meth:`Roofline.above`: a FLOP or byte count too high, or peaks measured under load. The engine's
+bookkeeping (``WaitForVar``, ``DeleteVariable``, ...: ``trace.json`` ``bookkeeping``) is never a
+point: :attr:`Roofline.bookkeeping` lists its time apart, per operator.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import rules
+from ..trace.naming import BOOKKEEPING_LABEL, BOOKKEEPING_NOTE, is_bookkeeping
 from ..trace.shapes import ShapeGroup, dims_text
 from .peaks import Peaks
 
-__all__ = ["Point", "Roofline", "roofline", "shape_groups", "placeable", "points", "render",
-           "ABOVE"]
+__all__ = ["Point", "Roofline", "roofline", "shape_groups", "placeable", "points",
+           "bookkeeping", "bookkeeping_text", "render", "ABOVE"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")
 _ROOF = _SPEC["roofline"]
@@ -88,9 +91,12 @@ class Roofline:
         points: the groups with FLOPs, bytes and time, most time first.
         peaks: the roofs' :class:`~pyprof.attribution.peaks.Peaks`.
         peaks_from: the file the peaks were read from; None when measured in this run.
-        left_out: operator groups without FLOPs or bytes (bookkeeping such as ``DeleteVariable``,
-            copies, which count 0 FLOPs, operators ``flops.json`` has no formula for), or no time.
+        left_out: operator groups, not bookkeeping, without FLOPs or bytes (copies, which count 0
+            FLOPs, operators ``flops.json`` has no formula for), or no time.
         image: the image written.
+        bookkeeping: the engine's bookkeeping (``WaitForVar``, ``DeleteVariable``, ...), never
+            placed: one ``{"name", "device", "count", "total_us"}`` per operator and device,
+            most time first (:func:`bookkeeping`).
     """
 
     points: list[Point]
@@ -98,6 +104,7 @@ class Roofline:
     peaks_from: str | None
     left_out: int
     image: str
+    bookkeeping: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     def above(self, factor: float = ABOVE) -> list[Point]:
         """The points above ``factor`` times their roof, most over first."""
@@ -108,7 +115,8 @@ class Roofline:
     def as_dict(self) -> dict[str, Any]:
         return {"units": {"intensity": "FLOP/byte", "rates": "1e9/s", "time": "us"},
                 "peaks": self.peaks.as_dict(), "peaks_from": self.peaks_from,
-                "image": self.image, "left_out": self.left_out, "above_factor": ABOVE,
+                "image": self.image, "left_out": self.left_out,
+                BOOKKEEPING_LABEL: self.bookkeeping, "above_factor": ABOVE,
                 "groups": [p.as_dict() for p in self.points],
                 "above": [p.as_dict() for p in self.above()]}
 
@@ -139,13 +147,30 @@ def placeable(g: ShapeGroup) -> bool:
     return bool(g.flops and g.bytes and g.total_us > 0)
 
 
+def bookkeeping(groups: Sequence[ShapeGroup]) -> list[dict[str, Any]]:
+    """The engine's bookkeeping among ``groups`` (operator groups named in ``trace.json``
+    ``bookkeeping``: ``WaitForVar``, ``DeleteVariable``, ...), which a roofline never places:
+    ``{"name", "device", "count", "total_us"}`` per operator and device, most time first."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for g in groups:
+        if g.category in _OPERATOR_CATEGORIES and is_bookkeeping(g.name):
+            r = out.setdefault((g.name, g.device), {"name": g.name, "device": g.device,
+                                                    "count": 0, "total_us": 0})
+            r["count"] += g.count
+            r["total_us"] += g.total_us
+    return sorted(out.values(), key=lambda r: (-r["total_us"], r["name"], r["device"]))
+
+
 def points(groups: Sequence[ShapeGroup], peaks: Peaks | None) -> tuple[list[Point], int]:
     """The groups that go on a roofline as :class:`Point` (most time first), and how many
-    operator groups were left out (no FLOPs, no bytes, 0 FLOPs, or no time). With ``peaks``
-    None, the points carry no roof (FLOP/byte, GFLOP/s and GB/s only)."""
+    operator groups, not the engine's bookkeeping (:func:`bookkeeping`), were left out (no
+    FLOPs, no bytes, 0 FLOPs, or no time). With ``peaks`` None, the points carry no roof
+    (FLOP/byte, GFLOP/s and GB/s only)."""
     out: list[Point] = []
     left_out = 0
     for g in sorted(groups, key=lambda g: (-g.total_us, g.name, str(g.input_dims))):
+        if is_bookkeeping(g.name) and g.category in _OPERATOR_CATEGORIES:
+            continue
         if not placeable(g):
             left_out += g.category in _OPERATOR_CATEGORIES
             continue
@@ -208,7 +233,7 @@ def roofline(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         got = measure(budget_s=budget_s, mxnet=mxnet)
     pts, left_out = points(groups, got)
     r = Roofline(pts, got, None if peaks is None or isinstance(peaks, Peaks) else os.fspath(peaks),
-                 left_out, image)
+                 left_out, image, bookkeeping(groups))
     _draw(r, top)
     return r
 
@@ -276,7 +301,9 @@ def _draw(r: Roofline, top: int) -> None:
 def render(r: Roofline, fmt: str = "table") -> str:
     """``pyprof roofline``'s report: ``"json"`` (:meth:`Roofline.as_dict`), or a line of the
     roofs and a table (tabulate, as ``pyprof summarize``): operator, input dims, calls, GFLOP/s,
-    GB/s, FLOP/byte, roof GFLOP/s at that intensity, % of it, and bound (compute or memory)."""
+    GB/s, FLOP/byte, roof GFLOP/s at that intensity, % of it, and bound (compute or memory);
+    then the operator groups left out, and the engine's bookkeeping, never placed, apart (its
+    operators, calls and time)."""
     if fmt == "json":
         import orjson
         return orjson.dumps(r.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
@@ -295,6 +322,21 @@ def render(r: Roofline, fmt: str = "table") -> str:
     table = tabulate(rows, headers=["operator"] + (["device"] if devices else []) + [
         "input dims", "calls", "GFLOP/s", "GB/s", "FLOP/byte", "roof (GFLOP/s)", "roof (%)",
         "bound"], tablefmt="simple", floatfmt=".3f")
-    tail = [f"{r.left_out} operator group(s) without FLOPs or bytes left out (bookkeeping, "
-            "copies, operators flops.json has no formula for)"] if r.left_out else []
+    tail = [f"{r.left_out} operator group(s) without FLOPs or bytes left out (copies, "
+            "operators flops.json has no formula for)"] if r.left_out else []
+    if r.bookkeeping:
+        tail.append(bookkeeping_text(r.bookkeeping) + "\n\n" + tabulate(
+            [[b["name"]] + ([b["device"] or "host"] if devices else []) + [b["count"], b["total_us"] / 1e3]
+             for b in r.bookkeeping],
+            headers=["operator"] + (["device"] if devices else []) + ["calls", "total (ms)"],
+            tablefmt="simple", floatfmt=".3f"))
     return "\n\n".join([head, table, *tail]) + "\n"
+
+
+def bookkeeping_text(rows: Sequence[dict[str, Any]]) -> str:
+    """``bookkeeping, not placed: 1.234 ms in 40 calls; the engine's own work ...``: the title
+    of the engine's bookkeeping under a roofline (``rows`` from :func:`bookkeeping`)."""
+    total = sum(b["total_us"] for b in rows)
+    calls = sum(b["count"] for b in rows)
+    return (f"{BOOKKEEPING_LABEL}, not placed: {total / 1e3:.3f} ms in {calls} call"
+            f"{'' if calls == 1 else 's'}; {BOOKKEEPING_NOTE}")

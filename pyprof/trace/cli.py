@@ -40,7 +40,8 @@ def _progress(args: argparse.Namespace) -> bool | None:
 
 def _summarize(args: argparse.Namespace) -> int:
     sys.stdout.write(summarize(args.trace, top=args.top, sort=args.sort, fmt=args.format,
-                               include_api=args.include_api, progress=_progress(args), by=args.by))
+                               include_api=args.include_api, progress=_progress(args), by=args.by,
+                               rank_bookkeeping=args.rank_bookkeeping))
     return 0
 
 
@@ -182,6 +183,9 @@ def register(subparsers: Subparsers) -> None:
     p.add_argument("--by", choices=["shape"], default=None,
                    help="shape: one row per (operator, input shapes) with GFLOP/s and GB/s, from "
                         "the args of record_shapes/with_flops")
+    p.add_argument("--rank-bookkeeping", action="store_true",
+                   help="rank the engine's bookkeeping (WaitForVar, DeleteVariable, ...) with "
+                        "compute; by default it is listed after compute, in a section of its own")
 
     p = add("diff", _diff, "per-operator change between two traces; exit 1 on a regression")
     p.add_argument("base")

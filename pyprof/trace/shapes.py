@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .. import rules
+from .naming import BOOKKEEPING_LABEL, BOOKKEEPING_NOTE, is_bookkeeping
 from .reader import iter_events
 from .slices import closed_slices
 
@@ -144,10 +145,17 @@ def check_by(by: str | None) -> None:
         raise rules.error("trace.by", by=by, choices=list(BY))
 
 
-def render(result: ShapeStats, *, fmt: str = "table", top: int | None = None) -> str:
+def render(result: ShapeStats, *, fmt: str = "table", top: int | None = None,
+           rank_bookkeeping: bool = False) -> str:
     """The ``summarize --by shape`` text: per (device, category), one row per (operator, input
     signature), most time first: calls, total and mean (ms; ``_us`` keys in json/csv), share of
-    the group, GFLOP/s and GB/s."""
+    the group, GFLOP/s and GB/s.
+
+    The engine's bookkeeping (:data:`pyprof.trace.naming.BOOKKEEPING`: ``WaitForVar``,
+    ``DeleteVariable``, ...) comes after compute, as in :func:`pyprof.trace.summarize`: a section
+    of its own per group in ``table``/``markdown``, ``"bookkeeping": true`` records after the
+    group's others in ``json``/``csv``; ``top`` cuts the compute rows only, and the group's total
+    and shares include it. ``rank_bookkeeping=True`` ranks it with compute, as any row."""
     import io
     import csv
 
@@ -161,9 +169,23 @@ def render(result: ShapeStats, *, fmt: str = "table", top: int | None = None) ->
     for key in order:
         rows = sorted(by_group[key], key=lambda g: (-g.total_us, g.name, str(g.input_dims)))
         total = sum(g.total_us for g in rows)
-        for g in rows[:top] if top else rows:
-            records.append({**g.as_dict(), "share_pct": 100.0 * g.total_us / total if total else 0.0})
+        apart = [] if rank_bookkeeping else [g for g in rows if is_bookkeeping(g.name)]
+        ranked = [g for g in rows if rank_bookkeeping or not is_bookkeeping(g.name)]
+        for g in (ranked[:top] if top else ranked) + apart:
+            records.append({**g.as_dict(), "share_pct": 100.0 * g.total_us / total if total else 0.0,
+                            BOOKKEEPING_LABEL: is_bookkeeping(g.name)})
     notes = [NO_SHAPES_NOTE] if records and all(r["input_dims"] is None for r in records) else []
+    from tabulate import tabulate
+    headers = ["operator", "input dims", "input type", "calls", "total (ms)", "share (%)",
+               "mean (ms)", "GFLOP/s", "GB/s"]
+    tablefmt = "github" if fmt == "markdown" else "simple"
+
+    def table(rows: list[dict[str, Any]]) -> str:
+        return tabulate([[r["name"], dims_text(r["input_dims"]), dims_text(r["input_type"]),
+                          r["count"], r["total_us"] / 1e3, r["share_pct"], r["mean_us"] / 1e3,
+                          _num(r["gflops_per_s"]), _num(r["gb_per_s"])] for r in rows],
+                        headers=headers, tablefmt=tablefmt, floatfmt=".4f")
+
     if fmt == "json":
         return orjson.dumps({"units": {"time": "us", "flops": "1e9/s", "bytes": "1e9/s"},
                              "groups": records, "notes": notes},
@@ -177,19 +199,24 @@ def render(result: ShapeStats, *, fmt: str = "table", top: int | None = None) ->
                      "input_type": dims_text(r["input_type"])}
                     for r in records)
         return buf.getvalue()
-    from tabulate import tabulate
     parts = []
     for key in order:
         rows = [r for r in records if (r["device"], r["category"]) == key]
         total = sum(g.total_us for g in by_group[key])
-        title = f"{key[0] or 'host'} / {key[1]}: {total / 1e3:.3f} ms, by input shape"
-        table = [[r["name"], dims_text(r["input_dims"]), dims_text(r["input_type"]), r["count"],
-                  r["total_us"] / 1e3, r["share_pct"], r["mean_us"] / 1e3,
-                  _num(r["gflops_per_s"]), _num(r["gb_per_s"])] for r in rows]
-        parts.append(("### " if fmt == "markdown" else "") + title + "\n\n" + tabulate(
-            table, headers=["operator", "input dims", "input type", "calls", "total (ms)",
-                            "share (%)", "mean (ms)", "GFLOP/s", "GB/s"],
-            tablefmt="github" if fmt == "markdown" else "simple", floatfmt=".4f"))
+        where = f"{key[0] or 'host'} / {key[1]}"
+        text = ("### " if fmt == "markdown" else "") + f"{where}: {total / 1e3:.3f} ms, by input shape"
+        compute = [r for r in rows if rank_bookkeeping or not r[BOOKKEEPING_LABEL]]
+        apart = [r for r in rows if not rank_bookkeeping and r[BOOKKEEPING_LABEL]]
+        if compute or not apart:
+            text += "\n\n" + table(compute)
+        if apart:
+            bk_us, calls = sum(r["total_us"] for r in apart), sum(r["count"] for r in apart)
+            share = 100.0 * bk_us / total if total else 0.0
+            text += ("\n\n" + ("#### " if fmt == "markdown" else "")
+                     + f"{BOOKKEEPING_LABEL}: {bk_us / 1e3:.3f} ms in {calls} call"
+                     + f"{'' if calls == 1 else 's'}, {share:.2f}% of {where}; {BOOKKEEPING_NOTE}"
+                     + "\n\n" + table(apart))
+        parts.append(text)
     return "\n\n".join((parts or ["no timed events found"]) + [f"note: {n}" for n in notes]) + "\n"
 
 

@@ -113,7 +113,15 @@ def test_no_group_of_a_profiled_workload_is_above_1_1x_the_measured_peak(workloa
     assert dot["bound"] == "compute"
     names = {n for n, _ in groups}
     assert {"relu", "_plus_scalar", "exp"} <= names and len(groups) >= 5
-    assert r["left_out"] >= 1  # DeleteVariable and the like carry no FLOPs
+    # the engine's bookkeeping (DeleteVariable, WaitForVar, ...) is never a point nor left out:
+    # it is listed apart, with its time as summarize counts it
+    assert {"DeleteVariable", "WaitForVar"} & {n for n, _ in groups} == set()
+    from pyprof.trace.naming import BOOKKEEPING
+    s = trace.stats(workload / "w.json", exclude_categories=("MXNET_C_API",))
+    want = sorted(((o.name, o.count, o.total_us) for o in s.operators
+                   if o.name in BOOKKEEPING and o.category == "operator"), key=lambda t: (-t[2], t[0]))
+    assert "DeleteVariable" in {n for n, _, _ in want}
+    assert [(b["name"], b["count"], b["total_us"]) for b in r["bookkeeping"]] == want
     assert _png_size(png) == (1100, 700)
 
 
@@ -162,7 +170,8 @@ def test_points_roofs_and_the_groups_above_1_1x_on_a_synthetic_trace(tmp_path):
                                             ("Convolution", 10, 900_000, 9_000)])
     r = R.roofline(path, tmp_path / "s.png", peaks=PEAKS, top=2)
     assert r.image == str(tmp_path / "s.png") and _png_size(tmp_path / "s.png") == (1100, 700)
-    assert r.left_out == 1 and r.peaks_from is None
+    assert r.left_out == 0 and r.peaks_from is None  # DeleteVariable is bookkeeping, apart
+    assert r.bookkeeping == [{"name": "DeleteVariable", "device": "cpu/0", "count": 1, "total_us": 1}]
     by = {(p.group.name, p.group.total_us): p for p in r.points}
     assert [p.group.total_us for p in r.points] == [200, 100, 50, 10]  # most time first
     slow, fast, relu, conv = by[("dot", 100)], by[("dot", 200)], by[("relu", 50)], by[("Convolution", 10)]
@@ -178,7 +187,12 @@ def test_points_roofs_and_the_groups_above_1_1x_on_a_synthetic_trace(tmp_path):
     assert [g["name"] for g in d["above"]] == ["relu", "dot"] and d["above_factor"] == 1.1
     text = R.render(r)
     assert text.startswith("roofs: numpy GEMM 100.0 GFLOP/s, MXNet dot 40.0 GFLOP/s, copy 10.0 GB/s")
-    assert "75.000" in text and "1 operator group(s) without FLOPs" in text
+    assert "75.000" in text and "operator group(s) without FLOPs" not in text
+    title, table = text.rstrip("\n").split("\n\n")[-2:]
+    assert title == ("bookkeeping, not placed: 0.001 ms in 1 call; the engine's own work (waits, "
+                     "deletions, seeding), not compute")
+    assert table.splitlines()[-1].split() == ["DeleteVariable", "1", "0.001"]
+    assert d["bookkeeping"] == r.bookkeeping
     # without MXNet's dot peak, MXNet's dot is held to numpy's
     r2 = R.roofline(path, tmp_path / "s2.png", peaks=P.Peaks(100.0, 10.0, None, {}, {}, 0, 0.0))
     assert [(p.group.name, p.group.total_us) for p in r2.above()] == [("relu", 50)]

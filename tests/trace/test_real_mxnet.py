@@ -1,12 +1,13 @@
 """A real MXNet trace, produced in a child process (one profiler session per process)."""
 
+import json
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from pyprof.trace import cross_check, repair, stats, validate
+from pyprof.trace import cross_check, repair, stats, summarize, validate
 
 pytest.importorskip("mxnet")
 
@@ -84,3 +85,78 @@ def test_two_dumps_in_one_file_lose_nothing(tmp_path):
     assert res.events == written - res.slices.complete  # each B/E pair is one X event
     assert not res.slices.dropped and validate(tmp_path / "fixed.json").ok
     assert stats(path).find("dot", category="operator")[0].count == 2
+
+
+@pytest.fixture(scope="module")
+def bookkeeping_window(tmp_path_factory):
+    from child import bookkeeping_trace
+    return bookkeeping_trace(tmp_path_factory.mktemp("bk") / "bk.json")
+
+
+def _operator_group(s):
+    return [o for o in s.operators if o.device == "cpu/0" and o.category == "operator"]
+
+
+def test_summarize_ranks_the_engine_bookkeeping_after_compute(bookkeeping_window):
+    """A real window whose largest operator is bookkeeping (the one-time seeding and a
+    WaitForVar behind it): summarize's first row is compute, bookkeeping comes after, marked, and
+    nothing is lost (the group's total, every record, shares adding up to 100)."""
+    from pyprof.trace.naming import BOOKKEEPING
+    s = stats(bookkeeping_window, exclude_categories=("MXNET_C_API",))
+    group = _operator_group(s)
+    by_total = sorted(group, key=lambda o: (-o.total_us, o.name))
+    assert by_total[0].name in BOOKKEEPING  # the trace is the case: bookkeeping has the most time
+    names = {o.name for o in group}
+    assert {"WaitForVar", "DeleteVariable", "ResourceParallelRandomSetSeed"} <= names
+    compute = [o for o in by_total if o.name not in BOOKKEEPING]
+    apart = [o for o in by_total if o.name in BOOKKEEPING]
+    group_us = sum(o.total_us for o in group)
+
+    ops = [r for r in json.loads(summarize(bookkeeping_window, fmt="json"))["operators"]
+           if r["device"] == "cpu/0" and r["category"] == "operator"]
+    assert [r["name"] for r in ops] == [o.name for o in compute + apart]
+    assert ops[0]["name"] == compute[0].name and ops[0]["bookkeeping"] is False
+    assert [r["bookkeeping"] for r in ops] == [False] * len(compute) + [True] * len(apart)
+    assert sum(r["total_us"] for r in ops) == group_us
+    assert sum(r["share_pct"] for r in ops) == pytest.approx(100.0)
+    wait = next(r for r in ops if r["name"] == "WaitForVar")
+    assert wait["share_pct"] == pytest.approx(100.0 * s.find("WaitForVar")[0].total_us / group_us)
+
+    text = summarize(bookkeeping_window)
+    head, _, tail = text.partition("\nbookkeeping: ")
+    assert tail, text  # the section of its own, titled with its time, calls and share
+    bk_us = sum(o.total_us for o in apart)
+    assert tail.startswith(f"{bk_us / 1e3:.3f} ms in {sum(o.count for o in apart)} calls, "
+                           f"{100.0 * bk_us / group_us:.2f}% of cpu/0 / operator; the engine's own "
+                           "work (waits, deletions, seeding), not compute")
+    assert f"cpu/0 / operator: {group_us / 1e3:.3f} ms in {sum(o.count for o in group)} calls" in head
+    rows = [line.split()[0] for line in head.splitlines()[4:] if line.strip()]
+    assert rows == [o.name for o in compute]  # the compute table: no bookkeeping row
+    assert [line.split()[0] for line in tail.split("\n\n")[1].splitlines()[2:]] == [o.name for o in apart]
+
+    # top cuts compute only; bookkeeping stays whole
+    top = json.loads(summarize(bookkeeping_window, fmt="json", top=1))["operators"]
+    assert [r["name"] for r in top if r["category"] == "operator"] == [compute[0].name] + [o.name for o in apart]
+    # rank_bookkeeping=True: one ranking, as any operator; the records still marked
+    ranked = json.loads(summarize(bookkeeping_window, fmt="json", rank_bookkeeping=True))["operators"]
+    ranked = [r for r in ranked if r["category"] == "operator"]
+    assert [r["name"] for r in ranked] == [o.name for o in by_total]
+    assert ranked[0]["bookkeeping"] is True
+    assert "\nbookkeeping: " not in summarize(bookkeeping_window, rank_bookkeeping=True)
+
+
+def test_summarize_by_shape_puts_bookkeeping_after_compute(bookkeeping_window):
+    from pyprof.trace.naming import BOOKKEEPING
+    s = stats(bookkeeping_window, exclude_categories=("MXNET_C_API",))
+    group = sorted(_operator_group(s), key=lambda o: (-o.total_us, o.name))
+    groups = [g for g in json.loads(summarize(bookkeeping_window, fmt="json", by="shape"))["groups"]
+              if g["category"] == "operator"]
+    marks = [g["bookkeeping"] for g in groups]
+    assert marks == sorted(marks) and marks[0] is False and marks[-1] is True
+    assert groups[0]["name"] == next(o.name for o in group if o.name not in BOOKKEEPING)
+    assert {g["name"] for g in groups if g["bookkeeping"]} == {o.name for o in group if o.name in BOOKKEEPING}
+    assert sum(g["total_us"] for g in groups) == sum(o.total_us for o in group)
+    text = summarize(bookkeeping_window, by="shape", fmt="markdown")
+    compute, _, apart = text.partition("\n#### bookkeeping: ")
+    assert "WaitForVar" in apart and "WaitForVar" not in compute and "| dot " in compute
+    assert "| dot " not in apart

@@ -25,7 +25,7 @@ import orjson
 
 from ... import __version__, rules
 from ..diffing import diff, format_diff
-from ..naming import API_CATEGORY
+from ..naming import API_CATEGORY, BOOKKEEPING_LABEL, BOOKKEEPING_NOTE
 from ..report import summarize
 from ..statistics import stats
 from ..writer import check_output
@@ -88,8 +88,10 @@ def report_html(traces: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     --trace`` nested under their operators, instant events as marks, and a session window's
     steps, its ``ProfilerStep#N`` instants, as a line per step over the window's span shaded); the
     ``Memory: <device>`` counters over time; the operator table (``summarize --format json``,
-    times in microseconds there, milliseconds on the page) with share bars, sortable, a click
-    on a row highlighting the operator's slices; with two traces the ``pyprof diff`` table; the
+    times in microseconds there, milliseconds on the page) with share bars, sortable, the
+    engine's bookkeeping (``WaitForVar``, ``DeleteVariable``, ...) after compute under a
+    ``bookkeeping`` title row, whatever the column sorted, a click on a row highlighting the
+    operator's slices; with two traces the ``pyprof diff`` table; the
     arguments of a clicked slice (shapes, types, call site, FLOPs, whatever the trace carries);
     when a trace carries FLOPs (``record_shapes=True, with_flops=True``), its roofline: each
     (operator, input shape) group as ``pyprof roofline`` places it (:mod:`.roofview`), against
@@ -186,7 +188,8 @@ def _page(title: str, files: list[dict[str, object]], blobs: list[str], has_diff
         "@SUBTITLE@": subtitle,
         "@FOOTER@": html.escape(f"written by pyprof {__version__}; memory and roofline charts: uPlot "
                                 f"{UPLOT_VERSION} (MIT licence, (c) Leon Sorokin)"),
-        "@META@": _script_json({"files": files, "diff": has_diff, "steps": {"cat": _STEP_MARKS["cat"]}}),
+        "@META@": _script_json({"files": files, "diff": has_diff, "steps": {"cat": _STEP_MARKS["cat"]},
+                                "bookkeeping": {"label": BOOKKEEPING_LABEL, "note": BOOKKEEPING_NOTE}}),
         "@UPLOT_CSS@": _asset(f"vendor/uPlot-{UPLOT_VERSION}.min.css"),
         "@STYLE@": _asset("report.css"),
         "@UPLOT_JS@": _asset(f"vendor/uPlot-{UPLOT_VERSION}.iife.min.js"),

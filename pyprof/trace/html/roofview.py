@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...attribution.peaks import Peaks
-from ...attribution.roofline import GEMM, MXNET_DOT, placeable, points, shape_groups
+from ...attribution.roofline import (GEMM, MXNET_DOT, bookkeeping, bookkeeping_text, placeable,
+                                     points, shape_groups)
 
 __all__ = ["roofline_view", "NO_PEAKS_NOTE"]
 
@@ -29,9 +30,12 @@ def roofline_view(path: str, peaks: Peaks | None, peaks_from: str | None, *,
     """The roofline of one trace for the page, or None when no group carries FLOPs and bytes.
 
     Returns:
-        ``{"points": [Point.as_dict()...], "left_out": n, "peaks": Peaks.as_dict() | None,
-        "roofs": [{"name", "gflops"}], "peaks_from": str | None, "note": str | None}``; points
-        most time first; FLOP/byte, 1e9 FLOP/s and 1e9 B/s, times in microseconds.
+        ``{"points": [Point.as_dict()...], "left_out": n, "bookkeeping": [...],
+        "bookkeeping_title": str | None, "peaks": Peaks.as_dict() | None, "roofs": [{"name",
+        "gflops"}], "peaks_from": str | None, "note": str | None}``; points most time first;
+        the engine's bookkeeping, never a point, apart
+        (:func:`pyprof.attribution.roofline.bookkeeping`); FLOP/byte, 1e9 FLOP/s and 1e9 B/s,
+        times in microseconds.
     """
     groups = shape_groups(path, progress=progress)
     if not any(placeable(g) for g in groups):
@@ -40,6 +44,8 @@ def roofline_view(path: str, peaks: Peaks | None, peaks_from: str | None, *,
     roofs = [] if peaks is None else [{"name": GEMM, "gflops": peaks.gemm_gflops}] + (
         [{"name": MXNET_DOT, "gflops": peaks.mxnet_dot_gflops}]
         if peaks.mxnet_dot_gflops is not None else [])
-    return {"points": [p.as_dict() for p in pts], "left_out": left_out,
+    apart = bookkeeping(groups)
+    return {"points": [p.as_dict() for p in pts], "left_out": left_out, "bookkeeping": apart,
+            "bookkeeping_title": bookkeeping_text(apart) if apart else None,
             "peaks": None if peaks is None else peaks.as_dict(), "roofs": roofs,
             "peaks_from": peaks_from, "note": NO_PEAKS_NOTE if peaks is None else None}

@@ -51,8 +51,12 @@
     return td;
   }
 
-  function opTable(file, fi, timeline) {
-    var ops = file.summary.operators.slice();
+  // The engine's bookkeeping (WaitForVar, DeleteVariable, ...: summarize marks each record) is
+  // listed after compute, in a body of its own under a title row, whatever the column sorted.
+  function opTable(file, fi, timeline, bookkeeping) {
+    var ops = file.summary.operators.filter(function (o) { return !o.bookkeeping; });
+    var apart = file.summary.operators.filter(function (o) { return o.bookkeeping; });
+    var bkBody = el("tbody", { "class": "bookkeeping" });
     var table = el("table", { "class": "ops", "data-file": fi }), thead = el("thead"), tbody = el("tbody");
     var hr = el("tr"), sortCol = "total_us", desc = true;
     COLS.forEach(function (col) {
@@ -64,16 +68,28 @@
       hr.appendChild(th);
     });
     thead.appendChild(hr);
+    function order(a, b) {
+      var x = a[sortCol], y = b[sortCol];
+      var r = typeof x === "string" ? cmpText(x, y) : x < y ? -1 : x > y ? 1 : 0;
+      return (desc ? -r : r) || b.total_us - a.total_us || cmpText(a.name, b.name);
+    }
     function render() {
-      ops.sort(function (a, b) {
-        var x = a[sortCol], y = b[sortCol];
-        var r = typeof x === "string" ? cmpText(x, y) : x < y ? -1 : x > y ? 1 : 0;
-        return (desc ? -r : r) || b.total_us - a.total_us || cmpText(a.name, b.name);
-      });
+      ops.sort(order);
+      apart.sort(order);
       tbody.textContent = "";
-      ops.forEach(function (op) {
+      bkBody.textContent = "";
+      if (apart.length) {
+        var bkUs = 0, bkCalls = 0;
+        apart.forEach(function (o) { bkUs += o.total_us; bkCalls += o.count; });
+        var head = el("tr", { "class": "section" });
+        head.appendChild(el("td", { colspan: COLS.length }, bookkeeping.label + ": " + ms(bkUs) + " ms in " +
+          bkCalls + " call" + (bkCalls === 1 ? "" : "s") + ", " + bookkeeping.note));
+        bkBody.appendChild(head);
+      }
+      ops.concat(apart).forEach(function (op) {
         var tr = el("tr", { "data-key": JSON.stringify([op.category, op.name, op.device]),
                             "data-count": op.count, "data-total-us": op.total_us });
+        if (op.bookkeeping) { tr.className = "bookkeeping"; tr.dataset.bookkeeping = "1"; }
         COLS.forEach(function (col) { tr.appendChild(cell(op, col)); });
         tr.addEventListener("click", function () {
           var on = tr.classList.contains("sel");
@@ -83,7 +99,7 @@
           state.highlight = on ? null : [op.category, op.name, op.device];
           state.highlightCount = n;
         });
-        tbody.appendChild(tr);
+        (op.bookkeeping ? bkBody : tbody).appendChild(tr);
       });
       thead.querySelectorAll("th").forEach(function (th) {
         th.className = th.className.replace(/ ?(asc|desc)/g, "");
@@ -100,7 +116,9 @@
     fr.appendChild(el("td", { "class": "n" }, ms(total)));
     fr.appendChild(el("td", { colspan: 7 }));
     tfoot.appendChild(fr);
-    table.appendChild(thead); table.appendChild(tbody); table.appendChild(tfoot);
+    table.appendChild(thead); table.appendChild(tbody);
+    if (apart.length) table.appendChild(bkBody);
+    table.appendChild(tfoot);
     return table;
   }
 
@@ -218,7 +236,7 @@
     var tables = document.getElementById("tables");
     files.forEach(function (f, fi) {
       if (files.length > 1) tables.appendChild(el("h3", null, f.label));
-      tables.appendChild(opTable(f, fi, tl));
+      tables.appendChild(opTable(f, fi, tl, meta.bookkeeping));
     });
     if (meta.diff) {
       var d = jsonOf("pyprof-diff");

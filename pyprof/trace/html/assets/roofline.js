@@ -75,8 +75,15 @@ var PyprofRoofline = (function () {
     var chart = new uPlot(opts, cd.data, box);
     if (view.note) host.appendChild(el("p", { "class": "note roofline-note" }, view.note));
     if (view.left_out) host.appendChild(el("p", { "class": "help" }, view.left_out +
-      " operator group(s) without FLOPs or bytes left out (bookkeeping, copies, operators flops.json has no formula for)"));
+      " operator group(s) without FLOPs or bytes left out (copies, operators flops.json has no formula for)"));
     host.appendChild(table(view));
+    if (view.bookkeeping && view.bookkeeping.length) {  // the engine's own work: never a point
+      host.appendChild(el("p", { "class": "help roofline-bookkeeping" }, view.bookkeeping_title + ": " +
+        view.bookkeeping.map(function (b) {
+          return b.name + (b.device ? " (" + b.device + ")" : "") + " " + num(b.total_us / 1e3, 3) + " ms, " +
+            b.count + " call" + (b.count === 1 ? "" : "s");
+        }).join("; ")));
+    }
     return { chart: chart, order: cd.order, view: view };
   }
 
