@@ -2,8 +2,8 @@
 pyprof's JMX MBean, profiled by a JMX client in another JVM (its stress harness) while four
 worker threads serve predictions: N cycles of start("", 0) with default options, a few steps
 and stop. 0 aborts, 0 hangs, 0 control errors, 0 failed requests; every window file valid
-(pyprof validate too); one ``pyprof.window.saved`` notification per window; one JNA on the
-classpath and one libmxnet in the process.
+(pyprof validate too), naming the workers' threads; one ``pyprof.window.saved`` notification
+per window; one JNA on the classpath and one libmxnet in the process.
 
 ``PYPROF_DJL_STRESS_CYCLES`` / ``PYPROF_DJL_STRESS_SECONDS`` run the long mode (the harness
 reads them: more cycles, or cycles for that many seconds)."""
@@ -76,3 +76,8 @@ def test_stress_of_default_sessions_beside_djl_workers(tmp_path):
     assert len(windows) == r["window_files"]
     check = run_cli(["validate", *windows], tmp_path)
     assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-3000:]
+    # the workers named themselves (Profiler.nameThread): their operators run on their own
+    # thread are on tracks of their names (trace.json thread_names)
+    names = {e["args"]["name"] for w in windows for e in json.loads(open(w).read())["traceEvents"]
+             if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    assert {f"djl-service-worker-{i}" for i in range(4)} <= names, sorted(names)

@@ -31,6 +31,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import javax.management.ObjectName;
 import javax.management.StandardMBean;
+import pyprof.jvm.Profiler;
 import pyprof.jvm.ProfilerControl;
 
 /**
@@ -39,6 +40,7 @@ import pyprof.jvm.ProfilerControl;
  * threads, each with its own {@link Predictor}, in a loop. It registers pyprof's JMX MBean
  * ({@code pyprof:type=ProfilerControl}) at start-up, so jconsole, VisualVM or any JMX client
  * profiles it while it serves, and its own counters as {@code pyprof.example.djl:type=Service}.
+ * Each worker calls {@link Profiler#nameThread()} first: windows name its calls' thread.
  *
  * <pre>
  * usage: lein run -- [--workers 4] [--seconds 0] [--stdin] [--pause-ms 0]
@@ -208,6 +210,9 @@ public final class Service implements ServiceStatsMBean {
   }
 
   private void serve(int n) {
+    // DJL calls MXNet from this thread past pyprof: name it (djl-service-worker-<n>) in the
+    // windows, whose C API calls (steady mode) carry its thread id
+    Profiler.nameThread();
     Random random = new Random(n);
     float[] input = new float[BATCH * FEATURES];
     int errorsShown = 0;
