@@ -75,7 +75,9 @@
                            (select-keys (json/read-str (.getAttribute mbs on "LastSave")) ["state" "path"])))
                   evs (get (json/read-str (slurp out)) "traceEvents")]
               (is (< 10 (count (filter #(= "_random_uniform" (% "name")) evs)))))
-            (let [st (json/read-str (invoke "stats" [] []))
+            (let [st (loop [n 0] ; read on the control thread: pending until ready
+                       (let [st (json/read-str (invoke "stats" [] []))]
+                         (if (and (st "pending") (< n 600)) (do (Thread/sleep 50) (recur (inc n))) st)))
                   ru (first (filter #(= "_random_uniform" (% "name")) (st "operators")))]
               (is (< 5 (ru "count")))
               (is (every? #(contains? ru %) ["total_us" "p50_us" "p99_us"]))))
@@ -242,3 +244,46 @@
       (is (seq ops) "the windows hold the worker's operators")
       (doseq [[w ts] ops]
         (is (<= (w "start_us") ts (w "end_us")) (str "window " (w "index") ": an operator at " ts))))))
+
+(defn child-stats-pending
+  "Run in a child JVM: a session's window, then stats() while the control thread is held (as a
+  large window's statistics hold it). Prints [the first answer, the second, the third]."
+  [dir]
+  (let [ctl (ProfilerControl/instance)
+        held (java.util.concurrent.CountDownLatch. 1)
+        submit (doto (.getDeclaredMethod ProfilerControl "submit" (into-array Class [java.util.concurrent.Callable]))
+                 (.setAccessible true))]
+    (.start ctl (str "profile_imperative=true,path=" dir "/st_{window}.json") 30)
+    (loop [n 0] ; start returns before the control thread may have opened the session
+      (when (and (not (str/includes? (.getStatus ctl) "\"state\":\"open\"")) (< n 3000))
+        (Thread/sleep 10)
+        (recur (inc n))))
+    (Thread/sleep 100)
+    (dotimes [_ 20] (with-open [a (nd/random-uniform -1 1 [8 8])] (nd/wait-to-read a)))
+    (.stop ctl)
+    (.awaitSaved ctl 60000)
+    (.invoke submit ctl (object-array [(fn [] (.await held))]))
+    (let [first-answer (.stats ctl)] ; returns while the control thread is held
+      (.countDown held)
+      (let [second-answer (loop [n 0]
+                            (let [a (.stats ctl)]
+                              (if (and (str/includes? a "\"pending\"") (< n 600))
+                                (do (Thread/sleep 50) (recur (inc n)))
+                                a)))]
+        (prn [first-answer second-answer (.stats ctl)])))))
+
+(deftest stats-never-holds-the-caller-while-the-control-thread-is-busy
+  (let [dir (str (temp-dir))
+        {:keys [exit out err]} (java-child ["-e" (str "(require 'pyprof.jmx-test)"
+                                                       "(pyprof.jmx-test/child-stats-pending \"" dir "\")")]
+                                          :jvm-args (conj fast-start-jvm-args (str "-Dpyprof.outputRoot=" dir)))
+        [first-answer second-answer third] (read-string (last (str/split-lines out)))
+        pending (json/read-str first-answer)
+        st (json/read-str second-answer)]
+    (is (= 0 exit) err)
+    (is (= true (pending "pending")) first-answer)
+    (is (str/includes? (pending "note") "call stats() again") first-answer)
+    ;; the window's own operators (the first may come before the control thread's start)
+    (is (<= 1 (or (some-> (first (filter #(= "_random_uniform" (% "name")) (st "operators"))) (get "count")) 0) 20)
+        second-answer)
+    (is (= second-answer third) "the result is kept until the windows change")))

@@ -119,6 +119,8 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
   private String lastError; // guarded by this: why the session ended early, if it did
   private String lastSave = "{\"state\":\"none\"}"; // guarded by this
   private Future<?> lastTask; // guarded by this: the last operation given to the control thread
+  private Future<?> statsTask; // guarded by this: stats() of the windows named by statsKey
+  private Object statsKey; // guarded by this
   private ScheduledFuture<?> expiry; // guarded by this
   private ScheduledFuture<?> stepper; // guarded by this
   private ScheduledFuture<?> limits; // guarded by this
@@ -537,6 +539,12 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     return out;
   }
 
+  /**
+   * The statistics of the last session's windows, read on the control thread (after the saves
+   * before it): returned when ready within {@link #AWAIT_MILLIS} ms, else a {@code pending}
+   * object (api.json service_session jmx_stats_pending); the result is kept for the next call
+   * until the session's windows change.
+   */
   @Override
   public String stats() {
     ProfilerSession s;
@@ -546,10 +554,30 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
       }
       s = session;
     }
+    Object key = List.of(s, String.valueOf(s.stateNow().get("windows")));
+    Future<?> task;
+    synchronized (this) {
+      if (statsTask == null || !key.equals(statsKey)) {
+        statsKey = key;
+        statsTask = submit(() -> json(s.stats()));
+      }
+      task = statsTask;
+    }
     try {
-      return json(s.stats());
-    } catch (PyprofException e) {
-      throw forJmx(e);
+      if (!await(task)) {
+        return json(Map.of("pending", true, "note", ProfilerSession.service("jmx_stats_pending")));
+      }
+      return (String) task.get();
+    } catch (RuntimeException | ExecutionException e) {
+      synchronized (this) {
+        if (statsTask == task) {
+          statsTask = null; // a failed read is not kept: the next call reads again
+        }
+      }
+      throw e instanceof RuntimeException ? (RuntimeException) e : new IllegalStateException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IllegalStateException("interrupted while waiting for the statistics", e);
     }
   }
 

@@ -46,6 +46,8 @@ public interface ProfilerControlMBean {
    * Exact statistics of the last session's windows, as a JSON object ({@code operators} with
    * {@code count}, {@code total_us}, {@code p50_us}, ...: times in microseconds; {@code memory}
    * in bytes; {@code counters}; {@code notes}), the keys of {@link ProfilerSession#stats()}.
+   * Read on the control thread: when not ready within the operation's wait, the object is
+   * {@code {"pending": true, "note": ...}} and a later call returns the statistics.
    */
   String stats();
 
