@@ -2,8 +2,10 @@
 
 The formulas are data: ``pyprof/spec/flops.json`` maps an operator name to a family, and a
 family gives its FLOPs and output shapes as expressions of a small grammar (the spec's
-``grammar``; docs/attribution.md). This module evaluates them; the JVM's ``pyprof.flops``
-evaluates the same file the same way. Conventions: a multiply-add is 2 FLOPs, bias and
+``grammar``; docs/attribution.md). This module evaluates them, for the capture of a Python
+session (``with_flops``) and, through :func:`counted`, for the readers of any trace whose
+operator events carry shapes and attributes but no FLOPs (a JVM window: FLOPs are derived when
+reading). Conventions: a multiply-add is 2 FLOPs, bias and
 elementwise work 1 per element, bytes are the bytes of the inputs read plus the outputs written.
 
 No C function is called: this is pure logic over shapes.
@@ -11,12 +13,16 @@ No C function is called: this is pure logic over shapes.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import orjson
+
 from .. import rules
+from ..errors import PyprofError
 
 __all__ = ["SPEC", "OPERATORS", "FAMILIES", "DTYPE_BYTES", "family", "flops", "bytes_moved",
            "output_shapes", "segment_flops", "segment_bytes", "parse_attr", "check_spec"]
@@ -26,6 +32,10 @@ SPEC: dict[str, Any] = rules.spec("flops.json")
 OPERATORS: dict[str, str] = SPEC["operators"]
 FAMILIES: dict[str, Any] = SPEC["families"]
 DTYPE_BYTES: dict[str, int] = SPEC["dtype_bytes"]
+_ARGS: dict[str, str] = rules.spec("attribution.json")["trace_args"]
+#: oneDNN subgraph operator -> its base operator, the name flops.json knows it by.
+_BASE: dict[str, str] = {k: v["base"] for k, v in
+                         rules.spec("attribution.json")["matching"]["subgraphs"].items() if k != "about"}
 _ARITY: dict[str, list] = SPEC["grammar"]["ops"]
 _INT = re.compile(r"-?\d+")
 
@@ -263,6 +273,54 @@ def segment_bytes(nodes: Sequence[tuple[str, Sequence[Shape], Mapping[str, Any]]
     """Bytes of a bulk segment: the sum of its nodes' :func:`bytes_moved` (float32), or None."""
     counts = [bytes_moved(op, shapes, attrs) for op, shapes, attrs in nodes]
     return None if any(c is None for c in counts) else sum(counts)
+def counted(name: Any, args: Any) -> Any:
+    """The args of operator event ``name`` with its FLOPs and bytes (``trace_args`` ``flops``,
+    ``bytes``): the ones it carries, or, where it carries none, derived from its shapes and
+    attributes as the capture derives them (``with_flops``). One function for every reader
+    (``summarize --by shape``, ``roofline``, ``report``), so they agree.
+
+    Derived only for an event of one operator call: one that carries ``attrs`` (a segment of
+    several nodes carries none) and its input and output shapes; its operator is its name
+    (``[dot]`` for a segment of one node, a oneDNN subgraph operator's base). ``args`` itself
+    is returned when nothing is added (no formula, shapes missing, a formula that cannot use
+    them)."""
+    if not isinstance(args, dict) or (_ARGS["flops"] in args and _ARGS["bytes"] in args):
+        return args
+    keys = ("input_dims", "input_type", "output_dims", "output_type", "attrs")
+    if not isinstance(name, str) or not isinstance(args.get(_ARGS["attrs"]), dict) \
+            or not isinstance(args.get(_ARGS["input_dims"]), list):
+        return args
+    try:
+        key = orjson.dumps([args.get(_ARGS[k]) for k in keys], option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return args
+    f, b = _derived(name, key)
+    add = {k: v for k, v in ((_ARGS["flops"], f), (_ARGS["bytes"], b))
+           if v is not None and k not in args}
+    return {**args, **add} if add else args
+
+
+@functools.lru_cache(maxsize=4096)
+def _derived(name: str, key: bytes) -> tuple[int | None, int | None]:
+    """(FLOPs, bytes) of one call of the operator of event ``name`` whose (input dims, input
+    types, output dims, output types, attrs) are the JSON ``key``; None where unknown."""
+    ins, types, outs, out_types, attrs = orjson.loads(key)
+    op = name[1:-1] if name.startswith("[") and name.endswith("]") else name
+    op = _BASE.get(op, op)
+    if "," in op or outs is None:
+        return None, None
+    try:
+        f = flops(op, ins, attrs)
+    except (PyprofError, TypeError, ValueError):
+        f = None
+    try:
+        b = bytes_moved(op, ins, attrs, dtypes=types or None, output_shapes_=outs,
+                        output_dtypes=out_types)
+    except (PyprofError, TypeError, ValueError):
+        b = None
+    return f, b
+
+
 
 
 def check_spec(spec: Mapping[str, Any] = SPEC) -> None:
@@ -300,4 +358,4 @@ def check_spec(spec: Mapping[str, Any] = SPEC) -> None:
             walk(e, f"families.{name}.out")
 
 
-check_spec()  # a malformed entry fails at import, as the JVM's pyprof.flops fails at load
+check_spec()  # a malformed entry fails at import

@@ -3,8 +3,10 @@
 
 The shapes, FLOPs and bytes are the args pyprof's capture wrote on each operator event
 (``pyprof/spec/attribution.json`` ``trace_args``: ``"Input Dims"``, ``"Input type"``,
-``"pyprof.flops"``, ``"pyprof.bytes"``); an event without them falls in its operator's group
-with no shape. Calls are paired as :func:`pyprof.trace.stats` pairs them (``B``/``E`` per
+``"pyprof.flops"``, ``"pyprof.bytes"``); an event that carries shapes and attributes but no
+FLOPs (a JVM window) gets them from ``flops.json`` as it is read
+(:func:`pyprof.attribution.flops.counted`); an event without shapes falls in its operator's
+group with no shape. Calls are paired as :func:`pyprof.trace.stats` pairs them (``B``/``E`` per
 thread by name, innermost first, and ``X`` events; async ``b``/``e`` copies are not read), so the
 groups of one operator add up to its ungrouped total. Times in microseconds; GFLOP/s and GB/s
 are FLOPs (bytes) over the group's operator time.
@@ -18,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .. import rules
+from ..attribution.flops import counted
 from .naming import BOOKKEEPING_LABEL, BOOKKEEPING_NOTE, is_bookkeeping
 from .reader import iter_events
 from .slices import closed_slices
@@ -102,7 +105,7 @@ def shape_stats(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
         for cat, name, device, args, dur in _calls(iter_events(os.fspath(path), progress=progress)):
             if cat in skip or (keep is not None and cat not in keep):
                 continue
-            args = args if isinstance(args, dict) else {}
+            args = counted(name, args) if isinstance(args, dict) else {}
             dims = args.get(_ARGS["input_dims"])
             types = args.get(_ARGS["input_type"])
             key = (cat, name, device, _frozen(dims), _frozen(types))
@@ -134,8 +137,8 @@ def _calls(events: Iterable[dict[str, Any]]):
 #: What ``--by shape`` says of a trace none of whose events carries shapes.
 NO_SHAPES_NOTE = ("no event of these traces carries shapes (\"Input Dims\"): every row is one "
                   "operator; record with pyprof.profile(..., record_shapes=True), and "
-                  "with_flops=True for GFLOP/s and GB/s (on the JVM: the session options "
-                  "record_shapes and with_flops, for executors bound through pyprof; another "
+                  "with_flops=True for GFLOP/s and GB/s (on the JVM: the session option "
+                  "record_shapes, for executors bound through pyprof; another "
                   "binding's calls, DJL's, carry none)")
 
 

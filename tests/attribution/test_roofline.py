@@ -252,9 +252,10 @@ def test_a_trace_without_flops_and_unreadable_traces_are_one_line_errors(tmp_pat
         if name == str(FIXTURE):
             assert "no operator event carries FLOPs and bytes" in lines[0]
             assert lines[0].endswith("fix: profile with pyprof.profile(..., record_shapes=True, "
-                                     "with_flops=True) (on the JVM: the session options "
-                                     "record_shapes and with_flops, for executors bound through "
-                                     "pyprof) and pass that session's trace")
+                                     "with_flops=True) (on the JVM: the session option "
+                                     "record_shapes, for executors bound through pyprof: FLOPs "
+                                     "are derived from its shapes when read) and pass that "
+                                     "session's trace")
         else:  # the same line as pyprof summarize's
             same = run_cli(["summarize", "--by", "shape", name], tmp_path, timeout=60)
             assert same.returncode == 1

@@ -93,7 +93,8 @@ def report_html(traces: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     ``bookkeeping`` title row, whatever the column sorted, a click on a row highlighting the
     operator's slices; with two traces the ``pyprof diff`` table; the
     arguments of a clicked slice (shapes, types, call site, FLOPs, whatever the trace carries);
-    when a trace carries FLOPs (``record_shapes=True, with_flops=True``), its roofline: each
+    when a trace carries FLOPs, or the shapes and attributes to derive them
+    (``record_shapes=True``; :func:`pyprof.attribution.flops.counted`), its roofline: each
     (operator, input shape) group as ``pyprof roofline`` places it (:mod:`.roofview`), against
     the roofs of ``peaks``.
 

@@ -12,6 +12,10 @@ own named ``oneDNN (<thread>)``; they are moved onto the track of ``<thread>`` i
 process, where they nest under the operator that ran them (the merge keeps each primitive inside
 its operator).
 
+A slice's args are the event's, with the FLOPs and bytes derived from its shapes and
+attributes where it carries none (:func:`pyprof.attribution.flops.counted`, as ``summarize --by
+shape`` and the roofline read them).
+
 Times are microseconds from the trace's first timed event (``t0``, absolute, in the result).
 Unlike the statistics, this holds every slice in memory (a few hundred bytes each while it is
 built): it is meant for traces a browser can show, up to some million slices.
@@ -26,6 +30,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from ...attribution.flops import counted
 from ..naming import API_CATEGORY
 from ..reader import TraceReader
 from ..slices import is_number
@@ -184,7 +189,7 @@ def _columns(raw: list[tuple[Any, Any, float, float, str, str, Any]],
         if not a:
             arg_ix.append(-1)
             continue
-        a = _js_safe(a)
+        a = _js_safe(counted(raw[j][4], a))
         before = len(args.values)
         arg_ix.append(args(orjson.dumps(a, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)))
         if len(args.values) > before:

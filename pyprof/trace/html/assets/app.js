@@ -232,7 +232,7 @@
     if (!state.rooflines.some(function (r) { return r; }))
       roofHost.appendChild(el("p", { "class": "none" }, "no FLOPs in this trace: record it with " +
         "pyprof.profile(record_shapes=True, with_flops=True) for the roofline (on the JVM: " +
-        "the session options record_shapes and with_flops, for executors bound through pyprof)"));
+        "the session option record_shapes, for executors bound through pyprof)"));
     var tables = document.getElementById("tables");
     files.forEach(function (f, fi) {
       if (files.length > 1) tables.appendChild(el("h3", null, f.label));
