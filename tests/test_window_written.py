@@ -106,3 +106,34 @@ def test_jvm_sessions(tmp_path, surface):
     proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _check(json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr, tmp_path)
+
+
+_MIXED = """
+import os, jpype, pyprof
+from pyprof import jvm
+jvm.start()
+ProfilerSession, Profiler = jpype.JClass("pyprof.jvm.ProfilerSession"), jpype.JClass("pyprof.jvm.Profiler")
+paths = []
+for i, lang in enumerate(["python", "java", "python"]):
+    if lang == "python":
+        with pyprof.profile(path="same_{window}.json") as p:
+            pyprof.Marker(pyprof.Domain("written"), f"session-{i}").mark("process")
+        paths.append([w.path for w in p.windows])
+    else:
+        opts = jpype.JClass("java.util.HashMap")()
+        opts.put("path", "same_{window}.json")
+        s = ProfilerSession(opts, os.getcwd()).start()
+        Profiler.mark(Profiler.domain("written"), f"session-{i}", "process")
+        paths.append([str(w.get("path")) for w in s.stop()])
+result = paths
+"""
+
+
+def test_python_and_java_sessions_of_one_process_share_the_record(tmp_path):
+    # the JPype bridge: one process, one record of the windows written (the tracker's), so a
+    # Java session never replaces a Python session's window, nor the reverse
+    proc = run_scenario(_MIXED, tmp_path, expect_rc=None)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    paths = json.loads((tmp_path / next(f for f in os.listdir(tmp_path)
+                                        if f.startswith("result-"))).read_text())
+    _check(paths, proc.stderr, tmp_path)

@@ -125,6 +125,15 @@ def _proxy(jpype: Any) -> Any:
         def holds(self, path: Any) -> bool:
             return _output.absolute(str(path)) in _claim.held()
 
+        # One record of the windows this process wrote, whichever language wrote them
+        @jpype.JOverride
+        def windowWritten(self, path: Any) -> None:  # noqa: N802 (Java's name)
+            _claim.window_written(str(path))
+
+        @jpype.JOverride
+        def wasWritten(self, path: Any) -> bool:  # noqa: N802
+            return _claim.was_written(str(path))
+
         @jpype.JOverride
         def release(self, path: Any) -> None:
             if path is None:

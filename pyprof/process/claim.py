@@ -198,6 +198,13 @@ def window_written(path: str) -> None:
         _written.add(path)
 
 
+def was_written(path: str) -> bool:
+    """True when a session of this process wrote window file ``path`` (:func:`window_written`;
+    the JVM's too when JPype hosts it: ``pyprof.jvm.Tracker.wasWritten``)."""
+    with _lock:
+        return path in _written
+
+
 def _beside_written(index: int, full: str) -> str:
     """``full``, or where window ``index`` goes instead when an earlier session of this process
     wrote ``full`` and it is still there (``written_example``, said by ``window_written_note``)."""

@@ -1,4 +1,4 @@
-(ns pyprof.claim
+(ns ^:no-doc pyprof.claim
   "One trace file, one process: the JVM side of Python's `pyprof.process.claim` (api.json
   trace_claims), which documents the rule. The POSIX lock is taken by the process's one holder of
   claims, the tracker (`pyprof.jvm.Tracker/claim`). Internal to the profiler layer."
@@ -94,19 +94,21 @@
      new?)))
 
 (defonce ^:private windows (atom #{})) ; session windows' files claimed anew
-(defonce ^:private written (atom #{})) ; window files this process's sessions wrote
 
 (defn window-written!
   "Records that a session of this process wrote window file `path` (absolute): a later window
-  never replaces it (api.json trace_claims written_about)."
+  never replaces it (api.json trace_claims written_about). The tracker keeps the record: Python's
+  when JPype hosts this JVM, so neither language's window replaces the other's."
   [^String path]
-  (swap! written conj path))
+  (.windowWritten (Tracker/current) path))
+
+(defn- written? [^String path] (.wasWritten (Tracker/current) path))
 
 (defn- beside-written
   "`full`, or where window `index` goes instead when an earlier session of this process wrote
   `full` and it is still there (written_example, said by window_written_note)."
   ^String [index ^String full]
-  (if-not (and (@written full) (Files/exists (.toPath (File. full)) (make-array LinkOption 0)))
+  (if-not (and (written? full) (Files/exists (.toPath (File. full)) (make-array LinkOption 0)))
     full
     (let [f (File. full)
           [stem suffix] (config/splitext (.getName f))
@@ -114,7 +116,7 @@
                        (map #(let [name (rules/render (spec "written_example")
                                                       {:stem stem :n % :suffix suffix})]
                                (if-let [parent (.getParent f)] (str (File. parent ^String name)) name)))
-                       (remove #(or (@written %) (Files/exists (.toPath (File. ^String %))
+                       (remove #(or (written? %) (Files/exists (.toPath (File. ^String %))
                                                                (make-array LinkOption 0))))
                        first)]
       (binding [*out* *err*]

@@ -82,6 +82,8 @@ public final class LocalTracker implements Tracker {
 
   /** The claimed trace paths and the locked channels of their claim files (one per JVM). */
   private static final Map<String, FileChannel> CLAIMS = new HashMap<>();
+  /** Window files this process's sessions wrote (one set per process, as the claims). */
+  private static final java.util.Set<String> WRITTEN = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   @Override
   public long claim(String path, String claimFile) throws IOException {
@@ -117,6 +119,16 @@ public final class LocalTracker implements Tracker {
     String text = new String(buf.array(), 0, buf.position(), StandardCharsets.US_ASCII).trim();
     return !text.isEmpty() && text.chars().allMatch(Character::isDigit)
         ? Long.parseLong(text) : -1;
+  }
+
+  @Override
+  public void windowWritten(String path) {
+    WRITTEN.add(path);
+  }
+
+  @Override
+  public boolean wasWritten(String path) {
+    return WRITTEN.contains(path);
   }
 
   @Override

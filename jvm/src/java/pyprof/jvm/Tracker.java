@@ -83,6 +83,16 @@ public interface Tracker {
   /** Gives the claim of {@code path} back (the file emptied, not deleted); null: every one. */
   void release(String path);
 
+  /**
+   * Records that a session of this process wrote window file {@code path} (absolute): a later
+   * window never replaces it (api.json {@code trace_claims.written_about}). One record per
+   * process, whichever language wrote: a JPype-hosted JVM's proxy keeps it in Python.
+   */
+  void windowWritten(String path);
+
+  /** True when a session of this process wrote window file {@code path} ({@link #windowWritten}). */
+  boolean wasWritten(String path);
+
   /** The tracker of this process: the one {@link #use} installed, else the local one. */
   static Tracker current() {
     return LocalTracker.current;
