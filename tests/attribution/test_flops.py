@@ -1,5 +1,5 @@
 """FLOPs and bytes from pyprof/spec/flops.json: the golden integers of
-tests/attribution/flops_cases.json (which jvm/test/pyprof/flops_test.clj reads too), the output
+tests/attribution/flops_cases.json, the output
 shapes against real MXNet's shape inference, the operator names against MXNet's registry, and
 the grammar check, which names a planted malformed entry."""
 

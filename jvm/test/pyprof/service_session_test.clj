@@ -55,7 +55,7 @@
              (:explicit r)) "asked for without steady mode: said"))
     (testing "record_shapes on a service session: what it cannot record, in one line"
       (is (= ["profile_api on without steady mode: safe only while every MXNet call of this process goes through pyprof; a thread of another binding (DJL) inside a C call when recording switches aborts the process (c_api_profile.cc:140)"
-              "record_shapes, with_stack and with_flops give shapes, call sites and FLOPs to the operators of executors bound through pyprof; imperative calls, and every call of another MXNet binding in this process (DJL), get none"]
+              "record_shapes, with_stack and with_flops give shapes, attributes and call sites (FLOPs are derived from them when the window is read) to the operators of executors bound through pyprof; imperative calls, and every call of another MXNet binding in this process (DJL), get none"]
              (:capture r))))
     (testing "three steps while the saver was held: each returned, no window written yet"
       (is (= {:written 0 :heard [] :done-within-100ms false} (:held r))))

@@ -1,8 +1,10 @@
 (ns pyprof.capture
-  "Shapes, call sites and FLOPs of bound executors in the JVM's sessions (issue 22): the session
-  options :record-shapes, :with-stack, :with-flops (attribution.json capture.options), on the
-  operator events of each window, under the args names of attribution.json trace_args (the one
-  source, shared with Python's pyprof.attribution.matching).
+  "Shapes, attributes and call sites of bound executors in the JVM's sessions (issue 22): the
+  session options :record-shapes, :with-stack, :with-flops (attribution.json capture.options), on
+  the operator events of each window, under the args names of attribution.json trace_args (the
+  one source, shared with Python's pyprof.attribution.matching). :with-flops records what FLOPs
+  need, the shapes and attributes: Python derives the FLOPs and bytes when it reads the window
+  (pyprof.attribution.flops/counted: summarize --by shape, roofline, report).
 
   Loading this namespace sets `pyprof.jvm.capi.LibMXNet`'s executor hook. Each MXExecutorBind
   keeps, per executor: the bound arrays' shapes and dtypes (MXNDArrayGetShapeEx,
@@ -19,7 +21,6 @@
   it: first in, first out, as one CPU worker runs them."
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
-            [pyprof.flops :as flops]
             [pyprof.native :as native :refer [mx]]
             [pyprof.rules :as rules]
             [pyprof.session.raw :as raw]
@@ -178,10 +179,10 @@
         (when (= (or base x) (first ops))
           (recur more (drop-while #(and (some #{%} post) (not= % stop)) (rest ops))))))))
 
-(defn- args-of [{:keys [e thread stack]} label opts]
+(defn- args-of [{:keys [e thread stack]} label]
   (let [{:keys [ins outs nodes]} e
-        one (when (= 1 (count nodes)) (first nodes))
-        a (cond-> {(args-names "thread") thread
+        one (when (= 1 (count nodes)) (first nodes))]
+    (cond-> {(args-names "thread") thread
                    (args-names "source") (get-in cap ["sources" "executor"])
                    (args-names "match") label}
             ins (assoc (args-names "input_dims") (mapv first ins)
@@ -190,22 +191,13 @@
                         (args-names "output_type") (mapv second outs))
             one (assoc (args-names "attrs") (:attrs one))
             stack (assoc (args-names "call_site") (frame-names (first stack))
-                         (args-names "stack") (mapv frame-names (rseq stack))))]
-    (if (and one ins outs (opts "with_flops"))
-      (let [shapes (mapv first ins)
-            f (try (flops/flops (:op one) shapes (:attrs one)) (catch Exception _ nil))
-            b (try (flops/bytes-moved (:op one) shapes (:attrs one)
-                                      {:dtypes (mapv second ins) :output-shapes (mapv first outs)
-                                       :output-dtypes (mapv second outs)})
-                   (catch Exception _ nil))]
-        (cond-> a f (assoc (args-names "flops") f) b (assoc (args-names "bytes") b)))
-      a)))
+                         (args-names "stack") (mapv frame-names (rseq stack))))))
 
 (defn annotate!
   "Gives the operator events of the window trace at `path` the args of the recorded `forwards`
   (see the namespace doc) and rewrites it; returns {:calls :matched :unmatched-calls
   :unmatched-events}."
-  [^String path forwards opts]
+  [^String path forwards]
   (let [events (reader/read-events path)
         ops (->> (map-indexed vector events)
                  (filter (fn [[_ ev]] (and (#{"B" "X"} (ev "ph")) (categories (ev "cat"))
@@ -223,7 +215,7 @@
                     (if (and (seq q) (<= (:t (first q)) ts))
                       (let [ready (take-while #(<= (:t %) ts) q)
                             label (labels (if (apply = (map :exec ready)) "exact" "ambiguous"))]
-                        [(assoc found i (args-of (first q) label opts)) (assoc qs k (subvec q 1))])
+                        [(assoc found i (args-of (first q) label)) (assoc qs k (subvec q 1))])
                       [found qs])))
                 [{} queues] ops))]
     (raw/write-trace! path (map-indexed (fn [i ev] (if-let [a (found i)] (update ev "args" merge a) ev))

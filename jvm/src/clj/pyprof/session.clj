@@ -65,8 +65,9 @@
                      :events :start-us :end-us} (times: microseconds since the epoch)
     :steady          true: begin steady mode (`pyprof.steady`) at `start!`
     :record-shapes, :with-stack, :with-flops
-                     bound executors' shapes, call sites and FLOPs on the windows' operator
-                     events (`pyprof.capture`); each window map gets :attribution
+                     bound executors' shapes and attributes (:with-stack: call sites) on the
+                     windows' operator events (`pyprof.capture`); each window map gets
+                     :attribution. FLOPs are derived from them by Python's readers
     recording keys as in `profiler-set-config`.
   Throws ex-info (errors.json): session.unknown_option, session.reserved_option, config errors,
   session.not_callable, session.not_boolean, template.*, session.bad_path,
@@ -241,8 +242,8 @@
         {:keys [index start first-step path start-us steps]} window]
     (try
       (let [n (raw/cut! start end path (sched/step-events index steps last-step end-us (raw/pid)))
-            attribution (when-let [a (::attribution s)]
-                          (try (capture/annotate! path forwards a)
+            attribution (when (::attribution s)
+                          (try (capture/annotate! path forwards)
                                (catch Exception e ; the window stays as cut, as Python's
                                  (binding [*out* *err*]
                                    (println (rules/render (get-in capture/spec-capture ["annotate_note"])

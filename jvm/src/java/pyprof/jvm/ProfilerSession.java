@@ -35,7 +35,8 @@ import java.util.Map;
  * keys of {@link Profiler#setConfig} except {@code filename}, {@code continuous_dump} and
  * {@code profile_process}; {@code "record_shapes"}, {@code "with_stack"}, {@code "with_flops"}
  * (booleans, off by default) give each bound executor's operator events in the windows its
- * shapes, call site and FLOPs (the Clojure namespace {@code pyprof.capture}).
+ * shapes and attributes, and with {@code with_stack} its call site (the Clojure namespace
+ * {@code pyprof.capture}); Python's readers derive the FLOPs from them.
  *
  * <p>Thread safe: any number of threads may call any method. {@link #stop()}, {@link #dump()}
  * and {@link #close()} are idempotent. A failed {@link #start()} leaves the profiler as it was
