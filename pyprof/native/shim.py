@@ -59,9 +59,11 @@ def _cache_dir() -> Path:
     return Path(base) / "pyprof"
 
 
-def _build() -> Path:
-    src = _SOURCE.read_bytes()
-    out = _cache_dir() / f"recorder-{hashlib.sha256(src).hexdigest()[:16]}.so"
+def build(source: Path = _SOURCE) -> Path:
+    """The shared library of one of pyprof's C sources, compiled at first use (the module's
+    docstring says how); raises OSError without a working compiler."""
+    src = source.read_bytes()
+    out = _cache_dir() / f"{source.stem}-{hashlib.sha256(src).hexdigest()[:16]}.so"
     if out.is_file():
         return out
     cc = os.environ.get("CC") or "cc"
@@ -75,7 +77,7 @@ def _build() -> Path:
         fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".so")
         os.close(fd)
         try:
-            proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(_SOURCE), "-lpthread"],
+            proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp, str(source), "-lpthread"],
                                   capture_output=True, text=True, timeout=120)
             if proc.returncode:
                 raise OSError(f"{cc} failed (fix: a working C compiler as CC): {proc.stderr.strip()[:500]}")
@@ -92,7 +94,7 @@ def library() -> Any:
     global _lib, _why
     if _lib is None and _why is None:
         try:
-            lib = ctypes.CDLL(str(_build()))
+            lib = ctypes.CDLL(str(build()))
         except (OSError, subprocess.SubprocessError) as e:
             _why = str(e)
             return None

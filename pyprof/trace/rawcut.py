@@ -36,12 +36,15 @@ import tempfile
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import compress, repeat
+
+import numpy as np
 from operator import setitem
 from typing import IO, Any
 
 import orjson
 
 from .. import rules
+from ..native import cutter as _cutter
 from .ids import ID_LIMIT, KINDS, IdMap, id_key, id_values, is_safe_id
 from .jsonscan import no_gc
 from .mxnet_layout import parse_raw, parse_run
@@ -66,6 +69,10 @@ _ID_KINDS: dict[str, list[str]] = rules.spec("trace.json")["ids"]["kinds"]
 _FIRST_FIELDS = tuple((kind, fields[0]) for kind, fields in _ID_KINDS.items())
 _OTHER_FIELDS = tuple(f for fields in _ID_KINDS.values() for f in fields[1:])
 _PLAIN = frozenset({int, str, type(_ABSENT)})
+#: The kinds of the C code's id columns (pyprof.native.cutter: pid, tid, id).
+_RUN_KINDS = ("pid", "tid", "id")
+_B, _E = ord("B"), ord("E")
+_SLICE_CODES = np.array([ord(p) for p in sorted(SLICE_PHASES)], np.uint8)
 
 
 class Refused(Exception):
@@ -189,6 +196,28 @@ class _Ids:
             numbers[key] = n
         return n
 
+    def reserve_run(self, run: _cutter.Run) -> None:
+        """:meth:`reserve` for a run the C code read (its ids are integers, none negative)."""
+        for k, kind in enumerate(_RUN_KINDS):
+            values = run.ids[:, k][run.has[:, k]]
+            self.taken[kind].update(np.unique(values[values < ID_LIMIT]).tolist())
+
+    def apply_run(self, run: _cutter.Run) -> list[dict[int, int]]:
+        """:meth:`apply` for a run the C code read: per kind (pid, tid, id), the values it
+        writes as other numbers, each value numbered in order of first use as :meth:`apply`
+        numbers it (its ids are integers, none negative; no bind_id or id2)."""
+        changed: list[dict[int, int]] = []
+        for k, kind in enumerate(_RUN_KINDS):
+            values = run.ids[:, k][run.has[:, k]]
+            distinct, first = np.unique(values, return_index=True)
+            new = {}
+            for value in distinct[np.argsort(first, kind="stable")].tolist():
+                number = self._number(kind, value)
+                if number != value:
+                    new[value] = number
+            changed.append(new)
+        return changed
+
     def apply(self, events: list[dict[str, Any]]) -> None:
         """Renumber ``events`` (the cut's own) in place, in order."""
         if any(any(map(dict.__contains__, events, repeat(f))) for f in _OTHER_FIELDS):
@@ -233,49 +262,77 @@ def _pass(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
           extra: Sequence[dict[str, Any]], out: str | None, ids: _Ids
           ) -> tuple[int, list[tuple[bytes, dict[str, Any]]]]:
     """One streaming pass over the range: with ``out``, the window written; without, the safe
-    ids reserved. Returns events written and the metadata events found ``(key, event)``."""
+    ids reserved. Returns events written and the metadata events found ``(key, event)``.
+    A run the C code reads (:mod:`pyprof.native.cutter`) and whose slices are pairs is written
+    from its columns; any other run is read in Python (both write the same bytes)."""
     written = {metadata_key(ev) for ev in known}
     found: list[tuple[bytes, dict[str, Any]]] = []
     nesting = Nesting()
+    native = _cutter.available()
 
-    def batches() -> Iterator[list[dict[str, Any]]]:
+    def python_run(run: bytes) -> list[dict[str, Any]]:
+        events = _events(run)
+        try:
+            phases = list(map(dict.get, events, repeat("ph")))
+        except TypeError:
+            raise Refused from None  # an element that is no event object
+        if "M" in phases:
+            kept = []
+            for ev, ph in zip(events, phases):
+                if ph == "M":
+                    key = metadata_key(ev)
+                    if key in written:
+                        continue
+                    written.add(key)
+                    found.append((key, ev))
+                    ev = dict(ev)  # the store keeps the event as read
+                kept.append(ev)
+            events = kept
+            phases = list(map(dict.get, events, repeat("ph")))
+        if not SLICE_PHASES.isdisjoint(phases):
+            nesting.feed(list(compress(events, map(SLICE_PHASES.__contains__, phases))))
+        return events
+
+    def batches() -> Iterator[list[dict[str, Any]] | _cutter.Run]:
         yield [dict(ev) for ev in known]
         for run in _runs(raw, lo, hi):
-            events = _events(run)
-            try:
-                phases = list(map(dict.get, events, repeat("ph")))
-            except TypeError:
-                raise Refused from None  # an element that is no event object
-            if "M" in phases:
-                kept = []
-                for ev, ph in zip(events, phases):
-                    if ph == "M":
-                        key = metadata_key(ev)
-                        if key in written:
-                            continue
-                        written.add(key)
-                        found.append((key, ev))
-                        ev = dict(ev)  # the store keeps the event as read
-                    kept.append(ev)
-                events = kept
-                phases = list(map(dict.get, events, repeat("ph")))
-            if not SLICE_PHASES.isdisjoint(phases):
-                nesting.feed(list(compress(events, map(SLICE_PHASES.__contains__, phases))))
-            yield events
+            read = _cutter.read(run) if native else None
+            yield read if read is not None and _pairs_fed(nesting, read) else python_run(run)
         tail = [dict(ev) for ev in extra]
         nesting.feed([ev for ev in tail if ev.get("ph") in SLICE_PHASES])
         nesting.finish()
         yield tail
 
     if out is None:
-        for events in batches():
-            ids.reserve(events)
+        for batch in batches():
+            ids.reserve_run(batch) if isinstance(batch, _cutter.Run) else ids.reserve(batch)
         return 0, found
     with TraceWriter(out, gzip=False) as w:
-        for events in batches():
-            ids.apply(events)
-            w.write_all(events)
+        for batch in batches():
+            if isinstance(batch, _cutter.Run):
+                w.write_serialized(batch.patched(ids.apply_run(batch)), batch.n)
+            else:
+                ids.apply(batch)
+                w.write_all(batch)
     return w.count, found
+
+
+def _pairs_fed(nesting: Nesting, run: _cutter.Run) -> bool:
+    """Whether the slices of ``run`` are pairs (each begin followed at once by its end of the
+    same string name, pid and tid, integer times) that ``nesting`` took
+    (:meth:`~pyprof.trace.slices.Nesting.feed_pairs`); False, nothing changed, otherwise."""
+    at = np.flatnonzero(np.isin(run.ph, _SLICE_CODES))
+    if not len(at):
+        return True
+    if len(at) % 2:
+        return False
+    b, e = at[0::2], at[1::2]
+    if not ((run.ph[b] == _B).all() and (run.ph[e] == _E).all() and run.same[e].all()
+            and run.ts_ok[at].all() and run.has[at, :2].all()
+            and (run.ids[b, :2] == run.ids[e, :2]).all()):
+        return False
+    keys = list(zip(run.ids[b, 0].tolist(), run.ids[b, 1].tolist()))
+    return nesting.feed_pairs(keys, run.ts[b], run.ts[e])
 
 
 def cut(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]], out: str,

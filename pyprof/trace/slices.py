@@ -520,16 +520,22 @@ class Nesting:
                 or set(map(type, ts)) != {int} or not _KEYS.issuperset(map(type, pid)) \
                 or not _KEYS.issuperset(map(type, tid)) or not _NAMES.issuperset(map(type, name)):
             return False
-        keys = list(zip(pid[0::2], tid[0::2]))
-        tracks = list(dict.fromkeys(keys))
-        threads = self.threads
-        if any(threads[k].opened for k in tracks if k in threads):
-            return False  # a begin open before these
         try:
             t = np.array(ts, dtype=np.int64)
         except OverflowError:
             return False
-        begin, end = t[0::2], t[1::2]
+        return self.feed_pairs(list(zip(pid[0::2], tid[0::2])), t[0::2], t[1::2])
+
+    def feed_pairs(self, keys: list[Any], begin: np.ndarray, end: np.ndarray) -> bool:
+        """The check of :meth:`feed` for slices that are pairs, each begin followed at once by
+        its end of the same name (one ``keys`` entry, ``(pid, tid)``, and one ``begin`` and
+        ``end`` time, int64, per pair): False (and nothing changed) unless the pairs of each
+        thread come one after another in time after all its slices so far."""
+        n = len(keys)
+        tracks = list(dict.fromkeys(keys))
+        threads = self.threads
+        if any(threads[k].opened for k in tracks if k in threads):
+            return False  # a begin open before these
         if (end < begin).any():
             return False
         index = {k: i for i, k in enumerate(tracks)}

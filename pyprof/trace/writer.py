@@ -96,6 +96,15 @@ class TraceWriter:
         self._f.write(b",\n" + data if self.count else data)
         self.count += len(events)
 
+    def write_serialized(self, data: bytes, count: int) -> None:
+        """Append ``count`` events already written as :meth:`write_all` writes them (compact
+        JSON objects joined by ``,\n``; pyprof.native.cutter's), in one write."""
+        assert self._f is not None, "use TraceWriter in a with block"
+        if not count:
+            return
+        self._f.write(b",\n" + data if self.count else data)
+        self.count += count
+
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         assert self._f is not None and self._tmp is not None

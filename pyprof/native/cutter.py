@@ -1,0 +1,106 @@
+"""The window cut's byte work in C (``cutter.c`` beside this file), for
+:mod:`pyprof.trace.rawcut`: a run of whole events in MXNet's layout read as columns
+(:func:`scan`), then written compact with some ids replaced (:func:`emit`). Every rule and all
+state stay in Python; the C code reads and writes bytes only, and refuses (None) a run it would
+not read exactly as orjson does.
+
+Built at first use as :mod:`pyprof.native.shim` builds the recorder; without a compiler, or
+with ``PYPROF_CUTTER=python``, :func:`available` is False and the cut reads every run in Python.
+ctypes releases the GIL around each call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+from ctypes import c_int64, c_void_p
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .shim import build
+
+_SOURCE = Path(__file__).with_name("cutter.c")
+#: ``PYPROF_CUTTER=python`` reads every run in Python (the reference the C code is tested against).
+ENV = "PYPROF_CUTTER"
+_lib: Any = None
+_why: str | None = None
+
+
+def _library() -> Any:
+    global _lib, _why
+    if _lib is None and _why is None:
+        try:
+            lib = ctypes.CDLL(str(build(_SOURCE)))
+        except (OSError, subprocess.SubprocessError) as e:
+            _why = str(e)
+            return None
+        lib.cut_run.argtypes = [c_void_p, c_int64, c_int64] + [c_void_p] * 9
+        lib.cut_run.restype = c_int64
+        lib.cut_patch.argtypes = [c_void_p, c_int64, c_int64] + [c_void_p] * 4 \
+            + [c_void_p, c_void_p, c_int64] * 3
+        lib.cut_patch.restype = c_int64
+        _lib = lib
+    return _lib
+
+
+def available() -> bool:
+    """Whether the C code runs (built, and not turned off by ``PYPROF_CUTTER=python``)."""
+    return os.environ.get(ENV, "native") != "python" and _library() is not None
+
+
+class Run:
+    """A run of events read by the C code: ``n`` events, ``out`` (their compact bytes, ids as
+    read) and columns: ``ph`` (uint8, the phase's letter, 0 when absent), ``ts`` (int64) with
+    ``ts_ok`` (bool: a plain integer), ``ids`` (uint64, n x 3: pid, tid, id) with ``has``
+    (bool, n x 3: present), ``same`` (bool: a slice event whose string name equals that of the
+    slice event before it in the run)."""
+
+    __slots__ = ("n", "out", "ph", "ts", "ts_ok", "ids", "has", "same", "_at")
+
+    def __init__(self, n: int, out: bytes, ph: np.ndarray, ts: np.ndarray, ts_ok: np.ndarray,
+                 ids: np.ndarray, has: np.ndarray, same: np.ndarray, at: np.ndarray) -> None:
+        self.n, self.out, self.ph, self.ts, self.ts_ok = n, out, ph, ts, ts_ok
+        self.ids, self.has, self.same, self._at = ids, has, same, at
+
+    def patched(self, changed: list[dict[int, int]]) -> bytes:
+        """The events with each id of kind ``k`` (pid, tid, id) that ``changed[k]`` holds
+        written as its new number."""
+        if not any(changed):
+            return self.out
+        tables, args = [], []
+        for m in changed:
+            old = np.fromiter(sorted(m), np.uint64, len(m))
+            new = np.fromiter((m[int(v)] for v in old), np.int64, len(m))
+            tables.append((old, new))
+            args += [old.ctypes.data, new.ctypes.data, len(old)]
+        dst = ctypes.create_string_buffer(len(self.out) + 64 + 60 * self.n)
+        size = _lib.cut_patch(self.out, len(self.out), self.n, self.ids.ctypes.data,
+                              self.has.ctypes.data, self._at.ctypes.data, dst, *args)
+        return dst.raw[:size]
+
+
+def read(run: bytes) -> Run | None:
+    """``run`` (bytes of whole events in MXNet's layout separated by commas, no header) read,
+    or None when the C code does not read it as orjson does (Python reads it then)."""
+    lib = _library()
+    cap = run.count(b"{") + 1  # at least the events
+    out = ctypes.create_string_buffer(len(run) + 2 * cap + 16)
+    size = c_int64(0)
+    ph = np.empty(cap, np.uint8)
+    ts = np.empty(cap, np.int64)
+    ts_ok = np.empty(cap, np.uint8)
+    ids = np.empty(cap * 3, np.uint64)
+    has = np.empty(cap * 3, np.uint8)
+    at = np.empty(cap * 3, np.int64)
+    same = np.empty(cap, np.uint8)
+    n = lib.cut_run(run, len(run), cap, out, ctypes.byref(size), ph.ctypes.data, ts.ctypes.data,
+                    ts_ok.ctypes.data, ids.ctypes.data, has.ctypes.data, at.ctypes.data,
+                    same.ctypes.data)
+    if n < 0:
+        return None
+    return Run(n, out.raw[:size.value], ph[:n], ts[:n], ts_ok[:n].view(bool),
+               ids[:n * 3].reshape(n, 3), has[:n * 3].reshape(n, 3).view(bool), same[:n].view(bool),
+               at[:n * 3])

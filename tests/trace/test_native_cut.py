@@ -1,0 +1,145 @@
+"""The window cut's C byte work (pyprof.native.cutter) writes what the Python reading writes,
+byte for byte: on MXNet's own raw traces (a real one, and the layout cases), on every kind of
+event that makes it hand a run to Python, on runs cut at any block size; and it takes the
+runs of a plain MXNet trace (else the cut is not faster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from child import run_scenario
+from pyprof.native import cutter
+from pyprof.trace import rawcut
+
+from test_rawcut import CASES, HEADER, MARK, _mixed, event, raw
+
+pytestmark = pytest.mark.skipif(not cutter.available(), reason="no C compiler: the cut reads in Python")
+
+
+def cut_twice(tmp_path: Path, text: str | bytes, monkeypatch, start: int = 0, end=None):
+    """The window of ``text`` cut in Python and with the C code: (bytes, bytes, runs the C code
+    took), or "refused" (both refused)."""
+    path = tmp_path / "raw.json"
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    outs, took = [], []
+    real = cutter.read
+    monkeypatch.setattr(cutter, "read", lambda run: (r := real(run)) is not None and took.append(1) or r)
+    for mode in ("python", "native"):
+        monkeypatch.setenv(cutter.ENV, mode)
+        out = tmp_path / f"{mode}.json"
+        try:
+            rawcut.cut(str(path), start, end, {}, str(out), [MARK])
+        except rawcut.Refused:
+            outs.append("refused")
+            continue
+        outs.append(out.read_bytes())
+    assert (outs[0] == "refused") == (outs[1] == "refused")
+    return "refused" if outs[0] == "refused" else (outs[0], outs[1], len(took))
+
+
+def test_a_real_mxnet_trace_is_cut_alike_and_by_the_c_code(tmp_path, monkeypatch):
+    # MXNet's own file (profile_all: operators, API calls with async ids, counters, metadata)
+    run_scenario("""
+import mxnet as mx
+from mxnet import profiler
+profiler.set_config(profile_all=True, filename="mx.json", continuous_dump=True)
+profiler.set_state("run")
+a = mx.nd.ones((2, 2))
+for i in range(300):
+    b = mx.nd.dot(a + i, a)
+mx.nd.waitall()
+profiler.set_state("stop")
+profiler.dump(finished=False)
+""", tmp_path)
+    monkeypatch.setattr(rawcut, "BLOCK", 1 << 14)  # many runs
+    python, native, took = cut_twice(tmp_path, (tmp_path / "mx.json").read_bytes(), monkeypatch)
+    assert python == native
+    events = orjson.loads(native)["traceEvents"]
+    assert sum(e.get("name") == "dot" and e["ph"] == "B" for e in events) == 300
+    assert all(type(v) is int and v < 2**53 for e in events for k, v in e.items() if k in ("pid", "tid", "id"))
+    assert took >= 5  # every run but the one with the metadata
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "error" not in c], ids=lambda c: c["about"][:40])
+def test_the_layout_cases(case, tmp_path, monkeypatch):
+    r = cut_twice(tmp_path, case["text"], monkeypatch)
+    assert r == "refused" or r[0] == r[1]
+
+
+@pytest.mark.parametrize("block", [41, 300, 4096, 1 << 22])
+def test_runs_cut_at_any_block_size(block, tmp_path, monkeypatch):
+    monkeypatch.setattr(rawcut, "BLOCK", block)
+    python, native, _ = cut_twice(tmp_path, _mixed(60), monkeypatch)  # Python's runs, mostly
+    assert python == native
+
+
+T = 17378283666853208238  # a tid as MXNet writes it (past 2**53)
+#: Events the C code hands to Python (the run holding one), each beside a plain pair: the window
+#: is the same bytes either way.
+ODD = {
+    "a name past ASCII": event("na\u00efve", "B", 1) + ",\n" + event("na\u00efve", "E", 2),
+    "a back slash": event("C:\\\\tmp", "B", 1) + ",\n" + event("C:\\\\tmp", "E", 2),
+    "a raw quote": event('a"b', "B", 1) + ",\n" + event('a"b', "E", 2),
+    "a float": event("c", "C", 3, extra='"args": { "v": 1.5 }'),
+    "an exponent": event("c", "C", 3, extra='"args": { "v": 1e3 }'),
+    "an integer past 64 bits": event("c", "C", 3, extra=f'"args": {{ "v": {2**64} }}'),
+    "a string tid": event("s", "i", 3, tid='"main"', extra='"s": "t"'),
+    "a negative pid": event("s", "i", 3, pid=-1, extra='"s": "t"'),
+    "id2": event("f", "s", 3, extra='"id2": { "local": 5 }'),
+    "bind_id": event("f", "s", 3, extra='"bind_id": 9'),
+    "a float time": event("x", "B", 1) + ",\n" + event("x", "E", 2).replace('"ts": 2', '"ts": 2.5'),
+    "an X slice": event("x", "X", 1, extra='"dur": 3'),
+    "a begin without its end": event("x", "B", 1),
+    "an end before its begin": event("x", "B", 5) + ",\n" + event("x", "E", 2),
+    "a pair of two names": event("x", "B", 1) + ",\n" + event("y", "E", 2),
+    "nameless slices": event("x", "B", 1).replace('"name": "x",', "") + ",\n"
+                       + event("x", "E", 2).replace('"name": "x",', ""),
+    "a repeated key": event("x", "i", 1, extra='"s": "t",\n        "s": "p"'),
+    "an empty object": "    {}\n",
+    "objects in a list": event("c", "C", 3, extra='"args": { "v": [ {"a": 1}, {"b": [true, null, false]} ] }'),
+    "ids at the limit": event("s", "i", 3, tid=2**53 - 1, pid=2**53, extra='"s": "t"') + ",\n"
+                        + event("s", "i", 4, tid=2**64 - 1, pid=0, extra='"s": "t"'),
+    "id before pid": event("a", "b", 3, extra=f'"id": {T}') + ",\n" + event("a", "e", 4, extra=f'"id": {T}'),
+    "a time before 1970": event("x", "B", -5) + ",\n" + event("x", "E", -2),
+}
+
+
+@pytest.mark.parametrize("about", sorted(ODD))
+def test_what_the_c_code_hands_to_python(about, tmp_path, monkeypatch):
+    plain = event("dot", "B", 10) + ",\n" + event("dot", "E", 12)
+    text = raw(plain, ODD[about], plain, header=True)
+    r = cut_twice(tmp_path, text, monkeypatch)
+    assert r == "refused" or r[0] == r[1]
+    if r != "refused":
+        orjson.loads(r[1])  # valid JSON
+
+
+def test_a_later_range_and_its_ids_numbered_across_runs(tmp_path, monkeypatch):
+    # the numbering and the threads' slices carry from run to run and across the C code and
+    # Python: runs of 300 bytes alternate between plain pairs and Python's (a raw quote)
+    monkeypatch.setattr(rawcut, "BLOCK", 300)
+    events = []
+    for i in range(40):
+        name = 'q"q' if i % 3 == 0 else "dot"
+        events += [event(name, "B", 100 * i, tid=T - 7 * (i % 4)), event(name, "E", 100 * i + 5, tid=T - 7 * (i % 4))]
+    text = HEADER + ",\n".join(events)
+    start = len(text[:text.index(events[6])].encode()) - 2  # at the comma before the 7th event
+    python, native, took = cut_twice(tmp_path, text, monkeypatch, start=start)
+    assert python == native and took > 0
+    # four threads past 2**53, numbered after the step mark's tid 1 (two passes)
+    assert sorted({e["tid"] for e in orjson.loads(native)["traceEvents"]}) == [1, 2, 3, 4, 5]
+
+
+def test_ids_numbered_in_order_of_first_use_within_a_run(tmp_path, monkeypatch):
+    # one run the C code takes, its threads first used in descending order of their ids
+    events = []
+    for i in range(12):
+        tid = T - 7 * (i % 4)
+        events += [event("dot", "B", 100 * i, tid=tid), event("dot", "E", 100 * i + 5, tid=tid)]
+    python, native, took = cut_twice(tmp_path, HEADER + ",\n".join(events), monkeypatch)
+    assert python == native and took == 3  # written, safe ids reserved, written again
+    tids = [e["tid"] for e in orjson.loads(native)["traceEvents"] if e.get("name") == "dot"]
+    assert tids[:8:2] == [2, 3, 4, 5]  # the step mark's tid 1 is safe: numbered around it
