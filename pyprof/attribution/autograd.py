@@ -114,6 +114,21 @@ class Tape:
 _RAW: list[Any] = []  # the raw MXNDArrayGetGrad and MXNDArrayFree
 
 
+def grad_chunk(h: int, chunk: Callable[[int], int | None]) -> int | None:
+    """The engine variable (``Chunk*``, read by ``chunk``) of variable ``h``'s gradient array:
+    every handle of that gradient (Gluon's, ``.grad``'s) shares it. None when it cannot be
+    read. C: MXNDArrayGetGrad, MXNDArrayFree (of the gradient's new handle)."""
+    if not _RAW:
+        _RAW[:] = [capi.fn("MXNDArrayGetGrad").__wrapped__, capi.fn("MXNDArrayFree").__wrapped__]
+    out = capi.Handle()
+    if _RAW[0](h, out) != 0 or not out.value:
+        return None
+    try:
+        return chunk(out.value)
+    finally:
+        _RAW[1](out)
+
+
 def has_grad(h: int) -> bool:
     """Whether NDArray ``h`` is a variable with a gradient (``attach_grad``), through the raw
     functions: inside a gated call only; a refused query is False. C: MXNDArrayGetGrad,
@@ -160,7 +175,8 @@ def _meta_of(refs: list[str], ins: list | None, outs: list | None, ograds: list)
 
 
 def derive(heads: list[int], head_grads: list, calls: list, invocations: list, cache: dict,
-           by_handle: dict[int, dict], grad: Callable[[int], bool]) -> tuple[list, list[BackwardNode]]:
+           by_handle: dict[int, dict], grad: Callable[[int], bool],
+           writers: dict | None = None) -> tuple[list, list[BackwardNode]]:
     """The gradient graph of one backward, in MXNet's run order.
 
     Args:
@@ -171,6 +187,10 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
         cache: the recorder's handle -> (shape, dtype, producer seq, output slot).
         by_handle: operator handle -> its ``capture.backward`` entry.
         grad: whether an input handle no recorded call wrote is a variable with a gradient.
+
+        writers: filled, when given, with each variable's handle -> (the node writing its
+            gradient, that node's output), or None where no node of a known operator does (a
+            hybridized block's backward, a head's own gradient).
 
     Returns: (the head gradients MXNet makes: per head without one, its (shape, dtype) meta;
     the backward nodes in run order). Nodes whose operator the table does not know are left
@@ -312,10 +332,14 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
         v = grads.get(("v", h), [])  # its gradient has the variable's shape and dtype
         e = cache.get(h)
         g = aggregate(v, v[0][2] if v else (e[0], e[1]) if e is not None else None)
+        w = None
         if isinstance(g[0], BackwardNode):
             if g[0].op is not None and g[1] < len(g[0].to_var):
                 g[0].to_var[g[1]] = True
+                w = (g[0], g[1])
             emit(g[0])
+        if writers is not None:
+            writers[h] = w
     return made, [n for n in run if n.op is not None or n.fwd in inv_set]
 
 

@@ -39,7 +39,8 @@ class Call:
     trace's clock (microseconds since the epoch)."""
 
     __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
-                 "producers", "slots", "thread", "stack", "block", "source", "invocation", "fresh")
+                 "producers", "slots", "thread", "stack", "block", "source", "invocation", "fresh",
+                 "unproven")
 
     def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
                  in_meta: list | None, out_meta: list | None, keys: list, vals: list,
@@ -57,6 +58,9 @@ class Call:
         #: per output, whether the call allocates it (None: every output); an autograd
         #: backward node writing a variable's gradient does not (MXNet allocated it before)
         self.fresh = fresh
+        #: the dependency model does not know every writer of its inputs (a gradient a backward
+        #: wrote that was not linked to its writer): its match is never labelled exact
+        self.unproven = False
 
     @property
     def name(self) -> str:
@@ -93,22 +97,23 @@ class Call:
 #: oldest generation; a Call, its lists and nested tuples stayed there, and every full
 #: collection walked the window's calls (about 6-10 us a call, measured on the small-operator
 #: workload). ``in_meta``/``out_meta`` are flat (shape, dtype code, shape, dtype code, ...);
-#: :func:`as_call` makes the Call.
+#: ``given``: the caller passed the outputs (``out=``: arrays allocated before the call, so it
+#: allocates none of them, :attr:`Call.fresh`); :func:`as_call` makes the Call.
 RECORD = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys",
-          "vals", "producers", "thread", "stack", "slots")
+          "vals", "producers", "thread", "stack", "slots", "given")
 
 
 def as_call(entry: object) -> object:
     """The :class:`Call` of a record (:data:`RECORD`); any other entry as it is."""
     if type(entry) is not tuple:
         return entry
-    seq, t_us, pushed_us, op, ins, outs, fin, fout, keys, vals, producers, thread, stack, slots = entry
+    seq, t_us, pushed_us, op, ins, outs, fin, fout, keys, vals, producers, thread, stack, slots, given = entry
     in_meta = out_meta = None
     if fin is not None:
         in_meta = [(fin[2 * i], fin[2 * i + 1], producers[i], slots[i]) for i in range(len(ins))]
         out_meta = [(fout[2 * j], fout[2 * j + 1], seq, j) for j in range(len(outs))]
     return Call(seq, t_us, pushed_us, op, ins, outs, in_meta, out_meta, keys, vals, producers,
-                thread, stack, slots)
+                thread, stack, slots, fresh=(False,) * len(outs) if given else None)
 
 
 def seq_of(entry: object) -> int:

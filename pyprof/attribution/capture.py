@@ -56,7 +56,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import rules
-from ..native import capi
+from ..native import capi, shim
 from . import autograd, cachedop, executor, store
 from .calls import HANDLES, Call, as_call, dtype_name, load_handles, seq_of
 
@@ -100,6 +100,7 @@ class Recorder:
         self._taped: list[cachedop.Invocation] = []  # autograd recorded them; not backwarded yet
         self._recording: dict[int, bool] = {}  # thread ident -> autograd records (as last set)
         self._tape = autograd.Tape()  # the seq spans autograd recorded imperative calls in
+        self._blind: list[int] = []  # first seqs of backwards whose gradients were not linked
         self._unrecorded = 0  # the Python hooks' calls whose recording failed (see unrecorded)
         _RECORDERS.add(self)
 
@@ -126,6 +127,7 @@ class Recorder:
         if "mxnet.base" not in sys.modules:
             return False
         load_handles()
+        shim.layout_checked()  # (once a process, outside MXNet's calls: gradients' engine variables)
         self._use(store.choose(self, self.shapes, self.stack, MAX_CALLS, self._store.seq()))
         native = self._store.kind == "native"
         if not capi.hook_mxnet("MXImperativeInvokeEx", self._store.make_invoke if native else self._make_invoke):
@@ -157,6 +159,7 @@ class Recorder:
             self.hooked = False
         self._active[0] = False
         self._cache.clear()
+        getattr(self._store, "links", {}).clear()
         self._shapes.clear()
         self._graphs.clear()
         self._executors.clear()
@@ -175,7 +178,7 @@ class Recorder:
     def take(self) -> tuple[list[Call], bool]:
         """The calls recorded since the last take (the window's), in call order, and whether
         recording stopped at ``capture.max_calls`` (the next window records again)."""
-        calls, log, full = self._cut()
+        calls, log, full, blind = self._cut()
         # outside the lock (the hot path waits), the collector paused: nothing made here is garbage
         collecting = gc.isenabled()
         gc.disable()
@@ -190,19 +193,21 @@ class Recorder:
         finally:
             if collecting:
                 gc.enable()
+        _unproven(calls, blind)
         return calls, full
 
     def discard(self) -> None:
         """Forget the calls recorded since the last take, unread (a warm-up's: no window)."""
         self._cut()
 
-    def _cut(self) -> tuple[list, Any, bool]:
+    def _cut(self) -> tuple[list, Any, bool, list[int]]:
         with self._lock:
             log, full = self._store.drain(True)
             # a forward of this window backwarded in the next gets no backward calls
             calls, self.calls, self._taped = self.calls, [], []
             self._tape.clear()
-        return calls, log, full
+            blind, self._blind = self._blind, []
+        return calls, log, full, blind
 
     # -- the hot path ---------------------------------------------------------------------------
     def _make_invoke(self, raw: Callable[..., int], resolve: Callable | None = None) -> Callable[..., int]:
@@ -213,10 +218,14 @@ class Recorder:
 
         def invoke(*a: Any) -> int:
             t = now()
+            given = resolve is None and bool(a[4]._obj)  # out=: the caller's arrays (made before)
             rc = raw(*a)
             if rc == 0 and active[0]:
                 try:
-                    record(t // 1000, now() // 1000, a)
+                    if given:
+                        self._record(t // 1000, now() // 1000, a, True)
+                    else:
+                        record(t // 1000, now() // 1000, a)
                 except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
                     self._unrecorded += 1  # (a shape query MXNet refused): left unrecorded
             return rc
@@ -342,8 +351,10 @@ class Recorder:
                 self.calls = sorted(self.calls + logged, key=seq_of)
             spans = self._tape.taken(thread, self._store.seq())
             calls = autograd.taped_calls(self.calls, spans, thread)
+            writers: dict = {}
+            start = self._store.seq()
             made, nodes = autograd.derive(*autograd.backward_heads(a), calls, taped, self._cache,
-                                          autograd.by_handle(), autograd.has_grad)
+                                          autograd.by_handle(), autograd.has_grad, writers)
             reached = {id(n.fwd) for n in nodes}
             nodes += [autograd.BackwardNode(None, None, None, [], inv) for inv in reversed(taped)
                       if id(inv) not in reached]  # not reached from the heads: as before
@@ -369,8 +380,27 @@ class Recorder:
                     return
                 self.calls.append(cachedop.Invocation(first, t_us, pushed_us, g, n.fwd, None,
                                               thread, None))
+            if not self._link(writers):
+                self._blind.append(start)
 
-    def _record(self, t_us: int, pushed_us: int, a: tuple) -> None:
+    def _link(self, writers: dict) -> bool:
+        """Give the gradients a backward writes their writers: each variable's gradient array
+        (whatever handle reads it: Gluon's grad arrays, ``.grad``) has the node writing it as
+        producer, by its engine variable (the ``Chunk*`` every handle of it shares). False when
+        a gradient's writer or engine variable is not known: the calls after it that read an
+        array written before it are then not proven (:attr:`pyprof.attribution.calls.Call.unproven`)."""
+        links, ok = {}, True
+        for h, w in writers.items():
+            c = autograd.grad_chunk(h, self._store.chunk)
+            if c is None:
+                ok = False
+            elif w is None or w[0].seq < 0:  # its readers are not proven (Call.unproven)
+                links[c] = (UNKNOWN_WRITER, -1)
+            else:
+                links[c] = (w[0].seq, w[1])
+        return self._store.link(links) and ok if links else ok
+
+    def _record(self, t_us: int, pushed_us: int, a: tuple, given: bool = False) -> None:
         op, ins, outs, keys, vals = capi.invoke_io(a)
         cache = self._cache
         with self._lock:
@@ -382,9 +412,12 @@ class Recorder:
                     meta, shapes = self._store.meta, self._shapes
                     if len(shapes) > _MAX_SHAPES:
                         shapes.clear()
+                    links = self._store.links
                     for h in ins:
                         e = cache.get(h)
                         p, k = (-1, -1) if e is None else (e[2], e[3])
+                        if e is None and links:  # first seen: a gradient autograd wrote?
+                            p, k = links.get(shim.chunk_of(h), (p, k))
                         prod.append(p)
                         slots.append(k)
                         if e is None or e[1] == -1:  # never seen, or an executor's output (no shape yet)
@@ -398,17 +431,21 @@ class Recorder:
                         fout += sh, d
                     fin, fout = tuple(fin), tuple(fout)
                 else:
+                    links = self._store.links
                     for h in ins:
                         e = cache.get(h)
-                        prod.append(-1 if e is None else e[2])
-                        slots.append(-1 if e is None else e[3])
+                        p, k = (-1, -1) if e is None else (e[2], e[3])
+                        if e is None and links:  # first seen: a gradient autograd wrote?
+                            p, k = links.get(shim.chunk_of(h), (p, k))
+                        prod.append(p)
+                        slots.append(k)
                     fin = fout = None
                     for j, h in enumerate(outs):
                         cache[h] = (None, -1, seq, j)
                 producers, slots = tuple(prod), tuple(slots)
                 stack = self._stack() if self.stack else None
                 self.calls.append((seq, t_us, pushed_us, op, ins, outs, fin, fout, keys, vals,
-                                   producers, threading.get_ident(), stack, slots))
+                                   producers, threading.get_ident(), stack, slots, given))
             except BaseException:
                 self._store.release(1)  # not recorded: its seq stays spent, as its cache entries
                 raise
@@ -432,6 +469,26 @@ class Recorder:
             out += f.f_code, f.f_lineno
             f = f.f_back
         return tuple(out)
+
+
+#: The producer seq of an array a backward wrote by a node no call stands for (a hybridized
+#: block's backward): a call reading it is not proven (Call.unproven).
+UNKNOWN_WRITER = -2
+
+
+def _unproven(calls: list, blind: list[int]) -> None:
+    """Mark the calls no dependency model proves: one reading a gradient whose writer is not
+    known (:data:`UNKNOWN_WRITER`); and after a backward whose gradients' engine variables could
+    not be read (first seq in ``blind``), a call reading an array whose last known writer came
+    before that backward (it may read a gradient the backward overwrote)."""
+    import bisect
+
+    blind = sorted(blind)
+    for c in calls:
+        if UNKNOWN_WRITER in c.producers:
+            c.unproven = True
+        elif blind and (k := bisect.bisect_left(blind, c.seq)) and any(p < blind[k - 1] for p in c.producers):
+            c.unproven = True  # (the backwards before c: the last one decides)
 
 
 _RECORDERS: weakref.WeakSet[Recorder] = weakref.WeakSet()

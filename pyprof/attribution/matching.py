@@ -61,6 +61,7 @@ _CALL: str = _SPEC["capture"]["sources"]["call"]
 # calls whose outputs are allocated inside their events: the counter checks them
 _ALLOCATING = (_CALL, _SPEC["capture"]["sources"]["autograd"])
 _EXECUTOR: str = _SPEC["capture"]["sources"]["executor"]
+_AUTOGRAD: str = _SPEC["capture"]["sources"]["autograd"]
 #: A window file larger than this (bytes) is kept as cut, without args: annotating reads the
 #: whole window into memory (attribution.json capture.max_annotate_bytes; tests lower it).
 MAX_ANNOTATE_BYTES: int = _SPEC["capture"]["max_annotate_bytes"]
@@ -149,7 +150,10 @@ class _Ready:
         return self.hi < other.lo or (self.bind is not None and self.bind == other.bind)
 
 
-def _ready(c: Call, deps: list, ended: dict, after: dict, first: int, start: Any) -> _Ready | None:
+def _ready(c: Call, deps: list, ended: dict, after: dict, first: int, start: Any,
+           unsure: bool = False) -> _Ready | None:
+    """``unsure``: a producer of ``c`` has no event in the window (inside an ``ImperativeBulk``):
+    it counts as ended, but when ``c`` became ready is not known (no order is proven)."""
     point, lo, hi, bind = c.pushed_us, c.t_us, c.pushed_us, ("push", c.thread)
     for p, var in deps:
         if p < first or p < 0:
@@ -163,6 +167,8 @@ def _ready(c: Call, deps: list, ended: dict, after: dict, first: int, start: Any
             point, bind = end, (p, var)
         elif end == point and bind != (p, var):
             bind = None
+    if unsure:
+        hi, bind = float("inf"), None
     return _Ready(c, point, lo, hi, bind)
 
 
@@ -200,7 +206,10 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     bulked = {h for n, v in names.items() if n.startswith("[") for op, post in node_ops(v or ())
               for h in (op, *post)}
     unseen = {c.seq for c in calls if c.op not in present}
-    if unseen:
+    unsure: set[int] = set()  # calls reading a gradient such a backward node wrote: when they
+    if unseen:  # became ready is not known (a hybridized block's forward nodes count as ended)
+        grads = {c.seq for c in calls if c.seq in unseen and c.source == _AUTOGRAD}
+        unsure = {k for k, v in deps.items() if any(d[0] in grads for d in v)}
         deps = {k: [d for d in v if d[0] not in unseen] for k, v in deps.items()}
     pending: dict[int, list[Call]] = {}
     # in call-time order: seqs are taken after the call returns, so another thread's later seq
@@ -241,7 +250,8 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
             if g is None or not bulk and c.source == _EXECUTOR and c.op in bulked:
                 continue
             groups[c.seq] = g
-            r = _ready(c, external_deps(g, deps) if bulk else deps[c.seq], ended, after, first, ev.start)
+            r = _ready(c, external_deps(g, deps) if bulk else deps[c.seq], ended, after, first, ev.start,
+                       any(x.seq in unsure for x in g))
             if r is not None:
                 ready.append(r)
                 if best is None or (r.point, r.call.seq) < (best.point, best.call.seq):
@@ -267,8 +277,8 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
                 else:
                     label = _LABELS["ambiguous"]
                     tainted.update(r.call.seq for r in tie)
-        if c.seq in tainted and label == _LABELS["exact"]:
-            label = _LABELS["ambiguous"]
+        if (c.seq in tainted or c.unproven) and label == _LABELS["exact"]:
+            label = _LABELS["ambiguous"]  # a label is a proof: not where a writer is unknown
         s = starts[ev.tid]
         k = bisect.bisect_right(s, ev.end)
         for x in groups[c.seq]:

@@ -26,12 +26,34 @@ class PyStore:
 
     def __init__(self, seq: int = 0, max_calls: int = 0) -> None:
         self.cache: dict[int, tuple] = {}
+        self.links = {}
         self.active = [False]  # a list: the hot path reads it without an attribute lookup
         self._seq, self._used, self._max, self.full = seq, 0, max_calls, False
         self.unrecorded = 0  # (the Recorder counts the Python hooks' own)
 
     def configure(self, max_calls: int) -> None:
         self._max = max_calls
+
+    #: chunk -> (writer seq, output slot) of the gradients autograd's backwards wrote (:meth:`link`)
+    links: dict[int, tuple[int, int]]
+
+    def chunk(self, h: int) -> int | None:
+        """The engine variable of NDArray ``h`` (its ``Chunk*``), None when it cannot be read
+        (:func:`pyprof.native.shim.chunk_of`)."""
+        return shim.chunk_of(h)
+
+    def link(self, links: dict[int, tuple[int, int]]) -> bool:
+        """Gradients autograd's backward writes: chunk -> (writer seq, output slot). Each cached
+        handle of such a chunk gets the writer as producer now, one first seen later when it
+        is read (the recorder's hot path asks :attr:`links`). False when no chunk can be read."""
+        if not shim.layout_checked():
+            return False
+        self.links.update(links)
+        for h, e in list(self.cache.items()):
+            w = links.get(shim.chunk_of(h))
+            if w is not None:
+                self.cache[h] = (e[0], e[1], w[0], w[1])
+        return True
 
     def seq(self) -> int:
         return self._seq

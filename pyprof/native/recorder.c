@@ -114,6 +114,32 @@ static void clear_cache(void) {
     tab = NULL, cap = count = 0;
 }
 
+/* ---- gradient links: the engine variable (an NDArray's Chunk*) -> its last writer ----
+   autograd's backward writes each variable's gradient array, whose handle no call shows
+   (Gluon's grad arrays were made before; mxnet's .grad a new handle each time): Python names
+   the gradients' chunks and their writing nodes (rec_link); a handle of such a chunk, cached
+   now or first seen later, gets that node as producer. Read by the checked layout only. */
+typedef struct {
+    uintptr_t chunk;
+    int64_t seq;
+    int32_t slot;
+} link;
+static link *links;
+static size_t nlinks;
+static int64_t layout[5]; /* (defined with the shapes' reading, below) */
+
+static uintptr_t chunk_of(const char *h) {
+    void *c;
+    memcpy(&c, h + layout[0], sizeof c); /* L_CHUNK */
+    return (uintptr_t)c;
+}
+
+static const link *linked(uintptr_t c) {
+    for (size_t i = 0; c && i < nlinks; i++)
+        if (links[i].chunk == c) return &links[i];
+    return NULL;
+}
+
 /* ---- the log: int64 words, and the keys' and vals' bytes apart ---- */
 typedef struct {
     char *p;
@@ -210,7 +236,7 @@ static int meta_words(int32_t dt, int32_t nd, const int64_t *d) {
    input and output dtype, ndim, dims..., per attribute the key's and val's lengths), and the
    attributes' nstr bytes in strs. shim.parse reads each signature once. */
 static void record(int64_t t, int64_t pushed, void *op, int nin, void **ins, int nout, void **outs,
-                   int np, const char **keys, const char **vals) {
+                   int np, const char **keys, const char **vals, int given) {
     pthread_mutex_lock(&mu);
     if (used >= max_calls) { /* bounded, whatever the window */
         full = 1, rec_active = 0;
@@ -226,12 +252,16 @@ static void record(int64_t t, int64_t pushed, void *op, int nin, void **ins, int
     words.n += 8 * fixed;
 #define R ((int64_t *)(words.p + w0)) /* (words.p moves as the log grows) */
     r = R;
-    r[0] = seq, r[1] = t, r[2] = pushed, r[3] = (int64_t)pthread_self(), r[4] = nin, r[5] = nout;
+    r[0] = seq, r[1] = t, r[2] = pushed, r[3] = (int64_t)pthread_self(), r[4] = nin, r[5] = nout | ((int64_t)given << 32);
     for (int i = 0; i < nin; i++) {
         uintptr_t h = (uintptr_t)ins[i];
         entry *e = find(h);
         int64_t p = e ? e->seq : -1;
         int32_t k = e ? e->slot : -1;
+        if (!e && direct && nlinks) { /* first seen: a gradient autograd wrote? */
+            const link *l = linked(chunk_of(ins[i]));
+            if (l) p = l->seq, k = l->slot;
+        }
         if (!e || e->dtype == -1) { /* never seen, or an executor's output (no shape yet) */
             if (query(ins[i], &nd, &d, &dt) || put(h, p, k, dt, nd, d)) goto fail;
         }
@@ -265,9 +295,10 @@ fail:
 int rec_invoke(void *op, int nin, void **ins, int *nout, void ***outs, int np, const char **keys,
                const char **vals, const int **stypes) {
     int64_t t = now_us();
+    int given = *outs != NULL; /* out=: the caller's arrays, allocated before */
     int rc = real_invoke(op, nin, ins, nout, outs, np, keys, vals, stypes);
     if (rc == 0 && rec_active)
-        record(t, now_us(), op, nin, ins, *nout, *outs, np, keys, vals);
+        record(t, now_us(), op, nin, ins, *nout, *outs, np, keys, vals, given);
     return rc;
 }
 
@@ -376,8 +407,50 @@ void rec_pop(void *h) {
     pthread_mutex_unlock(&mu);
 }
 
+/* Gradients written by a backward: n chunks and their writers (seq, slot). Each cached handle
+   of one of them gets the writer as producer now, a handle first seen later when it is read;
+   the table keeps the latest writer of each chunk. Returns how many cached handles were
+   linked, or -1 when NDArrays are not read in place (no chunk is known) or out of memory. */
+int64_t rec_link(int64_t n, const int64_t *chunks, const int64_t *seqs, const int32_t *slots) {
+    int64_t got = 0;
+    pthread_mutex_lock(&mu);
+    if (!direct) {
+        pthread_mutex_unlock(&mu);
+        return -1;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        link *l = (link *)linked((uintptr_t)chunks[j]);
+        if (!l) {
+            link *m = realloc(links, sizeof(link) * (nlinks + 1));
+            if (!m) {
+                pthread_mutex_unlock(&mu);
+                return -1;
+            }
+            links = m, l = &links[nlinks++], l->chunk = (uintptr_t)chunks[j];
+        }
+        l->seq = seqs[j], l->slot = slots[j];
+    }
+    for (size_t i = 0; i < cap; i++) {
+        if (!tab[i].key) continue;
+        const link *l = linked(chunk_of((const char *)tab[i].key));
+        if (l) tab[i].seq = l->seq, tab[i].slot = l->slot, got++;
+    }
+    pthread_mutex_unlock(&mu);
+    return got;
+}
+
+/* The chunk of NDArray h by the checked layout; 0 when NDArrays are not read in place. */
+int64_t rec_chunk(void *h) {
+    pthread_mutex_lock(&mu);
+    int64_t c = direct ? (int64_t)chunk_of(h) : 0;
+    pthread_mutex_unlock(&mu);
+    return c;
+}
+
 void rec_clear(void) {
     pthread_mutex_lock(&mu);
+    free(links);
+    links = NULL, nlinks = 0;
     clear_cache();
     pthread_mutex_unlock(&mu);
 }

@@ -108,7 +108,9 @@ def library() -> Any:
                 ("rec_layout", [POINTER(c_int64), c_int], c_int),
                 ("rec_read", [c_void_p, POINTER(c_int64), c_int], c_int),
                 ("rec_drain", [POINTER(c_void_p), POINTER(c_void_p), POINTER(c_int64), c_int], None),
-                ("rec_free_log", [c_void_p, c_void_p], None)):
+                ("rec_free_log", [c_void_p, c_void_p], None),
+                ("rec_link", [c_int64, POINTER(c_int64), POINTER(c_int64), POINTER(ctypes.c_int32)], c_int64),
+                ("rec_chunk", [c_void_p], c_int64)):
             f = getattr(lib, name)  # (lib[name] would be a fresh, undeclared object)
             f.argtypes, f.restype = args, res
         _lib = lib
@@ -149,6 +151,25 @@ def check_layout(layout: dict[str, int] | None = None) -> bool:
         if nd != len(shape) or out[0] != code or tuple(out[2:2 + nd]) != shape:
             return False
     return True
+
+
+def layout_checked() -> bool:
+    """Whether :data:`LAYOUT` was found right in this process (:func:`check_layout`, made once,
+    here if not yet; False without the library): then an NDArray's ``Chunk*`` (its engine
+    variable) can be read in place. C: as check_layout."""
+    global _checked
+    if _checked is None:
+        _checked = library() is not None and check_layout()
+    return bool(_checked)
+
+
+def chunk_of(h: int) -> int | None:
+    """The ``Chunk*`` of NDArray handle ``h`` (what its engine variable is kept by: views,
+    ``.grad`` and ``detach`` handles share it), read in place by :data:`LAYOUT`; None unless
+    :func:`layout_checked` found the layout right, or for an array without one."""
+    if not _checked:
+        return None
+    return ctypes.c_void_p.from_address(h + LAYOUT["chunk"]).value or None
 
 
 def reads_in_place() -> bool:
@@ -258,6 +279,21 @@ class NativeStore:
             return tuple(b[2:2 + nd]), b[0]
         return capi.ndarray_meta(h)
 
+    def chunk(self, h: int) -> int | None:
+        """The engine variable of NDArray ``h`` (its ``Chunk*``, :data:`LAYOUT` ``chunk``), or
+        None when NDArrays are not read in place (the layout unchecked)."""
+        return self._lib.rec_chunk(h) or None
+
+    def link(self, links: dict[int, tuple[int, int]]) -> bool:
+        """Gradients autograd's backward writes: chunk -> (writer seq, output slot). Each
+        cached handle of such a chunk gets the writer as producer now, one first seen later
+        when it is read. False when no chunk can be read (the layout unchecked)."""
+        n = len(links)
+        chunks = (c_int64 * max(1, n))(*links)
+        seqs = (c_int64 * max(1, n))(*(v[0] for v in links.values()))
+        slots = (ctypes.c_int32 * max(1, n))(*(v[1] for v in links.values()))
+        return self._lib.rec_link(n, chunks, seqs, slots) >= 0
+
     def make_invoke(self, raw: Any) -> Any:
         """The C ``MXImperativeInvokeEx`` recorder around ``raw`` (mxnet's ctypes function)."""
         global _checked
@@ -299,6 +335,7 @@ def parse(raw: bytes, ss: bytes) -> list[tuple]:
     append, get = out.append, sigs.get
     while i < n:
         seq, t, pushed, thread, nin, nout, nsig, nstr = ws[i:i + 8]
+        nout, given = nout & 0xFFFFFFFF, nout >> 32  # (out=: the caller's arrays)
         j = i + 8 + nin
         k = j + 2 * nin
         e = k + nout
@@ -308,7 +345,7 @@ def parse(raw: bytes, ss: bytes) -> list[tuple]:
             sig = sigs[key] = _signature(ws[e:e + nsig], ss[so:so + nstr], nin, nout)
         append((seq, t, pushed, sig[0], tuple(ws[i + 8:j]), tuple(ws[k:e]), sig[1], sig[2], sig[3],
                 sig[4], tuple(ws[j:j + nin]), thread if thread >= 0 else thread + (1 << 64), None,
-                tuple(ws[j + nin:k])))
+                tuple(ws[j + nin:k]), given))
         i, so = e + nsig, so + nstr
     return out
 

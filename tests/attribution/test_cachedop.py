@@ -41,6 +41,7 @@ st = pyprof.trace.stats("w.json", categories={"operator"})
 sh = pyprof.trace.stats("w.json", categories={"operator"}, by="shape")
 result = {
     "report": p.windows[0].attribution.as_dict(),
+    "ambiguous": sorted(e["name"] for e in ops if a(e).get(ARGS["match"]) == "ambiguous" and a(e).get(ARGS["memory_check"]) is not False),
     "without": sorted({e["name"] for e in ops if ARGS["input_dims"] not in a(e) and e["name"] not in BOOKKEEPING}),
     "gemm": sorted({(e["name"], a(e).get(ARGS["block"]), json.dumps(a(e).get(ARGS["input_dims"]), separators=(",", ":")), a(e).get(ARGS["flops"]))
                     for e in ops if e["name"] in ("Convolution", "FullyConnected", "_backward_Convolution", "_backward_FullyConnected")}, key=str),
@@ -115,7 +116,10 @@ def test_every_cnn_operator_event_but_the_listed_ones_carries_shapes(cnn):
     assert cnn["without"] == _UNCOVERED, cnn["report"]
     rep = cnn["report"]
     assert rep["matched"] == rep["calls"] and rep["unmatched_calls"] == 0
-    assert cnn["matches"] == ["exact"]  # one CPU worker: the graph order is the run order
+    # one CPU worker: the graph order is the run order; the trainer's updates read gradients a
+    # hybridized block's backward wrote, whose writing node is not linked: not proven (issue 34)
+    assert cnn["matches"] == ["ambiguous", "exact"], cnn["ambiguous"]
+    assert {n for n in cnn["ambiguous"]} == {"multi_sgd_update"}, cnn["ambiguous"]
     # a label is a proof: a match the counter contradicts (its model's miss) is never exact
     assert "exact" not in cnn["failed_checks"]
     assert cnn["valid"] is True
@@ -184,8 +188,11 @@ def test_a_cached_op_made_inside_the_session_gets_its_symbol_at_creation(tmp_pat
 def test_in_bulk_mode_the_nodes_stay_unmatched_and_the_imperative_calls_exact(tmp_path):
     r = _run(tmp_path, per_operator=False)
     rep = r["report"]
-    # exact but where the counter contradicts it (its model's miss, written ambiguous)
-    assert rep["ambiguous"] == rep["memory_checked"] - rep["memory_passed"], rep
+    # exact but where the counter contradicts it (its model's miss, written ambiguous) and the
+    # trainer's updates, which read gradients the block's backward wrote (not proven: issue 34)
+    failed = rep["memory_checked"] - rep["memory_passed"]
+    assert set(r["ambiguous"]) == {"multi_sgd_update"}, r["ambiguous"]
+    assert rep["ambiguous"] == failed + len(r["ambiguous"]), rep
     assert rep["exact"] + rep["ambiguous"] == rep["matched"] > 0
     # forward at 64 and 8, backward (10 nodes and 2 workspace zero gradients), and the loss's
     # 4 autograd backward nodes: in bulks
