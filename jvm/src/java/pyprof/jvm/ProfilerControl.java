@@ -577,7 +577,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
       throw e instanceof RuntimeException ? (RuntimeException) e : new IllegalStateException(e);
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-      throw new IllegalStateException("interrupted while waiting for the statistics", e);
+      throw new IllegalStateException("interrupted while waiting for the statistics. fix: call stats() again", e);
     }
   }
 
