@@ -20,7 +20,6 @@ from .process import output as _output
 from . import rules
 from .errors import ConfigError
 
-__all__ = ["ConfigKey", "keys", "validate", "number", "boolean", "flags", "c_float", "SPEC_PATH"]
 
 SPEC_PATH = rules.SPEC_DIR / "profiler_config.json"
 

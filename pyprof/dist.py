@@ -36,8 +36,6 @@ from typing import Any
 
 from . import profiler, rules
 
-__all__ = ["role", "server_trace_path", "server_profiling", "launch_local", "Cluster",
-           "ProcessResult", "merge"]
 
 ROLES = ("scheduler", "server", "worker")
 

@@ -47,9 +47,6 @@ from . import config, rules
 from .native.importhook import AfterImport
 from .errors import ConfigError
 
-__all__ = ["MODES", "BULK_VARIABLES", "parse_mode", "config_from_environment", "autostart", "flag",
-           "per_operator", "per_operator_requested", "per_operator_too_late", "libmxnet_loaded",
-           "mxnet_autostart_problem", "unknown_variables"]
 
 #: Readable mode names and the config key each one turns on.
 MODES = {

@@ -2,21 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = [
-    "PyprofError",
-    "MXNetError",
-    "LibraryNotFoundError",
-    "ConfigError",
-    "StateError",
-    "DeviceError",
-    "JVMError",
-    "TraceError",
-    "TraceNotFoundError",
-    "TraceFormatError",
-    "AggregateFormatError",
-    "LogFormatError",
-]
-
 
 class PyprofError(Exception):
     """Base class of every error pyprof raises."""

@@ -35,9 +35,10 @@ from . import rules
 from .native.gate import GATE
 from .errors import JVMError
 
-__all__ = ["start", "shutdown", "is_running", "call", "require", "classpath", "jvm_dir",
-           "Keyword", "StringKey", "to_clojure", "to_python", "translate_exception",
-           "eval_clojure"]
+# The bridge's facade (docs/jvm.md). Keyword, StringKey, to_clojure, to_python and
+# translate_exception (pyprof.native.jvm_values) stay importable here, as package-internal.
+__all__ = ["start", "shutdown", "is_running", "require", "call", "eval_clojure", "classpath",
+           "Keyword"]
 
 _lock = threading.RLock()
 _state = "new"  # new -> running -> shut down; "forked" in a forked child of a running JVM

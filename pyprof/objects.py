@@ -32,7 +32,6 @@ from typing import Any, Callable, TypeVar
 from .native import capi as _capi
 from . import rules
 
-__all__ = ["Domain", "Task", "Frame", "Event", "Counter", "Marker", "MARKER_SCOPES"]
 
 #: Scopes ``Marker.mark`` accepts (MXNet's ProfileMarker scopes; pyprof/spec/api.json).
 MARKER_SCOPES = rules.MARKER_SCOPES

@@ -24,10 +24,6 @@ from typing import Any
 
 from . import errors as _errors
 
-__all__ = ["SPEC_DIR", "spec", "API", "CATALOGUE", "error", "render", "fix", "STATES", "PROCESSES",
-           "DUMPS_FORMATS", "DUMPS_SORT_KEYS", "MARKER_SCOPES", "DEFAULT_MARKER_SCOPE",
-           "NAME_MAX_BYTES", "COUNTER_MAX", "COUNTER_STEP_MIN", "COUNTER_STEP_MAX",
-           "lone_surrogate", "path_problem"]
 
 SPEC_DIR = Path(__file__).resolve().parent / "spec"
 

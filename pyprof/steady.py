@@ -8,5 +8,3 @@ and the rules are in :mod:`pyprof.session.steady`; docs/concurrency.md says what
 """
 
 from .session.steady import active, begin, end
-
-__all__ = ["begin", "end", "active"]

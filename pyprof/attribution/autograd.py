@@ -28,8 +28,6 @@ from .. import rules
 from ..native import capi
 from .calls import CODES, HANDLES, Call, as_call, seq_of
 
-__all__ = ["choose", "workspace", "Tape", "BackwardNode", "derive", "has_grad", "inputs_for", "AUTOGRAD", "TABLE", "backward_heads",
-           "by_handle", "head_call", "node_call", "taped_calls"]
 
 _SPEC = rules.spec("attribution.json")["capture"]
 #: attribution.json capture.autograd: the head gradient, sum and zeros operators.

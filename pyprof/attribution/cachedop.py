@@ -24,9 +24,6 @@ from .. import rules
 from .autograd import AUTOGRAD, choose, workspace
 from .calls import CODES, HANDLES, Call
 
-__all__ = ["Graph", "Graphs", "Invocation", "Node", "autograd_recording", "backward_meta",
-           "backward_io", "backward_plan", "block_of", "expand", "invoke_io", "self_on_stack",
-           "symbol_json"]
 
 _SOURCES: dict[str, str] = rules.spec("attribution.json")["capture"]["sources"]
 

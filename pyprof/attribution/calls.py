@@ -9,7 +9,6 @@ from __future__ import annotations
 from .. import rules
 from ..native import capi
 
-__all__ = ["Call", "HANDLES", "CODES", "RECORD", "as_call", "dtype_name", "load_handles", "seq_of"]
 
 _DTYPES: dict[int, str] = {int(k): v for k, v in rules.spec("attribution.json")["capture"]["dtypes"].items()}
 #: dtype name -> MXNet's code (attribution.json capture.dtypes).

@@ -60,7 +60,6 @@ from ..native import capi, shim
 from . import autograd, cachedop, executor, store
 from .calls import HANDLES, Call, as_call, dtype_name, load_handles, seq_of
 
-__all__ = ["Call", "Recorder", "OPTIONS", "HANDLES", "MAX_CALLS", "VIEWS", "dtype_name"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
 #: The session options, each with what it records.

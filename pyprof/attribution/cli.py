@@ -13,9 +13,6 @@ import sys
 from typing import Any
 
 
-__all__ = ["register"]
-
-
 def _flamegraph(args: argparse.Namespace) -> int:
     from .flamegraph import folded, write_folded
 

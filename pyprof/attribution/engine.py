@@ -13,7 +13,6 @@ from typing import Any
 from .. import rules
 from .calls import HANDLES, Call
 
-__all__ = ["workers_per_device", "temp_chain"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")
 _M: dict[str, Any] = _SPEC["matching"]

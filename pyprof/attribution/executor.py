@@ -27,8 +27,6 @@ from typing import Any
 
 from .cachedop import Graph, self_on_stack
 
-__all__ = ["Bound", "Executors"]
-
 
 class Bound:
     """One bound executor: its symbol's :class:`Graph`, its bound input handles in the symbol's

@@ -22,7 +22,6 @@ from ..trace import iter_events
 from ..trace.slices import closed_slices
 from ..trace.writer import check_output
 
-__all__ = ["STACK_ARG", "FoldedStacks", "escape", "folded", "write_folded"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")
 _FG: dict[str, Any] = _SPEC["flamegraph"]

@@ -24,20 +24,18 @@ import orjson
 from .. import rules
 from ..errors import PyprofError
 
-__all__ = ["SPEC", "OPERATORS", "FAMILIES", "DTYPE_BYTES", "family", "flops", "bytes_moved",
-           "output_shapes", "segment_flops", "segment_bytes", "parse_attr", "check_spec"]
 
 Shape = Sequence[int]
 SPEC: dict[str, Any] = rules.spec("flops.json")
 OPERATORS: dict[str, str] = SPEC["operators"]
 FAMILIES: dict[str, Any] = SPEC["families"]
 DTYPE_BYTES: dict[str, int] = SPEC["dtype_bytes"]
+_ARITY: dict[str, list] = SPEC["grammar"]["ops"]
+_INT = re.compile(r"-?\d+")
 _ARGS: dict[str, str] = rules.spec("attribution.json")["trace_args"]
 #: oneDNN subgraph operator -> its base operator, the name flops.json knows it by.
 _BASE: dict[str, str] = {k: v["base"] for k, v in
                          rules.spec("attribution.json")["matching"]["subgraphs"].items() if k != "about"}
-_ARITY: dict[str, list] = SPEC["grammar"]["ops"]
-_INT = re.compile(r"-?\d+")
 
 
 class _Unknown(Exception):
@@ -273,6 +271,8 @@ def segment_bytes(nodes: Sequence[tuple[str, Sequence[Shape], Mapping[str, Any]]
     """Bytes of a bulk segment: the sum of its nodes' :func:`bytes_moved` (float32), or None."""
     counts = [bytes_moved(op, shapes, attrs) for op, shapes, attrs in nodes]
     return None if any(c is None for c in counts) else sum(counts)
+
+
 def counted(name: Any, args: Any) -> Any:
     """The args of operator event ``name`` with its FLOPs and bytes (``trace_args`` ``flops``,
     ``bytes``): the ones it carries, or, where it carries none, derived from its shapes and
@@ -319,8 +319,6 @@ def _derived(name: str, key: bytes) -> tuple[int | None, int | None]:
     except (PyprofError, TypeError, ValueError):
         b = None
     return f, b
-
-
 
 
 def check_spec(spec: Mapping[str, Any] = SPEC) -> None:

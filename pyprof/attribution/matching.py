@@ -45,8 +45,6 @@ from .engine import temp_chain, workers_per_device
 from .memory import CounterSamples
 from .segments import SUBGRAPHS, external_deps, group_of, merged, node_names, node_ops, segment_ops
 
-__all__ = ["ARGS", "BOOKKEEPING", "MAX_ANNOTATE_BYTES", "MatchReport", "annotate",
-           "annotate_window", "match", "workers_per_device"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")
 #: The trace args' names (attribution.json ``trace_args``).

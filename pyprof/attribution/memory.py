@@ -30,7 +30,6 @@ from typing import Any
 from .. import rules
 from ..trace.slices import closed_slices
 
-__all__ = ["CounterSamples", "UNCHECKED"]
 
 _M: dict[str, Any] = rules.spec("attribution.json")["matching"]
 #: Why a match's memory check could not be made: reason key -> its words.

@@ -40,8 +40,6 @@ DOT_SIZES: tuple[int, ...] = tuple(int(n) for n in _SPEC["mxnet_dot_sizes"])
 #: timed runs per size
 REPEATS: int = int(_SPEC["repeats"])
 
-__all__ = ["Peaks", "measure", "format_peaks", "read_peaks"]
-
 
 @dataclasses.dataclass(frozen=True)
 class Peaks:

@@ -31,8 +31,6 @@ from ..trace.naming import BOOKKEEPING_LABEL, BOOKKEEPING_NOTE, is_bookkeeping
 from ..trace.shapes import ShapeGroup, dims_text
 from .peaks import Peaks
 
-__all__ = ["Point", "Roofline", "roofline", "shape_groups", "placeable", "points",
-           "bookkeeping", "bookkeeping_text", "render", "ABOVE"]
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")
 _ROOF = _SPEC["roofline"]

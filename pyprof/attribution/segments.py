@@ -21,7 +21,6 @@ from typing import Any
 from .. import rules
 from .calls import HANDLES, Call
 
-__all__ = ["SUBGRAPHS", "segment_ops", "node_ops", "node_names", "group_of", "external_deps", "merged"]
 
 #: oneDNN subgraph operator -> {"base": operator, "post": operators it may fuse after the base}.
 SUBGRAPHS: dict[str, dict[str, Any]] = {

@@ -14,8 +14,6 @@ from typing import Any
 
 from ..native import capi, shim
 
-__all__ = ["PyStore", "choose"]
-
 
 class PyStore:
     """The Python recorder's state (see the module docstring)."""

@@ -19,7 +19,6 @@ from . import registry
 from .inputs import Tensor, cases_for
 from .report import Report, load
 
-__all__ = ["compare", "samples_by_case", "compare_namespaces", "NP_NAMES"]
 
 #: nd operator -> its numpy-namespace counterpart, where the names differ (opperf's map).
 NP_NAMES = {

@@ -16,8 +16,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Tensor", "DEFAULTS", "OPERATOR_INPUTS", "LARGE_TENSOR", "cases_for", "describe"]
-
 
 @dataclasses.dataclass(frozen=True)
 class Tensor:

@@ -25,7 +25,6 @@ from ..trace.naming import BOOKKEEPING as _BOOKKEEPING
 from ..trace.reader import TraceReader
 from ..trace.statistics import OpStats
 
-__all__ = ["DOMAIN", "BOOKKEEPING", "HEAD_GRADIENT", "LEFT_OUT", "Window", "attribute"]
 
 #: The profiler domain whose tasks mark each run's forward and backward window.
 DOMAIN = "pyprof.bench"

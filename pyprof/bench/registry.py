@@ -17,8 +17,6 @@ import re
 from ..native import capi as _capi
 from .. import rules
 
-__all__ = ["Operator", "CATEGORIES", "operators", "categorize", "by_category",
-           "without_benchmark", "resolve"]
 
 # Category name -> explicit operators; categories with rules are filled by categorize().
 _EXPLICIT: dict[str, tuple[str, ...]] = {

@@ -18,7 +18,6 @@ from typing import Any
 
 from .. import rules
 
-__all__ = ["Report", "environment", "load", "SCHEMA"]
 
 SCHEMA = "pyprof.bench/1"
 

@@ -29,8 +29,6 @@ from .native import DOMAIN
 from .inputs import Tensor, cases_for, describe
 from .report import Report, environment
 
-__all__ = ["ENGINES", "Case", "plan", "run_cases", "run_performance_test", "run_benchmarks",
-           "summarize", "SPREAD_WARNING"]
 
 ENGINES = ("native", "python")
 #: IQR above this fraction of the median earns a high-spread warning.

@@ -15,5 +15,3 @@ Modules: :mod:`~pyprof.dnnl.parse` (the verbose line layouts), :mod:`~pyprof.dnn
 
 from .parse import Primitive, Signature
 from .statistics import DnnlStats, LogInfo, Row, format_stats, stats
-
-__all__ = ["stats", "format_stats", "DnnlStats", "Row", "LogInfo", "Primitive", "Signature"]

@@ -36,8 +36,6 @@ from typing import IO
 from .. import rules
 from .parse import MARKERS
 
-__all__ = ["Splitter", "dnnl_environment", "run", "InProcessCapture", "start_in_process",
-           "SessionCapture"]
 
 _SYNC = b"\x00pyprof-dnnl-sync-"
 _STOP = _SYNC + b"stop\n"  # ends the in-process pump: a forked child may keep the pipe open

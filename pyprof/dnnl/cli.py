@@ -20,8 +20,6 @@ from .statistics import FORMATS, GROUPINGS, format_stats, stats
 if TYPE_CHECKING:
     from . import merge
 
-__all__ = ["register", "format_coverage", "matmul_dnnl"]
-
 
 def _mtime(path: str | None) -> int | None:
     try:

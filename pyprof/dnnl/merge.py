@@ -24,8 +24,6 @@ from ..trace.slices import Rewriter, plan_slices
 from ..trace.writer import TraceWriter, check_output, kept_top_level
 from .parse import Primitive, ScanResult, iter_primitives
 
-__all__ = ["TOLERANCE_US", "CATEGORY", "OperatorCoverage", "DnnlMergeResult", "merge",
-           "read_primitives"]
 
 #: How far (microseconds) a primitive may stick out of its operator's slice and still be placed
 #: in it: MXNet truncates to whole microseconds, oneDNN's clock has microsecond resolution.

@@ -31,9 +31,6 @@ import dataclasses
 from collections.abc import Iterable, Iterator
 
 
-__all__ = ["MARKERS", "Signature", "Primitive", "GroupStats", "ScanResult", "split_signature",
-           "iter_primitives", "is_verbose_line"]
-
 #: Markers of the verbose lines of oneDNN (and its earlier names), with the trailing comma.
 MARKERS: tuple[bytes, ...] = (b"dnnl_verbose,", b"mkldnn_verbose,", b"onednn_verbose,")
 _ENGINES = frozenset({"cpu", "gpu"})

@@ -30,7 +30,6 @@ import numpy as np
 
 from .parse import MARKERS, GroupStats, ScanResult, split_signature
 
-__all__ = ["Scanner"]
 
 _NL, _COMMA, _ZERO, _NINE = b"\n"[0], b","[0], b"0"[0], b"9"[0]
 _NAMES = tuple(m[:-1] for m in MARKERS)  # markers without their comma

@@ -26,8 +26,6 @@ from ..process import workers as _workers
 from .parse import GroupStats, ScanResult, Signature, split_signature
 from .scan import Scanner
 
-__all__ = ["GROUPINGS", "FORMATS", "Row", "LogInfo", "DnnlStats", "stats", "format_stats",
-           "read_log"]
 
 #: ``by=`` values: how rows are keyed.
 GROUPINGS = ("primitive", "impl", "shape")

@@ -13,8 +13,6 @@ from typing import Any
 
 from ..errors import PyprofError
 
-__all__ = ["main", "execute"]
-
 
 def main(argv: list[str] | None, prog: str, doc: str | None,
          add_arguments: Callable[[argparse.ArgumentParser], None],

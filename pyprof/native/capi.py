@@ -32,7 +32,6 @@ from .locate import candidates, in_process as in_process_maps
 from .. import rules
 from ..errors import MXNetError
 
-__all__ = ["lib", "library_path", "check", "Handle", "guard_mxnet"]
 
 EXPECTED_VERSION = 10901  # MXGetVersion() of mxnet 1.9.1
 

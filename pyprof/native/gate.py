@@ -36,7 +36,6 @@ from typing import Any, Protocol
 
 from .. import rules
 
-__all__ = ["Gate", "GATE", "Peer", "SWITCH_TIMEOUT_S"]
 
 #: How long a writer waits for in-flight MXNet calls before it gives up (seconds);
 #: ``$PYPROF_SWITCH_TIMEOUT`` overrides it.

@@ -11,8 +11,6 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["AfterImport"]
-
 
 class AfterImport:
     """A meta-path finder that calls ``then(module)`` right after ``fullname`` executes.

@@ -16,8 +16,6 @@ from typing import Any
 from .jvm_values import StringKey, to_clojure, to_python
 from ..session.windows import METADATA, metadata_key
 
-__all__ = ["install", "uninstall"]
-
 
 def _plain(x: Any) -> Any:
     """A value read from the JVM with plain ``str`` keys (as Python's reader gives events)."""

@@ -22,7 +22,6 @@ from .jvm_values import to_python
 from ..process import claim as _claim, output as _output
 from ..process.tracker import TRACKER, Tracker
 
-__all__ = ["install", "uninstall"]
 
 _BOOLEAN_FIELDS = ("running", "ever_ran", "paused", "finished", "repair_on_finish")
 

@@ -37,9 +37,6 @@ from typing import Any
 
 from .. import errors, rules
 
-__all__ = ["Keyword", "StringKey", "to_clojure", "to_python", "translate_exception",
-           "RESERVED_DATA_KEYS"]
-
 
 class Keyword(str):
     """A Clojure keyword seen from Python: equal to its name (``Keyword("cpu") == "cpu"``),

@@ -9,8 +9,6 @@ import importlib.util
 import os
 import sys
 
-__all__ = ["candidates", "in_process"]
-
 
 def candidates(explicit: str | None) -> list[tuple[str, str]]:
     """Where libmxnet.so may be, in the documented order, with the source of each.

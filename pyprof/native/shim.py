@@ -30,8 +30,6 @@ from typing import Any
 from . import capi
 from ..errors import MXNetError
 
-__all__ = ["store", "NativeStore", "NativeCache", "library", "unavailable", "LAYOUT", "check_layout",
-           "reads_in_place"]
 
 _SOURCE = Path(__file__).with_name("recorder.c")
 #: ``PYPROF_RECORDER=python`` forces the Python recorder (``native``, the default: the C one

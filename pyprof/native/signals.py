@@ -19,7 +19,6 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["saved_handlers", "install", "jvm_call"]
 
 _depth = 0  # bridge calls in progress on the main thread
 _pending: list[tuple[int, Any]] = []

@@ -32,10 +32,6 @@ from typing import Any, Iterator
 from .. import rules
 from . import output as _output
 
-__all__ = ["SPEC", "base_dir", "claim_dir", "claim_file", "owner", "claim", "claiming",
-           "claiming_window_path", "claim_window", "release_window", "window_written",
-           "all_given_back_after",
-           "release", "release_all", "held"]
 
 SPEC: dict = rules.API["trace_claims"]
 _BLOCKED = (errno.EACCES, errno.EAGAIN)

@@ -22,8 +22,6 @@ from collections.abc import Callable
 from .. import rules
 from .tracker import TRACKER
 
-__all__ = ["SPEC", "part_path", "keep", "retry_while_timer_exits", "join", "finish", "parse_part",
-           "join_leftover"]
 
 SPEC: dict[str, str] = rules.API["keep_filename"]
 _FIELDS = {"pid": r"(?P<pid>\d+)", "index": r"(?P<index>\d+)", "name": r"(?P<name>.+)"}

@@ -18,9 +18,6 @@ import tempfile
 
 from .. import rules
 
-__all__ = ["MIN_FREE_BYTES", "min_free_bytes", "absolute", "same_file", "text_problem",
-           "name_problem", "file_problem", "holds_no_trace", "replace_problem",
-           "check_config_path", "size", "check_dumped", "session_raw_trace"]
 
 #: Free bytes a trace's file system must have (api.json ``output_paths.min_free_bytes``);
 #: ``$PYPROF_MIN_FREE_BYTES`` (``min_free_env``) overrides it, 0 turns the check off.

@@ -13,8 +13,6 @@ import threading
 from .. import config, rules
 from .tracker import TRACKER
 
-__all__ = ["check_switch", "check_config"]
-
 
 def check_switch(call: str, process_code: int = 0) -> None:
     """Refuse ``call`` (``"set_state('run')"``, ``"dump(finished=True)"``) in steady mode:

@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["Tracker", "TRACKER"]
-
 
 class Tracker:
     """What this process has asked of the profiler singleton, for errors with a fix.

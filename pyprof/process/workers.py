@@ -10,7 +10,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 
-__all__ = ["MIN_BYTES", "available", "default_workers"]
 
 #: Files smaller than this are read sequentially (worker start-up is not worth it).
 MIN_BYTES = 64 << 20

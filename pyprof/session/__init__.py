@@ -46,8 +46,7 @@ from ..process.tracker import TRACKER
 
 _RAW_SPEC: dict = rules.API["raw_trace"]
 
-__all__ = ["Action", "schedule", "profile", "Window", "recover", "raw_trace_path",
-           "complete_headless_trace"]
+__all__ = ["Action", "schedule", "profile", "Window", "recover", "raw_trace_path"]
 
 #: Recording options a session does not take, with why (api.json ``reserved_session_keys``).
 _RESERVED: dict[str, str] = rules.API["reserved_session_keys"]

@@ -25,7 +25,6 @@ from typing import Any
 
 from .. import rules
 
-__all__ = ["SPEC", "max_bytes", "start_wait_seconds", "recover_max_bytes", "check", "Watchdog"]
 
 SPEC = rules.API["raw_trace"]
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["register"]
-
 
 def register(subparsers: Any) -> None:
     """Add the ``recover`` subcommand (it sets ``func`` and ``command``)."""

@@ -48,7 +48,6 @@ from .recovery import range_bytes, read_partial, remove_raw_dir, write_window
 from .windows import PARTIAL
 from .. import rules
 
-__all__ = ["start_sweep", "sweep", "sweep_dir", "place_beside", "link_beside", "recover_beside"]
 
 SPEC = rules.API["raw_trace"]
 _lock = threading.Lock()

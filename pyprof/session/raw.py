@@ -22,7 +22,6 @@ from .. import config, profiler, rules
 from .windows import METADATA, now_us, read_range
 from ..process.tracker import TRACKER
 
-__all__ = ["ROTATE_BYTES", "RawTrace", "RAW", "owner", "rotate_bytes"]
 
 #: Size above which the raw trace is started afresh between windows (see
 #: :meth:`RawTrace.rotation_due`); ``$PYPROF_RAW_ROTATE_BYTES`` overrides it. None: api.json's.

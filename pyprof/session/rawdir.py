@@ -20,8 +20,6 @@ import tempfile
 from ..process import keep_file as _keep_file
 from .. import rules
 
-__all__ = ["SPEC", "DIR_NAME", "base_dir", "start_ticks", "alive", "make_dir", "recreate",
-           "remove_dir", "owned", "clean_dir_of"]
 
 SPEC: dict[str, str | int] = rules.API["raw_trace"]
 #: A raw-trace directory's name: groups pid and start ticks.

@@ -16,9 +16,6 @@ import os
 from .windows import PARTIAL, Window, metadata_key, read_range
 from .. import rules
 
-__all__ = ["recover", "recover_to", "read_partial", "range_bytes", "write_window",
-           "remove_raw_dir"]
-
 
 def recover(path: str | os.PathLike[str], *, remove_raw: bool = True) -> Window:
     """Rebuild the trace of a window whose process died while recording it.

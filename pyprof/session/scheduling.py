@@ -18,9 +18,6 @@ from typing import Any
 
 from .. import rules
 
-__all__ = ["SPEC", "Action", "schedule", "OPERATIONS", "TRANSITIONS", "operations",
-           "DEFAULT_ACTION", "INITIAL_ACTION", "FINAL_ACTION", "check_action", "saves_many",
-           "STEADY_OPERATIONS"]
 
 SPEC_PATH = rules.SPEC_DIR / "schedule.json"
 SPEC: dict[str, Any] = rules.spec(SPEC_PATH.name)

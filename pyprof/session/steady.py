@@ -45,7 +45,6 @@ from ..process.tracker import TRACKER
 from ..process import output as _output
 from .raw import RAW, owner
 
-__all__ = ["begin", "begin_as", "end", "active", "begin_from_environment", "check_session", "SPEC"]
 
 #: api.json ``steady``: the mode keys, the environment variable, the JVM's system property.
 SPEC: dict[str, Any] = rules.API["steady"]

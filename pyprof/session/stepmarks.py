@@ -19,7 +19,6 @@ from typing import Any
 
 from .. import rules
 
-__all__ = ["SPEC", "step_events"]
 
 #: schedule.json ``step_marks``: the phase, scope, category and name template of the events.
 SPEC: dict[str, Any] = rules.spec("schedule.json")["step_marks"]
@@ -48,4 +47,3 @@ def step_events(window: int, starts: Sequence[tuple[int, int]], last_step: int,
                     "ph": SPEC["ph"], "s": SPEC["scope"], "ts": began, "pid": pid, "tid": tid,
                     "args": {"step": step, "window": window, "step_us": end - began}})
     return out
-

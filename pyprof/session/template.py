@@ -13,7 +13,6 @@ from typing import NamedTuple
 
 from .. import rules
 
-__all__ = ["FIELDS", "WINDOW_FIELD", "Template", "parse"]
 
 _SPEC = rules.spec("grammar.json")["window_path"]
 FIELDS: tuple[str, ...] = tuple(_SPEC["fields"])

@@ -24,8 +24,6 @@ from typing import Any
 
 import orjson
 
-__all__ = ["Window", "OpenWindow", "EndedWindow", "METADATA", "PARTIAL", "metadata_key", "read_range", "write_partial",
-           "complete_headless_trace", "join_traces", "now_us"]
 
 #: Suffix of the file beside an open window that names its raw trace (for recovery).
 PARTIAL = ".partial"

@@ -46,15 +46,11 @@ from .statistics import stats
 from .validation import ValidationResult, validate
 from .html import ReportResult, report_html
 
+# The facade (docs/architecture.md, "A small surface"): the tools of docs/trace-tools.md and the
+# types its pages name. The other names imported above stay importable, as package-internal.
 __all__ = [
-    "iter_events", "TraceReader", "ReadReport",
-    "repair", "RepairResult",
-    "stats", "TraceStats", "OpStats", "MemoryStats", "CounterStats", "cross_check", "CrossCheck",
-    "Mismatch", "load_aggregate", "is_bulk_name", "API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BULK_NOTE",
-    "summarize",
-    "diff", "compare_samples", "format_diff", "DiffResult", "DiffRow",
-    "merge", "MergeResult", "compact", "CompactResult",
-    "plot", "report_html", "ReportResult",
-    "validate", "ValidationResult", "SliceCounts",
-    "TraceError", "TraceNotFoundError", "TraceFormatError", "AggregateFormatError",
+    "stats", "summarize", "diff", "compare_samples", "merge", "compact", "repair", "validate",
+    "plot", "report_html", "cross_check", "iter_events", "TraceReader",
+    "TraceStats", "OpStats", "DiffRow", "SliceCounts",
+    "TraceError", "TraceNotFoundError", "TraceFormatError",
 ]

@@ -28,9 +28,6 @@ from .phases import COUNTED_ONLY_ROLES, END_PHASES, PAIRS, PHASES, THREAD_ROLES,
 from .readreport import ReadReport
 from .records import CounterStats, MemoryStats, OpStats, TraceStats
 
-__all__ = ["Accumulator"]
-
-
 
 def _number(v: Any) -> bool:
     t = type(v)
@@ -354,4 +351,3 @@ class Accumulator:
                for (c, n), s in sorted(self.counters.items())]
         return TraceStats(ops, mem, ctr, reports, self.unmatched_begin, self.unmatched_end,
                           dict(self.phases), self.negative, self.no_ts, self.bad_counter)
-

@@ -26,8 +26,6 @@ from .jsonscan import scan_object, split_values
 from .naming import ASYNC_COPY_CATEGORIES
 from .readreport import ReadReport
 
-__all__ = ["BodyParser", "escape_piece"]
-
 
 # A finished trace's closing "]}" in the middle of the file (a later dump appended after it), with
 # the "," and possibly a new header before the next event: "}  ], "displayTimeUnit": "ms" } , ".

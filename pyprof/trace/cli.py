@@ -20,8 +20,6 @@ from .html import report_html
 from .report import FORMATS, SORT_KEYS
 from .slices import SliceCounts
 
-__all__ = ["register", "main"]
-
 
 def _guard(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:

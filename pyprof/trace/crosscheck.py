@@ -21,8 +21,6 @@ from .. import rules
 from .naming import MEMORY_PREFIX
 from .records import OpStats, TraceStats
 
-__all__ = ["Mismatch", "CrossCheck", "load_aggregate", "cross_check"]
-
 
 @dataclasses.dataclass(frozen=True)
 class Mismatch:

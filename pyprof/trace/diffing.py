@@ -37,8 +37,6 @@ from .. import rules
 from .naming import bulk_share_note, bulk_shares
 from .statistics import API_CATEGORY, TraceStats, stats
 
-__all__ = ["DiffRow", "DiffResult", "compare_samples", "diff", "format_diff", "bulk_note",
-           "VERDICTS"]
 
 VERDICTS = ("slower", "faster", "unchanged", "added", "removed")
 

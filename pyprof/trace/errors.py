@@ -10,5 +10,3 @@ the trace tools.
 from __future__ import annotations
 
 from ..errors import AggregateFormatError, TraceError, TraceFormatError, TraceNotFoundError
-
-__all__ = ["TraceError", "TraceNotFoundError", "TraceFormatError", "AggregateFormatError"]

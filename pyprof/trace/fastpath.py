@@ -49,7 +49,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["event_pattern", "parse_body", "pair_stack", "FastChunk"]
 
 _SP = rb"\n *"
 _SEP = rb"[ \n]*(?:,[ \n]*(?=\{)|\Z)"

@@ -10,7 +10,6 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
-__all__ = ["INT64", "FileState", "in_opened_order"]
 
 #: The range of the fast path's int64 arrays.
 INT64 = (-(2 ** 63), 2 ** 63 - 1)

@@ -30,8 +30,6 @@ from .jsonscan import ObjectScan, scan_object
 from .phases import TOP_LEVEL
 from .readreport import ReadReport
 
-__all__ = ["EVENT_SEPARATOR", "open_binary", "is_gzip", "skip_head", "skip_seam", "strip_tail", "record_tail",
-           "last_separator", "KEPT_KEYS"]
 
 #: Separator between two events: ``}`` , ``{`` with any whitespace around the comma.
 EVENT_SEPARATOR = re.compile(rb"\}\s*,\s*\{")

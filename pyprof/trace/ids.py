@@ -21,7 +21,6 @@ from typing import Any
 from .. import rules
 from .phases import hashable
 
-__all__ = ["ID_LIMIT", "KINDS", "is_safe_id", "id_values", "id_key", "IdMap"]
 
 _SPEC = rules.spec("trace.json")["ids"]
 

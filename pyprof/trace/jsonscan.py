@@ -19,8 +19,6 @@ from typing import Any
 
 import orjson
 
-__all__ = ["INCOMPLETE", "value_end", "split_values", "scan_object", "ObjectScan", "no_gc"]
-
 
 @contextlib.contextmanager
 def no_gc() -> Iterator[None]:

@@ -20,7 +20,6 @@ from .reader import ReadReport, TraceReader
 from .slices import Rewriter, SliceCounts, is_number, plan_slices
 from .writer import TraceWriter, check_output, kept_top_level
 
-__all__ = ["MergeResult", "CompactResult", "merge", "compact"]
 
 _SLICES_DOC = """\
     Slices are written so that viewers show them as they are (docs/trace-format.md, "What the

@@ -20,7 +20,6 @@ import orjson
 
 from .. import rules
 
-__all__ = ["parse_raw", "parse_run", "escape_lines", "shows_raw_layout"]
 
 _LAYOUT = rules.spec("trace.json")["mxnet_layout"]
 _HEADER = re.compile(_LAYOUT["header"])

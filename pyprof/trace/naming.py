@@ -26,10 +26,6 @@ from typing import Any
 
 from .. import rules
 
-__all__ = ["API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BOOKKEEPING", "BOOKKEEPING_LABEL",
-           "BOOKKEEPING_NOTE", "BULK_NOTE", "BULK_PATTERNS", "MEMORY_PREFIX", "is_bookkeeping",
-           "is_bulk_name", "is_one_operator_segment", "one_operator_note", "bulk_shares",
-           "bulk_share_note"]
 
 _BULK: dict[str, Any] = rules.spec("trace.json")["bulk"]
 _CATEGORIES: dict[str, Any] = rules.spec("trace.json")["categories"]

@@ -28,7 +28,6 @@ from typing import Any
 from ..process.workers import available, default_workers
 from .fastpath import FastChunk, parse_body
 
-__all__ = ["ChunkPool", "available", "default_workers", "pread", "LAST_RUN"]
 
 #: Spans in flight per worker (bounds memory: each holds one body or one result).
 _DEPTH = 2

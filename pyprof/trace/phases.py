@@ -21,8 +21,6 @@ import orjson
 
 from .. import rules
 
-__all__ = ["PHASES", "PAIRS", "END_PHASES", "TOP_LEVEL", "THREAD_ROLES", "COUNTED_ONLY_ROLES",
-           "note", "hashable", "async_id"]
 
 _SPEC = rules.spec("trace.json")
 

@@ -12,7 +12,6 @@ from .reader import TraceReader
 from .statistics import API_CATEGORY, ASYNC_COPY_CATEGORIES, TraceStats, stats
 from .writer import check_output
 
-__all__ = ["plot", "image_path"]
 
 _MAX_BARS_PER_LANE = 20000
 

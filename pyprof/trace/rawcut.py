@@ -51,7 +51,6 @@ from .mxnet_layout import parse_raw, parse_run
 from .slices import SLICE_PHASES, NeedsPlan, Nesting, Rewriter, plan_slices
 from .writer import TraceWriter
 
-__all__ = ["BLOCK", "Refused", "read_range", "cut", "harvest", "write_events", "metadata_key"]
 
 #: Bytes read at a time (a run of whole events is at most this plus one event).
 BLOCK = 1 << 22

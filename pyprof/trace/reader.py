@@ -32,8 +32,6 @@ from .. import rules
 from .framing import is_gzip, last_separator, open_binary, skip_head, strip_tail
 from .readreport import ReadReport
 
-__all__ = ["ReadReport", "TraceReader", "iter_events", "open_binary", "escape_piece", "is_gzip"]
-
 
 class TraceReader:
     """Iterate over the events of one trace file in bounded memory.
@@ -306,5 +304,3 @@ def iter_events(path: str | os.PathLike[str], *, progress: bool | None = None,
     yield from reader
     if report is not None:
         report(reader.report)
-
-

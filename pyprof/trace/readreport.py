@@ -5,8 +5,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["ReadReport"]
-
 
 @dataclasses.dataclass
 class ReadReport:

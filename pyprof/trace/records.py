@@ -29,7 +29,6 @@ from .naming import BULK_NOTE, is_bulk_name, is_one_operator_segment, one_operat
 from .phases import PHASES, note
 from .readreport import ReadReport
 
-__all__ = ["OpStats", "MemoryStats", "CounterStats", "TraceStats"]
 
 _PCTS = (50.0, 90.0, 99.0)
 
@@ -299,4 +298,3 @@ class TraceStats:
         except ImportError as exc:
             raise rules.error("trace.needs_pandas") from exc
         return pd.DataFrame(self.records(), columns=list(_OP_COLUMNS))
-

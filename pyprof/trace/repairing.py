@@ -11,8 +11,6 @@ from .reader import ReadReport, TraceReader, is_gzip
 from .slices import Rewriter, SliceCounts, plan_slices
 from .writer import TraceWriter, check_output, kept_top_level
 
-__all__ = ["RepairResult", "repair"]
-
 
 @dataclasses.dataclass(frozen=True)
 class RepairResult:

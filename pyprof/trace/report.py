@@ -15,7 +15,6 @@ from .naming import BOOKKEEPING_LABEL, BOOKKEEPING_NOTE, BULK_NOTE, bulk_share_n
     is_bookkeeping
 from .statistics import API_CATEGORY, OpStats, TraceStats, stats
 
-__all__ = ["summarize", "summary_notes", "SORT_KEYS", "FORMATS", "API_CATEGORY"]
 
 #: ``sort=`` values and the record field each sorts by (descending, except ``name``); ties are
 #: broken by total time (descending), then by name.

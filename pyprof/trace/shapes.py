@@ -25,7 +25,6 @@ from .naming import BOOKKEEPING_LABEL, BOOKKEEPING_NOTE, is_bookkeeping
 from .reader import iter_events
 from .slices import closed_slices
 
-__all__ = ["ShapeGroup", "ShapeStats", "shape_stats", "check_by", "dims_text", "BY"]
 
 _ARGS: dict[str, str] = rules.spec("attribution.json")["trace_args"]
 #: The groupings ``stats(by=...)`` and ``summarize(by=...)`` know.

@@ -39,8 +39,6 @@ import numpy as np
 
 from .ids import IdMap, id_key
 
-__all__ = ["Pairing", "SliceCounts", "SlicePlan", "plan_slices", "Rewriter", "is_number",
-           "track_of", "closed_slices", "SLICE_PHASES", "Nesting", "NeedsPlan", "KEPT_SLICES"]
 
 #: The phases that make thread slices.
 SLICE_PHASES = frozenset({"B", "E", "X"})

@@ -54,10 +54,6 @@ from .naming import API_CATEGORY, ASYNC_COPY_CATEGORIES, BULK_NOTE, is_bulk_name
 from .reader import TraceReader, is_gzip
 from .records import CounterStats, MemoryStats, OpStats, TraceStats
 
-__all__ = [
-    "API_CATEGORY", "ASYNC_COPY_CATEGORIES", "BULK_NOTE", "OpStats", "MemoryStats", "CounterStats", "TraceStats",
-    "stats", "cross_check", "CrossCheck", "Mismatch", "is_bulk_name", "load_aggregate",
-]
 
 _CHUNK_BYTES = 16 << 20  # read size of stats(); memory use is a small multiple of it
 
@@ -211,4 +207,3 @@ def _as_paths(trace_or_paths: Any) -> list[str]:
     if not paths:
         raise rules.error("trace.no_paths")
     return paths
-

@@ -21,7 +21,6 @@ from .ids import id_key, id_values, is_safe_id
 from .reader import TraceReader, open_binary
 from .slices import SLICE_PHASES, Pairing, is_number, track_of
 
-__all__ = ["ValidationResult", "validate", "CHECKS"]
 
 #: The checks, by key of :attr:`ValidationResult.counts`, and what each finds.
 CHECKS = {

@@ -20,7 +20,6 @@ from ..process import output as _output
 from .. import rules
 from .phases import TOP_LEVEL
 
-__all__ = ["TraceWriter", "KEPT_TOP_LEVEL", "kept_top_level", "check_output"]
 
 #: The top-level keys of an input every writer keeps (``displayTimeUnit``, ``otherData``,
 #: ``metadata``: ``spec/trace.json``).

@@ -3,7 +3,8 @@
   facades return plain Java data with string keys (never keywords or persistent structures),
   their errors and the MBean's texts speak Java (no `:keyword`, no Clojure call, no Python
   name), every error of the profiler objects is an ex-info with its catalogue code, and
-  `with-profiling` takes its options from any map-valued symbol."
+  `with-profiling` takes one options form, a leading map literal whose values are any
+  expressions: other forms are refused when they compile."
   (:require [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
@@ -22,6 +23,16 @@
   [f]
   (try (f) [:no-error]
        (catch Exception e [(.getSimpleName (class e)) (:pyprof/code (ex-data e)) (.getMessage e)])))
+
+(defn- compile-error-text
+  "[class code message] of the catalogue error compiling `form` in this namespace throws (the
+  cause the compiler wraps); [:no-error] when it compiles (and then it has run)."
+  [form]
+  (try (binding [*ns* (the-ns 'pyprof.java-surface-test)] (eval form)) [:no-error]
+       (catch Exception e
+         (let [c (or (first (filter #(:pyprof/code (ex-data %)) (take-while some? (iterate ex-cause e))))
+                     e)]
+           [(.getSimpleName (class c)) (:pyprof/code (ex-data c)) (.getMessage c)]))))
 
 (defn- clojure-leaks
   "Every Clojure type inside `x` (a keyword, a persistent collection, a BigInt, a Ratio), as
@@ -117,20 +128,22 @@
     (work)
     (.stop ctl)
     (prn [:jmx-stop (do (.awaitSaved ctl 60000) (.stop ctl)) (.getStatus ctl) (.stats ctl)]))
-  ;; with-profiling: options from a var, a non-map, a config given directly
-  (prn [:with-profiling-bad (error-text #(p/with-profiling bad-options (work)))
-        (error-text #(p/with-profiling {:filename (str dir "/x.json")} (work)))
+  ;; with-profiling: the retired options forms (a symbol, :options and an expression) and a
+  ;; config given directly are refused when they compile, before the profiler starts
+  (prn [:with-profiling-bad (compile-error-text '(p/with-profiling bad-options (work)))
+        (compile-error-text `(p/with-profiling {:filename ~(str dir "/x.json")} (work)))
+        (compile-error-text '(p/with-profiling :options (vector :config) (work)))
         (:running (p/state))])
   (alter-var-root #'profiling-options
                   (constantly {:config {:filename (str dir "/plain.json") :profile-imperative true
                                         :aggregate-stats true}}))
-  (p/with-profiling profiling-options (work))
+  ;; the one options form: a map literal, its values any expressions (here from a var)
+  (p/with-profiling {:config (:config profiling-options)} (work))
   (prn [:with-profiling-ran (p/state) (.exists (io/file dir "plain.json"))])
-  ;; any map expression after :options
-  (p/with-profiling :options (assoc-in profiling-options [:config :filename] (str dir "/expr.json"))
+  (p/with-profiling {:config (assoc (:config profiling-options) :filename (str dir "/expr.json"))
+                     :dump false}
     (work))
-  (prn [:with-profiling-expr (.exists (io/file dir "expr.json"))
-        (error-text #(p/with-profiling :options (vector :config) (work)))])
+  (prn [:with-profiling-expr (.exists (io/file dir "expr.json"))])
   (let [json (Profiler/dumps false "json" "total" false)]
     (prn [:dumps (clojure-leaks json) (instance? java.util.Map json)
           (clojure-leaks (Profiler/setConfig {"profile_imperative" true
@@ -216,26 +229,29 @@
         (is (str/includes? status "\"state\":\"open\""))
         (is (str/includes? stopped "\"first_step\":0"))
         (is (str/includes? stats "\"total_us\":"))))
-    (testing "with-profiling: bad options are the catalogue's error, before the profiler starts"
-      (let [[_ from-var direct running] (one :with-profiling-bad)]
+    (testing "with-profiling: other options forms are the catalogue's error when they compile"
+      (let [[_ from-var direct keyword-form running] (one :with-profiling-bad)]
         (is (= ["PyprofException" "profiling.options_not_map"
-                (str "with-profiling options must be a map of :config and :dump, got [:config]."
-                     " fix: pass {:config {:filename \"trace.json\"} :dump true} (the profiler"
-                     " config goes under :config), or no options")]
+                (str "with-profiling takes one options form, a leading map literal of :config and"
+                     " :dump, got bad-options before the body. fix: write the options as that"
+                     " map, its values any expressions: (with-profiling {:config (:config opts)"
+                     " :dump true} body...), or start the body without bad-options")]
                from-var))
         (is (= "profiling.unknown_option" (second direct)) "a map, with a key it does not take")
         (is (str/includes? (nth direct 2) "unknown with-profiling option :filename: did you mean")
             (nth direct 2))
+        (is (= "profiling.options_not_map" (second keyword-form)) "the retired :options form")
+        (is (str/includes? (nth keyword-form 2) "got :options before the body")
+            (nth keyword-form 2))
         (is (false? running))))
-    (testing "with-profiling applies options held in a var"
+    (testing "with-profiling's map takes its values from any expression (a var here)"
       (let [[_ state wrote?] (one :with-profiling-ran)]
         (is (= {:running false :ever-ran true :finished false}
                (select-keys state [:running :ever-ran :finished]))
             "no :dump: the trace is not finished")
         (is (true? wrote?)))
-      (let [[_ wrote? bad] (one :with-profiling-expr)]
-        (is (true? wrote?) "options from a call after :options")
-        (is (= "profiling.options_not_map" (second bad))))
+      (let [[_ wrote?] (one :with-profiling-expr)]
+        (is (true? wrote?) "a config computed in the map"))
       (let [[_ leaks map? config-leaks] (one :dumps)]
         (is (true? map?) "aggregate statistics were on: the config came from the local")
         (is (= [] leaks))

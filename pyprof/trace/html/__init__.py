@@ -10,5 +10,3 @@ memory and roofline charts.
 
 from .build import CSP, UPLOT_VERSION, ReportResult, report_html
 from .columns import timeline
-
-__all__ = ["report_html", "ReportResult", "timeline", "CSP", "UPLOT_VERSION"]

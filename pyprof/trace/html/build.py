@@ -33,7 +33,6 @@ from ...attribution.peaks import Peaks, measure, read_peaks
 from .columns import timeline
 from .roofview import roofline_view
 
-__all__ = ["report_html", "ReportResult", "CSP", "UPLOT_VERSION"]
 
 #: The page's Content-Security-Policy: inline scripts and styles and ``data:`` images only.
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "

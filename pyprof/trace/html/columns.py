@@ -35,7 +35,6 @@ from ..naming import API_CATEGORY
 from ..reader import TraceReader
 from ..slices import is_number
 
-__all__ = ["timeline", "DNNL_CATEGORY"]
 
 #: Category of the oneDNN primitives ``pyprof dnnl --trace`` merges into a trace.
 DNNL_CATEGORY = "dnnl"

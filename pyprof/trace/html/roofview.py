@@ -17,7 +17,6 @@ from ...attribution.peaks import Peaks
 from ...attribution.roofline import (GEMM, MXNET_DOT, bookkeeping, bookkeeping_text, placeable,
                                      points, shape_groups)
 
-__all__ = ["roofline_view", "NO_PEAKS_NOTE"]
 
 #: The note a report without peaks shows under its roofline.
 NO_PEAKS_NOTE = ("no roofs: this machine's peaks were not given; run `pyprof peaks --format json "

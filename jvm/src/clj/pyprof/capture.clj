@@ -1,4 +1,4 @@
-(ns pyprof.capture
+(ns ^:no-doc pyprof.capture
   "Shapes, attributes and call sites of bound executors in the JVM's sessions (issue 22): the
   session options :record-shapes, :with-stack, :with-flops (attribution.json capture.options), on
   the operator events of each window, under the args names of attribution.json trace_args (the

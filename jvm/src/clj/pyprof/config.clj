@@ -1,4 +1,4 @@
-(ns pyprof.config
+(ns ^:no-doc pyprof.config
   "Profiler configuration keys, checked against `profiler_config.json` before anything reaches C,
   values converted by grammar.json, as Python's `pyprof.config`: the same C strings and decisions.
   Errors from the catalogue with Python's fields (config.unknown_key, config.bad_value,

@@ -1,4 +1,4 @@
-(ns pyprof.keep-file
+(ns ^:no-doc pyprof.keep-file
   "The trace file a config names again while MXNet writes it: its events are kept in parts beside
   it (a hard link, else a rename after the dump timer stopped), as Python's
   pyprof.process.keep_file, which documents it (api.json keep_filename); the finished dump joins

@@ -1,4 +1,4 @@
-(ns pyprof.native
+(ns ^:no-doc pyprof.native
   "The one place Clojure touches libmxnet: loading and the `mx` call macro.
 
   Every C call goes through `mx`, that is through `pyprof.jvm.capi.LibMXNet`, which loads the

@@ -1,4 +1,4 @@
-(ns pyprof.output
+(ns ^:no-doc pyprof.output
   "Checks of a trace file's path before MXNet is told to write there and around each dump, as
   Python's `pyprof.process.output` (MXNet 1.9.1 never checks that it could write). Rules: api.json
   names and output_paths; problems and fixes: errors.json path_problems

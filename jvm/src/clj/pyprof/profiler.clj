@@ -299,32 +299,31 @@
 
 (def ^:private profiling-option-keys [:config :dump])
 
-(defn ^:no-doc -profiling-options
-  "Internal (`with-profiling`): `opts` or nil; other than a map is profiling.options_not_map, a
-  key other than :config and :dump profiling.unknown_option (naming the nearest)."
-  [opts]
-  (when (some? opts)
-    (when-not (map? opts)
-      (throw (rules/error "profiling.options_not_map" {:value opts})))
-    (when-let [k (first (remove (set profiling-option-keys) (keys opts)))]
-      (throw (rules/error "profiling.unknown_option"
-                          {:option k :nearest (config/nearest k profiling-option-keys)})))
-    opts))
+(defn- profiling-options
+  "[options body] of `with-profiling`'s forms, checked as they compile: a leading map literal is
+  the options (keys :config, :dump; else profiling.unknown_option); a leading symbol or keyword
+  before a body (the retired `opts` and `:options expr` forms) is profiling.options_not_map."
+  [[head & more :as forms]]
+  (cond (map? head)
+        (if-let [k (first (remove (set profiling-option-keys) (keys head)))]
+          (throw (rules/error "profiling.unknown_option"
+                              {:option k :nearest (config/nearest k profiling-option-keys)}))
+          [head more])
+        (and more (or (symbol? head) (keyword? head)))
+        (throw (rules/error "profiling.options_not_map" {:value head}))
+        :else [nil forms]))
 
 (defmacro with-profiling
-  "Runs `body` with the profiler running and always stops it afterwards. An optional leading
-  options map (a map literal, a symbol followed by the body, or any expression after
-  `:options`): :config (applied with `profiler-set-config`), :dump (true: (dump-profile true)
-  after stopping). Other options throw :invalid-option (profiling.options_not_map,
-  profiling.unknown_option).
+  "Runs `body` with the profiler running and always stops it afterwards. One options form: an
+  optional leading map literal, its values any expressions: :config (applied with
+  `profiler-set-config`), :dump (truthy: (dump-profile true) after stopping). Other options are
+  refused as the form compiles (profiling.unknown_option, profiling.options_not_map).
 
-    (with-profiling {:config {:filename \"t.json\"} :dump true} (work))"
-  [& body]
-  (let [[opts body] (cond (= :options (first body)) [(second body) (nnext body)]
-                          (or (map? (first body)) (and (symbol? (first body)) (next body)))
-                          [(first body) (rest body)]
-                          :else [nil body])]
-    `(let [{config# :config dump# :dump} (-profiling-options ~opts)]
+    (with-profiling {:config {:filename \"t.json\"} :dump true} (work))
+    (with-profiling {:config (:config opts)} (work))"
+  [& forms]
+  (let [[opts body] (profiling-options forms)]
+    `(let [config# ~(:config opts) dump# ~(:dump opts)]
        (when config# (profiler-set-config config#))
        (profiler-set-state :run)
        (try ~@body

@@ -1,4 +1,4 @@
-(ns pyprof.rules
+(ns ^:no-doc pyprof.rules
   "The rules the JVM layer shares with the Python package, read from the pyprof/spec files on
   the classpath (`api.json`, `errors.json`, ...), as Python's `pyprof.rules`. `error` renders a
   catalogue entry as a `pyprof.jvm.PyprofException` (an ex-info: \"<message> fix: <fix>\",

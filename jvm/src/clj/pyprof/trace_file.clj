@@ -1,4 +1,4 @@
-(ns pyprof.trace-file
+(ns ^:no-doc pyprof.trace-file
   "What pyprof does around MXNet's trace file for `pyprof.profiler`, under the tracker's lock:
   Python's pyprof.profiler _switch_file, _configure_same_file and _finish_file."
   (:require [clojure.string :as str]

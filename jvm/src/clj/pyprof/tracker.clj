@@ -1,4 +1,4 @@
-(ns pyprof.tracker
+(ns ^:no-doc pyprof.tracker
   "The process's one record of what was asked of MXNet's profiler singleton (MXNet has no
   getters), seen from Clojure: `pyprof.jvm.Tracker/current`, which is Python's
   `pyprof.process.tracker.TRACKER` (through a proxy) when JPype hosts this JVM, else this JVM's own

@@ -1,4 +1,4 @@
-(ns pyprof.util
+(ns ^:no-doc pyprof.util
   "Clojure options as the strings MXNet's C API takes, by the grammar both languages implement
   (pyprof/spec/grammar.json): numbers and booleans spelt in strings, the one float format."
   (:require [clojure.string :as str]

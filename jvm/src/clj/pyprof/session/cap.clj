@@ -1,4 +1,4 @@
-(ns pyprof.session.cap
+(ns ^:no-doc pyprof.session.cap
   "The bounds of the raw trace (max_bytes) and of the sweep of leftovers (start_wait_seconds,
   recover_max_bytes), and the watchdog of the cap: the JVM side of Python's `pyprof.session.cap`,
   which documents them (api.json raw_trace; each bound overridable by the environment variable the

@@ -1,4 +1,4 @@
-(ns pyprof.session.leftovers
+(ns ^:no-doc pyprof.session.leftovers
   "The sweep of dead processes' leftovers (crash recovery), by the rules of Python's
   `pyprof.session.leftovers`, which documents them (api.json raw_trace about_leftovers)."
   (:require [clojure.data.json :as json]

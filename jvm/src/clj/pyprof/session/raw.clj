@@ -1,4 +1,4 @@
-(ns pyprof.session.raw
+(ns ^:no-doc pyprof.session.raw
   "The raw trace sessions append to for the life of the process, and windows cut from it: the
   JVM side of Python's `pyprof.session.raw` and `pyprof.session.windows` (which document the
   design). Internal to `pyprof.session`; call these as the session's owner where noted."

@@ -1,4 +1,4 @@
-(ns pyprof.session.rawdir
+(ns ^:no-doc pyprof.session.rawdir
   "The private directory of this process's raw trace, and the leftovers of dead processes: the JVM
   side of Python's `pyprof.session.rawdir`, by the same rule (api.json raw_trace:
   `<base>/pyprof-raw-<pid>-<start>-<random>`), which documents it. Deletes the `.pyprof-<pid>-*`

@@ -1,4 +1,4 @@
-(ns pyprof.session.schedule
+(ns ^:no-doc pyprof.session.schedule
   "Step schedules of sessions, read from `schedule.json`, the file Python's
   `pyprof.session.scheduling` reads too (actions, parameters, the phases of a cycle, the
   transition table of operations). File names become keywords with dashes (`record_and_save` ->

@@ -1,4 +1,4 @@
-(ns pyprof.session.template
+(ns ^:no-doc pyprof.session.template
   "Window-path templates by grammar.json `window_path`, as Python's `pyprof.session.template`:
   literal text, fields {window} {step} {pid} ({window:02d}: padding and width), escapes {{ and }};
   tests/grammar/window_path_cases.json holds the cases both languages run."

@@ -1,4 +1,4 @@
-(ns pyprof.trace.ids
+(ns ^:no-doc pyprof.trace.ids
   "Ids that JavaScript viewers hold exactly, for the traces the JVM writes: `pyprof/trace/ids.py`'s
   rule (trace.json `ids`, `IdMap(renumber_all=False)`): strings and integers below 2**53 in
   magnitude are kept; other pids, tids and async ids become the next integer 1, 2, ... of their

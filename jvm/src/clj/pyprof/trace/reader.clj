@@ -1,4 +1,4 @@
-(ns pyprof.trace.reader
+(ns ^:no-doc pyprof.trace.reader
   "The JVM's one trace reader: valid traces (a JSON object with a \"traceEvents\" array, or a bare
   array of events) streamed one event at a time with Jackson, and MXNet's raw layout (trace.json
   mxnet_layout: names copied unescaped). A damaged or foreign file is refused with trace.not_valid
