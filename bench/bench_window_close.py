@@ -152,7 +152,9 @@ def _python(code: str, *args: str, tmp: str) -> dict:
 def _jvm(seconds: float, tmp: str, cp: str, env: dict[str, str]) -> dict:
     out = subprocess.run(["java", f"-Dpyprof.outputRoot={tmp}", "-cp", cp, "clojure.main", "-e",
                           JVM % {"seconds": seconds, "out": os.path.join(tmp, "jvm_{window}.json")}],
-                         env=env, cwd=tmp, check=True, capture_output=True, text=True, timeout=900)
+                         env=env, cwd=tmp, capture_output=True, text=True, timeout=900)
+    if out.returncode:
+        raise SystemExit(f"the JVM child exited {out.returncode}:\n{out.stderr[-3000:]}")
     return json.loads([x for x in out.stdout.splitlines() if x.startswith("{")][-1])
 
 
