@@ -8,6 +8,7 @@ binding is reached through ``pyprof.jvm``; the trace tools live in ``pyprof.trac
 
 import sys as _sys
 
+from . import rules as _rules
 from .native import capi as _capi
 from .errors import (ConfigError, DeviceError, JVMError, LibraryNotFoundError, MXNetError,
                      PyprofError, StateError)
@@ -17,7 +18,7 @@ from .session import Action, Window, profile, recover, schedule
 from . import steady  # noqa: F401 - pyprof.steady.begin(), end(), active()
 from . import dist, env  # noqa: F401 - pyprof.dist.launch_local, pyprof.env.per_operator
 
-__version__ = "0.1.0"
+__version__ = _rules.VERSION
 
 __all__ = [
     "set_config", "set_state", "dump", "dumps", "pause", "resume",

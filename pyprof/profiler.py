@@ -43,7 +43,7 @@ _kvstore_handle = _capi.handle()  # NULL unless set_kvstore_handle() was called
 
 
 _t = TRACKER  # this module's short name for the process's one tracker (the JVM's too, through
-#               the bridge: pyprof.native.jvm_tracker)
+#               the bridge: pyprof.bridge.tracker)
 
 
 def _trace_name() -> str:  # for messages: MXNet's default file when none was configured
@@ -182,7 +182,7 @@ def _switch_file(c_values: dict[str, str]) -> None:
     process's metadata events, which the new file gets too. With continuous_dump off, MXNet's
     dump stopped output: running again (and, stopped, stopping again) restores it.
     """
-    from .session.windows import METADATA, read_range
+    from .process.rawfile import METADATA, read_range
 
     old_cfg = dict(_t.config or config.effective({}))  # never configured: MXNet's default
     old = old_cfg["filename"]

@@ -25,6 +25,10 @@ from typing import Any
 from . import errors as _errors
 
 
+#: pyprof's version (``pyprof.__version__``; pyproject.toml says the same), here so that every
+#: layer can name it without importing the package's facade.
+VERSION = "0.1.0"
+
 SPEC_DIR = Path(__file__).resolve().parent / "spec"
 
 

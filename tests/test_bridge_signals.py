@@ -1,4 +1,4 @@
-"""SIGINT around bridge calls (pyprof/native/signals.py), without a JVM: the handler Python had
+"""SIGINT around bridge calls (pyprof/bridge/signals.py), without a JVM: the handler Python had
 runs after the outermost call, once; a program that ignores SIGINT keeps ignoring it."""
 
 import os
@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from pyprof.native import signals as bs
+from pyprof.bridge import signals as bs
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ file over 600 lines is a warning (review judges a file by whether it has one pur
 from __future__ import annotations
 
 import ast
+import re
 import warnings
 from pathlib import Path
 
@@ -284,3 +285,90 @@ def test_no_submodule_is_shadowed_by_a_name_of_its_package():
                 bound = [t.id for t in node.targets if isinstance(t, ast.Name)]
             shadowed += [f"{init.parent.relative_to(ROOT)}/{n}" for n in bound if n in subs]
     assert shadowed == []
+
+
+# --- layers that only point down: the module map lists each language's layers bottom up -------
+
+def _layer_of(language: str) -> tuple[list[str], dict[str, int]]:
+    """The layers of ``language`` in the module map's order (the lowest first), and each listed
+    module's place among them."""
+    layers = [layer for lang, layer in _module_map() if lang == language]
+    return layers, {n.partition("=")[0]: layers.index(layer)
+                    for (lang, layer), names in _module_map().items() if lang == language
+                    for n in names}
+
+
+def _climbing(edges, language: str) -> list[str]:
+    """The edges ``(where, importer, imported)`` whose imported module is in a higher layer."""
+    layers, place = _layer_of(language)
+    return [f"{where}: {a} ({layers[place[a]]}) -> {b} ({layers[place[b]]})"
+            for where, a, b in edges if place[b] > place[a]]
+
+
+def test_python_imports_only_point_down():
+    """Every import of a pyprof module, top-level or inside a function, names a module of the
+    importer's layer or a lower one (``from .. import __version__`` imports the package's facade
+    ``pyprof``, of the api layer). A climbing import is fixed by moving what it needs down, not by
+    importing later."""
+    modules = _modules()
+    edges = [(f"{path.relative_to(ROOT)}:{node.lineno}", name, imported)
+             for name, path in sorted(modules.items())
+             for imported, _, node in _imports(name, path, modules)]
+    assert len(edges) > 300
+    climbing = sorted(set(_climbing(edges, "python")))
+    print("\n".join(climbing))
+    assert climbing == [], "imports that climb a layer (docs/architecture.md, the module map)"
+
+
+_CLJ_REQUIRE = re.compile(r"\(:require\b")
+# a namespace reached at run time: (requiring-resolve 'ns/f), (resolve 'ns/f), (ns-resolve 'ns ..),
+# (require 'ns), (quote ...) or (symbol "ns" ...) handed to any of them
+_CLJ_DYNAMIC = re.compile(r"\((requiring-resolve|resolve|ns-resolve|require)\s+"
+                          r"(?:'\[?|\(quote\s+\[?|\(symbol\s+\")([A-Za-z][\w.\-]*?)(?:/[^\s)\]]*)?"
+                          r"[\s)\]\"]")
+
+
+def _clojure_references(text: str, known: set[str]) -> list[tuple[str, str]]:
+    """``(kind, namespace)`` for each namespace of ``known`` that ``text`` requires in its ``ns``
+    form (kind ``require``) or reaches at run time (``requiring-resolve`` and its kin)."""
+    out = []
+    if (m := _CLJ_REQUIRE.search(text)) is not None:
+        depth, i = 0, m.start()
+        for i in range(m.start(), len(text)):  # the (:require ...) clause, to its closing paren
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if depth == 0:
+                break
+        clause = re.sub(r'"[^"]*"', "", text[m.start():i])
+        out += [("require", ns) for ns in re.findall(r"[\[\s(]([A-Za-z][\w.\-]*)", clause)
+                if ns in known]
+    code = "\n".join(line.split(";", 1)[0] for line in text.splitlines())
+    out += [(kind, ns) for kind, ns in _CLJ_DYNAMIC.findall(code) if ns in known]
+    return out
+
+
+def test_clojure_requires_and_runtime_lookups_only_point_down():
+    """The JVM's Clojure namespaces require, and reach through ``requiring-resolve`` and its kin,
+    only namespaces of their own layer or a lower one; no namespace resolves one that requires
+    it (what a lookup at run time would otherwise hide from the compiler)."""
+    spaces = {**_clojure_namespaces(), **_example_clojure()}
+    known = set(spaces)
+    edges = [(f"{path.relative_to(ROOT)} {kind}", name, ns)
+             for name, path in sorted(spaces.items())
+             for kind, ns in _clojure_references(path.read_text(), known) if ns != name]
+    assert len(edges) > 60
+    climbing = sorted(set(_climbing(edges, "clojure")))
+    print("\n".join(climbing))
+    assert climbing == [], "requires or run-time lookups that climb a layer (docs/architecture.md)"
+    dynamic = [e for e in edges if not e[0].endswith(" require")]
+    assert all(b in spaces for _, _, b in dynamic)
+
+
+def test_the_layout_rules_see_a_planted_climb():
+    """The two checks above find a climbing import in the forms they read."""
+    known = {"pyprof.session.raw", "pyprof.rules"}
+    planted = '(ns a (:require [pyprof.rules :as r]))\n(defn f [] ((requiring-resolve \'pyprof.session.raw/x)))\n' \
+              '(defn g [f] (requiring-resolve (symbol "pyprof.session.raw" (name f))))\n' \
+              '(defn h [] (require (quote pyprof.session.raw)))'
+    assert _clojure_references(planted, known) == [
+        ("require", "pyprof.rules"), ("requiring-resolve", "pyprof.session.raw"),
+        ("requiring-resolve", "pyprof.session.raw"), ("require", "pyprof.session.raw")]

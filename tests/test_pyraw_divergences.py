@@ -45,7 +45,7 @@ def test_a_python_session_after_a_jvm_session_carries_the_process_names(tmp_path
 import mxnet as mx
 import pyprof
 from pyprof import jvm
-from pyprof.session.windows import METADATA
+from pyprof.process.rawfile import METADATA
 jvm.start()
 jvm.require("pyprof.session")
 jvm.eval_clojure('(pyprof.session/with-session [s {{:path "jvm_{{window}}.json"'

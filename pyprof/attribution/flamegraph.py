@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .. import rules
-from ..trace import iter_events
+from ..trace.reader import iter_events
 from ..trace.slices import closed_slices
 from ..trace.writer import check_output
 

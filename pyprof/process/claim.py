@@ -10,7 +10,7 @@ both fcntl F_SETLK locks, so each sees the other's. The OS drops a lock when its
 even by SIGKILL: no stale claim outlives its owner.
 
 POSIX locks belong to the process: a second claim in the same process succeeds (a JVM hosted
-through JPype claims through Python's tracker, ``pyprof.native.jvm_tracker``), and closing any
+through JPype claims through Python's tracker, ``pyprof.bridge.tracker``), and closing any
 descriptor of a claim file drops the process's lock on it, so one descriptor per claimed path
 is kept here and the file is never opened again while claimed. Package-internal.
 """

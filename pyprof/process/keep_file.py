@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from .. import rules
+from .rawfile import METADATA, complete_headless_trace, join_traces
 from .tracker import TRACKER
 
 
@@ -93,8 +94,6 @@ def join(path: str) -> bool:
     into one valid trace at ``path``, with every metadata event this process has seen first,
     then delete the parts (only once the joined file is in place). False when none were kept.
     Under the tracker lock."""
-    from ..session.windows import METADATA, join_traces
-
     parts = TRACKER.kept_parts
     if not parts:
         return False
@@ -113,7 +112,6 @@ def finish(path: str) -> None:
     line on stderr names ``pyprof repair``."""
     if join(path):
         return
-    from ..session.windows import complete_headless_trace
     try:
         size = os.path.getsize(path)
     except OSError:

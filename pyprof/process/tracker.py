@@ -3,7 +3,7 @@
 ``pyprof.profiler`` records every call it makes here, and ``pyprof.session`` reads and
 claims the profiler through it; both lock ``TRACKER.lock`` around a check and the call it
 guards. It is the one tracker of the process: when JPype hosts the JVM, the JVM layer reads and
-writes it too (``pyprof.native.jvm_tracker``, the ``pyprof.jvm.Tracker`` proxy), under the same lock.
+writes it too (``pyprof.bridge.tracker``, the ``pyprof.jvm.Tracker`` proxy), under the same lock.
 Package-internal: the public view is ``pyprof.profiler.state()``.
 """
 

@@ -40,7 +40,7 @@ from .scheduling import (DEFAULT_ACTION, FINAL_ACTION, INITIAL_ACTION,
                          schedule)
 from . import steady
 from .stepmarks import step_events
-from .windows import PARTIAL, EndedWindow, OpenWindow, Window, complete_headless_trace, now_us
+from .windows import PARTIAL, EndedWindow, OpenWindow, Window, now_us
 from .windows import write_partial
 from ..process.tracker import TRACKER
 

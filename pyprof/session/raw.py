@@ -19,7 +19,8 @@ from ..native import capi as _capi
 from . import cap as _cap
 from . import rawdir as _raw_dir
 from .. import config, profiler, rules
-from .windows import METADATA, now_us, read_range
+from ..process.rawfile import METADATA, read_range
+from .windows import now_us
 from ..process.tracker import TRACKER
 
 
@@ -65,7 +66,7 @@ def owner(name: str) -> Iterator[None]:
 class RawTrace:
     """The one MXNet trace file pyprof appends to for the life of the process.
 
-    Its metadata events are remembered in :data:`pyprof.session.windows.METADATA`.
+    Its metadata events are remembered in :data:`pyprof.process.rawfile.METADATA`.
     """
 
     def __init__(self) -> None:

@@ -13,7 +13,8 @@ import contextlib
 import json
 import os
 
-from .windows import PARTIAL, Window, metadata_key, read_range
+from ..process.rawfile import metadata_key, read_range
+from .windows import PARTIAL, Window
 from .. import rules
 
 

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pyprof.session.windows import read_range
+from pyprof.process.rawfile import read_range
 from pyprof.trace import SliceCounts, compact, merge, repair, stats, validate
 from pyprof.trace.cli import main
 

@@ -23,7 +23,7 @@ from importlib import resources
 
 import orjson
 
-from ... import __version__, rules
+from ... import rules
 from ..diffing import diff, format_diff
 from ..naming import API_CATEGORY, BOOKKEEPING_LABEL, BOOKKEEPING_NOTE
 from ..report import summarize
@@ -186,7 +186,7 @@ def _page(title: str, files: list[dict[str, object]], blobs: list[str], has_diff
         "@CSP@": html.escape(CSP, quote=True),
         "@TITLE@": html.escape(title),
         "@SUBTITLE@": subtitle,
-        "@FOOTER@": html.escape(f"written by pyprof {__version__}; memory and roofline charts: uPlot "
+        "@FOOTER@": html.escape(f"written by pyprof {rules.VERSION}; memory and roofline charts: uPlot "
                                 f"{UPLOT_VERSION} (MIT licence, (c) Leon Sorokin)"),
         "@META@": _script_json({"files": files, "diff": has_diff, "steps": {"cat": _STEP_MARKS["cat"]},
                                 "bookkeeping": {"label": BOOKKEEPING_LABEL, "note": BOOKKEEPING_NOTE}}),

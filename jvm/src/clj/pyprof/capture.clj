@@ -22,8 +22,8 @@
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
             [pyprof.native :as native :refer [mx]]
+            [pyprof.raw-file :as raw-file]
             [pyprof.rules :as rules]
-            [pyprof.session.raw :as raw]
             [pyprof.trace.reader :as reader])
   (:import (com.sun.jna Pointer)
            (com.sun.jna.ptr IntByReference PointerByReference)
@@ -218,7 +218,7 @@
                         [(assoc found i (args-of (first q) label)) (assoc qs k (subvec q 1))])
                       [found qs])))
                 [{} queues] ops))]
-    (raw/write-trace! path (map-indexed (fn [i ev] (if-let [a (found i)] (update ev "args" merge a) ev))
+    (raw-file/write-trace! path (map-indexed (fn [i ev] (if-let [a (found i)] (update ev "args" merge a) ev))
                                         events))
     {:calls (count forwards) :matched (count found) :unmatched-calls (- (count forwards) (count found))
      :unmatched-events (- (count ops) (count found))}))

@@ -2,7 +2,7 @@
   "The trace file a config names again while MXNet writes it: its events are kept in parts beside
   it (a hard link, else a rename after the dump timer stopped), as Python's
   pyprof.process.keep_file, which documents it (api.json keep_filename); the finished dump joins
-  them (pyprof.session.raw/join-traces!). Internal: pyprof.profiler calls it under its lock."
+  them (pyprof.raw-file/join-traces!). Internal: pyprof.profiler calls it under its lock."
   (:require [clojure.string :as str]
             [pyprof.output :as output]
             [pyprof.rules :as rules])

@@ -9,6 +9,7 @@
             [pyprof.config :as config]
             [pyprof.output :as output]
             [pyprof.profiler :as profiler]
+            [pyprof.raw-file :as raw-file]
             [pyprof.rules :as rules]
             [pyprof.session.cap :as cap]
             [pyprof.session.leftovers :as leftovers]
@@ -472,7 +473,7 @@
   [paths out]
   (let [evs (mapcat stats/read-events paths)
         meta (distinct (filter #(= "M" (get % "ph")) evs))]
-    (raw/write-trace! (str out) (concat meta (remove #(= "M" (get % "ph")) evs)))
+    (raw-file/write-trace! (str out) (concat meta (remove #(= "M" (get % "ph")) evs)))
     (str out)))
 
 ;; ------------------------------------------------------------------ exit
@@ -493,4 +494,4 @@
 
 (profiler/-on-exit! "1-pyprof.session/sessions" (fn [] (doseq [s @open-sessions] (stop-at-exit! s))))
 (profiler/-on-exit! "2-pyprof.session/raw" raw/finish!)
-(profiler/-on-exit! "9-pyprof.session.raw/unfinished" raw/delete-unfinished!)
+(profiler/-on-exit! "9-pyprof.raw-file/unfinished" raw-file/delete-unfinished!)

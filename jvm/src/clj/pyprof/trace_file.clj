@@ -6,6 +6,7 @@
             [pyprof.keep-file :as keep-file]
             [pyprof.native :as native :refer [mx]]
             [pyprof.output :as output]
+            [pyprof.raw-file :as raw-file]
             [pyprof.rules :as rules]
             [pyprof.tracker :as tracker])
   (:import (pyprof.jvm MXNetException)))
@@ -14,17 +15,12 @@
 
 (def ^:private worker (rules/processes "worker"))
 
-(defn- raw
-  "The function `f` of pyprof.session.raw, resolved when first needed (it requires this one)."
-  [f]
-  (requiring-resolve (symbol "pyprof.session.raw" (name f))))
-
 (defn join-kept!
   "Joins the parts kept of `path` with it; false when there are none (Python's _join_kept)."
   [path]
   (let [parts (:kept-parts (tracker/snapshot))]
     (when (seq parts)
-      ((raw 'join-traces!) parts path)
+      (raw-file/join-traces! parts path)
       (tracker/put! :kept-parts [])
       true)))
 
@@ -38,7 +34,7 @@
       (let [rule (rules/api "finished_dump")
             limit (long (get rule "max_bytes"))]
         (if (or (<= (long size) limit) (:repair-on-finish (tracker/snapshot)))
-          ((raw 'rewrite-trace!) path)
+          (raw-file/rewrite-trace! path)
           (binding [*out* *err*]
             (println (rules/render (get rule "left_note")
                                    {:path path :size size :max_bytes limit}))
@@ -83,7 +79,7 @@
             paused (mx MXProcessProfilePause 1 (int worker) nil)))
     ;; parts kept by earlier configs are joined with it; else it is rewritten
     (when (and (not (join-kept! old)) dumped (output/size old))
-      ((raw 'rewrite-trace!) old))))
+      (raw-file/rewrite-trace! old))))
 
 (defn configure-same-file!
   "A config naming the file being written, as Python's _configure_same_file: its events are kept in

@@ -1,25 +1,21 @@
 (ns ^:no-doc pyprof.session.raw
   "The raw trace sessions append to for the life of the process, and windows cut from it: the
   JVM side of Python's `pyprof.session.raw` and `pyprof.session.windows` (which document the
-  design). Internal to `pyprof.session`; call these as the session's owner where noted."
+  design), over `pyprof.raw-file`. Internal to `pyprof.session`; call these as the session's
+  owner where noted."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
             [pyprof.config :as config]
             [pyprof.native :refer [mx]]
-            [pyprof.output :as output]
             [pyprof.profiler :as profiler]
+            [pyprof.raw-file :refer [events-in metadata remember-metadata! write-atomic! write-events!]]
             [pyprof.rules :as rules]
             [pyprof.session.cap :as cap]
             [pyprof.session.rawdir :as rawdir]
-            [pyprof.trace.ids :as ids]
-            [pyprof.trace.reader :as reader]
             [pyprof.tracker :as tracker])
-  (:import (java.io RandomAccessFile)
-           (pyprof.jvm MetadataStore WindowCutter WindowCutter$Result)
-           (java.nio.charset StandardCharsets)
+  (:import (pyprof.jvm WindowCutter WindowCutter$Result)
            (java.nio.file Files Paths StandardCopyOption)
-           (java.nio.file.attribute FileAttribute PosixFilePermissions)
            (java.time Instant)))
 
 (set! *warn-on-reflection* true)
@@ -40,21 +36,13 @@
               (pos? v) v
               :else (throw (rules/error "raw.bad_rotate_bytes" {:variable env :value text}))))))
 
-(defonce ^:private raw (atom {:path nil, :metadata [], :finished false,
+(defonce ^:private raw (atom {:path nil, :finished false,
                               :scanned 0})) ; bytes before this offset were read for metadata
 
 (defn raw-trace-path
   "Path of this process's raw MXNet trace (nil before the first session)."
   []
   (:path @raw))
-
-(declare remember-metadata!)
-
-(defn metadata
-  "Every metadata event read from the raw trace so far, in order (Python's store,
-  pyprof.jvm.MetadataStore, when JPype hosts this JVM)."
-  []
-  (remember-metadata! []))
 
 (defn pid [] (rawdir/pid))
 
@@ -72,49 +60,6 @@
   "The raw file's size in bytes (0 when it does not exist)."
   ^long []
   (let [f (io/file (:path @raw))] (if (.isFile f) (.length f) 0)))
-
-(defn- read-range
-  "Bytes [start, end) of the file at `path` as a string (\"\" when it does not exist)."
-  ^String [path ^long start ^long end]
-  (let [f (io/file (output/abspath path))]
-    (if (or (not (.isFile f)) (>= start end))
-      ""
-      (with-open [r (RandomAccessFile. f "r")]
-        (let [n (int (- (min end (.length r)) start))
-              buf (byte-array (max n 0))]
-          (.seek r start)
-          (.readFully r buf)
-          (String. buf StandardCharsets/UTF_8))))))
-
-(defonce ^:private writing (atom #{})) ; temporary files being written now
-
-(defn- write-atomic!
-  "Writes the file `path` by (write java.io.Writer) into a temporary file beside it named with the
-  pid (a dead process's is recognised and deleted), then renamed over `path`; `mode` (e.g.
-  \"rw-r--r--\") sets its permissions where the file system has them. A write still going on
-  when the JVM's exit ends leaves nothing (`delete-unfinished!`)."
-  [path mode write]
-  (let [target (Paths/get (output/abspath (str path)) (make-array String 0))
-        dir (.getParent target)
-        _ (Files/createDirectories dir (make-array FileAttribute 0))
-        tmp (Files/createTempFile dir (str ".pyprof-" (pid) "-") ".tmp" (make-array FileAttribute 0))]
-    (swap! writing conj tmp)
-    (try
-      (with-open [w (io/writer (.toFile tmp))] (write w))
-      (when mode
-        (try (Files/setPosixFilePermissions tmp (PosixFilePermissions/fromString mode))
-             (catch UnsupportedOperationException _)))
-      (Files/move tmp target (into-array [StandardCopyOption/REPLACE_EXISTING
-                                          StandardCopyOption/ATOMIC_MOVE]))
-      (finally (Files/deleteIfExists tmp)
-               (swap! writing disj tmp)))))
-
-(defn delete-unfinished!
-  "At exit, last: deletes the temporary files of writes still going on (a thread the exit does
-  not wait for, such as a JMX dump), so that no part or empty file is left."
-  []
-  (doseq [^java.nio.file.Path tmp @writing]
-    (try (Files/deleteIfExists tmp) (catch Exception _))))
 
 (declare partial-path)
 
@@ -137,18 +82,6 @@
       (doseq [p @left-for-recovery]
         (let [info (json/read-str (slurp p))]
           (write-atomic! p nil #(json/write (assoc info "raw" kept) %)))))))
-
-(defn- events-in "The events in bytes [start, end) of the trace file at `path`." [path start end]
-  (reader/parse-raw (read-range path start end)))
-
-(defn- remember-metadata!
-  "Adds the metadata events among `events` not yet known; returns the known metadata."
-  [events]
-  (let [events (filterv #(= "M" (get % "ph")) events)]
-    (if-let [^MetadataStore store (MetadataStore/current)]
-      (mapv #(into {} (map (fn [[k v]] [k (if (instance? java.util.Map v) (into {} v) v)])) %)
-            (.remember store events))
-      (:metadata (swap! raw update :metadata #(vec (distinct (into % events))))))))
 
 (defn harvest!
   "Remembers the metadata events of the raw bytes not yet scanned, up to `end`, skipping the range
@@ -256,32 +189,6 @@
 
 ;; ------------------------------------------------------------------ windows
 
-(defn write-trace!
-  "Writes `events` as a valid trace at `path`, atomically, ids renumbered
-  (`pyprof.trace.ids/renumber`)."
-  [^String path events]
-  (write-atomic! path "rw-r--r--"
-                 (fn [^java.io.Writer w]
-                   (.write w "{\"traceEvents\":[\n")
-                   (loop [[e & more] (ids/renumber events), first? true]
-                     (when e
-                       (when-not first? (.write w ",\n"))
-                       (json/write e w)
-                       (recur more false)))
-                   (.write w "\n],\"displayTimeUnit\":\"ms\"}\n"))))
-
-(defn- write-events!
-  "Writes `known` metadata first, then `events`, each metadata event once (as Python's
-  read_range), as a valid trace at `out`; returns the number of events written."
-  [out known events]
-  (let [seen (volatile! (set known))
-        out-events (into (vec known)
-                         (remove #(and (= "M" (get % "ph"))
-                                       (or (contains? @seen %) (do (vswap! seen conj %) false))))
-                         events)]
-    (write-trace! out out-events)
-    (count out-events)))
-
 (defn reserve!
   "Leaves raw bytes [start, end) to a later `cut!` (on the saver thread): the metadata before
   them is read now, theirs by the cut, so that no later `harvest!` reads them again."
@@ -342,24 +249,6 @@
         (let [events (events-in path start end)]
           (remember-metadata! events)
           (write-events! out known (concat (with-thread-names events names) extra))))))
-
-(defn rewrite-trace!
-  "Rewrites the MXNet trace at `path` as a valid trace, known metadata first (as Python's
-  complete_headless_trace); returns the number of events."
-  [^String path]
-  (let [known (metadata)
-        events (events-in path 0 Long/MAX_VALUE)]
-    (remember-metadata! events)
-    (write-events! path known events)))
-
-(defn join-traces!
-  "Joins the kept `parts` and the trace at `path` into one valid trace at `path` and deletes the
-  parts (as Python's pyprof.process.keep_file.join); returns the number of events."
-  [parts ^String path]
-  (let [events (mapcat #(events-in % 0 Long/MAX_VALUE) (concat parts [path]))
-        n (write-events! path (remember-metadata! events) events)]
-    (doseq [^String p parts] (.delete (io/file p)))
-    n))
 
 (defn partial-path ^String [path] (str path ".partial"))
 

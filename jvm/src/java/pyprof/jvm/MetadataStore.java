@@ -8,7 +8,7 @@ import java.util.Map;
  * the first dump of a process) this process has read from its raw traces, which every window
  * and finished file carries first. One fact with one owner: a JVM on its own keeps them itself
  * ({@code pyprof.session.raw}); when JPype hosts this JVM, {@code pyprof.jvm.start()} installs
- * ({@link #use}) a proxy over Python's {@code pyprof.session.windows.METADATA}, so that a session
+ * ({@link #use}) a proxy over Python's {@code pyprof.process.rawfile.METADATA}, so that a session
  * of either language sees the metadata the other read (the JVM may have read the process's
  * first raw file, the only one with the process names).
  *

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from .jvm_values import to_python
+from .values import to_python
 from ..process import claim as _claim, output as _output
 from ..process.tracker import TRACKER, Tracker
 
@@ -145,7 +145,7 @@ def _proxy(jpype: Any) -> Any:
 
 def install() -> None:
     """Make Python's TRACKER the JVM layer's tracker (``pyprof.jvm.Tracker.use``). The two
-    languages name the same fields (``Tracker.FIELDS``; tests/testnative/jvm_tracker.py checks)."""
+    languages name the same fields (``Tracker.FIELDS``; tests/test_bridge_tracker.py checks)."""
     import jpype
 
     jpype.JClass("pyprof.jvm.Tracker").use(_proxy(jpype))

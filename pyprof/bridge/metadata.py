@@ -1,5 +1,5 @@
 """One metadata store in a process: the JVM layer's ``pyprof.jvm.MetadataStore`` is Python's
-:data:`pyprof.session.windows.METADATA`.
+:data:`pyprof.process.rawfile.METADATA`.
 
 MXNet writes its ``process_name`` events (one per device) only in the first dump of a process,
 and every window or finished file carries all of them first. When JPype hosts the JVM,
@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .jvm_values import StringKey, to_clojure, to_python
-from ..session.windows import METADATA, metadata_key
+from .values import StringKey, to_clojure, to_python
+from ..process.rawfile import METADATA, metadata_key
 
 
 def _plain(x: Any) -> Any:

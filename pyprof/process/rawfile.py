@@ -1,0 +1,75 @@
+"""The raw-file functions: MXNet's trace files read and written again as valid traces, with
+every metadata event this process has seen first (:data:`METADATA`).
+
+One layer below the profiler API and sessions (docs/architecture.md, the layers), which both
+use them: ``profiler.dump`` and :mod:`pyprof.process.keep_file` complete a finished file and
+join kept parts, :mod:`pyprof.session.windows` cuts windows, and the JPype bridge lends
+:data:`METADATA` to the JVM (:mod:`pyprof.bridge.metadata`). The byte work is
+:mod:`pyprof.trace.rawcut`'s, imported when first needed, so that ``import pyprof`` does not
+load the trace package. Package-internal.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+#: Every metadata event (``ph == "M"``) this process has read from a raw trace, in order, by
+#: :func:`metadata_key`. MXNet writes a ``process_name`` event per device only in its first
+#: dump; every window carries all of them.
+METADATA: dict[bytes, dict[str, Any]] = {}
+
+
+def metadata_key(event: dict[str, Any]) -> bytes:
+    """The identity of a metadata event (its canonical JSON)."""
+    return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
+
+
+def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],
+               out: str | None, scratch: str | None = None,
+               extra: Sequence[dict[str, Any]] = ()) -> int:
+    """Read the events in bytes ``[start, end)`` of ``raw`` (``end`` None: to the end).
+
+    New metadata events are added to ``metadata``. With ``out``, a valid trace is written there:
+    all known metadata events first, then the range's other events; returns events written.
+    The window is valid as every trace pyprof writes (docs/trace-format.md): ``B``/``E`` pairs
+    are kept as they are, but a slice that partially overlaps another of its thread moves to a
+    new thread (as an ``X`` event), slices with a negative duration and unmatched begins and ends
+    are left out, and ids JavaScript cannot hold (MXNet's 64-bit pids, tids and async ids) are
+    renumbered to small integers no other id of the window uses. ``extra`` events (the window's
+    step marks, :mod:`pyprof.session.stepmarks`) are written after the range's. The range is
+    streamed in constant memory (:mod:`pyprof.trace.rawcut`); bytes the streaming reader refuses
+    (an event cut short) are read whole, the tolerant way, from a copy in ``scratch`` (default:
+    beside ``out``, else ``raw``), named ``.pyprof-<pid>-segment-*.json`` so that a dead
+    process's copy is recognised and deleted.
+    """
+    from ..trace import rawcut  # late, as pyprof.trace is: it imports pyprof
+
+    return rawcut.read_range(raw, start, end, metadata, out, scratch, extra)
+
+
+def join_traces(sources: list[str], out: str, metadata: dict[bytes, dict[str, Any]]) -> int:
+    """Write the events of ``sources`` (MXNet traces, finished or not, with or without their
+    header; none being written any more), in order, as one valid trace at ``out`` (which may be
+    one of them), as :func:`read_range` writes a window: known metadata first. New metadata
+    events are added to ``metadata``. Returns the events written. A source that does not exist
+    or holds no event adds nothing."""
+    from ..trace import rawcut
+
+    return rawcut.join(sources, out, metadata)
+
+
+def complete_headless_trace(path: str | os.PathLike[str]) -> int:
+    """Make a finished trace of a second session in this process valid, with process names.
+
+    MXNet writes only its first dump with the ``{"traceEvents": [`` header and the
+    ``process_name`` events; a later session's file starts with a bare comma.
+    ``pyprof.profiler.dump`` calls this (through :mod:`pyprof.process.keep_file`) for such a
+    file: it is rewritten with every metadata event this process has seen first. Returns the
+    events written.
+    """
+    out = os.path.abspath(os.fspath(path))
+    return read_range(out, 0, None, dict(METADATA), out=out)
