@@ -22,7 +22,7 @@ import numpy as np
 
 from .shim import build
 
-_SOURCE = Path(__file__).with_name("cutter.c")
+_SOURCE = Path(__file__).with_name("c") / "cutter.c"  # also the JVM's (its classpath)
 #: ``PYPROF_CUTTER=python`` reads every run in Python (the reference the C code is tested against).
 ENV = "PYPROF_CUTTER"
 _lib: Any = None
@@ -37,9 +37,10 @@ def _library() -> Any:
         except (OSError, subprocess.SubprocessError) as e:
             _why = str(e)
             return None
-        lib.cut_run.argtypes = [c_void_p, c_int64, c_int64] + [c_void_p] * 9
+        lib.cut_run.argtypes = [c_void_p, c_int64, c_int64] + [c_void_p] * 12
         lib.cut_run.restype = c_int64
-        lib.cut_patch.argtypes = [c_void_p, c_int64, c_int64] + [c_void_p] * 4 \
+        lib.cut_patch.argtypes = [c_void_p, c_int64, c_int64, c_int64, c_int64, c_void_p, c_int64] \
+            + [c_void_p] * 6 \
             + [c_void_p, c_void_p, c_int64] * 3
         lib.cut_patch.restype = c_int64
         _lib = lib
@@ -56,30 +57,51 @@ class Run:
     read) and columns: ``ph`` (uint8, the phase's letter, 0 when absent), ``ts`` (int64) with
     ``ts_ok`` (bool: a plain integer), ``ids`` (uint64, n x 3: pid, tid, id) with ``has``
     (bool, n x 3: present), ``same`` (bool: a slice event whose string name equals that of the
-    slice event before it in the run)."""
+    slice event before it in the run); ``skip`` (bool, all False: events :meth:`patched`
+    leaves out) and ``metadata`` (the indices of the ``M`` events with their bytes in the run)."""
 
-    __slots__ = ("n", "out", "ph", "ts", "ts_ok", "ids", "has", "same", "_at")
+    __slots__ = ("n", "out", "ph", "ts", "ts_ok", "ids", "has", "same", "skip", "_at", "_starts",
+                 "_run", "_lo", "_hi")
 
-    def __init__(self, n: int, out: bytes, ph: np.ndarray, ts: np.ndarray, ts_ok: np.ndarray,
-                 ids: np.ndarray, has: np.ndarray, same: np.ndarray, at: np.ndarray) -> None:
-        self.n, self.out, self.ph, self.ts, self.ts_ok = n, out, ph, ts, ts_ok
-        self.ids, self.has, self.same, self._at = ids, has, same, at
+    def __init__(self, n: int, out: bytes, run: bytes, cols: dict[str, np.ndarray]) -> None:
+        self.n, self.out, self._run = n, out, run
+        self.ph, self.ts, self.ts_ok = cols["ph"][:n], cols["ts"][:n], cols["ts_ok"][:n].view(bool)
+        self.ids = cols["ids"][:n * 3].reshape(n, 3)
+        self.has = cols["has"][:n * 3].reshape(n, 3).view(bool)
+        self.same = cols["same"][:n].view(bool)
+        self._at, self._starts = cols["at"][:n * 3], cols["starts"][:n]
+        self._lo, self._hi = cols["in_lo"][:n], cols["in_hi"][:n]
+        self.skip = np.zeros(n, bool)
+
+    def metadata(self) -> list[tuple[int, bytes]]:
+        """``(index, bytes)`` of each ``M`` event, in order."""
+        return [(i, self._run[self._lo[i]:self._hi[i]])
+                for i in np.flatnonzero(self.ph == ord("M")).tolist()]
 
     def patched(self, changed: list[dict[int, int]]) -> bytes:
-        """The events with each id of kind ``k`` (pid, tid, id) that ``changed[k]`` holds
+        """The events but those :attr:`skip` marks, joined by ``,`` (as ``orjson.dumps`` writes
+        a list's items), with each id of kind ``k`` (pid, tid, id) that ``changed[k]`` holds
         written as its new number."""
-        if not any(changed):
+        if not any(changed) and not self.skip.any():
             return self.out
-        tables, args = [], []
+        args = []
+        tables = []  # kept alive through the call
         for m in changed:
             old = np.fromiter(sorted(m), np.uint64, len(m))
             new = np.fromiter((m[int(v)] for v in old), np.int64, len(m))
             tables.append((old, new))
             args += [old.ctypes.data, new.ctypes.data, len(old)]
+        skip = self.skip.view(np.uint8)
         dst = ctypes.create_string_buffer(len(self.out) + 64 + 60 * self.n)
-        size = _lib.cut_patch(self.out, len(self.out), self.n, self.ids.ctypes.data,
-                              self.has.ctypes.data, self._at.ctypes.data, dst, *args)
+        size = _lib.cut_patch(self.out, len(self.out), self.n, 0, self.n, b",", 1, self.ids.ctypes.data,
+                              self.has.ctypes.data, self._at.ctypes.data, self._starts.ctypes.data,
+                              skip.ctypes.data, dst, *args)
         return dst.raw[:size]
+
+
+_COLUMNS = (("ph", np.uint8, 1), ("ts", np.int64, 1), ("ts_ok", np.uint8, 1), ("ids", np.uint64, 3),
+            ("has", np.uint8, 3), ("at", np.int64, 3), ("same", np.uint8, 1), ("starts", np.int64, 1),
+            ("in_lo", np.int64, 1), ("in_hi", np.int64, 1))
 
 
 def read(run: bytes) -> Run | None:
@@ -89,18 +111,9 @@ def read(run: bytes) -> Run | None:
     cap = run.count(b"{") + 1  # at least the events
     out = ctypes.create_string_buffer(len(run) + 2 * cap + 16)
     size = c_int64(0)
-    ph = np.empty(cap, np.uint8)
-    ts = np.empty(cap, np.int64)
-    ts_ok = np.empty(cap, np.uint8)
-    ids = np.empty(cap * 3, np.uint64)
-    has = np.empty(cap * 3, np.uint8)
-    at = np.empty(cap * 3, np.int64)
-    same = np.empty(cap, np.uint8)
-    n = lib.cut_run(run, len(run), cap, out, ctypes.byref(size), ph.ctypes.data, ts.ctypes.data,
-                    ts_ok.ctypes.data, ids.ctypes.data, has.ctypes.data, at.ctypes.data,
-                    same.ctypes.data)
+    cols = {name: np.empty(cap * width, dtype) for name, dtype, width in _COLUMNS}
+    n = lib.cut_run(run, len(run), cap, out, ctypes.byref(size),
+                    *(cols[name].ctypes.data for name, _, _ in _COLUMNS))
     if n < 0:
         return None
-    return Run(n, out.raw[:size.value], ph[:n], ts[:n], ts_ok[:n].view(bool),
-               ids[:n * 3].reshape(n, 3), has[:n * 3].reshape(n, 3).view(bool), same[:n].view(bool),
-               at[:n * 3])
+    return Run(n, out.raw[:size.value], run, cols)

@@ -9,9 +9,11 @@ window's step marks), slices made valid and unsafe ids renumbered as every write
 
 1. **Streamed, one pass** (:func:`cut`): the range is read in blocks of :data:`BLOCK` bytes, each
    cut after its last event separator (a line holding only ``,``: a name holds no line break),
-   so that every run is whole events; a run is parsed as one array
-   (:func:`~pyprof.trace.mxnet_layout.parse_run`: escaped only when a line may need it) and
-   written with one write. Unsafe ids are numbered as they come; the slices are checked as they
+   so that every run is whole events. A run is read by pyprof's C code
+   (:mod:`pyprof.native.cutter`: written compact, ids and slices as columns; its metadata
+   events parsed here, each kept once), or, where that refuses it or did not build, parsed as
+   one array (:func:`~pyprof.trace.mxnet_layout.parse_run`: escaped only when a line may need
+   it); either way written with one write, the same bytes. Unsafe ids are numbered as they come; the slices are checked as they
    pass (every end closes its thread's innermost open begin, and the slices of a thread nest, in
    whatever order they end: :class:`~pyprof.trace.slices.Nesting`), holding each thread's open
    begins and its latest outer slices. Memory: a run and its events, and that.
@@ -198,7 +200,7 @@ class _Ids:
     def reserve_run(self, run: _cutter.Run) -> None:
         """:meth:`reserve` for a run the C code read (its ids are integers, none negative)."""
         for k, kind in enumerate(_RUN_KINDS):
-            values = run.ids[:, k][run.has[:, k]]
+            values = run.ids[:, k][run.has[:, k] & ~run.skip]
             self.taken[kind].update(np.unique(values[values < ID_LIMIT]).tolist())
 
     def apply_run(self, run: _cutter.Run) -> list[dict[int, int]]:
@@ -207,7 +209,7 @@ class _Ids:
         numbers it (its ids are integers, none negative; no bind_id or id2)."""
         changed: list[dict[int, int]] = []
         for k, kind in enumerate(_RUN_KINDS):
-            values = run.ids[:, k][run.has[:, k]]
+            values = run.ids[:, k][run.has[:, k] & ~run.skip]  # (a skipped event is not written)
             distinct, first = np.unique(values, return_index=True)
             new = {}
             for value in distinct[np.argsort(first, kind="stable")].tolist():
@@ -296,7 +298,18 @@ def _pass(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
         yield [dict(ev) for ev in known]
         for run in _runs(raw, lo, hi):
             read = _cutter.read(run) if native else None
-            yield read if read is not None and _pairs_fed(nesting, read) else python_run(run)
+            if read is not None and _pairs_fed(nesting, read):
+                for i, text in read.metadata():  # each metadata event once, as python_run
+                    ev = orjson.loads(text)
+                    key = metadata_key(ev)
+                    if key in written:
+                        read.skip[i] = True
+                    else:
+                        written.add(key)
+                        found.append((key, ev))
+                yield read
+            else:
+                yield python_run(run)
         tail = [dict(ev) for ev in extra]
         nesting.feed([ev for ev in tail if ev.get("ph") in SLICE_PHASES])
         nesting.finish()
@@ -318,8 +331,9 @@ def _pass(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
 
 def _pairs_fed(nesting: Nesting, run: _cutter.Run) -> bool:
     """Whether the slices of ``run`` are pairs (each begin followed at once by its end of the
-    same string name, pid and tid, integer times) that ``nesting`` took
-    (:meth:`~pyprof.trace.slices.Nesting.feed_pairs`); False, nothing changed, otherwise."""
+    same string name, pid and tid, integer times), then fed to ``nesting``
+    (:meth:`~pyprof.trace.slices.Nesting.feed_pairs`, else one by one as ``feed`` would:
+    NeedsPlan raised where it would); False, nothing changed, otherwise."""
     at = np.flatnonzero(np.isin(run.ph, _SLICE_CODES))
     if not len(at):
         return True
@@ -331,7 +345,9 @@ def _pairs_fed(nesting: Nesting, run: _cutter.Run) -> bool:
             and (run.ids[b, :2] == run.ids[e, :2]).all()):
         return False
     keys = list(zip(run.ids[b, 0].tolist(), run.ids[b, 1].tolist()))
-    return nesting.feed_pairs(keys, run.ts[b], run.ts[e])
+    if not nesting.feed_pairs(keys, run.ts[b], run.ts[e]):  # nested (or NeedsPlan, raised)
+        nesting.close_pairs(keys, run.ts[b].tolist(), run.ts[e].tolist())
+    return True
 
 
 def cut(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]], out: str,

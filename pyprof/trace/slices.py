@@ -560,6 +560,17 @@ class Nesting:
             th.keep()
         return True
 
+    def close_pairs(self, keys: list[Any], begin: list[int], end: list[int]) -> None:
+        """:meth:`feed` for pairs (as :meth:`feed_pairs` takes them) in any order of time: each
+        pair, a begin its end closes at once, is one slice of its thread (what :meth:`_each`
+        does with them), checked to nest with the slices before it; raises NeedsPlan if not."""
+        threads = self.threads
+        for key, b, e in zip(keys, begin, end):
+            th = threads.get(key)
+            if th is None:
+                th = threads[key] = _Thread()
+            th.close(b, e)
+
     def _each(self, slices: Iterable[dict[str, Any]]) -> None:
         threads = self.threads
         for ev in slices:

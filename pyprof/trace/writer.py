@@ -96,11 +96,13 @@ class TraceWriter:
         self.count += len(events)
 
     def write_serialized(self, data: bytes, count: int) -> None:
-        """Append ``count`` events already written as :meth:`write_all` writes them (compact
-        JSON objects joined by ``,\n``; pyprof.native.cutter's), in one write."""
+        """Append ``count`` events already written as ``orjson.dumps`` writes a list's items
+        (compact, joined by ``,``: pyprof.native.cutter's), in one write, on lines as
+        :meth:`write_all` puts them."""
         assert self._f is not None, "use TraceWriter in a with block"
         if not count:
             return
+        data = data.replace(b'},{"', b'},\n{"')  # as write_all
         self._f.write(b",\n" + data if self.count else data)
         self.count += count
 

@@ -77,6 +77,9 @@ def test_runs_cut_at_any_block_size(block, tmp_path, monkeypatch):
 
 
 T = 17378283666853208238  # a tid as MXNet writes it (past 2**53)
+#: A metadata event as MXNet writes one between operators (a new pid's name).
+META = ('        {\n            "ph": "M",\n            "args": {\n                "name": "MXNET_C_API"\n'
+        '            },\n            "pid": 849786139768988538,\n            "name": "process_name"\n        }')
 #: Events the C code hands to Python (the run holding one), each beside a plain pair: the window
 #: is the same bytes either way.
 ODD = {
@@ -104,6 +107,7 @@ ODD = {
                         + event("s", "i", 4, tid=2**64 - 1, pid=0, extra='"s": "t"'),
     "id before pid": event("a", "b", 3, extra=f'"id": {T}') + ",\n" + event("a", "e", 4, extra=f'"id": {T}'),
     "a time before 1970": event("x", "B", -5) + ",\n" + event("x", "E", -2),
+    "metadata mid-run, twice": META + ",\n" + event("x", "B", 1) + ",\n" + event("x", "E", 2) + ",\n" + META,
 }
 
 
@@ -143,3 +147,20 @@ def test_ids_numbered_in_order_of_first_use_within_a_run(tmp_path, monkeypatch):
     assert python == native and took == 3  # written, safe ids reserved, written again
     tids = [e["tid"] for e in orjson.loads(native)["traceEvents"] if e.get("name") == "dot"]
     assert tids[:8:2] == [2, 3, 4, 5]  # the step mark's tid 1 is safe: numbered around it
+
+
+def test_metadata_the_window_knows_is_written_once(tmp_path, monkeypatch):
+    # the store's metadata goes first; the same event in the range is left out, a new one kept
+    path = tmp_path / "raw.json"
+    path.write_text(raw(event("dot", "B", 1), META, event("dot", "E", 2).replace('"E"', '"B"'),
+                        event("dot", "E", 3), META.replace("MXNET_C_API", "other"), header=True))
+    known = orjson.loads("{" + META.split("{", 1)[1])
+    outs = []
+    for mode in ("python", "native"):
+        monkeypatch.setenv(cutter.ENV, mode)
+        store = {rawcut.metadata_key(known): known}
+        rawcut.cut(str(path), 0, None, store, str(tmp_path / f"{mode}.json"), [MARK])
+        outs.append(((tmp_path / f"{mode}.json").read_bytes(), sorted(store)))
+    assert outs[0] == outs[1]
+    names = [e["args"]["name"] for e in orjson.loads(outs[1][0])["traceEvents"] if e["ph"] == "M"]
+    assert names == ["MXNET_C_API", "other"]

@@ -5,10 +5,10 @@
  * (returns -1) any run it would read differently from orjson over the same bytes: a back slash,
  * a line with more than 4 quotes (a raw value holding one), a control byte or one past ASCII, a
  * number that is not a plain integer of at most 64 bits, a string or negative id, bind_id or
- * id2, a metadata event. Python then reads that run the way it always did.
+ * id2. Python then reads that run the way it always did.
  *
- * What it writes for a run it takes is byte for byte what orjson.dumps writes for each event as
- * orjson.loads read it (keys in their order, no white space), events joined by ",\n".
+ * What it writes for a run it takes is byte for byte what orjson.dumps writes for the events as
+ * orjson.loads read them (keys in their order, no white space), joined by ",".
  */
 #include <stdint.h>
 #include <string.h>
@@ -91,16 +91,36 @@ static int copy_integer(Cur *c, unsigned char **o, uint64_t *v, int *neg) {
     return 0;
 }
 
+/* An object's keys so far: a repeated one (orjson keeps its last value) is refused. */
+typedef struct {
+    const unsigned char *s[32];
+    int64_t n[32];
+    int count;
+} Keys;
+
+static int new_key(Keys *k, const unsigned char *s, int64_t n) {
+    for (int i = 0; i < k->count; i++) {
+        if (k->n[i] == n && memcmp(k->s[i], s, (size_t)n) == 0) return -1;
+    }
+    if (k->count == 32) return -1;
+    k->s[k->count] = s;
+    k->n[k->count++] = n;
+    return 0;
+}
+
 static int container(Cur *c, unsigned char **o, int depth) { /* an object or array in an event */
     unsigned char close = *c->p == '{' ? '}' : ']';
     int object = close == '}';
     *(*o)++ = *c->p++;
     if (depth > 64 || ws(c) < 0) return -1;
     if (c->p < c->end && *c->p == close) { c->p++; *(*o)++ = close; return 0; }
+    Keys keys;
+    keys.count = 0;
     for (;;) {
         if (object) {
             const unsigned char *s; int64_t n;
-            if (copy_string(c, o, &s, &n) < 0 || ws(c) < 0 || c->p >= c->end || *c->p++ != ':') return -1;
+            if (copy_string(c, o, &s, &n) < 0 || new_key(&keys, s, n) < 0 || ws(c) < 0
+                || c->p >= c->end || *c->p++ != ':') return -1;
             *(*o)++ = ':';
             if (ws(c) < 0) return -1;
         }
@@ -132,17 +152,19 @@ static int value(Cur *c, unsigned char **o, int depth) {
 
 #define KEY(s, n, k) ((n) == (int64_t)sizeof(k) - 1 && memcmp((s), (k), sizeof(k) - 1) == 0)
 
-/* Reads a run and writes it compact to out (at least len + 2 * events + 16 bytes), events
- * joined by ",\n", as orjson.dumps writes each event orjson.loads reads. Columns, for each
+/* Reads a run and writes it compact to out (at least len + events + 16 bytes), events joined
+ * by ",", as orjson.dumps writes the list of events orjson.loads reads. Columns, for each
  * event i: ph[i] (its one-letter phase, 0 when absent or not one letter), ts[i] with ts_ok[i]
  * (a plain integer), and per id kind k (0 pid, 1 tid, 2 id) ids[3i+k] with has[3i+k] (present)
  * and at[3i+k], the offset in out of its digits; same[i]: 1 when event i and the slice event
- * (B, E or X) before it in the run both have a string name and the names are equal.
+ * (B, E or X) before it in the run both have a string name and the names are equal; starts[i],
+ * the offset in out of its '{'; [in_lo[i], in_hi[i]), its bytes in buf.
  * Returns the number of events and sets *size to the bytes written, or returns -1: the run is
  * not one this code reads as orjson does (Python reads it), or it holds more than cap events. */
 int64_t cut_run(const unsigned char *buf, int64_t len, int64_t cap, unsigned char *out,
                 int64_t *size, uint8_t *ph, int64_t *ts, uint8_t *ts_ok, uint64_t *ids,
-                uint8_t *has, int64_t *at, uint8_t *same) {
+                uint8_t *has, int64_t *at, uint8_t *same, int64_t *starts, int64_t *in_lo,
+                int64_t *in_hi) {
     Cur c = {buf, buf + len, 0};
     unsigned char *o = out;
     int64_t n = 0;
@@ -150,25 +172,26 @@ int64_t cut_run(const unsigned char *buf, int64_t len, int64_t cap, unsigned cha
     if (ws(&c) < 0) return -1;
     while (c.p < c.end) {
         if (*c.p != '{' || n >= cap) return -1;
-        if (n) { *o++ = ','; *o++ = '\n'; }
+        if (n) *o++ = ',';
+        starts[n] = o - out;
+        in_lo[n] = c.p - buf;
         *o++ = '{';
         c.p++;
         ph[n] = 0; ts[n] = 0; ts_ok[n] = 0; same[n] = 0;
         for (int k = 0; k < 3; k++) { has[3 * n + k] = 0; ids[3 * n + k] = 0; at[3 * n + k] = 0; }
         const unsigned char *name = 0; int64_t name_len = -1;
-        unsigned seen = 0; /* the keys below, once each (orjson keeps a repeated key's last) */
+        Keys keys;
+        keys.count = 0;
         if (ws(&c) < 0) return -1;
         if (c.p < c.end && *c.p == '}') { c.p++; *o++ = '}'; goto next; }
         for (;;) {
             const unsigned char *k; int64_t kn;
-            if (copy_string(&c, &o, &k, &kn) < 0 || ws(&c) < 0 || c.p >= c.end || *c.p++ != ':') return -1;
+            if (copy_string(&c, &o, &k, &kn) < 0 || new_key(&keys, k, kn) < 0 || ws(&c) < 0
+                || c.p >= c.end || *c.p++ != ':') return -1;
             *o++ = ':';
             if (ws(&c) < 0 || c.p >= c.end) return -1;
             int kind = KEY(k, kn, "pid") ? 0 : KEY(k, kn, "tid") ? 1 : KEY(k, kn, "id") ? 2 : -1;
-            unsigned bit = kind >= 0 ? 1u << kind : KEY(k, kn, "ph") ? 8u : KEY(k, kn, "ts") ? 16u
-                         : KEY(k, kn, "name") ? 32u : 0u;
-            if (bit & seen) return -1;
-            seen |= bit;
+            unsigned bit = KEY(k, kn, "ph") ? 8u : KEY(k, kn, "ts") ? 16u : KEY(k, kn, "name") ? 32u : 0u;
             if (kind >= 0) {
                 uint64_t v; int neg;
                 at[3 * n + kind] = o - out;
@@ -181,7 +204,6 @@ int64_t cut_run(const unsigned char *buf, int64_t len, int64_t cap, unsigned cha
                 const unsigned char *s; int64_t sn;
                 if (copy_string(&c, &o, &s, &sn) < 0) return -1;
                 ph[n] = sn == 1 ? s[0] : 0;
-                if (ph[n] == 'M') return -1; /* metadata: kept once, by Python */
             } else if (bit == 16u && (*c.p == '-' || (*c.p >= '0' && *c.p <= '9'))) {
                 uint64_t v; int neg;
                 if (copy_integer(&c, &o, &v, &neg) < 0) return -1;
@@ -205,6 +227,7 @@ int64_t cut_run(const unsigned char *buf, int64_t len, int64_t cap, unsigned cha
             prev_len = name ? name_len : -1;
         }
     next:
+        in_hi[n] = c.p - buf;
         n++;
         if (ws(&c) < 0) return -1;
         if (c.p < c.end) {
@@ -233,11 +256,14 @@ static int digits(uint64_t v) {
     return n;
 }
 
-/* Copies the n events cut_run wrote (size bytes at src, its columns ids, has and at) to dst
- * (at least size bytes, plus 20 per id that grows), each id of kind k whose value old[k]
- * (sorted, count[k] of them) holds written as new[k] at the same place. Returns the bytes. */
-int64_t cut_patch(const unsigned char *src, int64_t size, int64_t n, const uint64_t *ids,
-                  const uint8_t *has, const int64_t *at, unsigned char *dst,
+/* Copies events [lo, hi) of the n cut_run wrote (size bytes at src, its columns ids, has, at
+ * and starts) but those skip marks to dst (at least size bytes, plus 20 per id that grows and
+ * sep_len per event), joined by sep, each id of kind k whose value old[k] (sorted, count[k] of them) holds written as
+ * new[k] at the same place. Returns the bytes written. */
+int64_t cut_patch(const unsigned char *src, int64_t size, int64_t n, int64_t lo, int64_t hi,
+                  const unsigned char *sep, int64_t sep_len, const uint64_t *ids,
+                  const uint8_t *has, const int64_t *at, const int64_t *starts,
+                  const uint8_t *skip, unsigned char *dst,
                   const uint64_t *old0, const int64_t *new0, int64_t count0,
                   const uint64_t *old1, const int64_t *new1, int64_t count1,
                   const uint64_t *old2, const int64_t *new2, int64_t count2) {
@@ -245,8 +271,12 @@ int64_t cut_patch(const unsigned char *src, int64_t size, int64_t n, const uint6
     const int64_t *news[3] = {new0, new1, new2};
     int64_t counts[3] = {count0, count1, count2};
     unsigned char *o = dst;
-    int64_t from = 0;
-    for (int64_t i = 0; i < n; i++) {
+    int first = 1;
+    for (int64_t i = lo; i < hi; i++) {
+        if (skip[i]) continue;
+        int64_t from = starts[i], to = i + 1 < n ? starts[i + 1] - 1 : size; /* less "," */
+        if (!first) { memcpy(o, sep, (size_t)sep_len); o += sep_len; }
+        first = 0;
         int64_t pos[3], repl[3];
         int m = 0;
         for (int k = 0; k < 3; k++) {
@@ -271,8 +301,8 @@ int64_t cut_patch(const unsigned char *src, int64_t size, int64_t n, const uint6
             o = put_int(o, news[k][lo]);
             from = pos[j] + digits(olds[k][lo]);
         }
+        memcpy(o, src + from, (size_t)(to - from));
+        o += to - from;
     }
-    memcpy(o, src + from, (size_t)(size - from));
-    o += size - from;
     return o - dst;
 }
