@@ -20,13 +20,12 @@ backward, once per input no recorded call wrote). No NDArray is kept: handles ar
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from .. import rules
 from ..native import capi
-from .calls import CODES, HANDLES, Call, as_call, seq_of
+from .calls import CODES, HANDLES, Call, as_call, holds, seq_of
 
 
 _SPEC = rules.spec("attribution.json")["capture"]
@@ -34,46 +33,20 @@ _SPEC = rules.spec("attribution.json")["capture"]
 AUTOGRAD: dict[str, Any] = _SPEC["autograd"]
 #: attribution.json capture.backward less its about: forward operator -> its backward node.
 TABLE: dict[str, dict] = {k: v for k, v in _SPEC["backward"].items() if k != "about"}
-_UNSET = ("", "None", "none", "False", "false", "0")
 
 
 def choose(spec: dict, attrs: dict[str, str]) -> dict:
     """The ``capture.backward`` entry ``spec`` for a forward node with ``attrs`` (MXNet's
     strings): its first variant whose conditions hold (its inputs and exact), else itself."""
     for v in spec.get("variants", ()):
-        at = {**v.get("defaults", {}), **{k: x for k, x in attrs.items() if x != "None"}}
-        if "feature" in v and not _feature(v["feature"]):
-            continue
-        if any(str(at.get(k, "None")) not in vals for k, vals in v.get("when_all", {}).items()):
-            continue
-        if "kernel_dims" in v and len(re.findall(r"\d+", attrs.get("kernel", ""))) not in v["kernel_dims"]:
-            continue
-        if "when_set" in v or "when" in v:
-            if not (any(at.get(k, "None") not in _UNSET for k in v.get("when_set", ())) or any(
-                    at.get(k) in vals for k, vals in v.get("when", {}).items())):
-                continue
-        return {**spec, "inputs": v["inputs"], "exact": v.get("exact", spec.get("exact", True))}
+        if holds(v, attrs):
+            return {**spec, "inputs": v["inputs"], "exact": v.get("exact", spec.get("exact", True))}
     return spec
 
 
 def inputs_for(spec: dict, attrs: dict[str, str]) -> list[str]:
     """The input refs of ``spec`` for a forward node with ``attrs`` (:func:`choose`)."""
     return choose(spec, attrs)["inputs"]
-
-
-_FEATURES: dict[str, bool] = {}
-
-
-def _feature(name: str) -> bool:
-    """Whether the loaded libmxnet has ``name`` (``mx.runtime.Features``, asked once)."""
-    if name not in _FEATURES:
-        try:
-            import mxnet as mx
-
-            _FEATURES[name] = bool(mx.runtime.Features().is_enabled(name))
-        except Exception:  # noqa: BLE001 - an unknown feature is off
-            _FEATURES[name] = False
-    return _FEATURES[name]
 
 
 def workspace(out_meta: list) -> tuple:
@@ -104,9 +77,41 @@ class Tape:
             self.open[thread] = seq
         return spans
 
+    def all_spans(self, seq: int) -> dict[int, list[tuple[int, int]]]:
+        """Every thread's spans up to ``seq`` (the open ones too), nothing forgotten."""
+        out = {t: list(v) for t, v in self.spans.items()}
+        for t, lo in self.open.items():
+            out.setdefault(t, []).append((lo, seq))
+        return out
+
     def clear(self) -> None:
         self.spans.clear()
         self.open = {t: 0 for t in self.open}
+
+
+def is_training() -> bool:
+    """Whether MXNet's is_train is set on this thread. C: MXAutogradIsTraining."""
+    import sys
+
+    ag = sys.modules.get("mxnet.autograd")
+    return bool(ag is not None and ag.is_training())
+
+
+def mark_training(calls: list, spans: dict[int, list[tuple[int, int]]]) -> None:
+    """Set :attr:`Call.training` of the imperative ``calls`` their thread made in ``spans``
+    (thread -> [lo, hi) seqs during which MXNet's is_train was set)."""
+    if not spans:
+        return
+    import bisect
+
+    for t, v in spans.items():
+        v.sort()
+    starts = {t: [lo for lo, _ in v] for t, v in spans.items()}
+    for c in calls:
+        v = spans.get(c.thread)
+        if v and c.source == _CALL:
+            k = bisect.bisect_right(starts[c.thread], c.seq) - 1
+            c.training = k >= 0 and c.seq < v[k][1]
 
 
 _RAW: list[Any] = []  # the raw MXNDArrayGetGrad and MXNDArrayFree
@@ -147,12 +152,14 @@ class BackwardNode:
     call it is the backward of (``fwd``), and per output whether it is written into a
     variable's gradient (``to_var``: MXNet allocated it before, not inside the node)."""
 
-    __slots__ = ("op", "in_meta", "out_meta", "reads", "fwd", "to_var", "seq")
+    __slots__ = ("op", "in_meta", "out_meta", "reads", "fwd", "to_var", "unread", "seq")
 
     def __init__(self, op: str | None, in_meta: list | None, out_meta: list | None,
                  reads: list, fwd: Any) -> None:
         self.op, self.in_meta, self.out_meta, self.reads, self.fwd = op, in_meta, out_meta, reads, fwd
         self.to_var = [False] * (len(out_meta) if out_meta is not None else 1)
+        #: per output, whether MXNet leaves it uncomputed (a gradient no one takes: kNullOp)
+        self.unread = [False] * len(self.to_var)
         self.seq = -1
 
 
@@ -170,6 +177,18 @@ def _meta_of(refs: list[str], ins: list | None, outs: list | None, ograds: list)
         else:
             out.append((outs if r[0] == "o" else ins)[int(r[1:])])
     return out
+
+
+def with_hidden(f: Call) -> list | None:
+    """The outputs of forward call ``f`` and, after them, the hidden ones it allocated
+    (attribution.json matching.hidden_outputs; autograd recorded it: training), which a
+    backward node may read (``o1``: BatchNorm's mean); its outputs alone when they cannot be
+    told."""
+    from .memory import hidden_of
+
+    extra = hidden_of(f, True) if f.out_meta is not None else None
+    outs = f.out_meta
+    return outs if not extra else [*outs, *extra]
 
 
 def derive(heads: list[int], head_grads: list, calls: list, invocations: list, cache: dict,
@@ -290,19 +309,26 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
             continue
         outs = spec.get("outputs", ["i*"]) if spec is not None else ["i*"]
         idx = list(range(len(ins))) if outs == ["i*"] else [int(r[1:]) for r in outs]
-        refs = inputs_for(spec, f.attrs()) if spec is not None else []
+        attrs = f.attrs()
+        refs = inputs_for(spec, attrs) if spec is not None else []
         reads = ograds
         if spec is not None:  # an unread workspace's gradient: a zeros node (gw)
             w = workspace(f.out_meta) if "gw" in refs and f.out_meta is not None else None
             zero = (BackwardNode(AUTOGRAD["zeros"], [], [w], [], None), 0, w)
             reads = [zero if r == "gw" else ograds[int(r[1:])] for r in refs if r[0] == "g"]
+        fouts = with_hidden(f) if spec is not None else f.out_meta
         node = BackwardNode(spec["op"] if spec is not None else None,
-                            _meta_of(refs, in_meta, f.out_meta, ograds),
+                            _meta_of(refs, in_meta, fouts, ograds),
                             [in_meta[i] for i in idx] if in_meta is not None else None, reads, f)
         for slot, i in enumerate(idx):
             m = in_meta[i] if in_meta is not None else None
             grads.setdefault(_key(ins[i]), []).append((node, slot, m))
-        for i in set(range(len(ins))) - set(idx):  # an FGradient's zeros_like (pick's index)
+            # a gradient nothing reads and no variable takes (a leaf without attach_grad: the
+            # first convolution's data) is not computed: MXNet's kNullOp, nothing allocated
+            if slot < len(node.unread):  # (without shapes: one flag)
+                node.unread[slot] = ins[i][0] == "v" and not leaf_grad.get(ins[i][1], False)
+        none = {int(r[1:]) for r in spec.get("no_gradient", ())} if spec is not None else set()
+        for i in set(range(len(ins))) - set(idx) - none:  # an FGradient's zeros_like (pick's index)
             m = in_meta[i] if in_meta is not None else None
             z = BackwardNode(AUTOGRAD["zeros_like"], [m], [m], [], f)
             grads.setdefault(_key(ins[i]), []).append((z, 0, m))
@@ -410,7 +436,8 @@ def node_call(n: BackwardNode, t_us: int, pushed_us: int, thread: int, heads: li
             prod.append(heads[k] if k < len(heads) else -1)
             slots.append(0)
     f = n.fwd if isinstance(n.fwd, Call) else None
-    fresh = None if not any(n.to_var) else tuple(not v for v in n.to_var)
+    fresh = None if not any(n.to_var) and not any(n.unread) else tuple(
+        not (v or u) for v, u in zip(n.to_var, n.unread))
     return Call(n.seq, t_us, pushed_us, HANDLES.get(n.op, -1), [], [], n.in_meta if shapes else None,
                 n.out_meta if shapes else None,
                 f.keys if f is not None else [], f.vals if f is not None else [], tuple(prod), thread,

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import rules
-from .autograd import AUTOGRAD, choose, workspace
+from .autograd import AUTOGRAD, TABLE, choose, workspace
 from .calls import CODES, HANDLES, Call
 
 
@@ -205,6 +205,16 @@ def backward_io(refs: list[str], in_meta: list, out_meta: list) -> tuple[list, l
     return out, in_meta
 
 
+def _with_hidden(n: Node, in_meta: list, out_meta: list) -> tuple[list, list]:
+    """A forward node's (inputs, outputs) metas, its hidden outputs (attribution.json
+    matching.hidden_outputs) after its outputs, which its backward node may read (``o1``)."""
+    from .memory import hidden
+
+    attrs = {x.decode(): y.decode() for x, y in zip(n.keys, n.vals)}
+    extra = hidden(n.op, in_meta, out_meta, attrs, True)
+    return in_meta, out_meta if not extra else [*out_meta, *extra]
+
+
 def _np_name(t: Any) -> str:
     import numpy as np
 
@@ -365,9 +375,12 @@ def _expand_backward(bwd: Invocation, fwd: Invocation, shapes: bool) -> list[Cal
     out = []
     for p, (k, op, refs, exact, after) in enumerate(g.plan or ()):
         ins = outs = None
-        if metas is not None:
-            ins, outs = backward_io(refs, *metas[k])
         n = g.nodes[k]
+        if metas is not None:
+            ins, outs = backward_io(refs, *_with_hidden(n, *metas[k]))
+            want = TABLE.get(n.op, {}).get("outputs") if op != AUTOGRAD["zeros"] else None
+            if want and want != ["i*"] and outs is not None:  # the gradients it makes
+                outs = [outs[int(r[1:])] for r in want]
         out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(op, -1), [], [], ins, outs,
                         n.keys, n.vals, tuple(bwd.first + q for q, _ in after), bwd.thread, fwd.stack,
                         tuple(x for _, x in after), n.block,

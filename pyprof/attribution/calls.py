@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 from .. import rules
 from ..native import capi
@@ -26,6 +28,44 @@ def dtype_name(code: int) -> str:
     return _DTYPES.get(code, f"dtype{code}")
 
 
+_UNSET = ("", "None", "none", "False", "false", "0")
+
+
+def holds(v: dict, attrs: dict[str, str]) -> bool:
+    """Whether the conditions of ``v`` (a ``capture.backward`` variant, a
+    ``matching.hidden_outputs`` output) hold for a node with ``attrs``: ``feature`` (the build
+    has it), ``without_feature`` (it lacks it), ``when_all`` (``defaults`` applied),
+    ``kernel_dims``, ``when_set`` or ``when``."""
+    at = {**v.get("defaults", {}), **{k: x for k, x in attrs.items() if x != "None"}}
+    if "feature" in v and not _feature(v["feature"]):
+        return False
+    if "without_feature" in v and _feature(v["without_feature"]):
+        return False
+    if any(str(at.get(k, "None")) not in vals for k, vals in v.get("when_all", {}).items()):
+        return False
+    if "kernel_dims" in v and len(re.findall(r"\d+", attrs.get("kernel", ""))) not in v["kernel_dims"]:
+        return False
+    if "when_set" in v or "when" in v:
+        return any(at.get(k, "None") not in _UNSET for k in v.get("when_set", ())) or any(
+            at.get(k) in vals for k, vals in v.get("when", {}).items())
+    return True
+
+
+_FEATURES: dict[str, bool] = {}
+
+
+def _feature(name: str) -> bool:
+    """Whether the loaded libmxnet has ``name`` (``mx.runtime.Features``, asked once)."""
+    if name not in _FEATURES:
+        try:
+            import mxnet as mx
+
+            _FEATURES[name] = bool(mx.runtime.Features().is_enabled(name))
+        except Exception:  # noqa: BLE001 - an unknown feature is off
+            _FEATURES[name] = False
+    return _FEATURES[name]
+
+
 class Call:
     """One recorded call. ``op`` is the operator's handle (:attr:`name` one of its names);
     shapes and dtypes are None without ``record_shapes``; ``stack`` is a flat tuple (code, line,
@@ -39,7 +79,7 @@ class Call:
 
     __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
                  "producers", "slots", "thread", "stack", "block", "source", "invocation", "fresh",
-                 "unproven")
+                 "unproven", "training")
 
     def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
                  in_meta: list | None, out_meta: list | None, keys: list, vals: list,
@@ -60,6 +100,9 @@ class Call:
         #: the dependency model does not know every writer of its inputs (a gradient a backward
         #: wrote that was not linked to its writer): its match is never labelled exact
         self.unproven = False
+        #: MXNet's is_train was set when the call ran (autograd.record(), train_mode()): what
+        #: some operators allocate depends on it (attribution.json matching.hidden_outputs)
+        self.training = False
 
     @property
     def name(self) -> str:

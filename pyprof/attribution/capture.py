@@ -99,6 +99,7 @@ class Recorder:
         self._taped: list[cachedop.Invocation] = []  # autograd recorded them; not backwarded yet
         self._recording: dict[int, bool] = {}  # thread ident -> autograd records (as last set)
         self._tape = autograd.Tape()  # the seq spans autograd recorded imperative calls in
+        self._training = autograd.Tape()  # the seq spans MXNet's is_train was set in
         self._blind: list[int] = []  # first seqs of backwards whose gradients were not linked
         self._unrecorded = 0  # the Python hooks' calls whose recording failed (see unrecorded)
         _RECORDERS.add(self)
@@ -144,6 +145,9 @@ class Recorder:
         capi.hook_mxnet("MXFreeCachedOp", self._graphs.hook_free)
         capi.hook_mxnet("MXAutogradBackwardEx", self._make_backward)
         capi.hook_mxnet("MXAutogradSetIsRecording", self._make_set_recording)
+        capi.hook_mxnet("MXAutogradSetIsTraining", self._make_set_training)
+        if autograd.is_training():  # set before the recorder knew (a session inside train_mode)
+            self._training.set(threading.get_ident(), True, self._store.seq())
         self.hooked = True
         return True
 
@@ -153,7 +157,7 @@ class Recorder:
             capi.hook_mxnet("MXImperativeInvokeEx")
             capi.hook_mxnet("MXNDArrayFree")
             for name in (*VIEWS, *_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp", *_EXECUTOR,
-                         "MXAutogradBackwardEx", "MXAutogradSetIsRecording"):
+                         "MXAutogradBackwardEx", "MXAutogradSetIsRecording", "MXAutogradSetIsTraining"):
                 capi.hook_mxnet(name)
             self.hooked = False
         self._active[0] = False
@@ -163,6 +167,7 @@ class Recorder:
         self._graphs.clear()
         self._executors.clear()
         self._recording.clear()
+        self._training = autograd.Tape()
 
     def resume(self) -> None:
         """A window starts recording: record calls from now on."""
@@ -177,7 +182,7 @@ class Recorder:
     def take(self) -> tuple[list[Call], bool]:
         """The calls recorded since the last take (the window's), in call order, and whether
         recording stopped at ``capture.max_calls`` (the next window records again)."""
-        calls, log, full, blind = self._cut()
+        calls, log, full, blind, training = self._cut()
         # outside the lock (the hot path waits), the collector paused: nothing made here is garbage
         collecting = gc.isenabled()
         gc.disable()
@@ -193,20 +198,23 @@ class Recorder:
             if collecting:
                 gc.enable()
         _unproven(calls, blind)
+        autograd.mark_training(calls, training)
         return calls, full
 
     def discard(self) -> None:
         """Forget the calls recorded since the last take, unread (a warm-up's: no window)."""
         self._cut()
 
-    def _cut(self) -> tuple[list, Any, bool, list[int]]:
+    def _cut(self) -> tuple[list, Any, bool, list[int], dict]:
         with self._lock:
             log, full = self._store.drain(True)
             # a forward of this window backwarded in the next gets no backward calls
             calls, self.calls, self._taped = self.calls, [], []
             self._tape.clear()
             blind, self._blind = self._blind, []
-        return calls, log, full, blind
+            training = self._training.all_spans(self._store.seq())
+            self._training.clear()
+        return calls, log, full, blind, training
 
     # -- the hot path ---------------------------------------------------------------------------
     def _make_invoke(self, raw: Callable[..., int], resolve: Callable | None = None) -> Callable[..., int]:
@@ -322,6 +330,16 @@ class Recorder:
                 self._tape.set(ident(), on, self._store.seq())
             return rc
         return set_recording
+
+    def _make_set_training(self, raw: Callable[..., int]) -> Callable[..., int]:
+        ident = threading.get_ident
+
+        def set_training(*a: Any) -> int:
+            rc = raw(*a)
+            if rc == 0:
+                self._training.set(ident(), bool(getattr(a[0], "value", a[0])), self._store.seq())
+            return rc
+        return set_training
 
     def _make_backward(self, raw: Callable[..., int]) -> Callable[..., int]:
         active, now = self._active, time.time_ns

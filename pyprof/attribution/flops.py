@@ -191,6 +191,18 @@ class _Eval:
         return env
 
 
+def evaluate(op: str, expr: Any, input_shapes: Sequence[Shape], attrs: Mapping[str, Any] | None = None,
+             output_shapes_: Sequence[Shape | None] | None = None, let: Sequence = ()) -> Any:
+    """The value of the grammar's expression ``expr`` for a call of ``op`` (``let``: ordered
+    ``[name, expression]`` pairs evaluated first, as a family's); None when it reads an output
+    not given (attribution.json matching.hidden_outputs' shapes). Raises ``flops.bad_input``."""
+    ev = _Eval(op, input_shapes, attrs or {}, output_shapes_)
+    try:
+        return ev.ev(expr, ev.env({"let": list(let)}))
+    except _Unknown:
+        return None
+
+
 def family(op: str) -> dict[str, Any] | None:
     """The family of ``op`` in flops.json, or None when the operator has no formula."""
     name = OPERATORS.get(op)

@@ -40,9 +40,9 @@ from ..trace.naming import BOOKKEEPING as _BOOKKEEPING
 from ..trace.slices import closed_slices
 from ..trace.writer import TraceWriter
 from . import flops as _flops
-from .calls import HANDLES, Call
+from .calls import HANDLES, Call, dtype_name
 from .engine import temp_chain, workers_per_device
-from .memory import CounterSamples
+from .memory import CounterSamples, hidden_of
 from .segments import SUBGRAPHS, external_deps, group_of, merged, node_names, node_ops, segment_ops
 
 
@@ -380,11 +380,18 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
         # counter neither checks nor chooses a node's match
         if c.source not in _ALLOCATING:
             return None
-        if c.fresh is None:
-            return _nbytes(c.shapes("out"), c.dtypes("out"))
-        keep = [k for k, f in enumerate(c.fresh) if f]
         s, d = c.shapes("out"), c.dtypes("out")
-        return None if s is None else _nbytes([s[k] for k in keep], [d[k] for k in keep])
+        if c.fresh is not None and s is not None:
+            keep = [k for k, f in enumerate(c.fresh) if f]
+            s, d = [s[k] for k in keep], [d[k] for k in keep]
+        got = _nbytes(s, d)
+        if got is None or c.source != _CALL:
+            return got
+        # what the operator allocates beyond the outputs it returns (matching.hidden_outputs)
+        extra = hidden_of(c)
+        if extra is None:
+            return None
+        return got + (_nbytes([list(x[0]) for x in extra], [dtype_name(x[1]) for x in extra]) or 0)
 
     found, ops = match(calls, events, env=env, rise=rise, nbytes=nbytes, paired=paired)
     checked = passed = 0

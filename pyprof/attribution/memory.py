@@ -28,16 +28,63 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import rules
+from ..errors import PyprofError
 from ..trace.slices import closed_slices
+from . import flops as _flops
+from .calls import CODES, HANDLES, holds
 
 
 _M: dict[str, Any] = rules.spec("attribution.json")["matching"]
+#: attribution.json matching.hidden_outputs less its about: operator -> its hidden outputs.
+HIDDEN: dict[str, dict] = {k: v for k, v in _M["hidden_outputs"].items() if k != "about"}
+_BY_HANDLE: dict[int, str] = {}
 #: Why a match's memory check could not be made: reason key -> its words.
 UNCHECKED: dict[str, str] = {k: v for k, v in _M["memory_unchecked"].items() if k != "about"}
 _PREFIX = _M["memory_counter"].split("{")[0]
 _NEG = float("-inf")
 #: Phases whose stamp a thread takes itself, in program order with its counter samples.
 _STAMPED = frozenset("BEXbeCin")
+
+
+def hidden(op: str, in_meta: Sequence | None, out_meta: Sequence | None, attrs: dict[str, str],
+           training: bool = True) -> list[tuple] | None:
+    """The outputs a call of operator ``op`` allocates beyond the ``out_meta`` it got back
+    (``matching.hidden_outputs``: BatchNorm's mean and var, Dropout's mask, oneDNN max
+    Pooling's workspace when ``training``, ...), each as (shape, dtype code); ``[]`` for an
+    operator without any; None when a shape cannot be told (no shapes recorded, an expression
+    the shapes or attributes do not fit). ``in_meta``/``out_meta``: (shape, dtype code, ...)
+    per input, per output returned; ``attrs``: MXNet's strings."""
+    spec = HIDDEN.get(op)
+    if spec is None:
+        return []
+    if in_meta is None or out_meta is None or any(m is None or m[0] is None for m in in_meta):
+        return None
+    ins = [m[0] for m in in_meta]
+    outs = [None if m is None else m[0] for m in out_meta]
+    got = []
+    for i, o in enumerate(spec["outputs"], start=1):
+        if i < len(out_meta) or o.get("training") and not training or not holds(o, attrs):
+            continue  # returned to the call, or not allocated under these conditions
+        try:
+            shape = _flops.evaluate(op, o["shape"], ins, attrs, outs, o.get("let", ()))
+        except (PyprofError, TypeError, IndexError):
+            return None
+        if shape is None:
+            return None
+        d = o["dtype"]
+        got.append((tuple(shape), in_meta[d][1] if isinstance(d, int) else CODES[d]))
+    return got
+
+
+def hidden_of(c: Any, training: bool | None = None) -> list[tuple] | None:
+    """:func:`hidden` of a recorded call (:class:`pyprof.attribution.calls.Call`), by its
+    operator's handle (aliases share it), at its ``training`` state unless given."""
+    if not _BY_HANDLE and HANDLES:
+        _BY_HANDLE.update({HANDLES[k]: k for k in HIDDEN if k in HANDLES})
+    op = _BY_HANDLE.get(c.op)
+    if op is None:
+        return []
+    return hidden(op, c.in_meta, c.out_meta, c.attrs(), c.training if training is None else training)
 
 
 def _holds(xs: Sequence, x: Any) -> bool:
