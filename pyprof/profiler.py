@@ -302,11 +302,13 @@ def set_state(state: str = "stop", profile_process: str = "worker") -> None:
 def dump(finished: bool = True, profile_process: str = "worker") -> None:
     """Write collected events to the trace file. C: MXDumpProcessProfile.
 
-    With ``finished=True`` (only the literal True, as in mxnet.profiler) the file is
-    closed as valid JSON and the profiler stops for good in this process. Raises
-    StateError before the profiler has ever run, StateError ``steady.finished_dump`` for a
-    finished dump in steady mode (``pyprof.steady.end()`` finishes it), MXNetError when MXNet
-    rejects the call.
+    With ``finished=True`` the file is closed as valid JSON and the profiler stops for good in
+    this process; ``False`` is an intermediate dump. Any other value is ConfigError
+    ``state.dump_finished_arg`` (mxnet.profiler took anything but the literal True, 1 too, as
+    an intermediate dump, the retired Clojure package 1 as finished: pyprof and its JVM layer
+    refuse both readings). Raises StateError before the profiler has ever run, StateError
+    ``steady.finished_dump`` for a finished dump in steady mode (``pyprof.steady.end()``
+    finishes it), MXNetError when MXNet rejects the call.
 
     MXNet reports no failure to write the file, so pyprof checks the path first (StateError
     ``dump.unwritable``: nothing was dumped, the events are kept; configure another filename
@@ -315,7 +317,9 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
     """
     _capi.ensure_not_forked()
     code = _process_code(profile_process)
-    fin = 1 if finished is True else 0
+    if type(finished) is not bool:
+        raise rules.error("state.dump_finished_arg", value=finished)
+    fin = 1 if finished else 0
     with _t.lock:
         _check_owner("dump()", code)
         if fin:

@@ -31,7 +31,11 @@ OPERATORS: dict[str, str] = SPEC["operators"]
 FAMILIES: dict[str, Any] = SPEC["families"]
 DTYPE_BYTES: dict[str, int] = SPEC["dtype_bytes"]
 _ARITY: dict[str, list] = SPEC["grammar"]["ops"]
-_INT = re.compile(r"-?\d+")
+#: MXNet's own reading (dmlc parameters: C++ streams in the C locale): ASCII digits and ASCII
+#: white space only; "(\u0663,\u0663)" or a kernel padded with U+00A0 is refused by MXNet, so it
+#: gives no FLOPs here either (the attribute stays text, which no formula takes).
+_INT = re.compile(r"-?[0-9]+")
+_SPACE = " \t\n\r\v\f"
 _ARGS: dict[str, str] = rules.spec("attribution.json")["trace_args"]
 #: oneDNN subgraph operator -> its base operator, the name flops.json knows it by.
 _BASE: dict[str, str] = {k: v["base"] for k, v in
@@ -45,20 +49,22 @@ class _Unknown(Exception):
 def parse_attr(value: Any) -> Any:
     """An attribute as MXNet writes it (``"(3, 3)"``, ``"True"``, ``"64"``, ``"relu"``) or as a
     Python value, as the grammar sees it: a shape (list of int), bool, int or str; None for
-    missing, ``"None"`` and an empty tuple (the default applies)."""
+    missing, ``"None"`` and an empty tuple (the default applies). Numbers are read as MXNet
+    reads them: ASCII digits and ASCII white space only (other scripts' digits and U+00A0 stay
+    text, so no FLOPs: ``flops.bad_input``)."""
     if isinstance(value, (list, tuple)):
         return [int(v) for v in value] or None
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)  # numpy integers too
     if not isinstance(value, str):
         return value
-    text = value.strip()
+    text = value.strip(_SPACE)
     if text.lower() in ("true", "false"):
         return text.lower() == "true"
     if text.lower() in ("none", ""):
         return None
     if text[:1] in "([":
-        items = [t.strip() for t in text.strip("()[]").split(",") if t.strip()]
+        items = [t.strip(_SPACE) for t in text.strip("()[]").split(",") if t.strip(_SPACE)]
         if not all(_INT.fullmatch(t) for t in items):
             return text
         return [int(t) for t in items] or None

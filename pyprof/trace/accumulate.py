@@ -23,7 +23,7 @@ import orjson
 
 from .fastpath import FastChunk, pair_stack
 from .filestate import INT64, FileState, in_opened_order
-from .naming import ASYNC_COPY_CATEGORIES, MEMORY_PREFIX
+from .naming import ASYNC_COPY_CATEGORIES, MEMORY_PREFIX, category_text
 from .phases import COUNTED_ONLY_ROLES, END_PHASES, PAIRS, PHASES, THREAD_ROLES, async_id, hashable
 from .readreport import ReadReport
 from .records import CounterStats, MemoryStats, OpStats, TraceStats
@@ -88,7 +88,7 @@ class Accumulator:
         for ev in events:
             cat = ev.get("cat", "")
             if type(cat) is not str:
-                cat = _key(cat)
+                cat = category_text(cat)
             if excluded and cat in excluded:
                 continue  # the reader's bytes prefilter missed it (unusual formatting)
             ph = ev.get("ph")

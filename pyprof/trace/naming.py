@@ -124,3 +124,42 @@ def bulk_share_note(shares: str) -> str:
     """The summaries' bulk note: ``shares`` (from :func:`bulk_shares`), then :data:`BULK_NOTE`.
     It ends with :data:`BULK_NOTE`, as the statistics' own bulk note does."""
     return _BULK["share_note"].format(shares=shares, note=BULK_NOTE)
+
+
+def category_text(cat: Any) -> str:
+    """An event's category as the statistics count it (``trace.json`` ``categories``): a string
+    itself, a missing or null one ``""``, any other JSON value its compact JSON text (``5`` is
+    ``"5"``), as the JVM's statistics read it."""
+    if type(cat) is str:
+        return cat
+    if cat is None:
+        return ""
+    import orjson
+
+    try:
+        return orjson.dumps(cat).decode()
+    except TypeError:
+        return str(cat)
+
+
+def category_names(option: str, value: Any, *, none: frozenset[str] | None = None) \
+        -> frozenset[str] | None:
+    """The category names of the statistics option ``option`` (``categories``,
+    ``exclude_categories``): a collection of strings (a mapping's keys); ``None`` gives
+    ``none``. Raises TraceError ``trace.categories_not_collection`` for a string (read as its
+    characters it would match nothing) and ``trace.category_not_name`` for a value that is no
+    collection or holds a value that is no string."""
+    if value is None:
+        return none
+    if isinstance(value, (str, bytes)):
+        raise rules.error("trace.categories_not_collection", option=option, value=value,
+                          example='{"operator"}')
+    if not isinstance(value, Iterable):
+        raise rules.error("trace.category_not_name", option=option, value=value,
+                          example='{"operator"}')
+    names = list(value)
+    for name in names:
+        if type(name) is not str:
+            raise rules.error("trace.category_not_name", option=option, value=name,
+                              example='{"operator"}')
+    return frozenset(names)

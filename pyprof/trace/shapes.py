@@ -21,7 +21,8 @@ from typing import Any
 
 from .. import rules
 from ..attribution.flops import counted
-from .naming import BOOKKEEPING_LABEL, BOOKKEEPING_NOTE, is_bookkeeping
+from .naming import (BOOKKEEPING_LABEL, BOOKKEEPING_NOTE, category_names, category_text,
+                     is_bookkeeping)
 from .reader import iter_events
 from .slices import closed_slices
 
@@ -97,8 +98,8 @@ def shape_stats(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
     """Group the timed events of ``paths`` by (category, name, device, input dims, input type).
 
     Raises TraceNotFoundError / TraceFormatError as :func:`pyprof.trace.stats`."""
-    keep = frozenset(categories) if categories is not None else None
-    skip = frozenset(exclude_categories)
+    keep = category_names("categories", categories)
+    skip = category_names("exclude_categories", exclude_categories, none=frozenset())
     groups: dict[tuple, ShapeGroup] = {}
     for path in [paths] if isinstance(paths, (str, os.PathLike)) else list(paths):
         for cat, name, device, args, dur in _calls(iter_events(os.fspath(path), progress=progress)):
@@ -128,7 +129,7 @@ def _calls(events: Iterable[dict[str, Any]]):
                 names[ev.get("pid")] = str((ev.get("args") or {}).get("name", ""))
         elif closed is not None:
             _, begin, dur = closed
-            cat = ev.get("cat", begin.get("cat")) or ""
+            cat = category_text(ev.get("cat", begin.get("cat")))
             device = names.get(begin.get("pid"), "")
             yield cat, begin.get("name"), "" if device == cat else device, begin.get("args"), dur
 

@@ -50,7 +50,8 @@ from .. import rules
 from .errors import TraceError
 from .fastpath import FastChunk, event_pattern, parse_body
 from .jsonscan import no_gc
-from .naming import API_CATEGORY, ASYNC_COPY_CATEGORIES, BULK_NOTE, is_bulk_name
+from .naming import (API_CATEGORY, ASYNC_COPY_CATEGORIES, BULK_NOTE, category_names,
+                     is_bulk_name)
 from .reader import TraceReader, is_gzip
 from .records import CounterStats, MemoryStats, OpStats, TraceStats
 
@@ -78,9 +79,11 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
     Args:
         trace_or_paths: a path or a sequence of paths (plain or gzip; damaged files are read as far
             as possible and the damage is listed in ``TraceStats.notes``).
-        categories: keep only these categories (e.g. ``{"operator"}``); default all.
+        categories: keep only these categories (e.g. ``{"operator"}``: a collection of strings,
+            a mapping's keys); default (``None``) all. A category that is no string in a trace is
+            counted under its JSON text (``5`` as ``"5"``), a missing or null one as ``""``.
         exclude_categories: categories skipped before parsing (faster), e.g. ``{"MXNET_C_API"}``
-            (C API calls and their counters are a large share of a trace).
+            (C API calls and their counters are a large share of a trace); ``None``: none.
         progress: tqdm bar per file (see :class:`~pyprof.trace.reader.TraceReader`).
         by: ``"shape"``: group by operator and input shapes instead (the ``"Input Dims"``/
             ``"Input type"`` args pyprof's capture writes) and return a
@@ -96,24 +99,22 @@ def stats(trace_or_paths: str | os.PathLike[str] | Sequence[str | os.PathLike[st
         TraceNotFoundError: a file cannot be opened.
         TraceFormatError: a file holds no trace events (empty, or JSON that is not a trace).
         TraceError: no paths given, one that is not a path (``trace.not_a_path``), an unknown
-        ``by`` (``trace.by``), or a string for
-        ``categories`` or ``exclude_categories`` (``trace.categories_not_collection``).
+        ``by`` (``trace.by``), a string for ``categories`` or ``exclude_categories``
+        (``trace.categories_not_collection``), or one that is no collection of strings
+        (``trace.category_not_name``).
     """
-    for option, value in (("categories", categories), ("exclude_categories", exclude_categories)):
-        if isinstance(value, (str, bytes)):  # a set of its characters would match nothing
-            raise rules.error("trace.categories_not_collection", option=option, value=value,
-                              example='{"operator"}')
+    kept = category_names("categories", categories)
+    excluded = category_names("exclude_categories", exclude_categories, none=frozenset())
     if by is not None:
         from .shapes import check_by, shape_stats
         check_by(by)
-        return shape_stats(_as_paths(trace_or_paths), categories=categories,
-                           exclude_categories=exclude_categories, progress=progress)
-    excluded = frozenset(exclude_categories)
-    acc = Accumulator(frozenset(categories) if categories is not None else None, excluded)
+        return shape_stats(_as_paths(trace_or_paths), categories=kept,
+                           exclude_categories=excluded, progress=progress)
+    acc = Accumulator(kept, excluded)
     reports = []
     for path in _as_paths(trace_or_paths):
         reader = TraceReader(path, progress=progress, drop_async_copies=True,
-                             exclude_categories=exclude_categories, chunk_bytes=_CHUNK_BYTES)
+                             exclude_categories=excluded, chunk_bytes=_CHUNK_BYTES)
         with no_gc():
             _add_file(acc, reader, _workers)
         reports.append(reader.report)

@@ -10,7 +10,8 @@ records, which :func:`differences` compares with a scenario's expectations:
 * a call that raises a pyprof error: ``{"error": <catalogue code>, "kind": <kind>}``;
 * ``trace``: the trace's events, normalised (see ``normalise_events``), with counts;
 * ``validate``: ``pyprof validate``'s problem lines for a written trace (the JVM runner asks
-  Python's validator too);
+  Python's validator too); ``flops``: the FLOPs Python's readers derive from a written trace's
+  shapes and attributes (the JVM runner asks Python too: the JVM writes, Python derives);
 * statistics: calls per operator name; operator records as category, name and count;
 * a step for other languages only (``"languages": [...]``, or ``"not_in": [...]`` with a
   ``"why"``, e.g. an input Java's types rule out): ``{"skipped": true}``.
@@ -69,9 +70,16 @@ def _resolve(value: Any, names: dict[str, Any], workdir: str) -> Any:
         return value.replace("{dir}", workdir).replace("{root}", str(ROOT))
     if isinstance(value, list):
         return [_resolve(v, names, workdir) for v in value]
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in COLLECTIONS:
+        kind, items = next(iter(value.items()))  # {"$tuple": [...]}: a tuple, {"$set": [...]}
+        return COLLECTIONS[kind](_resolve(items, names, workdir))
     if isinstance(value, dict):
         return {k: _resolve(v, names, workdir) for k, v in value.items()}
     return value
+
+
+#: Arguments JSON cannot spell: ``{"$tuple": [...]}`` (a list on the JVM) and ``{"$set": [...]}``.
+COLLECTIONS = {"$tuple": tuple, "$set": set}
 
 
 def resolve_value(value: Any, names: dict[str, Any], workdir: str) -> Any:
@@ -156,6 +164,22 @@ def trace_summary(path: str) -> Any:
     return [{"event": json.loads(k), "count": n} for k, n in sorted(counts.items())]
 
 
+def flops_of(path: str) -> list[Any]:
+    """``[name, FLOPs or None]`` of every event of the trace at ``path`` that carries args, in
+    file order, as Python's readers derive them (``pyprof.attribution.flops.counted``: the one
+    reading of a JVM window's shapes and attributes)."""
+    from pyprof import rules
+    from pyprof.attribution.flops import counted
+    from pyprof.trace import iter_events
+
+    key = rules.spec("attribution.json")["trace_args"]["flops"]
+    out = []
+    for e in iter_events(path, progress=False):
+        if isinstance(e.get("args"), dict) and e.get("ph") in ("B", "X"):
+            out.append([e.get("name"), counted(e.get("name"), e["args"]).get(key)])
+    return out
+
+
 def _listed(workdir: str) -> list[str]:
     """The files of the sequence's directory (as "<seq>/name") and the plain files of the
     working directory (where MXNet's default profile.json lands), with the pid in pyprof's
@@ -224,6 +248,8 @@ def _call(step: dict[str, Any], names: dict[str, Any], workdir: str) -> Any:
         from pyprof import trace
 
         return trace.validate(os.path.join(workdir, args["path"]), progress=False).problems
+    if call == "flops":  # Python's reading of a written trace: FLOPs per operator event with args
+        return flops_of(os.path.join(workdir, args["path"]))
     if call == "files":  # the names in the working directory (the child's cwd), sorted
         return sorted(os.listdir(workdir))
     if call == "trace":

@@ -14,7 +14,13 @@ the object; the runner's own calls - workloads, raw MXNet events, files - are Py
 * session: a schedule at its edges, a window-path template (``{window}``, ``{window:02d}``,
   ``{step}``, ``{pid}``, ``{{``, an unknown field), workloads and events MXNet takes but pyprof
   refuses (``raw_event``: a backslash, as in ``C:\\tmp\\q``), then the windows and files;
-* a finished dump, only as the batch's last sequence, with what may follow one.
+* a finished dump, only as the batch's last sequence, with what may follow one;
+* drawn apart, before the finished dump (:data:`TRACE_FAMILIES`): statistics (categories and
+  exclusions as lists, tuples, sets, mappings, strings, None, numbers; traces whose categories
+  are numbers, null, lists, objects), attributes (operator events with dimensions near and past
+  2^32 and 2^63 and a Convolution kernel in other scripts' digits and Unicode spaces, written
+  again by each language's window writer, then the FLOPs Python's readers derive and
+  ``validate``), and dump's ``finished`` as a value that is no boolean.
 
 Every sequence ends with ``state``, ``all_files`` and ``traces``, so a difference in what was
 written shows up in the sequence that caused it.
@@ -171,8 +177,109 @@ def finish_seq(draw: Any) -> list[dict[str, Any]]:
     return steps
 
 
+# ---- statistics and attributes (issue 35 item 6): no MXNet, so they run after the others
+
+#: Event categories a trace may hold (the key left out: none): strings, other JSON values.
+TRACE_CATS = ["operator", "é", "MXNET_C_API", 5, -1, 2 ** 63, True, None, ["a", 1], {"k": "v"},
+              "5", ""]
+#: categories= / exclude_categories= values: collections of every kind, and what is none.
+CATEGORY_OPTIONS = [None, ["operator"], {"$tuple": ["operator", "5"]}, {"$set": ["é", "5"]},
+                    {"operator": 1, "5": 0}, "operator", 5, [5], [], ["MXNET_C_API", ""],
+                    [None]]
+NO_JAVA_OPTIONS = {"not_in": ["java"], "why": "Profiler.stats takes paths only"}
+
+
+def _trace_text(events: list[dict[str, Any]]) -> str:
+    import json
+
+    return json.dumps({"traceEvents": events}, ensure_ascii=False)
+
+
+@st.composite
+def stats_seq(draw: Any) -> list[dict[str, Any]]:
+    """A trace whose events (one name each) have categories of every JSON kind, read by the
+    statistics with categories and exclusions of every kind."""
+    events = []
+    for k in range(draw(st.integers(1, 4))):
+        ev: dict[str, Any] = {"name": f"n{k}", "pid": 0, "tid": k}
+        absent = draw(st.booleans()) and draw(st.booleans())
+        if not absent:
+            ev["cat"] = draw(st.sampled_from(TRACE_CATS))
+        if draw(st.booleans()):
+            events.append({**ev, "ph": "X", "ts": 10 * k, "dur": 3})
+        else:
+            events += [{**ev, "ph": "B", "ts": 10 * k}, {**ev, "ph": "E", "ts": 10 * k + 2}]
+    steps = [_step("write_file", args={"path": "st.json", "text": _trace_text(events)}),
+             _step("stats", "java", args={"trace_or_paths": "{dir}/st.json"}, **{"as": "all"}),
+             _step("TraceStats.find", "java", target="$all", args={"name": "n0"})]
+    for i in range(draw(st.integers(1, 3))):
+        args: dict[str, Any] = {"trace_or_paths": "{dir}/st.json"}
+        for option in ("categories", "exclude_categories"):
+            if draw(st.booleans()):
+                args[option] = draw(st.sampled_from(CATEGORY_OPTIONS))
+        steps.append(_step("stats", draw(st.sampled_from(["python", "clojure"])), args=args,
+                           **{"as": f"s{i}"}, **NO_JAVA_OPTIONS))
+        steps.append(_step("TraceStats.find", "clojure", target=f"$s{i}",
+                           args={"name": draw(st.sampled_from([f"n{j}" for j in range(4)]))},
+                           **NO_JAVA_OPTIONS))
+    return steps
+
+
+#: Dimensions near and past the ends of 32 and 64 bits; attribute spellings MXNet takes or
+#: refuses (other scripts' digits, Unicode spaces).
+DIMS = [1, 3, 2 ** 31 - 1, 2 ** 32, 2 ** 32 + 1, 2 ** 62, 2 ** 63 - 1, 2 ** 63, 2 ** 64 - 1]
+KERNELS = ["(3,3)", " (3, 3) ", "(3,3 )", "[3,3]", "(\u0663,\u0663)", "\u00a0(3,3)",
+           "(3,\u00a03)", "(3,3)\u3000", "(\uff13,3)", "(3L,3)", "(+3,3)", "()", "(1,1)"]
+
+
+def _args(ins: list[Any], outs: list[Any], attrs: dict[str, str]) -> dict[str, Any]:
+    """An operator event's args as a window carries them (attribution.json trace_args)."""
+    from pyprof import rules
+
+    names = rules.spec("attribution.json")["trace_args"]
+    return {names["input_dims"]: ins, names["input_type"]: ["float32"] * len(ins),
+            names["output_dims"]: outs, names["output_type"]: ["float32"] * len(outs),
+            names["attrs"]: attrs}
+
+
+@st.composite
+def attrs_seq(draw: Any) -> list[dict[str, Any]]:
+    """Operator events with shapes and attributes as a JVM window carries them (a dot with big
+    dimensions, a Convolution whose kernel is spelled oddly), written again by each language's
+    window writer, then the FLOPs Python's readers derive from what was written."""
+    m, k, n = (draw(st.sampled_from(DIMS)) for _ in range(3))
+    kernel = draw(st.sampled_from(KERNELS))
+    events = [
+        {"name": "dot", "cat": "operator", "ph": "X", "ts": 1, "dur": 5, "pid": 0, "tid": 0,
+         "args": _args([[m, k], [k, n]], [[m, n]],
+                       {"transpose_a": "False", "transpose_b": "False"})},
+        {"name": "Convolution", "cat": "operator", "ph": "X", "ts": 10, "dur": 5, "pid": 0,
+         "tid": 0,
+         "args": _args([[1, 1, 5, 5], [1, 1, 3, 3]], [[1, 1, 3, 3]],
+                       {"kernel": kernel, "num_filter": "1", "no_bias": "True"})}]
+    lang = draw(LANGS)
+    return [_step("write_file", args={"path": "a.json", "text": _trace_text(events)}),
+            _step("write_windows", lang, args={"paths": ["{dir}/a.json"], "out": "{dir}/w.json"}),
+            _step("flops", args={"path": "w.json"}), _step("validate", args={"path": "w.json"})]
+
+
+@st.composite
+def dump_arg_seq(draw: Any) -> list[dict[str, Any]]:
+    """dump's finished as something other than a boolean (1 finished the retired Clojure
+    package's trace, mxnet.profiler's only for the literal True)."""
+    return [_step("set_config", draw(LANGS), args={"filename": "{dir}/d.json",
+                                                   "continuous_dump": True}),
+            _step("set_state", draw(LANGS), args={"state": "run"}), _step("workload"),
+            _step("set_state", draw(LANGS), args={"state": "stop"}),
+            _step("dump", draw(st.sampled_from(["python", "clojure"])),
+                  args={"finished": draw(st.sampled_from([1, 0, "true", None, 1.0]))},
+                  not_in=["java"], why="Java's boolean rules the value out"),
+            _step("state", draw(LANGS))]
+
+
 FAMILIES = {"config": config_seq(), "state": state_seq(), "objects": objects_seq(),
-            "session": session_seq()}
+            "session": session_seq(), "stats": stats_seq(), "attrs": attrs_seq(),
+            "dump_arg": dump_arg_seq()}
 
 
 def _close(steps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -210,15 +317,30 @@ def suite_batch(size: int, seed_value: int) -> list[dict[str, Any]]:
 
 
 def sample(size: int, seed_value: int, finish: bool = True) -> list[dict[str, Any]]:
-    """One batch drawn with a fixed seed (the same batch on every run)."""
+    """One batch drawn with a fixed seed (the same batch on every run): the families of
+    :func:`batches`, then (before the finished dump) :data:`TRACE_FAMILIES` sequences of the
+    statistics and attribute families, drawn apart so that the others stay what the seed
+    gave before them."""
+    batch = _draw(batches(size, finish), seed_value)
+    extra = _draw(st.tuples(*[FAMILIES[n] for n in TRACE_FAMILIES]), seed_value)
+    extra = [_close(steps) for steps in extra]
+    return batch[:-1] + extra + batch[-1:] if finish else batch + extra
+
+
+#: The families drawn apart from the others (issue 35 item 6): two sequences of the
+#: statistics and of the attribute families (trace files only, no MXNet), one dump argument.
+TRACE_FAMILIES = ["stats", "stats", "attrs", "attrs", "dump_arg"]
+
+
+def _draw(strategy: Any, seed_value: int) -> Any:
     got: list[Any] = []
 
     @settings(max_examples=3, database=None, phases=[Phase.generate], deadline=None,
               suppress_health_check=list(HealthCheck))
     @seed(seed_value)
-    @given(batches(size, finish))
-    def draw(batch: list[dict[str, Any]]) -> None:
-        got.append(batch)
+    @given(strategy)
+    def draw(value: Any) -> None:
+        got.append(value)
 
     draw()
     return got[-1]

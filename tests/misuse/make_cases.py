@@ -157,7 +157,7 @@ case("schedule skip_first negative", [err("schedule", {"skip_first": -1}, "sched
 case("schedule active as a float", [err("schedule", {"active": 1.5}, "schedule.bad_value", **NS)])
 case("schedule wait as text", [err("schedule", {"wait": "2"}, "schedule.bad_value", **NS)])
 case("schedule unknown option", [err("schedule", {"cycles": 2}, "schedule.unknown_option", **NS)])
-case("dump finished as text", [base, run, work, stop, err("dump", {"finished": "maybe"}, "state.dump_finished_arg", languages=["clojure"], why="Python, as mxnet.profiler, takes any value but the literal True as an intermediate dump; Java's boolean rules the text out"), dump, trace])
+case("dump finished as text", [base, run, work, stop, err("dump", {"finished": "maybe"}, "state.dump_finished_arg", **NJ), dump, trace])
 # steady mode (issue 21): the refusals while the profiler stays running
 sbegin = lambda **a: {"call": "steady_begin", "args": a}
 send = {"call": "steady_end"}

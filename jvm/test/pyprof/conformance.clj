@@ -72,6 +72,14 @@
   (pyprof.jvm.Profiler/stats (into-array String (map #(some-> % str)
                                                      (if (sequential? path) path [path])))))
 
+(defn stats-with
+  "pyprof.stats(trace_or_paths, categories=, exclude_categories=): pyprof.stats/stats with the
+  options given (nil: left out, Python's None)."
+  ([paths] (stats/stats paths))
+  ([paths categories exclude]
+   (stats/stats paths (cond-> {} (some? categories) (assoc :categories categories)
+                              (some? exclude) (assoc :exclude-categories exclude)))))
+
 (defn find-ops-java
   "TraceStats.find as Java callers write it: the \"operators\" of Profiler.stats's map whose
   \"name\" (and \"category\", when given) match."
@@ -181,6 +189,9 @@
         (string? v) (-> v (str/replace "{dir}" workdir)
                         (str/replace "{root}" (str (.getParentFile (.getParentFile ^java.io.File suite-dir)))))
         (sequential? v) (mapv #(resolve-value % names workdir) v)
+        (and (map? v) (= 1 (count v)) (#{"$tuple" "$set"} (key (first v))))   ; as runner.py's
+        (let [[k items] (first v) items (resolve-value items names workdir)]
+          (if (= "$set" k) (set items) (apply list items)))
         (map? v) (into {} (map (fn [[k x]] [k (resolve-value x names workdir)])) v)
         :else v))
 
@@ -246,22 +257,33 @@
     (->> (drop start lines) (take-while (complement str/blank?))
          (mapv #(first (str/split (str/trim %) #"\s+"))))))
 
-(defn- validate-problems
-  "The problem lines of Python's `pyprof.trace.validate` for the file at `path` (the validator is
-  the reference's only: the JVM writes traces, Python checks them); nil without the checkout's
-  .venv."
-  [path]
+(defn- python-reads
+  "What Python's `code` (reading sys.argv[1], printing JSON) says of the file at `path` (the
+  readers and the validator are the reference's only: the JVM writes traces, Python checks
+  them and derives from them); nil without the checkout's .venv."
+  [code path]
   (let [root (.getParentFile (.getParentFile ^java.io.File suite-dir))
         python (io/file root ".venv" "bin" "python")]
     (when (.canExecute python)
       (let [{:keys [exit out err]}
-            (sh/sh (str python) "-c" (str "import json, sys\n"
-                                          "from pyprof import trace\n"
-                                          "print(json.dumps(trace.validate(sys.argv[1], progress=False).problems))\n")
+            (sh/sh (str python) "-c" (str "import json, sys\n" code)
                    (str path) :dir (str root)
-                   :env (assoc (into {} (System/getenv)) "PYTHONPATH" (str root)))]
-        (when-not (zero? exit) (throw (ex-info (str "pyprof validate failed: " err) {:path path})))
+                   :env (assoc (into {} (System/getenv)) "PYTHONPATH"
+                               (str root java.io.File/pathSeparator (io/file root "tests" "conformance"))))]
+        (when-not (zero? exit) (throw (ex-info (str "Python's reading failed: " err) {:path path})))
         (json/read-str out)))))
+
+(defn- validate-problems
+  "The problem lines of Python's `pyprof.trace.validate` for the file at `path`."
+  [path]
+  (python-reads (str "from pyprof import trace\n"
+                     "print(json.dumps(trace.validate(sys.argv[1], progress=False).problems))\n")
+                path))
+
+(defn- flops-of
+  "runner.py's flops: the FLOPs Python's readers derive from the trace at `path`."
+  [path]
+  (python-reads "import runner\nprint(json.dumps(runner.flops_of(sys.argv[1])))\n" path))
 
 (defn- workload [{:strs [times shape] :or {times 1 shape [4 4]}}]
   (dotimes [_ times]
@@ -303,7 +325,7 @@
 (def runner-calls
   "Calls the runners carry out themselves (no binding): a workload, a file, a trace read back."
   #{"workload" "trace" "dumps_json" "dumps_has" "dumps_order" "write_file" "truncate_file"
-    "make_dir" "remove_path" "make_fifo" "files" "validate" "raw_event" "all_files" "traces"})
+    "make_dir" "remove_path" "make_fifo" "files" "validate" "flops" "raw_event" "all_files" "traces"})
 
 (defn- marked-elsewhere? [language {:strs [languages not_in]}]
   (boolean (or (and languages (not (some #{language "jvm"} languages)))
@@ -343,6 +365,7 @@
       "validate" (if-let [problems (validate-problems (io/file workdir (args "path")))]
                    {"ok" problems}
                    {"skipped" true})
+      "flops" (if-let [got (flops-of (io/file workdir (args "path")))] {"ok" got} {"skipped" true})
       "write_file" (do (spit (io/file workdir (args "path")) (args "text") :encoding "UTF-8")
                        {"ok" nil})
       "make_dir" (if (.mkdirs (io/file workdir (args "path")))

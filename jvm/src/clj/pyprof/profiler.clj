@@ -170,17 +170,19 @@
 
 (defn dump-profile
   "Writes the trace to the configured file (C: MXDumpProcessProfile), as Python's dump.
-  `finished` (default true; or 1, false, 0) ends the trace: valid JSON, no second trace in this
-  process. Throws ex-info :invalid-state (state.dump_before_run, dump.unwritable, dump.lost,
+  `finished` (default true; false: an intermediate dump) ends the trace: valid JSON, no second
+  trace in this process; any other value is :invalid-option state.dump_finished_arg, as in
+  Python (the retired package took 1 for finished, mxnet.profiler for intermediate). Throws
+  ex-info :invalid-state (state.dump_before_run, dump.unwritable, dump.lost,
   state.session_owns, steady.finished_dump) and :session-finished (state.finished_dump,
   state.trace_finished_by_dumps)."
   ([] (dump-profile true))
   ([finished] (dump-profile finished :worker))
   ([finished profile-process]
    (process-code profile-process)
-   (let [f (cond (boolean? finished) finished
-                 (and (integer? finished) (or (== finished 0) (== finished 1))) (== finished 1)
-                 :else (throw (rules/error "state.dump_finished_arg" {:value finished})))]
+   (let [f (if (boolean? finished)
+             finished
+             (throw (rules/error "state.dump_finished_arg" {:value finished})))]
      (tracker/with-lock
        (check-owner (if f :api/dump :api/dump_intermediate))
        (when f (check-owner :api/dump "steady.finished_dump"))

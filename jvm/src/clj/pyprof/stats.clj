@@ -63,7 +63,8 @@
 (defn- text
   "A JSON value as the text of a name or device (lists and objects as compact JSON)."
   ^String [v]
-  (cond (string? v) v (nil? v) "" (coll? v) (json/write-str v) :else (str v)))
+  (cond (string? v) v (nil? v) "" (coll? v) (json/write-str v :escape-unicode false :escape-slash false)
+        :else (str v)))
 
 (defn percentile
   "The `p`th percentile (0..100) of `sorted` (a sorted array or vector of numbers, not empty),
@@ -154,7 +155,7 @@
 
 (defn- add-event! [{:keys [^Map phase-counts] :as acc} {:keys [^Map by-pid ^Map pid-names ^Map counts] :as st}
                    wanted? ev]
-  (let [cat (get ev "cat" "")
+  (let [cat (text (get ev "cat"))     ; trace.json categories: a category is its text
         ph (get ev "ph")
         role (phases ph)]
     (when-not (and (async-copy-categories cat) (#{"b" "e"} ph))
@@ -251,6 +252,20 @@
 
 (defn- many? [x] (or (sequential? x) (instance? java.util.List x)))
 
+(defn- category-names
+  "The names of option `option` (trace.json categories): a collection of strings, a map's keys;
+  nil gives `none`."
+  [option v none]
+  (cond (nil? v) none
+        (string? v) (throw (rules/error "trace.categories_not_collection"
+                                        {:option option :value v :example "#{\"operator\"}"}))
+        (not (or (map? v) (instance? java.util.Map v) (coll? v) (instance? java.util.Collection v)))
+        (throw (rules/error "trace.category_not_name" {:option option :value v :example "#{\"operator\"}"}))
+        :else (let [names (if (or (map? v) (instance? java.util.Map v)) (keys v) (seq v))]
+                (doseq [n names :when (not (string? n))]
+                  (throw (rules/error "trace.category_not_name" {:option option :value n :example "#{\"operator\"}"})))
+                (set names))))
+
 (defn stats
   "Statistics of one valid trace file or a sequence of them (or of sequences of event maps):
 
@@ -265,8 +280,9 @@
      :notes [\"...\"]}
 
   Options: `:categories` keeps only those, `:exclude-categories` leaves some out (collections of
-  names, e.g. #{\"operator\"}). Throws trace.no_paths, trace.not_a_path,
-  trace.categories_not_collection, trace.cannot_open, trace.not_valid (fix: `pyprof repair`)."
+  strings, e.g. #{\"operator\"}, or a map's keys; nil: all kept, none left out); a category
+  that is no string is its JSON text (trace.json categories). Throws trace.no_paths,
+  trace.not_a_path, trace.categories_not_collection, trace.category_not_name, trace.cannot_open, trace.not_valid (fix: `pyprof repair`)."
   ([paths] (stats paths {}))
   ([paths {:keys [categories exclude-categories]}]
    (let [sources (cond (path-like? paths) [paths]
@@ -275,19 +291,15 @@
          _ (when (empty? sources) (throw (rules/error "trace.no_paths")))
          _ (doseq [src sources :when (not (or (path-like? src) (many? src)))]
              (throw (rules/error "trace.not_a_path" {:value src})))
-         _ (doseq [[option v] [[:categories categories] [:exclude-categories exclude-categories]]
-                   :when (string? v)] ; a set of its characters would match nothing
-             (throw (rules/error "trace.categories_not_collection"
-                                 {:option option :value v :example "#{\"operator\"}"})))
-         excluded (set exclude-categories)
-         kept (some-> categories set)
+         kept (category-names :categories categories nil)
+         excluded (category-names :exclude-categories exclude-categories #{})
          wanted? (fn [cat] (or (nil? kept) (contains? kept cat)))
          acc {:durations (LinkedHashMap.) :memory (HashMap.) :counters (HashMap.)
               :phase-counts (LinkedHashMap.) :counts (HashMap.)}]
      (doseq [src sources]
        (let [st {:open (HashMap.) :order (HashMap.) :cat-of (HashMap.) :by-pid (LinkedHashMap.)
                  :pid-names (HashMap.) :counts (HashMap.)}
-             add! (fn [ev] (when-not (excluded (get ev "cat" "")) (add-event! acc st wanted? ev)))]
+             add! (fn [ev] (when-not (excluded (text (get ev "cat"))) (add-event! acc st wanted? ev)))]
          (if (path-like? src) (reader/read-trace! src add!) (run! add! src))
          (end-file! acc st)))
      (let [{:keys [^Map durations ^Map memory ^Map counters ^Map phase-counts ^Map counts]} acc

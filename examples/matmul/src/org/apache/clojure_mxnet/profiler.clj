@@ -20,6 +20,7 @@
 
 (defn dump-profile
   "Dump profile and stop profiler. Use this to save profile in advance in case your program
-  cannot exit normally. `finished` 1 (default) ends the trace: the file is valid JSON."
-  ([finished] (p/dump-profile finished))
+  cannot exit normally. `finished` 1 (default) ends the trace: the file is valid JSON; 0 is an
+  intermediate dump (the retired package's ints; pyprof.profiler/dump-profile takes booleans)."
+  ([finished] (p/dump-profile (case finished 1 true 0 false finished)))
   ([] (dump-profile 1)))
