@@ -14,8 +14,9 @@
   :java-source-paths ["src/java"]
   :javac-options ["--release" "11" "-Xlint:all,-options,-path"]
   :source-paths ["src/clj"]
-  ;; ../pyprof/spec puts the one spec of profiler keys on the classpath as profiler_config.json.
-  :resource-paths ["resources" "../pyprof/spec"]
+  ;; ../pyprof/spec puts the one spec of profiler keys on the classpath as profiler_config.json;
+  ;; ../pyprof/native/c the C source of the window cut's byte work, cutter.c, shared with Python.
+  :resource-paths ["resources" "../pyprof/spec" "../pyprof/native/c"]
   :test-paths ["test"]
   ;; No AOT and no :main: the library jar (`lein jar`, `lein install`) holds pyprof's Java classes,
   ;; its Clojure sources and the spec files, never compiled copies of its dependencies. The dot

@@ -15,7 +15,7 @@
   :source-paths ["../../jvm/src/clj"]
   :java-source-paths ["src/java" "../../jvm/src/java"]
   :javac-options ["--release" "11" "-Xlint:all,-options,-path"]
-  :resource-paths ["../../pyprof/spec"]
+  :resource-paths ["../../pyprof/spec" "../../pyprof/native/c"]
   :main ^:skip-aot pyprof.example.djl.Service
   ;; `lein stress -- --cycles 50`: the JMX client that cycles start/step/stop (Stress.java)
   :aliases {"stress" ["run" "-m" "pyprof.example.djl.Stress"]}

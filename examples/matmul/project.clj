@@ -16,7 +16,7 @@
   :source-paths ["src" "../../jvm/src/clj"]
   :java-source-paths ["java" "../../jvm/src/java"]
   :javac-options ["--release" "11" "-Xlint:all,-options,-path"]
-  :resource-paths ["../../pyprof/spec"]
+  :resource-paths ["../../pyprof/spec" "../../pyprof/native/c"]
   :test-paths ["test"]
   :jvm-opts ~(cond-> ["-XX:-OmitStackTraceInFastThrow"]
                (System/getProperty "mxnet.library.path")

@@ -2,14 +2,11 @@ package pyprof.jvm;
 
 import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
-import com.fasterxml.jackson.core.JsonParser;
-import com.fasterxml.jackson.core.JsonToken;
 import java.io.IOException;
-import java.io.InputStream;
 import java.io.RandomAccessFile;
 import java.io.Writer;
 import java.math.BigInteger;
-import java.nio.channels.Channels;
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -26,10 +23,11 @@ import java.util.regex.Pattern;
  * Cuts a window out of the raw trace at disk speed, in constant memory: bytes {@code [start,
  * end)} of a file in MXNet's layout (trace.json {@code mxnet_layout}: one field per line, names
  * copied unescaped) written as a valid trace, known metadata first, each metadata event once,
- * unsafe ids renumbered (trace.json {@code ids}), then the extra events. One streaming pass,
- * numbering unsafe ids as they come; a second pass first, gathering every safe id, only when a
- * safe id found later holds a number already given. One event held at a time; only lines whose
- * value holds what JSON escapes are rewritten. What
+ * unsafe ids renumbered (trace.json {@code ids}), then the extra events. One streaming pass over
+ * runs of whole events, numbering unsafe ids as they come; a second pass first, gathering every
+ * safe id, only when a safe id found later holds a number already given. A run is read by the C
+ * code Python's cut uses ({@link NativeCutter}: written from its own bytes, ids replaced), or,
+ * where that refuses it or did not build, by the tolerant reader; memory: one run. What
  * {@code pyprof.session.raw/cut!} did with the whole range in memory, with the same events out.
  * Named threads (trace.json {@code thread_names}, {@link ThreadNames}) get their
  * {@code thread_name} event before their first event in the range. The rules are read from
@@ -41,7 +39,6 @@ public final class WindowCutter {
 
   private final Pattern header;
   private final Pattern footer;
-  private final Pattern[] stringLines;
   private final String[][] idFields; // {kind, field}
   private final Map<String, String> kindOf = new HashMap<>(); // id field -> its kind
   private final String[] id2Scopes;
@@ -69,11 +66,6 @@ public final class WindowCutter {
     hashSeed = ((Number) threadNames.get("hash_seed")).longValue();
     header = Pattern.compile((String) layout.get("header"));
     footer = Pattern.compile((String) layout.get("footer"));
-    List<?> lines = (List<?>) layout.get("raw_string_lines");
-    stringLines = new Pattern[lines.size()];
-    for (int i = 0; i < stringLines.length; i++) {
-      stringLines[i] = Pattern.compile((String) lines.get(i), Pattern.UNIX_LINES); // only \n ends a line
-    }
     List<String[]> fields = new ArrayList<>();
     for (Map.Entry<?, ?> k : ((Map<?, ?>) ids.get("kinds")).entrySet()) {
       for (Object f : (List<?>) k.getValue()) {
@@ -153,9 +145,23 @@ public final class WindowCutter {
     if (twoPasses) { // every safe id first, then the numbers
       head.forEach(numbering::scan);
       Set<Object> seen1 = new HashSet<>(seen);
-      each(raw, body, e -> {
+      Consumer<Map<String, Object>> scan = e -> {
         if (!isMetadata(e) || seen1.add(e)) {
           numbering.scan(e);
+        }
+      };
+      eachRun(raw, body, scan, (r, bytes) -> {
+        for (int i = 0; i < r.n; i++) {
+          if (r.ph(i) == 'M') {
+            int[] in = r.in(i);
+            tolerant(bytes, in[0], in[1] - in[0]).forEach(scan);
+            continue;
+          }
+          for (int k = 0; k < 3; k++) {
+            if (r.has(i, k)) {
+              numbering.scan(kindOf.get(RUN_FIELDS[k]), unsigned(r.id(i, k)));
+            }
+          }
         }
       });
       tail.forEach(numbering::scan);
@@ -177,20 +183,67 @@ public final class WindowCutter {
           throw new java.io.UncheckedIOException(x);
         }
       };
+      Consumer<Map<String, Object>> event = e -> {
+        if (!isMetadata(e)) {
+          if (!names.isEmpty()) {
+            Map<String, Object> m = threadNameOf(e, names, named);
+            if (m != null) {
+              write.accept(m);
+            }
+          }
+          write.accept(e);
+        } else if (seen.add(e)) {
+          found.add(e);
+          write.accept(e);
+        }
+      };
       try {
         head.forEach(write);
-        each(raw, body, e -> {
-          if (!isMetadata(e)) {
-            if (!names.isEmpty()) {
-              Map<String, Object> m = threadNameOf(e, names, named);
+        Numbered numbered = new Numbered();
+        eachRun(raw, body, event, (r, bytes) -> { // what event does, from the run's own bytes
+          byte[] skip = new byte[r.n];
+          List<Map<Long, Long>> changed = List.of(new HashMap<>(), new HashMap<>(), new HashMap<>());
+          List<Object[]> before = new ArrayList<>(); // {event index, thread_name event}
+          for (int i = 0; i < r.n; i++) {
+            if (r.ph(i) == 'M') {
+              int[] in = r.in(i);
+              List<Map<String, Object>> one = tolerant(bytes, in[0], in[1] - in[0]);
+              if (seen.add(one.get(0))) {
+                found.add(one.get(0));
+              } else {
+                skip[i] = 1;
+                continue;
+              }
+            } else if (!names.isEmpty() && r.has(i, 1)) {
+              Map<String, Object> m = threadNameOf(r, i, names, named);
               if (m != null) {
-                write.accept(m);
+                before.add(new Object[] {i, m});
               }
             }
-            write.accept(e);
-          } else if (seen.add(e)) {
-            found.add(e);
-            write.accept(e);
+            number(r, i, numbering, numbered, changed);
+          }
+          int lo = 0;
+          before.add(new Object[] {r.n, null});
+          for (Object[] b : before) {
+            int hi = (Integer) b[0];
+            if (hi > lo) { // events [lo, hi), as many as skip leaves
+              String text = r.patched(lo, hi, skip, changed);
+              if (!text.isEmpty()) {
+                if (count[0] > 0) {
+                  g.writeRaw(",\n");
+                }
+                g.writeRaw(text);
+                for (int i = lo; i < hi; i++) {
+                  count[0] += 1 - skip[i];
+                }
+              }
+            }
+            if (b[1] != null) {
+              @SuppressWarnings("unchecked")
+              Map<String, Object> m = (Map<String, Object>) b[1];
+              write.accept(m);
+            }
+            lo = hi;
           }
         });
         tail.forEach(write);
@@ -202,36 +255,172 @@ public final class WindowCutter {
     return new Result(count[0], found, !numbering.collided());
   }
 
-  /**
-   * Reads and writes synthetic bytes of MXNet's layout (20k events, in memory: no file is
-   * written) a few times into nothing, so that a service's first window is cut by compiled code,
-   * not the interpreter. For preloading ({@link ProfilerControl#register()}).
-   */
-  public void warmUp() {
-    StringBuilder b = new StringBuilder();
-    for (int i = 0; i < 20000; i++) {
-      b.append(i == 0 ? "" : ",\n").append("    {\n        \"name\": \"op\\x\",\n")
-          .append("        \"cat\": \"operator\",\n        \"ph\": \"").append(i % 2 == 0 ? 'B' : 'E')
-          .append("\",\n        \"ts\": ").append(i).append(",\n        \"pid\": 0,\n")
-          .append("        \"tid\": ").append(9007199254740993L + i % 4).append("\n    }\n");
+  private static final String[] RUN_FIELDS = {"pid", "tid", "id"}; // cutter.c's id columns
+  private static final Object SAME = new Object(); // a value written as it was read
+
+  /** The ids of one cut as written, per id column of cutter.c, memoised by their bits. */
+  private static final class Numbered {
+    private final List<Map<Long, Object>> byBits = List.of(new HashMap<>(), new HashMap<>(), new HashMap<>());
+    private final long[] lastBits = new long[3];
+    private final Object[] last = new Object[3]; // the last value looked up, per column
+
+    Object get(int k, long bits) {
+      if (last[k] != null && lastBits[k] == bits) {
+        return last[k];
+      }
+      Object v = byBits.get(k).get(bits);
+      if (v != null) {
+        lastBits[k] = bits;
+        last[k] = v;
+      }
+      return v;
     }
-    byte[] body = b.toString().getBytes(StandardCharsets.UTF_8);
-    try {
-      for (int i = 0; i < 5; i++) { // the reading and writing of a cut, in memory: no file
-        Ids numbering = new Ids();
-        try (JsonGenerator g = FACTORY.createGenerator(Writer.nullWriter())) {
-          eachIn(new java.io.ByteArrayInputStream(body), e -> {
-            try {
-              writeEvent(g, e, numbering);
-            } catch (IOException x) {
-              throw new java.io.UncheckedIOException(x);
-            }
-          });
+
+    void put(int k, long bits, Object v) {
+      byBits.get(k).put(bits, v);
+      lastBits[k] = bits;
+      last[k] = v;
+    }
+  }
+
+  /** An unsigned 64-bit value's bits as the reader holds it: a Long, past 63 bits a BigInteger. */
+  private static Object unsigned(long bits) {
+    return bits >= 0 ? Long.valueOf(bits) : new BigInteger(Long.toUnsignedString(bits));
+  }
+
+  /** The {@code thread_name} event due before event {@code i} of a run (as {@link #threadNameOf}). */
+  private Map<String, Object> threadNameOf(NativeCutter.Run r, int i, Map<Long, String> names,
+      Set<List<Object>> named) {
+    String name = names.get(r.id(i, 1));
+    if (name == null) {
+      return null;
+    }
+    Map<String, Object> e = new HashMap<>();
+    if (r.has(i, 0)) {
+      e.put("pid", unsigned(r.id(i, 0)));
+    }
+    e.put("tid", unsigned(r.id(i, 1)));
+    return threadNameOf(e, names, named);
+  }
+
+  /**
+   * Numbers the ids of event {@code i} of a run the C code read, as {@link #writeEvent} numbers an
+   * event's (each value at its first use; {@code numbered} remembers): the bits of each written
+   * as another number go to {@code changed}, per column.
+   */
+  private void number(NativeCutter.Run r, int i, Ids numbering, Numbered numbered,
+      List<Map<Long, Long>> changed) {
+    for (int k = 0; k < 3; k++) {
+      if (!r.has(i, k)) {
+        continue;
+      }
+      long bits = r.id(i, k);
+      Object v = numbered.get(k, bits);
+      if (v == null) {
+        Object read = unsigned(bits);
+        v = numbering.id(kindOf.get(RUN_FIELDS[k]), read);
+        v = v.equals(read) ? SAME : v;
+        numbered.put(k, bits, v);
+      }
+      if (v != SAME) {
+        changed.get(k).put(bits, (Long) v); // a number given (Ids.fresh)
+      }
+    }
+  }
+
+  /** What a run the C code read gets instead of {@link #tolerant} (its events, from its bytes). */
+  private interface RunWriter {
+    void write(NativeCutter.Run r, byte[] bytes) throws IOException;
+  }
+
+  /**
+   * Calls {@code w} on each run of the body {@code [from, to)} of {@code raw} the C code reads
+   * ({@link NativeCutter}; runs of whole events of at most {@link #BLOCK} bytes, cut at
+   * separators), {@code f} on each event of the other runs, read by {@link #tolerant}, in order;
+   * {@code f} on every event without the C code. Memory: a run and its events.
+   */
+  private void eachRun(String raw, long[] body, Consumer<Map<String, Object>> f, RunWriter w)
+      throws IOException {
+    if (body[1] <= body[0]) {
+      return;
+    }
+    NativeCutter nc = NativeCutter.get();
+    try (RandomAccessFile file = new RandomAccessFile(raw, "r")) {
+      file.seek(body[0]);
+      long left = body[1] - body[0];
+      byte[] carry = new byte[0];
+      ByteBuffer direct = null;
+      while (left > 0 || carry.length > 0) {
+        int want = (int) Math.min(BLOCK, left);
+        byte[] buf = new byte[carry.length + want];
+        System.arraycopy(carry, 0, buf, 0, carry.length);
+        file.readFully(buf, carry.length, want);
+        left -= want;
+        int cut = left > 0 ? lastSeparator(buf) : buf.length;
+        if (cut < 0) {
+          if (buf.length > (1 << 26)) {
+            throw notLayout("no event separator in 64 MiB");
+          }
+          carry = buf;
+          continue;
+        }
+        carry = java.util.Arrays.copyOfRange(buf, Math.min(buf.length, cut + 3), buf.length);
+        if (nc != null && (direct == null || direct.capacity() < cut)) {
+          direct = ByteBuffer.allocateDirect(Math.max(cut, BLOCK + (1 << 16)));
+        }
+        NativeCutter.Run r = null;
+        if (nc != null) {
+          direct.clear();
+          direct.put(buf, 0, cut);
+          direct.flip(); // JNA passes a direct buffer at its position
+          r = nc.read(direct, cut);
+        }
+        if (r != null && allHavePhases(r)) {
+          w.write(r, buf);
+        } else {
+          tolerant(buf, 0, cut).forEach(f);
+        }
+        if (left == 0 && carry.length > 0 && new String(carry, StandardCharsets.ISO_8859_1).isBlank()) {
+          carry = new byte[0];
         }
       }
-    } catch (IOException | java.io.UncheckedIOException e) {
-      // not expected (memory only): the first cut is slower, nothing else
     }
+  }
+
+  private static final int BLOCK = 1 << 22;
+
+  /** Where the last event separator (a line holding only ",") of {@code b} begins; -1: none. */
+  private static int lastSeparator(byte[] b) {
+    for (int i = b.length - 3; i >= 0; i--) {
+      if (b[i] == '\n' && b[i + 1] == ',' && b[i + 2] == '\n') {
+        return i;
+      }
+    }
+    return -1;
+  }
+
+  /** Every event has "ph" (cutter.c: one letter), which {@link #tolerant} requires. */
+  private static boolean allHavePhases(NativeCutter.Run r) {
+    for (int i = 0; i < r.n; i++) {
+      if (r.ph(i) == 0) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Builds (once per machine: a C compiler's run) and loads the C code of the cut
+   * ({@link NativeCutter}), so that a service's first window does not wait for it. For
+   * preloading ({@link ProfilerControl#register()}); no file but the library's is written.
+   */
+  public void warmUp() {
+    NativeCutter.get();
+  }
+
+  /** Whether runs are read by the C code here (else by the tolerant reader, slower). */
+  public boolean cutsInC() {
+    return NativeCutter.get() != null;
   }
 
   /** The registered threads now ({@link ThreadNames#byTid}), with trace.json's hash seed. */
@@ -326,38 +515,36 @@ public final class WindowCutter {
 
   // ------------------------------------------------------------------ reading
 
-  /** Calls {@code f} on each event of the body {@code [from, to)} of {@code raw}, in order. */
-  private void each(String raw, long[] body, Consumer<Map<String, Object>> f) throws IOException {
-    if (body[1] <= body[0]) {
-      return;
+  /**
+   * The events of {@code len} bytes of {@code b} at {@code off} (whole events in MXNet's layout:
+   * what the C code refuses, or all without it), read the tolerant way
+   * ({@code pyprof.trace.reader/parse-raw}, which escapes raw names); every event has "ph".
+   */
+  private static List<Map<String, Object>> tolerant(byte[] b, int off, int len) throws IOException {
+    List<Map<String, Object>> out = new ArrayList<>();
+    Object events;
+    try {
+      events = ParseRaw.FN.invoke(new String(b, off, len, StandardCharsets.UTF_8));
+    } catch (clojure.lang.ExceptionInfo e) {
+      throw notLayout("not MXNet's trace layout: " + e.getMessage());
     }
-    try (RandomAccessFile file = new RandomAccessFile(raw, "r")) {
-      file.seek(body[0]);
-      eachIn(new Bounded(Channels.newInputStream(file.getChannel()), body[1] - body[0]), f);
+    for (Object e : (List<?>) events) {
+      if (!(e instanceof Map) || !((Map<?, ?>) e).containsKey("ph")) {
+        throw notLayout("an event without \"ph\"");
+      }
+      out.add(normalMap((Map<?, ?>) e));
     }
+    return out;
   }
 
-  /** Calls {@code f} on each event of {@code in}, the bytes of a body (no header or footer). */
-  private void eachIn(InputStream in, Consumer<Map<String, Object>> f) throws IOException {
-    {
-      try (JsonParser p = FACTORY.createParser(new Escaping(in))) {
-        if (p.nextToken() != JsonToken.START_ARRAY) {
-          throw notLayout("not MXNet's trace layout");
-        }
-        while (p.nextToken() == JsonToken.START_OBJECT) {
-          @SuppressWarnings("unchecked")
-          Map<String, Object> e = (Map<String, Object>) read(p);
-          if (!e.containsKey("ph")) {
-            throw notLayout("an event without \"ph\"");
-          }
-          f.accept(e);
-        }
-        if (p.currentToken() != JsonToken.END_ARRAY || p.nextToken() != null) {
-          throw notLayout("not MXNet's trace layout");
-        }
-      } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-        throw notLayout("not MXNet's trace layout: " + e.getOriginalMessage());
-      }
+  /** The Clojure reader, loaded when first needed. */
+  private static final class ParseRaw {
+    static final clojure.lang.IFn FN;
+
+    static {
+      clojure.java.api.Clojure.var("clojure.core", "require")
+          .invoke(clojure.java.api.Clojure.read("pyprof.trace.reader"));
+      FN = clojure.java.api.Clojure.var("pyprof.trace.reader", "parse-raw");
     }
   }
 
@@ -375,44 +562,6 @@ public final class WindowCutter {
 
   private static IOException notLayout(String why) {
     return new NotLayout(why);
-  }
-
-  /** The value {@code p} is on, as Java data (numbers as {@link #number}). */
-  private static Object read(JsonParser p) throws IOException {
-    JsonToken t = p.currentToken();
-    switch (t) {
-      case START_OBJECT: {
-        Map<String, Object> m = new LinkedHashMap<>();
-        while (p.nextToken() == JsonToken.FIELD_NAME) {
-          String k = p.getCurrentName();
-          p.nextToken();
-          m.put(k, read(p));
-        }
-        return m;
-      }
-      case START_ARRAY: {
-        List<Object> v = new ArrayList<>();
-        while (p.nextToken() != JsonToken.END_ARRAY) {
-          v.add(read(p));
-        }
-        return v;
-      }
-      case VALUE_STRING:
-        return p.getText();
-      case VALUE_NUMBER_INT:
-        return p.getNumberType() == JsonParser.NumberType.BIG_INTEGER
-            ? number(p.getBigIntegerValue()) : (Object) p.getLongValue();
-      case VALUE_NUMBER_FLOAT:
-        return p.getDoubleValue();
-      case VALUE_TRUE:
-        return Boolean.TRUE;
-      case VALUE_FALSE:
-        return Boolean.FALSE;
-      case VALUE_NULL:
-        return null;
-      default:
-        throw notLayout("unexpected " + t);
-    }
   }
 
   /** An integer as the JVM's reader holds it: a Long, a BigInteger up to 64 bits, else a double. */
@@ -555,15 +704,18 @@ public final class WindowCutter {
     }
 
     void scan(Map<String, Object> e) {
-      forEachId(e, (kind, v) -> {
-        if (safe(v)) {
-          if (v instanceof Long) {
-            reserved.computeIfAbsent(kind, k -> new HashSet<>()).add((Long) v);
-          }
-        } else {
-          numbers.computeIfAbsent(kind, k -> new LinkedHashMap<>()).putIfAbsent(key(v), null);
+      forEachId(e, this::scan);
+    }
+
+    /** Takes a safe id of {@code kind}, or puts an unsafe one in line for its number. */
+    void scan(String kind, Object v) {
+      if (safe(v)) {
+        if (v instanceof Long) {
+          reserved.computeIfAbsent(kind, k -> new HashSet<>()).add((Long) v);
         }
-      });
+      } else {
+        numbers.computeIfAbsent(kind, k -> new LinkedHashMap<>()).putIfAbsent(key(v), null);
+      }
     }
 
     void assign() {
@@ -633,169 +785,5 @@ public final class WindowCutter {
         f.visit(kf[0], kf[1], null, v);
       }
     }
-  }
-
-  // ------------------------------------------------------------------ the byte stream
-
-  /** At most {@code left} bytes of {@code in}. */
-  private static final class Bounded extends java.io.FilterInputStream {
-    private long left;
-
-    Bounded(InputStream in, long left) {
-      super(in);
-      this.left = left;
-    }
-
-    @Override
-    public int read() throws IOException {
-      if (left <= 0) {
-        return -1;
-      }
-      int c = super.read();
-      if (c >= 0) {
-        left--;
-      }
-      return c;
-    }
-
-    @Override
-    public int read(byte[] b, int off, int len) throws IOException {
-      if (left <= 0) {
-        return -1;
-      }
-      int n = super.read(b, off, (int) Math.min(len, left));
-      if (n > 0) {
-        left -= n;
-      }
-      return n;
-    }
-  }
-
-  /**
-   * "[" + the body + "]" as bytes, each line of the body whose raw value holds what JSON escapes
-   * rewritten by raw_string_lines (lines end at '\n' only, as MXNet writes them); the other
-   * lines are copied as they are.
-   */
-  private final class Escaping extends InputStream {
-    private final InputStream in;
-    private final byte[] block = new byte[1 << 16];
-    private java.io.ByteArrayOutputStream carry = new java.io.ByteArrayOutputStream();
-    private byte[] out = {'['};
-    private int outPos;
-    private int outLen = 1;
-    private boolean done;
-
-    Escaping(InputStream in) {
-      this.in = in;
-    }
-
-    @Override
-    public int read() throws IOException {
-      byte[] one = new byte[1];
-      return read(one, 0, 1) < 0 ? -1 : one[0] & 0xff;
-    }
-
-    @Override
-    public int read(byte[] b, int off, int len) throws IOException {
-      while (outPos >= outLen) {
-        if (done) {
-          return -1;
-        }
-        fill();
-      }
-      int n = Math.min(len, outLen - outPos);
-      System.arraycopy(out, outPos, b, off, n);
-      outPos += n;
-      return n;
-    }
-
-    /** The next block of whole lines (escaped where needed), or the closing "]". */
-    private void fill() throws IOException {
-      int n = in.read(block, 0, block.length);
-      java.io.ByteArrayOutputStream o = new java.io.ByteArrayOutputStream(block.length + 256);
-      if (n < 0) {
-        if (carry.size() > 0) {
-          line(carry.toByteArray(), 0, carry.size(), o);
-          carry.reset();
-        }
-        o.write(']');
-        done = true;
-      } else {
-        int from = 0;
-        for (int i = 0; i < n; i++) {
-          if (block[i] == '\n') {
-            if (carry.size() > 0) {
-              carry.write(block, from, i - from);
-              line(carry.toByteArray(), 0, carry.size(), o);
-              carry.reset();
-            } else {
-              line(block, from, i - from, o);
-            }
-            o.write('\n');
-            from = i + 1;
-          }
-        }
-        carry.write(block, from, n - from);
-      }
-      out = o.toByteArray();
-      outPos = 0;
-      outLen = out.length;
-    }
-
-    private void line(byte[] b, int off, int len, java.io.ByteArrayOutputStream o) {
-      int quotes = 0;
-      boolean escape = false;
-      for (int i = off; i < off + len; i++) {
-        byte c = b[i];
-        if (c == '"') {
-          quotes++;
-        } else if (c == '\\' || (c >= 0 && c < 0x20)) {
-          escape = true;
-          break;
-        }
-      }
-      if (!escape && quotes <= 4) {
-        o.write(b, off, len);
-        return;
-      }
-      String s = new String(b, off, len, StandardCharsets.UTF_8);
-      for (Pattern p : stringLines) {
-        Matcher m = p.matcher(s);
-        if (m.matches()) {
-          s = m.group(1) + jsonEscape(m.group(2)) + m.group(3);
-          break;
-        }
-      }
-      byte[] e = s.getBytes(StandardCharsets.UTF_8);
-      o.write(e, 0, e.length);
-    }
-
-    @Override
-    public void close() throws IOException {
-      in.close();
-    }
-  }
-
-  private static String jsonEscape(String v) {
-    StringBuilder b = new StringBuilder(v.length() + 8);
-    for (int i = 0; i < v.length(); i++) {
-      char c = v.charAt(i);
-      switch (c) {
-        case '"': b.append("\\\""); break;
-        case '\\': b.append("\\\\"); break;
-        case '\b': b.append("\\b"); break;
-        case '\f': b.append("\\f"); break;
-        case '\n': b.append("\\n"); break;
-        case '\r': b.append("\\r"); break;
-        case '\t': b.append("\\t"); break;
-        default:
-          if (c < 0x20) {
-            b.append(String.format("\\u%04x", (int) c));
-          } else {
-            b.append(c);
-          }
-      }
-    }
-    return b.toString();
   }
 }

@@ -1,0 +1,244 @@
+package pyprof.jvm;
+
+import com.sun.jna.Library;
+import com.sun.jna.Native;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.security.MessageDigest;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The window cut's byte work in C, pyprof's {@code pyprof/native/c/cutter.c} (on the classpath
+ * as {@code cutter.c}), shared with Python's {@code pyprof.native.cutter}: a run of whole events
+ * in MXNet's layout read as columns and written compact, or refused (null) where the C code
+ * would not read it as a JSON parser does; {@link WindowCutter} then reads that run as before.
+ * Built at first use with {@code $CC} (default {@code cc}) into {@code $XDG_CACHE_HOME/pyprof}
+ * (default {@code ~/.cache/pyprof}) under the name Python's build uses, so one build serves
+ * both; without a compiler, or with {@code PYPROF_CUTTER=python} (or {@code -Dpyprof.cutter=python}),
+ * {@link #get()} is null.
+ */
+final class NativeCutter {
+  /** The C functions (cutter.c). */
+  interface Lib extends Library {
+    long cut_run(ByteBuffer buf, long len, long cap, ByteBuffer out, ByteBuffer size, ByteBuffer ph,
+        ByteBuffer ts, ByteBuffer tsOk, ByteBuffer ids, ByteBuffer has, ByteBuffer at, ByteBuffer same,
+        ByteBuffer starts, ByteBuffer inLo, ByteBuffer inHi);
+
+    long cut_patch(ByteBuffer src, long size, long n, long lo, long hi, byte[] sep, long sepLen,
+        ByteBuffer ids, ByteBuffer has, ByteBuffer at, ByteBuffer starts, byte[] skip, ByteBuffer dst,
+        long[] old0, long[] new0, long count0, long[] old1, long[] new1, long count1, long[] old2,
+        long[] new2, long count2);
+  }
+
+  private static volatile Object loaded; // a Lib, or the reason it is not there (a String)
+
+  private final Lib lib;
+
+  private NativeCutter(Lib lib) {
+    this.lib = lib;
+  }
+
+  /** The C code, built and loaded at first use; null where it cannot run (see the class). */
+  static NativeCutter get() {
+    if ("python".equals(System.getenv("PYPROF_CUTTER"))
+        || "python".equals(System.getProperty("pyprof.cutter"))) {
+      return null;
+    }
+    Object l = loaded;
+    if (l == null) {
+      synchronized (NativeCutter.class) {
+        l = loaded;
+        if (l == null) {
+          try {
+            l = Native.load(build().toString(), Lib.class);
+          } catch (IOException | RuntimeException | UnsatisfiedLinkError e) {
+            l = String.valueOf(e.getMessage());
+          } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            return null; // not remembered: the next cut tries again
+          }
+          loaded = l;
+        }
+      }
+    }
+    return l instanceof Lib ? new NativeCutter((Lib) l) : null;
+  }
+
+  /** The shared library of cutter.c: Python's name (cutter-&lt;sha-256 prefix&gt;.so), built once. */
+  private static Path build() throws IOException, InterruptedException {
+    byte[] src;
+    try (InputStream in = NativeCutter.class.getClassLoader().getResourceAsStream("cutter.c")) {
+      if (in == null) {
+        throw new IOException("cutter.c is not on the classpath");
+      }
+      src = in.readAllBytes();
+    }
+    String hash;
+    try {
+      StringBuilder b = new StringBuilder();
+      for (byte x : MessageDigest.getInstance("SHA-256").digest(src)) {
+        b.append(String.format("%02x", x & 0xff));
+      }
+      hash = b.substring(0, 16);
+    } catch (java.security.NoSuchAlgorithmException e) {
+      throw new IOException(e);
+    }
+    String cache = System.getenv("XDG_CACHE_HOME");
+    Path dir = cache != null && !cache.isEmpty() ? Paths.get(cache, "pyprof")
+        : Paths.get(System.getProperty("user.home"), ".cache", "pyprof");
+    Path out = dir.resolve("cutter-" + hash + ".so");
+    if (Files.isRegularFile(out)) {
+      return out;
+    }
+    Files.createDirectories(dir);
+    { // built beside, moved in place whole: a process building at once (Python too) only repeats
+      Path c = Files.createTempFile(dir, "cutter-", ".c");
+      Path tmp = Files.createTempFile(dir, "cutter-", ".so");
+      try {
+        Files.write(c, src);
+        String cc = System.getenv("CC") == null || System.getenv("CC").isEmpty() ? "cc" : System.getenv("CC");
+        Process p = new ProcessBuilder(cc, "-O2", "-shared", "-fPIC", "-o", tmp.toString(), c.toString())
+            .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+        if (!p.waitFor(120, TimeUnit.SECONDS)) {
+          p.destroyForcibly();
+          throw new IOException(cc + " took over 120 s");
+        }
+        if (p.exitValue() != 0) {
+          throw new IOException(cc + " failed on cutter.c");
+        }
+        Files.move(tmp, out, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+      } finally {
+        Files.deleteIfExists(c);
+        Files.deleteIfExists(tmp);
+      }
+    }
+    return out;
+  }
+
+  /** A run the C code read: {@code n} events, their compact bytes and columns (cutter.c cut_run). */
+  final class Run {
+    final int n;
+    final ByteBuffer out;
+    final int size;
+    final ByteBuffer ph;
+    final ByteBuffer ids;
+    final ByteBuffer has;
+    final ByteBuffer at;
+    final ByteBuffer starts;
+    final ByteBuffer inLo;
+    final ByteBuffer inHi;
+
+    Run(int n, ByteBuffer out, int size, ByteBuffer ph, ByteBuffer ids, ByteBuffer has, ByteBuffer at,
+        ByteBuffer starts, ByteBuffer inLo, ByteBuffer inHi) {
+      this.n = n;
+      this.out = out;
+      this.size = size;
+      this.ph = ph;
+      this.ids = ids;
+      this.has = has;
+      this.at = at;
+      this.starts = starts;
+      this.inLo = inLo;
+      this.inHi = inHi;
+    }
+
+    char ph(int i) {
+      return (char) (ph.get(i) & 0xff);
+    }
+
+    boolean has(int i, int k) {
+      return has.get(3 * i + k) != 0;
+    }
+
+    /** Id {@code k} (0 pid, 1 tid, 2 id) of event {@code i}: an unsigned 64-bit value's bits. */
+    long id(int i, int k) {
+      return ids.getLong(8 * (3 * i + k));
+    }
+
+    /** Where in {@link #out} the digits of id {@code k} of event {@code i} begin. */
+    int at(int i, int k) {
+      return (int) at.getLong(8 * (3 * i + k));
+    }
+
+    /** Where event {@code i} begins in {@link #out}, and ends (before the next one's ","). */
+    int start(int i) {
+      return (int) starts.getLong(8 * i);
+    }
+
+    int end(int i) {
+      return i + 1 < n ? start(i + 1) - 1 : size;
+    }
+
+    /** Where event {@code i} lies in the bytes read: {from, to}. */
+    int[] in(int i) {
+      return new int[] {(int) inLo.getLong(8 * i), (int) inHi.getLong(8 * i)};
+    }
+
+    /**
+     * Events {@code [lo, hi)} but those {@code skip} marks, joined by ",\n", each id of column
+     * {@code k} whose bits {@code changed.get(k)} holds written as its number (cutter.c cut_patch).
+     */
+    String patched(int lo, int hi, byte[] skip, java.util.List<java.util.Map<Long, Long>> changed) {
+      long[][] tables = new long[6][];
+      for (int k = 0; k < 3; k++) {
+        Long[] old = changed.get(k).keySet().toArray(new Long[0]);
+        java.util.Arrays.sort(old, Long::compareUnsigned); // as the C code compares
+        tables[2 * k] = new long[old.length + 1];
+        tables[2 * k + 1] = new long[old.length + 1];
+        for (int j = 0; j < old.length; j++) {
+          tables[2 * k][j] = old[j];
+          tables[2 * k + 1][j] = changed.get(k).get(old[j]);
+        }
+      }
+      ByteBuffer dst = direct(size + 64L + 64L * n);
+      long bytes = lib.cut_patch(out, size, n, lo, hi, SEPARATOR, SEPARATOR.length, ids, has, at,
+          starts, skip, dst, tables[0], tables[1], tables[0].length - 1, tables[2], tables[3],
+          tables[2].length - 1, tables[4], tables[5], tables[4].length - 1);
+      byte[] b = new byte[(int) bytes];
+      dst.get(b);
+      return new String(b, java.nio.charset.StandardCharsets.ISO_8859_1);
+    }
+  }
+
+  private static final byte[] SEPARATOR = {',', '\n'}; // as WindowCutter writes events
+
+  /**
+   * Reads {@code len} bytes of {@code run} (a direct buffer: whole events separated by commas, no
+   * header); null when the C code does not read them as a JSON parser does.
+   */
+  Run read(ByteBuffer run, int len) {
+    int cap = 1;
+    for (int i = 0; i < len; i++) {
+      if (run.get(i) == '{') {
+        cap++;
+      }
+    }
+    ByteBuffer out = direct(len + cap + 16);
+    ByteBuffer size = direct(8);
+    ByteBuffer ph = direct(cap);
+    ByteBuffer ts = direct(8L * cap);
+    ByteBuffer tsOk = direct(cap);
+    ByteBuffer ids = direct(24L * cap);
+    ByteBuffer has = direct(3L * cap);
+    ByteBuffer at = direct(24L * cap);
+    ByteBuffer same = direct(cap);
+    ByteBuffer starts = direct(8L * cap);
+    ByteBuffer inLo = direct(8L * cap);
+    ByteBuffer inHi = direct(8L * cap);
+    long n = lib.cut_run(run, len, cap, out, size, ph, ts, tsOk, ids, has, at, same, starts, inLo, inHi);
+    if (n < 0) {
+      return null;
+    }
+    return new Run((int) n, out, (int) size.getLong(0), ph, ids, has, at, starts, inLo, inHi);
+  }
+
+  private static ByteBuffer direct(long n) {
+    return ByteBuffer.allocateDirect((int) Math.max(8, n)).order(ByteOrder.nativeOrder());
+  }
+}
