@@ -196,7 +196,7 @@ final class NativeCutter {
           tables[2 * k + 1][j] = changed.get(k).get(old[j]);
         }
       }
-      ByteBuffer dst = direct(size + 64L + 64L * n);
+      ByteBuffer dst = BUFFERS.get().take(PATCHED, size + 64L + 64L * n);
       long bytes = lib.cut_patch(out, size, n, lo, hi, SEPARATOR, SEPARATOR.length, ids, has, at,
           starts, skip, dst, tables[0], tables[1], tables[0].length - 1, tables[2], tables[3],
           tables[2].length - 1, tables[4], tables[5], tables[4].length - 1);
@@ -219,18 +219,19 @@ final class NativeCutter {
         cap++;
       }
     }
-    ByteBuffer out = direct(len + cap + 16);
-    ByteBuffer size = direct(8);
-    ByteBuffer ph = direct(cap);
-    ByteBuffer ts = direct(8L * cap);
-    ByteBuffer tsOk = direct(cap);
-    ByteBuffer ids = direct(24L * cap);
-    ByteBuffer has = direct(3L * cap);
-    ByteBuffer at = direct(24L * cap);
-    ByteBuffer same = direct(cap);
-    ByteBuffer starts = direct(8L * cap);
-    ByteBuffer inLo = direct(8L * cap);
-    ByteBuffer inHi = direct(8L * cap);
+    Buffers b = BUFFERS.get();
+    ByteBuffer out = b.take(0, len + cap + 16);
+    ByteBuffer size = b.take(1, 8);
+    ByteBuffer ph = b.take(2, cap);
+    ByteBuffer ts = b.take(3, 8L * cap);
+    ByteBuffer tsOk = b.take(4, cap);
+    ByteBuffer ids = b.take(5, 24L * cap);
+    ByteBuffer has = b.take(6, 3L * cap);
+    ByteBuffer at = b.take(7, 24L * cap);
+    ByteBuffer same = b.take(8, cap);
+    ByteBuffer starts = b.take(9, 8L * cap);
+    ByteBuffer inLo = b.take(10, 8L * cap);
+    ByteBuffer inHi = b.take(11, 8L * cap);
     long n = lib.cut_run(run, len, cap, out, size, ph, ts, tsOk, ids, has, at, same, starts, inLo, inHi);
     if (n < 0) {
       return null;
@@ -238,7 +239,32 @@ final class NativeCutter {
     return new Run((int) n, out, (int) size.getLong(0), ph, ids, has, at, starts, inLo, inHi);
   }
 
-  private static ByteBuffer direct(long n) {
-    return ByteBuffer.allocateDirect((int) Math.max(8, n)).order(ByteOrder.nativeOrder());
+  /** The buffer of slot {@code RUN} of this thread, for a run of {@code n} bytes. */
+  static ByteBuffer runBuffer(int n) {
+    return BUFFERS.get().take(RUN, n);
   }
+
+  private static final int PATCHED = 12;
+  private static final int RUN = 13;
+
+  /**
+   * A thread's direct buffers, kept and grown, never freed per run: a cut would otherwise leave
+   * megabytes of direct memory a run to the collector (a service's small heap, or one that
+   * disables explicit GC, could run out). A run's columns are valid until the thread's next read.
+   */
+  private static final class Buffers {
+    private final ByteBuffer[] slots = new ByteBuffer[14];
+
+    ByteBuffer take(int slot, long n) {
+      ByteBuffer b = slots[slot];
+      if (b == null || b.capacity() < n) {
+        b = ByteBuffer.allocateDirect((int) Math.max(64, n + n / 2)).order(ByteOrder.nativeOrder());
+        slots[slot] = b;
+      }
+      b.clear();
+      return b;
+    }
+  }
+
+  private static final ThreadLocal<Buffers> BUFFERS = ThreadLocal.withInitial(Buffers::new);
 }

@@ -349,7 +349,6 @@ public final class WindowCutter {
       file.seek(body[0]);
       long left = body[1] - body[0];
       byte[] carry = new byte[0];
-      ByteBuffer direct = null;
       while (left > 0 || carry.length > 0) {
         int want = (int) Math.min(BLOCK, left);
         byte[] buf = new byte[carry.length + want];
@@ -365,12 +364,9 @@ public final class WindowCutter {
           continue;
         }
         carry = java.util.Arrays.copyOfRange(buf, Math.min(buf.length, cut + 3), buf.length);
-        if (nc != null && (direct == null || direct.capacity() < cut)) {
-          direct = ByteBuffer.allocateDirect(Math.max(cut, BLOCK + (1 << 16)));
-        }
         NativeCutter.Run r = null;
         if (nc != null) {
-          direct.clear();
+          ByteBuffer direct = NativeCutter.runBuffer(cut);
           direct.put(buf, 0, cut);
           direct.flip(); // JNA passes a direct buffer at its position
           r = nc.read(direct, cut);
