@@ -13,7 +13,7 @@ import pytest
 
 from child import run_cli, run_scenario
 from pyprof import rules
-from pyprof.attribution.peaks import Peaks
+from pyprof.attribution.peaks import Cache, Peaks, read_caches
 from pyprof.trace import report_html
 from pyprof.trace.html.roofview import NO_PEAKS_NOTE
 from report_page import TRACES, browser, open_report  # noqa: F401
@@ -121,20 +121,25 @@ def test_roofline_view_equals_pyprof_roofline(window, open_report):
     assert [(r["name"], r["dims"], r["x"], r["y"]) for r in got["rows"]] == [
         (g["name"], g["input_dims"], g["intensity"], g["gflops_per_s"]) for g in want]
     for r, g in zip(got["rows"], want):
-        assert r["cells"][3:10] == [str(g["count"]), f"{g['intensity']:.3f}",
+        assert r["cells"][3:11] == [str(g["count"]), f"{g['intensity']:.3f}",
                                     f"{g['gflops_per_s']:.3f}", f"{g['gb_per_s']:.3f}",
                                     f"{g['roof_gflops']:.3f}", f"{g['roof_pct']:.1f}",
-                                    f"compute ({g['peak']})" if g["bound"] == "compute" else "memory"]
+                                    f"compute ({g['peak']})" if g["bound"] == "compute"
+                                    else f"memory ({g['memory_roof']})",
+                                    "\u25b2 above" if g["above"] else ""]
     # One drawn point per group, at the group's (FLOP/byte, GFLOP/s).
     assert sorted((x, y) for x, y, _ in got["drawn"]) == sorted(
         (g["intensity"], g["gflops_per_s"]) for g in want)
     assert sorted(i for _, _, i in got["drawn"]) == list(range(len(want)))
     # The roofs: min(peak, x * copy GB/s) at every x, numpy GEMM's and MXNet dot's.
     assert got["series"][2:] == [f"numpy GEMM roof {peaks.gemm_gflops:.1f} GFLOP/s, copy 12.5 GB/s",
-                                 f"MXNet dot roof {peaks.mxnet_dot_gflops:.1f} GFLOP/s, copy 12.5 GB/s"]
+                                 f"MXNet dot roof {peaks.mxnet_dot_gflops:.1f} GFLOP/s, copy 12.5 GB/s",
+                                 "above the roof (over 1.1x)"]  # the peaks list no caches
     xs = got["data"][0]
     assert got["data"][2] == [min(peaks.gemm_gflops, x * peaks.copy_gbs) for x in xs]
     assert got["data"][3] == [min(peaks.mxnet_dot_gflops, x * peaks.copy_gbs) for x in xs]
+    assert got["data"][4] == [y if y is not None and want[i]["above"] else None
+                              for y, i in zip(got["data"][1], page.js("pyprofReport.rooflines[0].order"))]
     assert page.js("[...document.querySelectorAll('.roofline-note')].length") == 0
     assert page.js("pyprofReport.rooflines[0].chart.scales.x.distr") == 3  # log
     assert page.js("pyprofReport.rooflines[0].chart.scales.y.distr") == 3
@@ -151,6 +156,48 @@ def test_roofline_view_equals_pyprof_roofline(window, open_report):
     assert all(f"{b['name']} ({b['device']}) {b['total_us'] / 1e3:.3f} ms" in line for b in bk)
 
 
+def test_groups_above_their_roof_are_marked_with_their_notes(window, open_report):
+    """Peaks far below anything measured: every group is above its roof. Each is marked in red
+    on the chart and in the table, its note in the mark's title, and listed under the table as
+    ``pyprof roofline`` lists it; the cache roofs are drawn, and each group names its own."""
+    tmp, path = window
+    caches = (Cache("L1d", 1, 48 << 10), Cache("L2", 2, 1 << 20, 256 << 10, 0.004),
+              Cache("L3", 3, 32 << 20, 8 << 20, 0.003))
+    peaks = Peaks(0.01, 0.002, 0.005, {256: 0.01}, {1024: 0.005}, 1 << 26, 1.0, caches)
+    (tmp / "low.json").write_text(json.dumps(peaks.as_dict()))
+    cli = run_cli(["roofline", path, "-o", str(tmp / "low.png"), "--peaks", "low.json"], tmp)
+    assert cli.returncode == 0 and "warning:" in cli.stderr
+    listed = cli.stdout.split("over 1.1x):\n")[1].split("\n\n")[0].splitlines()
+    roof = json.loads(run_cli(["roofline", path, "-o", str(tmp / "low.png"), "--peaks", "low.json",
+                               "--format", "json"], tmp).stdout)
+    assert len(roof["above"]) == len(roof["groups"]) == len(listed) >= 4
+    assert {g["memory_roof"] for g in roof["groups"]} == {"L2"}  # the window's arrays are small
+    out = tmp / "low.html"
+    assert run_cli(["report", path, "-o", str(out), "--peaks", "low.json"], tmp).returncode == 0
+    page = open_report(out)
+    page.check_clean()
+    got = _page_points(page)
+    assert all(r["cells"][10] == "\u25b2 above" for r in got["rows"])
+    assert page.js("[...document.querySelectorAll('table.roofline tbody tr')].map(tr => [tr.className, "
+                   "tr.cells[10].title])") == [["above", g["above_note"]] for g in roof["groups"]]
+    assert all(g["above_note"].startswith("likely cache residency") or g["above_note"] ==
+               rules.spec("attribution.json")["roofline"]["above_notes"]["counts"] for g in roof["groups"])
+    assert page.js("[...document.querySelectorAll('ul.roofline-above li')].map(li => li.textContent)") == [
+        line.strip() for line in listed]
+    assert page.js("document.querySelector('.roofline-above-title').textContent") == (
+        f"\u25b2 above the roof: {len(listed)} groups over 1.1x")
+    assert got["series"][2:] == ["numpy GEMM roof 0.0 GFLOP/s, copy 0.0 GB/s",
+                                 "MXNet dot roof 0.0 GFLOP/s, copy 0.0 GB/s",
+                                 "L2 (1 MiB) copy 0.0 GB/s", "L3 (32 MiB) copy 0.0 GB/s",
+                                 "above the roof (over 1.1x)"]
+    xs = got["data"][0]
+    assert got["data"][4] == [min(0.01, x * 0.004) for x in xs]  # under the best peak
+    assert [y for y in got["data"][6] if y is not None] == [y for y in got["data"][1] if y is not None]
+    red = page.js("pyprofReport.rooflines[0].chart.series[6].points.fill")
+    assert red == "#d62728"
+    assert page.errors == []
+
+
 def test_roofline_without_peaks_has_points_and_a_note(window, open_report, tmp_path):
     _, path = window
     out = tmp_path / "r.html"
@@ -160,7 +207,7 @@ def test_roofline_without_peaks_has_points_and_a_note(window, open_report, tmp_p
     got = _page_points(page)
     assert got["series"] == ["FLOP/byte", "groups"]  # no roof
     assert len(got["drawn"]) == len(got["rows"]) >= 4
-    assert all(r["cells"][7:10] == ["-", "-", "-"] for r in got["rows"])
+    assert all(r["cells"][7:11] == ["-", "-", "-", ""] for r in got["rows"])
     assert page.js("document.querySelector('.roofline-note').textContent") == NO_PEAKS_NOTE
 
 
@@ -194,5 +241,6 @@ def test_measure_peaks_gives_roofs(window, tmp_path):
     assert view["peaks_from"] == "measured" and view["note"] is None
     assert view["peaks"]["gemm_gflops"] > 0 and view["peaks"]["copy_gbs"] > 0
     assert [r["name"] for r in view["roofs"]] == ["numpy GEMM", "MXNet dot"]
-    assert all(p["roof_gflops"] == min(p["peak_gflops"], p["intensity"] * view["peaks"]["copy_gbs"])
+    assert all(p["roof_gflops"] == min(p["peak_gflops"], p["intensity"] * p["memory_gbs"])
                for p in view["points"])
+    assert [c["name"] for c in view["peaks"]["caches"]] == [c.name for c in read_caches()]

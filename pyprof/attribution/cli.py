@@ -49,10 +49,11 @@ def _roofline(args: argparse.Namespace) -> int:
     if over:
         worst = "; ".join(f"{p.group.name} {dims_text(p.group.input_dims)}: "
                           f"{p.gflops / p.roof_gflops:.2f}x of {p.roof_gflops:.3g} GFLOP/s"
+                          + (f" ({p.memory} roof)" if p.bound == "memory" else "")
                           for p in over[:5])
+        notes = "; or ".join(dict.fromkeys(p.note for p in over[:5]))
         print(f"pyprof roofline: warning: {len(over)} group(s) above {ABOVE}x the roof at their "
-              f"intensity ({worst}{'; ...' if len(over) > 5 else ''}): a FLOP or byte count too "
-              "high, or peaks measured under load", file=sys.stderr)
+              f"intensity ({worst}{'; ...' if len(over) > 5 else ''}): {notes}", file=sys.stderr)
     if args.format != "json":
         print(f"wrote {r.image}: {len(r.points)} (operator, shape) groups")
     return 0

@@ -9,12 +9,16 @@ writes. A group with FLOPs, bytes and time is a point at
 * y: achieved GFLOP/s, its FLOPs over its operator time (1e9 FLOP/s),
 
 drawn on log-log axes (matplotlib, Agg backend) against roofs ``min(P, x * B)``: ``P`` numpy's
-GEMM peak and MXNet's dot peak, ``B`` the copy bandwidth, all from
-:func:`pyprof.attribution.peaks.measure` (``pyprof peaks``) or a file it wrote. A group's own
-roof uses the machine's best compute peak, except for the operators of ``attribution.json
-roofline.mxnet_dot_operators`` (MXNet's ``dot``), held to MXNet's dot peak: the kernel that
-peak measures. Groups above ``roofline.above`` (1.1) times their roof are listed by
-:meth:`Roofline.above`: a FLOP or byte count too high, or peaks measured under load. The engine's
+GEMM peak and MXNet's dot peak, ``B`` the copy bandwidth (DRAM's, and each measured cache's),
+all from :func:`pyprof.attribution.peaks.measure` (``pyprof peaks``) or a file it wrote. A
+group's own roof uses the machine's best compute peak, except for the operators of
+``attribution.json roofline.mxnet_dot_operators`` (MXNet's ``dot``), held to MXNet's dot peak:
+the kernel that peak measures; and the best bandwidth measured at a working set at least as
+large as the group's (its bytes per call): DRAM's, or a cache's (:func:`memory_roof`).
+Groups above ``roofline.above`` (1.1) times their roof are listed by :meth:`Roofline.above`,
+each with a note (:func:`above_note`): likely cache residency when the group is memory-bound
+and its working set fits a cache whose bandwidth was not measured at that size, else a FLOP or byte count
+too high, or peaks measured under load. The engine's
 bookkeeping (``WaitForVar``, ``DeleteVariable``, ...: ``trace.json`` ``bookkeeping``) is never a
 point: :attr:`Roofline.bookkeeping` lists its time apart, per operator.
 """
@@ -29,7 +33,7 @@ from typing import Any
 from .. import rules
 from ..trace.naming import BOOKKEEPING_LABEL, BOOKKEEPING_NOTE, is_bookkeeping
 from ..trace.shapes import ShapeGroup, dims_text
-from .peaks import Peaks
+from .peaks import Cache, Peaks, size_text
 
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")
@@ -37,8 +41,13 @@ _ROOF = _SPEC["roofline"]
 #: A group above this many times its roof is reported (``attribution.json roofline.above``).
 ABOVE: float = float(_ROOF["above"])
 _MXNET_DOT = frozenset(_ROOF["mxnet_dot_operators"])
+_NOTES = _ROOF["above_notes"]
+#: the name of the memory roof measured on the large copy (``Peaks.copy_gbs``)
+DRAM = "DRAM"
 _OPERATOR_CATEGORIES = frozenset(_SPEC["matching"]["categories"])
 GEMM, MXNET_DOT = "numpy GEMM", "MXNet dot"
+#: the mark of a group above its roof in :func:`render`'s table
+ABOVE_MARK = "ABOVE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,10 +60,14 @@ class Point:
         gflops, gbs: achieved GFLOP/s and GB/s over the group's operator time (1e9/s).
         peak_name, peak_gflops: the compute peak the group is held to (``"numpy GEMM"`` or
             ``"MXNet dot"``) and its GFLOP/s.
-        roof_gflops: the roof at this intensity, ``min(peak_gflops, intensity * copy GB/s)``.
+        roof_gflops: the roof at this intensity, ``min(peak_gflops, intensity * memory_gbs)``.
         bound: ``"compute"`` when the roof is the compute peak, else ``"memory"``.
+        memory, memory_gbs: the memory roof (:func:`memory_roof`): ``"DRAM"`` or a cache
+            (``"L2"``, ``"L3"``, ...) and its copy bandwidth (GB/s).
+        note: what the group says when above its roof (:func:`above_note`).
 
-    The last four are None for a point placed without peaks (:func:`points` ``peaks=None``).
+    ``working_set`` is the group's bytes per call. The peak and roof fields and ``note`` are None
+    for a point placed without peaks (:func:`points` ``peaks=None``).
     """
 
     group: ShapeGroup
@@ -65,6 +78,18 @@ class Point:
     peak_gflops: float | None
     roof_gflops: float | None
     bound: str | None
+    memory: str | None = None
+    memory_gbs: float | None = None
+    note: str | None = None
+
+    @property
+    def working_set(self) -> float:
+        """The group's bytes per call (inputs + outputs, ``pyprof.bytes``)."""
+        return (self.group.bytes or 0) / max(self.group.count, 1)
+
+    def is_above(self, factor: float = ABOVE) -> bool:
+        """True when the achieved GFLOP/s is over ``factor`` times the roof."""
+        return self.roof_gflops is not None and self.gflops > factor * self.roof_gflops
 
     @property
     def roof_pct(self) -> float | None:
@@ -78,7 +103,10 @@ class Point:
                 "total_us": self.group.total_us, "flops": self.group.flops,
                 "bytes": self.group.bytes, "intensity": self.intensity, "gflops_per_s": self.gflops,
                 "gb_per_s": self.gbs, "peak": self.peak_name, "peak_gflops": self.peak_gflops,
-                "roof_gflops": self.roof_gflops, "roof_pct": self.roof_pct, "bound": self.bound}
+                "roof_gflops": self.roof_gflops, "roof_pct": self.roof_pct, "bound": self.bound,
+                "working_set": self.working_set, "memory_roof": self.memory,
+                "memory_gbs": self.memory_gbs, "above": self.is_above(),
+                "above_note": self.note if self.is_above() else None}
 
 
 @dataclasses.dataclass
@@ -106,9 +134,7 @@ class Roofline:
 
     def above(self, factor: float = ABOVE) -> list[Point]:
         """The points above ``factor`` times their roof, most over first."""
-        return sorted((p for p in self.points
-                       if p.roof_gflops is not None and p.gflops > factor * p.roof_gflops),
-                      key=lambda p: -p.gflops / (p.roof_gflops or 1.0))
+        return above_points(self.points, factor)
 
     def as_dict(self) -> dict[str, Any]:
         return {"units": {"intensity": "FLOP/byte", "rates": "1e9/s", "time": "us"},
@@ -119,12 +145,63 @@ class Roofline:
                 "above": [p.as_dict() for p in self.above()]}
 
 
+def above_points(pts: Sequence[Point], factor: float = ABOVE) -> list[Point]:
+    """The points of ``pts`` above ``factor`` times their roof, most over first."""
+    return sorted((p for p in pts if p.is_above(factor)),
+                  key=lambda p: -p.gflops / (p.roof_gflops or 1.0))
+
+
 def _peak(name: str, peaks: Peaks) -> tuple[str, float]:
     if name in _MXNET_DOT and peaks.mxnet_dot_gflops is not None:
         return MXNET_DOT, peaks.mxnet_dot_gflops
     if peaks.mxnet_dot_gflops is not None and peaks.mxnet_dot_gflops > peaks.gemm_gflops:
         return MXNET_DOT, peaks.mxnet_dot_gflops
     return GEMM, peaks.gemm_gflops
+
+
+def memory_roof(working_set: float, peaks: Peaks) -> tuple[str, float]:
+    """The memory roof of a working set of ``working_set`` bytes: the best copy bandwidth
+    measured at a working set at least as large, DRAM's (``peaks.copy_gbs``, whatever the
+    size) or that of a cache measured at a working set (:func:`measured_at`) that holds it; its
+    name (``"DRAM"``, ``"L2"``, ...) and GB/s. The best, not the smallest level's: a roof is an
+    upper bound, and under load a cache's copy can measure below DRAM's. On ties, the smallest
+    level."""
+    best = (DRAM, peaks.copy_gbs)
+    for c in sorted(peaks.caches, key=lambda c: -c.size):
+        if c.gbs is not None and measured_at(c) >= working_set and c.gbs >= best[1]:
+            best = (c.name, c.gbs)
+    return best
+
+
+def measured_at(c: Cache) -> int:
+    """The working set a cache's bandwidth was measured at: source and destination, twice
+    ``copy_bytes`` (0 when not measured)."""
+    return 2 * c.copy_bytes if c.gbs is not None else 0
+
+
+def fitting_cache(working_set: float, peaks: Peaks) -> Cache | None:
+    """The smallest cache listed in ``peaks`` that holds ``working_set`` bytes, or None."""
+    return min((c for c in peaks.caches if c.size >= working_set),
+               key=lambda c: c.size, default=None)
+
+
+def above_note(working_set: float, bound: str, memory: str, memory_gbs: float,
+               peaks: Peaks) -> str:
+    """What a group above its roof says (``attribution.json roofline.above_notes``). A
+    memory-bound group: likely cache residency when the smallest cache holding its working set
+    has no bandwidth measured, or measured at a smaller working set only; unknown cache
+    residency when the peaks list no caches. Else, and for a compute-bound group: a FLOP or
+    byte count too high, or peaks measured under load."""
+    if bound != "memory":
+        return _NOTES["counts"]
+    if not peaks.caches:
+        return _NOTES["no_caches"]
+    fit = fitting_cache(working_set, peaks)
+    if fit is None or measured_at(fit) >= working_set:
+        return _NOTES["counts"]
+    return _NOTES["cache_smaller" if fit.gbs is not None else "cache_unmeasured"].format(
+        working_set=size_text(working_set), cache=fit.name, size=size_text(fit.size),
+        measured=size_text(measured_at(fit)), roof=memory, gbs=memory_gbs)
 
 
 def shape_groups(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
@@ -178,9 +255,12 @@ def points(groups: Sequence[ShapeGroup], peaks: Peaks | None) -> tuple[list[Poin
                              None, None, None, None))
             continue
         name, peak = _peak(g.name, peaks)
-        memory = intensity * peaks.copy_gbs
+        working_set = g.bytes / max(g.count, 1)
+        level, gbs = memory_roof(working_set, peaks)
+        bound = "compute" if peak <= intensity * gbs else "memory"
         out.append(Point(g, intensity, g.flops / g.total_us / 1e3, g.bytes / g.total_us / 1e3,
-                         name, peak, min(peak, memory), "compute" if peak <= memory else "memory"))
+                         name, peak, min(peak, intensity * gbs), bound, level, gbs,
+                         above_note(working_set, bound, level, gbs, peaks)))
     return out, left_out
 
 
@@ -258,6 +338,10 @@ def _draw(r: Roofline, top: int) -> None:
     for name, peak, style in roofs:
         ax.plot(line, np.minimum(peak, line * pk.copy_gbs), style, color="black", linewidth=1.2,
                 label=f"{name} peak {peak:.1f} GFLOP/s, copy {pk.copy_gbs:.1f} GB/s")
+    best = max(peak for _, peak, _ in roofs)
+    for c in cache_roofs(pk):  # the memory roofs of cache-resident working sets
+        ax.plot(line, np.minimum(best, line * c.gbs), ":", color="dimgray", linewidth=1.2,
+                label=f"{c.name} ({size_text(c.size)}) copy {c.gbs:.1f} GB/s")
     total = sum(p.group.total_us for p in r.points) or 1
     sizes = [20 + 400 * (p.group.total_us / total) ** 0.5 for p in r.points]
     ops = list(dict.fromkeys(p.group.name for p in r.points))[:10]
@@ -296,31 +380,58 @@ def _draw(r: Roofline, top: int) -> None:
         raise rules.error("trace.cannot_write", path=r.image, why=exc.strerror or exc) from exc
 
 
+def cache_roofs(pk: Peaks) -> list[Cache]:
+    """The caches of ``pk`` with a measured bandwidth, smallest first: each a memory roof."""
+    return [c for c in pk.caches if c.gbs is not None]
+
+
+def roofs_text(r: Roofline) -> str:
+    """``roofs: numpy GEMM 127.0 GFLOP/s, MXNet dot 128.3 GFLOP/s, copy 45.7 GB/s, L2 (1 MiB)
+    209.1 GB/s, ... (from peaks.json)``: the head line of :func:`render`."""
+    pk = r.peaks
+    dot = f", {MXNET_DOT} {pk.mxnet_dot_gflops:.1f} GFLOP/s" if pk.mxnet_dot_gflops is not None else ""
+    caches = "".join(f", {c.name} ({size_text(c.size)}) {c.gbs:.1f} GB/s" for c in cache_roofs(pk))
+    where = f"from {r.peaks_from}" if r.peaks_from else f"measured in {pk.seconds:.1f} s"
+    return (f"roofs: {GEMM} {pk.gemm_gflops:.1f} GFLOP/s{dot}, copy {pk.copy_gbs:.1f} GB/s"
+            f"{caches} ({where})")
+
+
+def above_text(p: Point) -> str:
+    """``relu 2048x2048: 1.93x of its roof 5.717 GFLOP/s (memory, DRAM 45.7 GB/s; 32 MiB a
+    call): ...note``: one group above its roof, as :func:`render` lists it."""
+    assert p.roof_gflops is not None
+    roof = (f"memory, {p.memory} {p.memory_gbs:.1f} GB/s" if p.bound == "memory"
+            else f"compute, {p.peak_name}")
+    return (f"{_label(p)}: {p.gflops / p.roof_gflops:.2f}x of its roof {p.roof_gflops:.3f} GFLOP/s "
+            f"({roof}; {size_text(p.working_set)} a call): {p.note}")
+
+
 def render(r: Roofline, fmt: str = "table") -> str:
     """``pyprof roofline``'s report: ``"json"`` (:meth:`Roofline.as_dict`), or a line of the
     roofs and a table (tabulate, as ``pyprof summarize``): operator, input dims, calls, GFLOP/s,
-    GB/s, FLOP/byte, roof GFLOP/s at that intensity, % of it, and bound (compute or memory);
-    then the operator groups left out, and the engine's bookkeeping, never placed, apart (its
-    operators, calls and time)."""
+    GB/s, FLOP/byte, roof GFLOP/s at that intensity, % of it, bound (compute and its peak, or
+    memory and its level: DRAM, L2, ...) and a mark, ``ABOVE``, on a group over ``ABOVE`` times
+    its roof; then the groups above, each with its note (:func:`above_text`), the operator
+    groups left out, and the engine's bookkeeping, never placed, apart (its operators, calls
+    and time)."""
     if fmt == "json":
         import orjson
         return orjson.dumps(r.as_dict(), option=orjson.OPT_INDENT_2).decode() + "\n"
     from tabulate import tabulate
 
-    pk = r.peaks
-    dot = f", {MXNET_DOT} {pk.mxnet_dot_gflops:.1f} GFLOP/s" if pk.mxnet_dot_gflops is not None else ""
-    where = f"from {r.peaks_from}" if r.peaks_from else f"measured in {pk.seconds:.1f} s"
-    head = (f"roofs: {GEMM} {pk.gemm_gflops:.1f} GFLOP/s{dot}, copy {pk.copy_gbs:.1f} GB/s "
-            f"({where})")
+    head = roofs_text(r)
     devices = len({p.group.device for p in r.points}) > 1
     rows = [[p.group.name] + ([p.group.device or "host"] if devices else []) +
             [dims_text(p.group.input_dims), p.group.count, p.gflops, p.gbs, p.intensity,
-             p.roof_gflops, p.roof_pct, f"{p.bound} ({p.peak_name})" if p.bound == "compute"
-             else "memory"] for p in r.points]
+             p.roof_gflops, p.roof_pct, f"{p.bound} ({p.peak_name if p.bound == 'compute' else p.memory})",
+             ABOVE_MARK if p.is_above() else ""] for p in r.points]
     table = tabulate(rows, headers=["operator"] + (["device"] if devices else []) + [
         "input dims", "calls", "GFLOP/s", "GB/s", "FLOP/byte", "roof (GFLOP/s)", "roof (%)",
-        "bound"], tablefmt="simple", floatfmt=".3f")
-    tail = [f"{r.left_out} operator group(s) without FLOPs or bytes left out (copies, "
+        "bound", "mark"], tablefmt="simple", floatfmt=".3f")
+    over = r.above()
+    tail = [f"above the roof ({len(over)} group{'' if len(over) == 1 else 's'} over {ABOVE}x):\n" +
+            "\n".join(f"  {above_text(p)}" for p in over)] if over else []
+    tail += [f"{r.left_out} operator group(s) without FLOPs or bytes left out (copies, "
             "operators flops.json has no formula for)"] if r.left_out else []
     if r.bookkeeping:
         tail.append(bookkeeping_text(r.bookkeeping) + "\n\n" + tabulate(

@@ -99,8 +99,11 @@ def test_no_group_of_a_profiled_workload_is_above_1_1x_the_measured_peak(workloa
             assert g["gflops_per_s"] <= 1.1 * g["roof_gflops"], g
         assert r["above"] == [] and "warning" not in run.stderr
     best = max(pk["gemm_gflops"], pk["mxnet_dot_gflops"])
-    for g in r["groups"]:
-        assert g["roof_gflops"] == pytest.approx(min(g["peak_gflops"], g["intensity"] * pk["copy_gbs"]))
+    bandwidths = {"DRAM": pk["copy_gbs"], **{c["name"]: c["gbs"] for c in pk["caches"]}}
+    for g in r["groups"]:  # each held to the roof of its working set (DRAM's or a cache's)
+        assert g["memory_gbs"] == bandwidths[g["memory_roof"]]
+        assert g["working_set"] == g["bytes"] / g["count"]
+        assert g["roof_gflops"] == pytest.approx(min(g["peak_gflops"], g["intensity"] * g["memory_gbs"]))
         if g["name"] != "dot":
             assert g["peak_gflops"] == best
     groups = {(g["name"], json.dumps(g["input_dims"])): g for g in r["groups"]}
@@ -134,9 +137,9 @@ def test_the_table_and_a_png_with_peaks_measured_in_the_same_run(workload):
     assert out.startswith("roofs: numpy GEMM ") and "MXNet dot" in out and "(measured in " in out
     header = next(line for line in out.splitlines() if line.startswith("operator"))
     assert header.split() == ["operator", "input", "dims", "calls", "GFLOP/s", "GB/s", "FLOP/byte",
-                              "roof", "(GFLOP/s)", "roof", "(%)", "bound"]
+                              "roof", "(GFLOP/s)", "roof", "(%)", "bound", "mark"]
     row = next(line for line in out.splitlines() if line.startswith("dot "))
-    assert "1024x1024; 1024x1024" in row and row.endswith("compute (MXNet dot)")
+    assert "1024x1024; 1024x1024" in row and "compute (MXNet dot)" in row
     assert "wrote " + str(workload / "t.png") in out or "wrote t.png" in out
     assert _png_size(workload / "t.png") == (1100, 700)
 
@@ -181,6 +184,7 @@ def test_points_roofs_and_the_groups_above_1_1x_on_a_synthetic_trace(tmp_path):
     assert fast.gflops == pytest.approx(50.0)
     assert relu.roof_gflops == pytest.approx(1.25) and relu.bound == "memory"
     assert relu.peak_name == "numpy GEMM" and relu.peak_gflops == 100.0
+    assert (relu.memory, relu.memory_gbs) == ("DRAM", 10.0)  # the peaks list no caches
     assert conv.gflops == pytest.approx(90.0) and conv.roof_gflops == 100.0  # under numpy's peak
     assert [(p.group.name, p.group.total_us) for p in r.above()] == [("relu", 50), ("dot", 200)]
     d = r.as_dict()
@@ -206,8 +210,10 @@ def test_the_cli_warns_on_one_line_about_the_groups_above_1_1x(tmp_path):
     run = run_cli(["roofline", "s.json", "-o", "s.png", "--peaks", "p.json"], tmp_path, timeout=60)
     assert run.returncode == 0 and run.stderr.splitlines() == [
         "pyprof roofline: warning: 2 group(s) above 1.1x the roof at their intensity (relu 50x2: "
-        "1.60x of 1.25 GFLOP/s; dot 200x2: 1.25x of 40 GFLOP/s): a FLOP or byte count too high, "
-        "or peaks measured under load"], run.stderr
+        "1.60x of 1.25 GFLOP/s (DRAM roof); dot 200x2: 1.25x of 40 GFLOP/s): a FLOP or byte count "
+        "too high, peaks measured under load, or cache residency (the peaks list no caches: sysfs "
+        "had none, or an older pyprof peaks wrote them); or a FLOP or byte count too high, or "
+        "peaks measured under load"], run.stderr
     assert "roofs: numpy GEMM 100.0 GFLOP/s, MXNet dot 40.0 GFLOP/s, copy 10.0 GB/s (from p.json)" in run.stdout
     assert run.stdout.rstrip().endswith("wrote s.png: 3 (operator, shape) groups")
     assert _png_size(tmp_path / "s.png") == (1100, 700)

@@ -6,15 +6,19 @@ The points are :func:`pyprof.attribution.roofline.points` of
 peaks --format json`` wrote (``pyprof report --peaks FILE``), or measured in the run with
 ``--measure-peaks`` (about ``budget_s`` seconds, :func:`pyprof.attribution.peaks.measure`);
 without either, the points alone and a note saying how to add the roofs. The page draws them
-with the vendored uPlot on log-log axes, with a table of the same values.
+with the vendored uPlot on log-log axes, with a table of the same values: each group's memory
+roof (DRAM or a cache, :func:`pyprof.attribution.roofline.memory_roof`) in its bound, and a
+group above ``roofline.above`` times its roof marked, in red on the chart and in the table,
+with its note (:func:`pyprof.attribution.roofline.above_note`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ...attribution.peaks import Peaks
-from ...attribution.roofline import (GEMM, MXNET_DOT, bookkeeping, bookkeeping_text, placeable,
+from ...attribution.peaks import Peaks, size_text
+from ...attribution.roofline import (ABOVE, GEMM, MXNET_DOT, above_points, above_text,
+                                     bookkeeping, bookkeeping_text, cache_roofs, placeable,
                                      points, shape_groups)
 
 
@@ -31,7 +35,10 @@ def roofline_view(path: str, peaks: Peaks | None, peaks_from: str | None, *,
     Returns:
         ``{"points": [Point.as_dict()...], "left_out": n, "bookkeeping": [...],
         "bookkeeping_title": str | None, "peaks": Peaks.as_dict() | None, "roofs": [{"name",
-        "gflops"}], "peaks_from": str | None, "note": str | None}``; points most time first;
+        "gflops"}], "cache_roofs": [{"name", "size", "gbs"}], "above_factor": 1.1, "above":
+        [str], "peaks_from": str | None, "note": str | None}``; points most time first (each
+        with ``above`` and ``above_note``); ``above`` the groups over ``above_factor`` times
+        their roof, as ``pyprof roofline`` lists them, most over first;
         the engine's bookkeeping, never a point, apart
         (:func:`pyprof.attribution.roofline.bookkeeping`); FLOP/byte, 1e9 FLOP/s and 1e9 B/s,
         times in microseconds.
@@ -44,7 +51,11 @@ def roofline_view(path: str, peaks: Peaks | None, peaks_from: str | None, *,
         [{"name": MXNET_DOT, "gflops": peaks.mxnet_dot_gflops}]
         if peaks.mxnet_dot_gflops is not None else [])
     apart = bookkeeping(groups)
-    return {"points": [p.as_dict() for p in pts], "left_out": left_out, "bookkeeping": apart,
+    return {"cache_roofs": [] if peaks is None else [
+                {"name": f"{c.name} ({size_text(c.size)})", "size": c.size, "gbs": c.gbs}
+                for c in cache_roofs(peaks)],
+            "above_factor": ABOVE, "above": [above_text(p) for p in above_points(pts)],
+            "points": [p.as_dict() for p in pts], "left_out": left_out, "bookkeeping": apart,
             "bookkeeping_title": bookkeeping_text(apart) if apart else None,
             "peaks": None if peaks is None else peaks.as_dict(), "roofs": roofs,
             "peaks_from": peaks_from, "note": NO_PEAKS_NOTE if peaks is None else None}
