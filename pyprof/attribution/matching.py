@@ -37,13 +37,15 @@ import orjson
 from .. import rules
 from ..errors import PyprofError
 from ..trace.naming import BOOKKEEPING as _BOOKKEEPING
+from ..trace.naming import is_bulk_name, is_one_operator_segment
 from ..trace.slices import closed_slices
 from ..trace.writer import TraceWriter
 from . import flops as _flops
 from .calls import HANDLES, Call, dtype_name
 from .engine import temp_chain, workers_per_device
 from .memory import CounterSamples, hidden_of
-from .segments import SUBGRAPHS, external_deps, group_of, merged, node_names, node_ops, segment_ops
+from .segments import (ENGINE_BULK, SUBGRAPHS, bulk_runs, external_deps, group_of, merged,
+                       node_names, node_ops, segment_ops)
 
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")
@@ -81,6 +83,8 @@ class MatchReport:
         memory_unchecked: matches not checked, by reason (a key of ``attribution.json
             matching.memory_unchecked``) -> count; with memory_checked they make ``matched``.
         recorder: which recorder ran the imperative calls (``Recorder.kind``: native, python).
+        bulk_segments: the window's events of bulk segments of several operators
+            (``ImperativeBulk``, ``[dot,relu]``, ...), by name -> count.
     """
 
     calls: int
@@ -95,6 +99,7 @@ class MatchReport:
     by_memory: int = 0
     memory_unchecked: dict[str, int] = dataclasses.field(default_factory=dict)
     recorder: str = ""
+    bulk_segments: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property
     def memory_share(self) -> float | None:
@@ -209,6 +214,10 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
         grads = {c.seq for c in calls if c.seq in unseen and c.source == _AUTOGRAD}
         unsure = {k for k, v in deps.items() if any(d[0] in grads for d in v)}
         deps = {k: [d for d in v if d[0] not in unseen] for k, v in deps.items()}
+    # the engine bulk's events list no operators: their candidates are the runs MXNet's engine
+    # cut of the calls without an event of their own (segments.bulk_runs), in call order
+    runs = {r[0].seq: r for r in bulk_runs(calls, unseen, env)} if ENGINE_BULK in names else {}
+    run_heads = sorted((r[0] for r in runs.values()), key=lambda c: (c.t_us, c.seq))
     pending: dict[int, list[Call]] = {}
     # in call-time order: seqs are taken after the call returns, so another thread's later seq
     # may be an earlier call, and the scan below stops at the first call after the event
@@ -228,11 +237,13 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
         seg = names[ev.name]
         if ev.name in BOOKKEEPING or seg is None:
             continue
+        engine_bulk = ev.name == ENGINE_BULK
         heads = node_ops(seg)
-        todo = pending.get(heads[0][0])
+        todo = run_heads if engine_bulk else pending.get(heads[0][0])
         if not todo or todo[0].t_us > ev.start:
             continue
-        bulk = seg != [ev.name] or ev.name in SUBGRAPHS  # a segment: its calls are a run of nodes
+        # a segment: its calls are a run of nodes
+        bulk = engine_bulk or seg != [ev.name] or ev.name in SUBGRAPHS
         groups: dict[int, tuple[Call, ...]] = {}
         n = workers.get(ev.device)
         if n is None:
@@ -244,7 +255,7 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
                 break  # the rest were called later still
             if n == 1 and best is not None and c.t_us > best.hi:
                 break  # no later call was ready before the best (ready >= called, in call order)
-            g = group_of(c, heads, by_seq, done) if bulk else (c,)
+            g = runs[c.seq] if engine_bulk else group_of(c, heads, by_seq, done) if bulk else (c,)
             if g is None or not bulk and c.source == _EXECUTOR and c.op in bulked:
                 continue
             groups[c.seq] = g
@@ -279,6 +290,8 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
             label = _LABELS["ambiguous"]  # a label is a proof: not where a writer is unknown
         s = starts[ev.tid]
         k = bisect.bisect_right(s, ev.end)
+        if engine_bulk:
+            run_heads.remove(c)
         for x in groups[c.seq]:
             pending[x.op].remove(x)
             done.add(x.seq)
@@ -342,6 +355,9 @@ def _args(group: Sequence[Call], label: str, opts: dict[str, bool], names: list[
         a[ARGS["output_type"]] = c.dtypes("out")
         if len(group) == 1:
             a[ARGS["attrs"]] = c.attrs()
+        elif all(x.in_meta is not None for x in group):  # a segment's nodes and their inputs
+            a[ARGS["segment"]] = [[n, [s if s is not None else [] for s in x.shapes("in")]]
+                                  for n, x in zip(names, group)]
     a[ARGS["thread"]] = threads.get(c.thread, f"thread {c.thread}")
     if c.block is not None:
         a[ARGS["block"]] = c.block
@@ -350,10 +366,13 @@ def _args(group: Sequence[Call], label: str, opts: dict[str, bool], names: list[
         a[ARGS["call_site"]] = c.call_site()
         a[ARGS["stack"]] = c.frames()
     if opts.get("with_flops"):
-        counts = [_counts(n, x, memo) for n, x in zip(names, group)]  # a segment's: the sums of its nodes'
+        # a segment's: the sums over its nodes with a formula; uncounted names the others
+        counts = [_counts(n, x, memo) for n, x in zip(names, group)]
         for key, k in (("flops", 0), ("bytes", 1)):
-            if all(x[k] is not None for x in counts):
-                a[ARGS[key]] = sum(x[k] for x in counts)
+            if any(x[k] is not None for x in counts):
+                a[ARGS[key]] = sum(x[k] for x in counts if x[k] is not None)
+        if len(group) > 1 and ARGS["flops"] in a and any(x[0] is None for x in counts):
+            a[ARGS["uncounted"]] = [n for n, x in zip(names, counts) if x[0] is None]
     a[ARGS["match"]] = label
     return a
 
@@ -406,7 +425,9 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
         op = by_index[index]
         want = nbytes(c)
         got, why = samples.rise(op.device, op.tid, op.start, op.end)
-        if c.source not in _ALLOCATING:
+        if ev["name"] == ENGINE_BULK:
+            why = "engine_bulk"
+        elif c.source not in _ALLOCATING:
             why = "executor_node" if c.source == _EXECUTOR else "cached_op_node"
         elif want is None:
             why = "no_shapes"
@@ -433,9 +454,26 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
             unmatched[o.name] = unmatched.get(o.name, 0) + 1
     labels = [x[1] for x in found.values()]
     taken = sum(len(x[2]) for x in found.values())
+    bulk: dict[str, int] = {}
+    for o in counted:
+        if is_bulk_name(o.name) and not is_one_operator_segment(o.name):
+            bulk[o.name] = bulk.get(o.name, 0) + 1
     return MatchReport(len(calls), len(counted), len(found), labels.count(_LABELS["exact"]),
                        labels.count(_LABELS["ambiguous"]), len(calls) - taken, unmatched,
-                       checked, passed, labels.count(_LABELS["memory"]), unchecked)
+                       checked, passed, labels.count(_LABELS["memory"]), unchecked,
+                       bulk_segments=bulk)
+
+
+def bulk_note(index: int, path: str, report: MatchReport | None) -> str | None:
+    """The line saying that window ``index`` holds bulk segments, which carry their operators'
+    shapes and summed FLOPs and bytes but no per-operator times, and how to get those
+    (``capture.bulk_note``); None when it holds none."""
+    if report is None or not report.bulk_segments:
+        return None
+    ranked = sorted(report.bulk_segments.items(), key=lambda kv: (-kv[1], kv[0]))
+    names = ", ".join(n for n, _ in ranked[:3]) + (", ..." if len(ranked) > 3 else "")
+    return rules.render(_SPEC["capture"]["bulk_note"], {
+        "index": index, "path": path, "events": sum(report.bulk_segments.values()), "names": names})
 
 
 def annotate_window(index: int, path: str, calls: Sequence[Call], options: dict[str, bool], *,

@@ -9,8 +9,11 @@ from outside the segment, the outputs no node of the segment reads, and FLOPs an
 sum of its nodes' (``None`` when a node has none). A fused operator of MXNet's oneDNN subgraph
 backend (``[_sg_mkldnn_conv,Pooling]``; ``attribution.json matching.subgraphs``) takes its base
 node (``Convolution``) and the post nodes it may have fused after it (``BatchNorm``,
-``Activation``, ``elemwise_add``), up to a node of the next listed name. Pure Python; no C
-function is called.
+``Activation``, ``elemwise_add``), up to a node of the next listed name.
+
+MXNet's engine bulk writes ``ImperativeBulk``, a name that lists no operators: its calls are
+the runs :func:`bulk_runs` cuts, as the engine cuts them (``attribution.json
+matching.engine_bulk``). Pure Python; no C function is called.
 """
 
 from __future__ import annotations
@@ -20,11 +23,66 @@ from typing import Any
 
 from .. import rules
 from .calls import HANDLES, Call
+from .flops import OPERATORS
 
 
 #: oneDNN subgraph operator -> {"base": operator, "post": operators it may fuse after the base}.
 SUBGRAPHS: dict[str, dict[str, Any]] = {
     k: v for k, v in rules.spec("attribution.json")["matching"]["subgraphs"].items() if k != "about"}
+_SPEC: dict[str, Any] = rules.spec("attribution.json")
+_BULK: dict[str, Any] = _SPEC["matching"]["engine_bulk"]
+#: The name of the engine bulk's events, which lists no operators.
+ENGINE_BULK: str = _BULK["name"]
+_SOURCES: dict[str, str] = _SPEC["capture"]["sources"]
+_FORWARD = frozenset(_SOURCES[k] for k in _BULK["forward_sources"])
+_BACKWARD = frozenset(_SOURCES[k] for k in _BULK["backward_sources"])
+
+
+def bulk_sizes(env: dict[str, str] | None = None) -> tuple[int, int]:
+    """(forward, backward) bulk size of the engine bulk, from ``env`` (``os.environ`` when
+    None) as MXNet reads them when libmxnet loads (``matching.engine_bulk``)."""
+    import os
+
+    env = os.environ if env is None else env
+
+    def size(names: list[str]) -> int:
+        for n in names:
+            v = env.get(n)
+            if v is not None and v.strip().lstrip("-").isdigit():
+                return int(v)
+        return int(_BULK["default"])
+    return size(_BULK["forward"]), size(_BULK["backward"])
+
+
+def bulk_runs(calls: Sequence[Call], inside: set[int], env: dict[str, str] | None = None,
+              ) -> list[tuple[Call, ...]]:
+    """The engine bulks the calls with seqs in ``inside`` (those without an event of their own)
+    ran in: per thread in seq order, a hybridized block's forward nodes per invocation, backward
+    nodes per backward (one ``MXAutogradBackwardEx``: their call time), a run ending at any other
+    call of the thread, cut every forward or backward bulk size (:func:`bulk_sizes`) calls.
+    Other calls (imperative ones in ``mx.engine.bulk`` scopes, executors' nodes) make no run."""
+    fwd, bwd = bulk_sizes(env)
+    out: list[tuple[Call, ...]] = []
+    threads: dict[int, list[Call]] = {}
+    for c in sorted(calls, key=lambda c: c.seq):
+        threads.setdefault(c.thread, []).append(c)
+    for seq in threads.values():
+        run: list[Call] = []
+        key: tuple | None = None
+        for c in seq:
+            size = fwd if c.source in _FORWARD else bwd if c.source in _BACKWARD else 0
+            k = None
+            if c.seq in inside and size > 0:
+                k = ("f", c.invocation) if c.source in _FORWARD else ("b", c.thread, c.t_us)
+            if run and (k != key or len(run) >= (fwd if key[0] == "f" else bwd)):
+                out.append(tuple(run))
+                run = []
+            if k is not None:
+                run.append(c)
+            key = k
+        if run:
+            out.append(tuple(run))
+    return out
 
 
 def segment_ops(name: str) -> list[str] | None:
@@ -55,7 +113,24 @@ def node_names(names: Sequence[str], group: Sequence[Call]) -> list[str]:
     for x in names:
         for op in (SUBGRAPHS[x]["base"], *SUBGRAPHS[x]["post"]) if x in SUBGRAPHS else ():
             known.setdefault(HANDLES.get(op, -1), op)
-    return [known.get(c.op, c.name) for c in group]
+    return [known.get(c.op) or _counted_alias(c) for c in group]
+
+
+_ALIASES: dict[int, str] = {}
+_ALIASES_OF: list[int] = [0]  # len(HANDLES) when _ALIASES was made
+
+
+def _counted_alias(c: Call) -> str:
+    """The call's operator name, as flops.json lists it where one of its aliases is listed
+    (``_Plus`` -> ``elemwise_add``: a graph node's handle is named by any of its aliases)."""
+    name = c.name
+    if name in OPERATORS:
+        return name
+    if _ALIASES_OF[0] != len(HANDLES):
+        _ALIASES.clear()
+        _ALIASES.update({h: n for n, h in sorted(HANDLES.items()) if n in OPERATORS})
+        _ALIASES_OF[0] = len(HANDLES)
+    return _ALIASES.get(c.op, name)
 
 
 def group_of(c: Call, ops: Sequence[tuple[int, frozenset[int]]], by_seq: dict[int, Call],

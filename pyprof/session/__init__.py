@@ -188,6 +188,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             self._recorder = Recorder(shapes=a["record_shapes"] or a["with_flops"],
                                       stack=a["with_stack"])
         self._calls: dict[int, list] = {}  # window index -> its recorded calls, until it is cut
+        self._bulk_noted = False  # the bulk segments' line (capture.bulk_note) said
 
     def _window_path(self, *, window: int, step: int) -> str:
         """The absolute path of the window ``window`` starting at step ``step``."""
@@ -423,8 +424,12 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         window is kept as cut when that cannot be done (one line on stderr says why)."""
         if self._recorder is None or calls is None:
             return None
-        from ..attribution.matching import annotate_window
-        return annotate_window(index, path, calls, self._attribution, recorder=self._recorder.kind)
+        from ..attribution.matching import annotate_window, bulk_note
+        report = annotate_window(index, path, calls, self._attribution, recorder=self._recorder.kind)
+        if not self._bulk_noted and (line := bulk_note(index, path, report)) is not None:
+            self._bulk_noted = True  # once per session: every window of it runs in that mode
+            print(line, file=sys.stderr)
+        return report
 
     def _write_partial(self) -> None:
         w = self._window

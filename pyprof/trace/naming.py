@@ -126,6 +126,12 @@ def bulk_share_note(shares: str) -> str:
     return _BULK["share_note"].format(shares=shares, note=BULK_NOTE)
 
 
+def bulk_shape_note(shares: str) -> str:
+    """``summarize --by shape``'s bulk note: ``shares`` (from :func:`bulk_shares`), what a
+    segment's row holds, and that per-operator rows need ``PYPROF_PER_OPERATOR=1``."""
+    return _BULK["shape_note"].format(shares=shares)
+
+
 def category_text(cat: Any) -> str:
     """An event's category as the statistics count it (``trace.json`` ``categories``): a string
     itself, a missing or null one ``""``, any other JSON value its compact JSON text (``5`` is

@@ -21,8 +21,8 @@ from typing import Any
 
 from .. import rules
 from ..attribution.flops import counted
-from .naming import (BOOKKEEPING_LABEL, BOOKKEEPING_NOTE, category_names, category_text,
-                     is_bookkeeping)
+from .naming import (BOOKKEEPING_LABEL, BOOKKEEPING_NOTE, bulk_shape_note, bulk_shares,
+                     category_names, category_text, is_bookkeeping)
 from .reader import iter_events
 from .slices import closed_slices
 
@@ -134,7 +134,8 @@ def _calls(events: Iterable[dict[str, Any]]):
             yield cat, begin.get("name"), "" if device == cat else device, begin.get("args"), dur
 
 
-#: What ``--by shape`` says of a trace none of whose events carries shapes.
+#: What ``--by shape`` says of a trace none of whose events carries shapes (and that holds no bulk
+#: segment: then :func:`pyprof.trace.naming.bulk_shape_note` instead).
 NO_SHAPES_NOTE = ("no event of these traces carries shapes (\"Input Dims\"): every row is one "
                   "operator; record with pyprof.profile(..., record_shapes=True), and "
                   "with_flops=True for GFLOP/s and GB/s (on the JVM: the session option "
@@ -177,7 +178,11 @@ def render(result: ShapeStats, *, fmt: str = "table", top: int | None = None,
         for g in (ranked[:top] if top else ranked) + apart:
             records.append({**g.as_dict(), "share_pct": 100.0 * g.total_us / total if total else 0.0,
                             BOOKKEEPING_LABEL: is_bookkeeping(g.name)})
-    notes = [NO_SHAPES_NOTE] if records and all(r["input_dims"] is None for r in records) else []
+    # bulk segments: per-operator rows need per-operator mode, whatever was recorded
+    shares = bulk_shares((f"{g.device or 'host'} / {g.category}", g.name, g.total_us)
+                         for g in result.groups)
+    notes = [bulk_shape_note(shares)] if shares else [NO_SHAPES_NOTE] if records and all(
+        r["input_dims"] is None for r in records) else []
     from tabulate import tabulate
     headers = ["operator", "input dims", "input type", "calls", "total (ms)", "share (%)",
                "mean (ms)", "GFLOP/s", "GB/s"]
