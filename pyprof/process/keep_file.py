@@ -108,8 +108,9 @@ def join(path: str) -> bool:
 def finish(path: str) -> None:
     """After a dump that finished ``path``: join the parts kept of it, or rewrite it as a valid
     trace (MXNet's 64-bit ids renumbered; its header restored when it was configured after the
-    profiler ran), unless it holds more than ``api.json finished_dump.max_bytes``: then one
-    line on stderr names ``pyprof repair``."""
+    profiler ran), unless it holds more than ``api.json finished_dump.max_bytes`` or the rewrite
+    fails (a full disk, a file MXNet cut short): then one line on stderr names ``pyprof
+    repair`` and MXNet's file is left as it is."""
     if join(path):
         return
     try:
@@ -117,11 +118,17 @@ def finish(path: str) -> None:
     except OSError:
         return  # nothing written: the dump's own check reports it
     rule = rules.API["finished_dump"]
-    if size <= rule["max_bytes"] or TRACKER.repair_on_finish:  # headless: invalid JSON otherwise
+    if TRACKER.repair_on_finish:  # headless: invalid JSON otherwise
         complete_headless_trace(path)
-    else:
+    elif size > rule["max_bytes"]:
         print(rule["left_note"].format(path=path, size=size, max_bytes=rule["max_bytes"]),
               file=sys.stderr, flush=True)
+    else:
+        try:  # written beside and moved in place: a failure leaves MXNet's file as it is
+            complete_headless_trace(path)
+        except Exception as exc:  # noqa: BLE001 (a full disk, a file MXNet cut short: said, not raised)
+            print(rule["failed_note"].format(path=path, reason=str(exc).splitlines()[0]),
+                  file=sys.stderr, flush=True)
 
 
 def parse_part(name: str) -> tuple[int, int, str] | None:

@@ -28,6 +28,16 @@ def metadata_key(event: dict[str, Any]) -> bytes:
     return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
 
 
+def preload() -> None:
+    """Import now what this module imports when first needed (:mod:`pyprof.trace.rawcut`, and
+    load the cut's C code): for a caller that will need it at interpreter exit, where a first
+    import changes how Ctrl+C ends the process (pyprof.env)."""
+    from ..native import cutter
+    from ..trace import rawcut  # noqa: F401
+
+    cutter.available()
+
+
 def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],
                out: str | None, scratch: str | None = None,
                extra: Sequence[dict[str, Any]] = ()) -> int:

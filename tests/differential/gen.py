@@ -217,9 +217,9 @@ def stats_seq(draw: Any) -> list[dict[str, Any]]:
         for option in ("categories", "exclude_categories"):
             if draw(st.booleans()):
                 args[option] = draw(st.sampled_from(CATEGORY_OPTIONS))
-        steps.append(_step("stats", draw(st.sampled_from(["python", "clojure"])), args=args,
-                           **{"as": f"s{i}"}, **NO_JAVA_OPTIONS))
-        steps.append(_step("TraceStats.find", "clojure", target=f"$s{i}",
+        lang = draw(st.sampled_from(["python", "clojure"]))  # the find in the stats' language
+        steps.append(_step("stats", lang, args=args, **{"as": f"s{i}"}, **NO_JAVA_OPTIONS))
+        steps.append(_step("TraceStats.find", lang, target=f"$s{i}",
                            args={"name": draw(st.sampled_from([f"n{j}" for j in range(4)]))},
                            **NO_JAVA_OPTIONS))
     return steps

@@ -25,20 +25,18 @@
       true)))
 
 (defn finish-file!
-  "After a dump that finished `path`: joins its kept parts, or rewrites it as a valid trace
-  (MXNet's 64-bit ids renumbered, its header restored when it wrote none) unless it holds more
-  than api.json finished_dump max_bytes, said in one line (Python's keep_file.finish)."
+  "After a dump that finished `path`: joins its kept parts, or rewrites it valid (Python's
+  keep_file.finish; api.json finished_dump: a file too big, or whose rewrite fails, is said)."
   [path]
   (when-not (join-kept! path)
     (when-let [size (output/size path)]
       (let [rule (rules/api "finished_dump")
-            limit (long (get rule "max_bytes"))]
-        (if (or (<= (long size) limit) (:repair-on-finish (tracker/snapshot)))
-          (raw-file/rewrite-trace! path)
-          (binding [*out* *err*]
-            (println (rules/render (get rule "left_note")
-                                   {:path path :size size :max_bytes limit}))
-            (flush)))))))
+            limit (long (get rule "max_bytes"))
+            say #(binding [*out* *err*] (println (rules/render (get rule %1) %2)) (flush))]
+        (cond (:repair-on-finish (tracker/snapshot)) (raw-file/rewrite-trace! path)
+              (> (long size) limit) (say "left_note" {:path path :size size :max_bytes limit})
+              :else (try (raw-file/rewrite-trace! path) ; beside, then moved in place
+                         (catch Exception e (say "failed_note" {:path path :reason (first (str/split-lines (str (.getMessage e))))}))))))))
 
 (defn send-config!
   "MXSetProcessProfilerConfig with `c-opts`, retried while a stopped dump timer exits (api.json
