@@ -88,12 +88,17 @@ def _check(paths: list[list[str]], stderr: str, workdir: Path) -> None:
     assert notes == ["1", "2"], stderr[-3000:]
 
 
-def test_python_sessions(tmp_path):
-    proc = run_scenario(_PY, tmp_path, expect_rc=None)
+def _python_check(body: str, tmp_path) -> None:
+    """Run ``body`` in a child Python; check its sessions' window paths and its stderr."""
+    proc = run_scenario(body, tmp_path, expect_rc=None)
     assert proc.returncode == 0, proc.stderr[-3000:]
     paths = json.loads((tmp_path / next(f for f in os.listdir(tmp_path)
                                         if f.startswith("result-"))).read_text())
     _check(paths, proc.stderr, tmp_path)
+
+
+def test_python_sessions(tmp_path):
+    _python_check(_PY, tmp_path)
 
 
 @pytest.mark.parametrize("surface", ["clojure", "java", "jmx"])
@@ -132,8 +137,4 @@ result = paths
 def test_python_and_java_sessions_of_one_process_share_the_record(tmp_path):
     # the JPype bridge: one process, one record of the windows written (the tracker's), so a
     # Java session never replaces a Python session's window, nor the reverse
-    proc = run_scenario(_MIXED, tmp_path, expect_rc=None)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    paths = json.loads((tmp_path / next(f for f in os.listdir(tmp_path)
-                                        if f.startswith("result-"))).read_text())
-    _check(paths, proc.stderr, tmp_path)
+    _python_check(_MIXED, tmp_path)
