@@ -36,6 +36,7 @@ import orjson
 
 from .. import rules
 from ..errors import PyprofError
+from ..trace.jsonscan import no_gc
 from ..trace.naming import BOOKKEEPING as _BOOKKEEPING
 from ..trace.naming import is_bulk_name, is_one_operator_segment
 from ..trace.slices import closed_slices
@@ -233,6 +234,33 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     out: dict[int, tuple[Call, str, tuple[Call, ...]]] = {}
     workers: dict[str, int] = {}
     done: set[int] = set()  # matched calls
+    # a call's own event (not a segment's) sees only the calls whose producers have all been
+    # matched: once they are, its readiness is fixed but for its producers' last end (``gate``)
+    # against the event's start. ``pool``: op -> those calls, in call-time order, with it
+    missing: dict[int, int] = {}  # call seq -> its producers in the window not matched yet
+    waiting: dict[int, list[Call]] = {}  # producer seq -> the calls it holds back
+    pool: dict[int, tuple[list[tuple], list[tuple[_Ready, Any]]]] = {}  # (keys, entries)
+
+    def release(c: Call) -> None:
+        d = deps[c.seq]
+        r = _ready(c, d, ended, after, first, float("inf"), c.seq in unsure)
+        assert r is not None
+        gate = max((ended[p] for p, _ in d if p >= first and p >= 0), default=float("-inf"))
+        keys, got = pool.setdefault(c.op, ([], []))
+        k = bisect.bisect_left(keys, (c.t_us, c.seq))
+        keys.insert(k, (c.t_us, c.seq))
+        got.insert(k, (r, gate))
+
+    for c in calls:
+        k = 0
+        for p, _ in deps[c.seq]:
+            if p >= first and p >= 0:
+                k += 1
+                waiting.setdefault(p, []).append(c)
+        missing[c.seq] = k
+    for c in calls:
+        if not missing[c.seq]:
+            release(c)
     for ev in ops:
         seg = names[ev.name]
         if ev.name in BOOKKEEPING or seg is None:
@@ -250,7 +278,26 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
             n = workers[ev.device] = workers_per_device(ev.device, env)
         best: _Ready | None = None
         ready: list[_Ready] = []
-        for c in todo:
+        for r, gate in () if bulk else pool.get(heads[0][0], ((), ()))[1]:
+            c = r.call
+            if c.t_us > ev.start:
+                break  # the rest were called later still
+            if n == 1 and best is not None and c.t_us > best.hi:
+                break  # no later call was ready before the best (ready >= called, in call order)
+            if gate > ev.start or c.source == _EXECUTOR and c.op in bulked:
+                continue
+            groups[c.seq] = (c,)
+            ready.append(r)
+            if best is None or (r.point, r.call.seq) < (best.point, best.call.seq):
+                best = r
+        if best is None and not bulk:
+            # none ready: every call made before the event is a candidate of the fallback below
+            for c in todo:
+                if c.t_us > ev.start:
+                    break
+                if not (c.source == _EXECUTOR and c.op in bulked):
+                    groups[c.seq] = (c,)
+        for c in todo if bulk else ():
             if c.t_us > ev.start:
                 break  # the rest were called later still
             if n == 1 and best is not None and c.t_us > best.hi:
@@ -297,6 +344,15 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
             done.add(x.seq)
             ended[x.seq] = ev.end
             after[x.seq] = s[k] if k < len(s) else ev.end
+            if not missing[x.seq]:  # in the pool: leave it
+                keys, got = pool[x.op]
+                j = bisect.bisect_left(keys, (x.t_us, x.seq))
+                del keys[j], got[j]
+        for x in groups[c.seq]:
+            for y in waiting.get(x.seq, ()):
+                missing[y.seq] -= 1
+                if not missing[y.seq] and y.seq not in done:
+                    release(y)
         out[ev.index] = (c, label, groups[c.seq])
     return out, ops
 
@@ -385,6 +441,12 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     session's ``record_shapes``/``with_stack``/``with_flops``; ``threads``: thread ident -> name.
 
     Raises TraceError when the file cannot be rewritten."""
+    with no_gc():  # the window's events and what is made of them: no cycle, no garbage
+        return _annotate(path, calls, options, threads, env)
+
+
+def _annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[str, bool],
+              threads: dict[int, str] | None, env: dict[str, str] | None) -> MatchReport:
     with open(path, "rb") as f:
         doc = orjson.loads(f.read())
     events = doc["traceEvents"]
@@ -394,7 +456,21 @@ def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[
     def rise(op: _Event) -> int | None:
         return samples.rise(op.device, op.tid, op.start, op.end)[0]
 
+    sizes: dict = {}
+
     def nbytes(c: Call) -> int | None:
+        # by what it reads of the call: a model's forwards repeat the same calls
+        try:
+            key = (c.source, c.op, _meta_key(c.in_meta), _meta_key(c.out_meta), c.fresh,
+                   tuple(c.keys), tuple(c.vals), c.training)
+            got = sizes.get(key, sizes)
+        except TypeError:  # something unhashable: computed each time
+            return _call_bytes(c)
+        if got is sizes:
+            got = sizes[key] = _call_bytes(c)
+        return got
+
+    def _call_bytes(c: Call) -> int | None:
         # a CachedOp allocates its graph's arrays by its memory plan, ahead of its nodes: the
         # counter neither checks nor chooses a node's match
         if c.source not in _ALLOCATING:
