@@ -188,10 +188,13 @@ def test_a_cached_op_made_inside_the_session_gets_its_symbol_at_creation(tmp_pat
 def test_in_bulk_mode_the_nodes_go_to_their_bulks_and_the_imperative_calls_exact(tmp_path):
     r = _run(tmp_path, per_operator=False)
     rep = r["report"]
-    # exact but where the counter contradicts it (its model's miss, written ambiguous) and the
-    # trainer's updates, which read gradients the block's backward wrote (not proven: issue 34)
+    # exact but where the counter contradicts it (its model's miss, written ambiguous), the
+    # trainer's updates, which read gradients the block's backward wrote (not proven: issue 34),
+    # and an engine bulk whose run the rule cannot order before another (the engine's timing
+    # decides: under load, one in a few runs)
     failed = rep["memory_checked"] - rep["memory_passed"]
-    assert set(r["ambiguous"]) == {"multi_sgd_update"}, r["ambiguous"]
+    assert "multi_sgd_update" in r["ambiguous"], r["ambiguous"]
+    assert set(r["ambiguous"]) <= {"multi_sgd_update", "ImperativeBulk"}, r["ambiguous"]
     assert rep["ambiguous"] == failed + len(r["ambiguous"]), rep
     assert rep["exact"] + rep["ambiguous"] == rep["matched"] > 0
     # forward at 64 and 8, backward (10 nodes and 2 workspace zero gradients), and the loss's
