@@ -102,9 +102,12 @@ def test_random_loop_every_operator_event_carries_shapes_and_the_memory_check_pa
     # mismatches; per run at most 27 unchecked (66 interleaved, 37 first samples and 2 decided
     # by memory in all) and at most 4 labelled
     assert rep["exact"] + rep["ambiguous"] + rep["by_memory"] == rep["matched"]
-    # the rule's ties (the matches the memory check turned ambiguous counted apart, below)
+    # the rule's ties (the matches the memory check turned ambiguous counted apart, below): how
+    # many, the engine's timing decides (at most 4 a run on a quiet machine, 14 in a loaded CI
+    # run), so the test asserts what they cannot reach: the rule decides most events, as a rule
+    # that gave up would not
     failed = rep["memory_checked"] - rep["memory_passed"]
-    assert rep["ambiguous"] - failed + rep["by_memory"] <= 12, rep
+    assert rep["exact"] >= 0.9 * rep["matched"], rep
     # the memory check: a label is a proof, so a match whose check fails is never exact; fails
     # are the counter model's misses (a sample stamped at a neighbour's microsecond): 0 to 2 a
     # run on a quiet machine, none where the rule matched wrongly (the planted case fails 20+)
