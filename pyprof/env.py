@@ -33,7 +33,6 @@ with the fix (:func:`mxnet_autostart_problem`).
 
 from __future__ import annotations
 
-import atexit
 import difflib
 import gc
 import os
@@ -280,12 +279,8 @@ def autostart(environ: Mapping[str, str] | None = None) -> bool:
     profiler.set_config(**kwargs)
     profiler.set_state("run")
     _started = True
-    # what _finish runs, imported now: a module first imported at exit (a dataclass's methods
-    # are exec'd source) resets CPython's record of an unhandled KeyboardInterrupt, so Ctrl+C
-    # would end the process with status 1 instead of by SIGINT
-    from .process import rawfile as _rawfile
-    _rawfile.preload()
-    atexit.register(_finish)
+    from .process.rawfile import at_exit
+    at_exit(_finish)
     return True
 
 

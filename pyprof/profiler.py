@@ -10,7 +10,6 @@ it was.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import re
@@ -20,7 +19,7 @@ import warnings
 from typing import Any
 
 from .native import capi as _capi
-from .process import claim as _claim, keep_file as _keep_file, output as _output
+from .process import claim as _claim, keep_file as _keep_file, output as _output, rawfile as _rawfile
 from .process import steady_checks as _steady
 from . import config, rules
 from .process.tracker import TRACKER
@@ -250,8 +249,7 @@ def finish_kept_file_at_exit() -> None:
     dump, because a config kept it (its parts are joined by the finished dump). Called by the
     config that keeps it, in Python or, through the bridge's tracker, in the JVM (a JPype-hosted
     JVM leaves MXNet's shutdown to Python). Registered last, so it runs before mxnet's atexit."""
-    atexit.unregister(_finish_at_exit)
-    atexit.register(_finish_at_exit)
+    _rawfile.at_exit(_finish_at_exit)
 
 
 def _finish_at_exit() -> None:

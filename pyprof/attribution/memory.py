@@ -116,21 +116,19 @@ class CounterSamples:
                     raw.setdefault(name[len(_PREFIX):], []).append((ts, i, ev.get("tid"), value))
         for b in bounds.values():
             b.sort()
+        for v in slices.values():
+            v.sort()
+        #: tid -> (begins, ends) of its slices, sorted: who else holds a boundary's stamp
+        self._edges: dict[Any, tuple[list, list]] = {
+            tid: ([b for b, _ in v], sorted(e for _, e in v)) for tid, v in slices.items()}
         #: device -> (stamps, tids, certain rises or None), in time order
         self.series: dict[str, tuple[list, list, list]] = {}
         for device, s in raw.items():
             s.sort(key=lambda x: (x[0], x[1]))
             self.series[device] = self._rises(s, bounds, slices)
-        #: tid -> (begins, ends) of its slices, sorted: who else holds a boundary's stamp
-        self._edges: dict[Any, tuple[list, list]] = {
-            tid: (sorted(b for b, _ in v), sorted(e for _, e in v)) for tid, v in slices.items()}
 
-    @staticmethod
-    def _rises(s: list, bounds: dict[Any, list], slices: dict[Any, list]) -> tuple[list, list, list]:
+    def _rises(self, s: list, bounds: dict[Any, list], slices: dict[Any, list]) -> tuple[list, list, list]:
         n = len(s)
-        for v in slices.values():
-            v.sort()
-        ends = {tid: sorted(e for _, e in v) for tid, v in slices.items()}
         lo, last = [], {}  # lo: the stamp after which the sample's update certainly came
         for ts, _, tid, _ in s:
             b = bounds.get(tid, ())
@@ -138,7 +136,8 @@ class CounterSamples:
             low = max(b[k - 1] if k else _NEG, last.get(tid, _NEG))
             v = slices.get(tid, ())
             k = bisect.bisect_right(v, (ts, float("inf")))  # the latest slice begun by then
-            if k and v[k - 1][1] >= ts and (v[k - 1][0] < ts or not _holds(ends.get(tid, ()), ts)):
+            if k and v[k - 1][1] >= ts and (v[k - 1][0] < ts
+                                            or not _holds(self._edges[tid][1], ts)):
                 # inside it (the check's own premise): after its begin; unless another slice
                 # ends in the begin's microsecond, whose sample it may be
                 low = max(low, v[k - 1][0])

@@ -11,8 +11,9 @@ load the trace package. Package-internal.
 
 from __future__ import annotations
 
+import atexit
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -28,14 +29,19 @@ def metadata_key(event: dict[str, Any]) -> bytes:
     return orjson.dumps(event, option=orjson.OPT_SORT_KEYS)
 
 
-def preload() -> None:
-    """Import now what this module imports when first needed (:mod:`pyprof.trace.rawcut`, and
-    load the cut's C code): for a caller that will need it at interpreter exit, where a first
-    import changes how Ctrl+C ends the process (pyprof.env)."""
+def at_exit(fn: Callable[[], None]) -> None:
+    """Register ``fn`` to run at interpreter exit, last (so before MXNet's own exit handler),
+    with what a trace's finish imports when first needed (:mod:`pyprof.trace.rawcut`, the cut's
+    C code) loaded now: a module first imported at exit (a dataclass's methods are exec'd
+    source) resets CPython's record of an unhandled KeyboardInterrupt, and Ctrl+C would end the
+    process with status 1 instead of by SIGINT. Every exit handler of pyprof that writes a trace
+    registers here."""
     from ..native import cutter
     from ..trace import rawcut  # noqa: F401
 
-    cutter.available()
+    cutter.available()  # built now (once per machine), not at the first window's stop
+    atexit.unregister(fn)
+    atexit.register(fn)
 
 
 def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],

@@ -17,7 +17,6 @@ exit and crashes). Steady mode and the bounds of the raw trace: docs/concurrency
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import functools
 import os
@@ -28,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..native import capi as _capi
-from ..process import claim as _claim, output as _output
+from ..process import claim as _claim, output as _output, rawfile as _rawfile
 from .. import config, profiler, rules
 from . import cap as _cap
 from . import leftovers as _leftovers
@@ -241,8 +240,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         _open_sessions.add(self)
         self._watchdog = _cap.Watchdog(  # every watch_seconds, under TRACKER.lock
             lambda: self._state == "open" and self._enforce_cap(watchdog=True), TRACKER.lock)
-        atexit.unregister(_at_exit)  # (re)register last, so it runs before mxnet's own atexit
-        atexit.register(_at_exit)
+        _rawfile.at_exit(_at_exit)  # (re)registered last, so it runs before mxnet's own atexit
         try:
             self._transition(self._action, self._action_for(0))
         except BaseException:

@@ -33,7 +33,6 @@ which a JPype-hosted JVM shares: a steady mode begun in either language holds fo
 
 from __future__ import annotations
 
-import atexit
 import os
 import sys
 from collections.abc import Mapping
@@ -42,7 +41,7 @@ from typing import Any
 from ..native import capi as _capi
 from .. import config, profiler, rules
 from ..process.tracker import TRACKER
-from ..process import output as _output
+from ..process import output as _output, rawfile as _rawfile
 from .raw import RAW, owner
 
 
@@ -109,8 +108,7 @@ def begin_as(options: Mapping[str, Any], filename: str | None, by: str) -> None:
             profiler.set_state("run")
             profiler.pause()
         t.steady = by
-    atexit.unregister(_at_exit)  # registered last: runs before mxnet's own exit handler
-    atexit.register(_at_exit)
+    _rawfile.at_exit(_at_exit)  # registered last: runs before mxnet's own exit handler
 
 
 def begin_from_environment(environ: Mapping[str, str] | None = None) -> bool:

@@ -254,11 +254,7 @@
         submit (doto (.getDeclaredMethod ProfilerControl "submit" (into-array Class [java.util.concurrent.Callable]))
                  (.setAccessible true))]
     (.start ctl (str "profile_imperative=true,path=" dir "/st_{window}.json") 30)
-    (loop [n 0] ; start returns before the control thread may have opened the session
-      (when (and (not (str/includes? (.getStatus ctl) "\"state\":\"open\"")) (< n 3000))
-        (Thread/sleep 10)
-        (recur (inc n))))
-    (Thread/sleep 100)
+    (.awaitSaved ctl 60000) ; the start, which the control thread makes, done
     (dotimes [_ 20] (with-open [a (nd/random-uniform -1 1 [8 8])] (nd/wait-to-read a)))
     (.stop ctl)
     (.awaitSaved ctl 60000)
@@ -283,7 +279,7 @@
     (is (= 0 exit) err)
     (is (= true (pending "pending")) first-answer)
     (is (str/includes? (pending "note") "call stats() again") first-answer)
-    ;; the window's own operators (the first may come before the control thread's start)
-    (is (<= 1 (or (some-> (first (filter #(= "_random_uniform" (% "name")) (st "operators"))) (get "count")) 0) 20)
+    ;; the window's 20 operators: the child waited for the control thread's start
+    (is (= 20 (some-> (first (filter #(= "_random_uniform" (% "name")) (st "operators"))) (get "count")))
         second-answer)
     (is (= second-answer third) "the result is kept until the windows change")))
