@@ -152,7 +152,7 @@ class BackwardNode:
     call it is the backward of (``fwd``), and per output whether it is written into a
     variable's gradient (``to_var``: MXNet allocated it before, not inside the node)."""
 
-    __slots__ = ("op", "in_meta", "out_meta", "reads", "fwd", "to_var", "unread", "seq")
+    __slots__ = ("op", "in_meta", "out_meta", "reads", "fwd", "to_var", "unread", "seq", "needs")
 
     def __init__(self, op: str | None, in_meta: list | None, out_meta: list | None,
                  reads: list, fwd: Any) -> None:
@@ -161,6 +161,9 @@ class BackwardNode:
         #: per output, whether MXNet leaves it uncomputed (a gradient no one takes: kNullOp)
         self.unread = [False] * len(self.to_var)
         self.seq = -1
+        #: a CachedOp invocation's: per input, whether its gradient is taken (it is on the
+        #: tape: a variable, or written by a taped call); None: not known (every input's)
+        self.needs: tuple | None = None
 
 
 def _meta_of(refs: list[str], ins: list | None, outs: list | None, ograds: list) -> list | None:
@@ -240,6 +243,7 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
     variables: list[int] = []  # leaves with a gradient, in visit order (ListInputs)
     leaf_grad: dict[int, bool] = {}
     fin: dict[Any, list] = {}
+    needs: dict[Any, tuple] = {}  # invocation -> per input, whether it is on the tape
 
     def visit(s: Any) -> bool:
         """Visit an entry's node; True when it is on the tape."""
@@ -256,6 +260,8 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
         seen.add(f)
         ins = inputs(f)
         tracked = [visit(x) for x in ins]
+        if f in inv_set:
+            needs[f] = tuple(tracked)
         if f in inv_set or any(tracked):
             fin[f] = ins
             order.append(f)
@@ -298,6 +304,7 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
         ograds = [aggregate(grads.get(_key((f, i)), []), out_meta(f, i)) for i in range(n_out)]
         if f in inv_set:
             node = BackwardNode(None, None, None, [g for g in ograds if isinstance(g[0], BackwardNode)], f)
+            node.needs = needs.get(f)
             for p, x in enumerate(ins):
                 grads.setdefault(_key(x), []).append((node, p, (f.in_meta[p][0], f.in_meta[p][1])))
             continue

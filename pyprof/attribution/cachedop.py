@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import rules
 from .autograd import AUTOGRAD, TABLE, choose, workspace
-from .calls import CODES, HANDLES, Call
+from .calls import CODES, HANDLES, UNKNOWN_WRITER, Call
 
 
 _SOURCES: dict[str, str] = rules.spec("attribution.json")["capture"]["sources"]
@@ -70,7 +70,7 @@ class Graph:
         self.signatures: dict[tuple, list | None] = {}
         self._sym = None
         self.failed = 0  # signatures whose inference failed
-        self.plan: list | None = None  # backward_plan, made at the first backward
+        self.plan: dict[tuple | None, list] = {}  # needs -> backward_plan, made at a backward
         self.outputs: dict[tuple, list] = {}  # signature -> the invocation's outputs' metas
         graph = json.loads(sym_json)
         self._json_nodes = nodes_json = graph["nodes"]
@@ -153,31 +153,163 @@ def _slots(nodes_json: list[dict], outs: list[str]) -> dict[int, tuple[int, int]
     return slots if k == len(outs) else None
 
 
-def backward_plan(graph: Graph, table: dict[str, dict]) -> list[tuple[int, str, list[str], bool, list]]:
-    """The backward nodes of ``graph``'s forward nodes that ``table`` (attribution.json
-    ``capture.backward``) knows, in the order MXNet runs them (reverse graph order): (forward
-    node index, backward operator, input refs, exact, the positions in this list of the
-    backward nodes whose gradients it reads, i.e. of the forward node's consumers, each with
-    the consumer's input position the forward node feeds, which is the gradient's output)."""
-    plan: list[tuple[int, str, list[str], bool, list[tuple[int, int]]]] = []
-    at: dict[int, int] = {}
-    consumers: dict[int, list[tuple[int, int]]] = {}
-    for m, n in enumerate(graph.nodes):
-        for x, (j, _) in enumerate(n.inputs):
-            if j >= 0:
-                consumers.setdefault(j, []).append((m, x))
-    for k in range(len(graph.nodes) - 1, -1, -1):
-        n = graph.nodes[k]
+class Entry:
+    """One backward node of a CachedOp's plan (:func:`backward_plan`), in MXNet's run order:
+    ``k`` the forward node it derives from, ``op`` its operator, ``refs`` its inputs by
+    :func:`backward_io`'s refs, ``exact`` whether its inputs are all MXNet's, ``after`` per
+    gradient it reads (plan position of its writer or :data:`UNKNOWN`, that writer's output),
+    ``sum``: for a gradient sum, the (consumer node, input position) whose input meta is the
+    summed gradient's and the number of gradients summed (None otherwise)."""
+
+    __slots__ = ("k", "op", "refs", "exact", "after", "sum")
+
+    def __init__(self, k: int, op: str, refs: list[str], exact: bool, after: list,
+                 sum_of: tuple[int, int, int] | None = None) -> None:
+        self.k, self.op, self.refs, self.exact, self.after, self.sum = k, op, refs, exact, after, sum_of
+
+    def __iter__(self):  # (k, op, refs, exact, after), as the plan's tuples were
+        return iter((self.k, self.op, self.refs, self.exact, self.after))
+
+
+#: An ``after`` position: the gradient's writer is a backward node no entry stands for (an
+#: operator capture.backward does not know), so a call reading it is not proven.
+UNKNOWN = -1
+SKIPPED = -3  # a node MXNet does not run (no output taken): not an entry, not a dependency
+
+
+class _B:
+    """A node of the gradient graph while :func:`backward_plan` builds it: its plan entry (None
+    for a node no call stands for: an unknown operator's backward) and the gradients it reads,
+    each (node or None for a head gradient, output)."""
+
+    __slots__ = ("entry", "reads", "outputs")
+
+    def __init__(self, entry: Entry | None, reads: list, outputs: int = 1) -> None:
+        self.entry, self.reads, self.outputs = entry, reads, outputs
+
+
+def backward_plan(graph: Graph, table: dict[str, dict], needs: tuple | None = None) -> list[Entry]:
+    """The backward nodes of ``graph`` in the order MXNet 1.9.1's CachedOp runs them, as
+    ``MXGradient`` (src/nnvm/gradient.cc) builds them: per forward node, in reverse graph order,
+    the gradients of each output summed (``AggregateGradient``: one gradient as it is, two to
+    ``sum_cap`` - 1 by one ``ElementWiseSum``, the trace's ``add_n``, more by a ``_grad_add``
+    chain), its backward node from ``table`` (attribution.json ``capture.backward``) reading
+    them, and its gradients given to its inputs (an ``elemwise_add`` passes its output's on:
+    CloneGradient). The run order is the full graph's indexed order: depth first, post order,
+    each node's gradient inputs in order, from the gradients of the graph's inputs in turn.
+    A forward operator the table does not know gets a node no entry stands for: the entries
+    reading its gradients list it as :data:`UNKNOWN`, a sum of them is ``exact`` False (how many
+    gradients MXNet sums is not known). ``needs``: per graph input, whether its gradient is
+    taken (autograd recorded a path from it: a variable, or an array a taped call wrote); None:
+    every input's. A node none of whose outputs is read or taken is not run (left out)."""
+    nodes = graph.nodes
+    consumer: dict[tuple[int, int], tuple[int, int]] = {}  # entry -> a (node, input position) reading it
+    for m, n in enumerate(nodes):
+        for x, e in enumerate(n.inputs):
+            consumer.setdefault(e, (m, x))
+    grads: dict[tuple[int, int], list] = {}
+    for h in graph.heads:
+        grads.setdefault(h, []).append((None, 0))  # the head gradient, from outside the graph
+
+    summed: dict[tuple[int, int], tuple | None] = {}
+
+    def aggregate(e: tuple[int, int]) -> tuple | None:
+        if e not in summed:
+            summed[e] = _aggregate(e)
+        return summed[e]
+
+    def _aggregate(e: tuple[int, int]) -> tuple | None:
+        v = grads.get(e, [])
+        if len(v) <= 1:
+            return v[0] if v else None
+        known = all(b is None or b.entry is not None for b, _ in v)
+        where = consumer.get(e, (-1, -1))
+        k = e[0] if e[0] >= 0 else where[0]
+        if len(v) < AUTOGRAD["sum_cap"]:
+            return (_B(Entry(k, AUTOGRAD["sum"], [], known, [], (*where, len(v))), list(v)), 0)
+        ret = v[0]
+        for x in v[1:]:
+            ret = (_B(Entry(k, AUTOGRAD["chain_op"], [], known, [], (*where, 2)), [ret, x]), 0)
+        return (_B(Entry(k, AUTOGRAD["chain_end"], [], known, [], (*where, 1)), [ret]), 0)
+
+    made: list[_B] = []
+    for k in range(len(nodes) - 1, -1, -1):
+        n = nodes[k]
         spec = table.get(n.op)
-        if spec is None or "op" not in spec:  # unknown, or no node of its own (CloneGradient)
+        outs = sorted({i for j, i in grads if j == k})
+        if spec is not None and spec.get("clone"):  # CloneGradient: each input gets the gradient
+            g = aggregate((k, 0))
+            if g is not None:
+                for e in n.inputs:
+                    grads.setdefault(e, []).append(g)
+            continue
+        if spec is None or "op" not in spec:  # unknown: a backward no entry stands for
+            b = _B(None, [g for i in outs if (g := aggregate((k, i))) is not None], len(n.inputs))
+            for slot, e in enumerate(n.inputs):
+                grads.setdefault(e, []).append((b, slot))
             continue
         attrs = {x.decode(): y.decode() for x, y in zip(n.keys, n.vals)}
         spec = choose(spec, attrs)
-        if "gw" in spec["inputs"]:  # the hidden workspace's zero gradient, made just before
-            plan.append((k, AUTOGRAD["zeros"], ["->w"], True, []))
-        at[k] = len(plan)
-        plan.append((k, spec["op"], spec["inputs"], bool(spec["exact"]),
-                     [(at[m], x) for m, x in consumers.get(k, ()) if m in at]))
+        reads = []
+        for r in spec["inputs"]:
+            if r == "gw":  # the hidden workspace's zero gradient: nothing reads the workspace
+                reads.append((_B(Entry(k, AUTOGRAD["zeros"], ["->w"], True, []), []), 0))
+            elif r[0] == "g" and (g := aggregate((k, int(r[1:])))) is not None:
+                reads.append(g)
+        want = spec.get("outputs", ["i*"])
+        idx = list(range(len(n.inputs))) if want == ["i*"] else [int(r[1:]) for r in want]
+        b = _B(Entry(k, spec["op"], spec["inputs"], bool(spec["exact"]), []), reads, len(idx))
+        made.append(b)
+        for slot, i in enumerate(idx):
+            if i < len(n.inputs):
+                grads.setdefault(n.inputs[i], []).append((b, slot))
+    # the run order: depth first, post order, from the gradients of the graph's inputs
+    order: list[_B] = []
+    seen: set[int] = set()
+
+    def emit(root: _B) -> None:
+        stack = [(root, 0)]
+        while stack:
+            b, i = stack.pop()
+            if i == 0 and id(b) in seen:
+                continue
+            if i < len(b.reads):
+                stack.append((b, i + 1))
+                r = b.reads[i][0]
+                if r is not None and id(r) not in seen:
+                    stack.append((r, 0))
+                continue
+            if id(b) not in seen:
+                seen.add(id(b))
+                order.append(b)
+
+    inputs = sorted({i for m in nodes for j, i in m.inputs if j < 0})
+    taken: set[tuple[int, int]] = set()  # (node, output) whose gradient something takes
+    for i in inputs:
+        g = aggregate((-1, i))
+        if g is not None and g[0] is not None:
+            emit(g[0])
+            if needs is None or (i < len(needs) and needs[i]):
+                taken.add((id(g[0]), g[1]))
+    for b in made:  # (none: every backward node writes some input's gradient)
+        emit(b)
+    # MXNet runs a node only when one of its outputs is read by a node of the graph or is the
+    # gradient of an input that needs one (CachedOp's backward reqs: kNullOp where no node and
+    # no output takes it; a node of only kNullOp outputs is skipped: a first BatchNorm on data)
+    for b in order:
+        taken.update((id(r), s) for r, s in b.reads if r is not None)
+    plan: list[Entry] = []
+    at: dict[int, int] = {}
+    for b in order:
+        runs = any((id(b), s) in taken for s in range(b.outputs))
+        if b.entry is None or not runs:
+            at[id(b)] = UNKNOWN if b.entry is None else SKIPPED
+            continue
+        at[id(b)] = len(plan)
+        e = b.entry
+        plan.append(Entry(e.k, e.op, e.refs, e.exact,
+                          [(at[id(r)], s) for r, s in b.reads if r is not None and at[id(r)] != SKIPPED],
+                          e.sum))
     return plan
 
 
@@ -287,12 +419,13 @@ class Invocation:
     """A recorded CachedOp invocation (its seqs start at ``first``) until the recorder's
     ``take`` makes its node calls; a backward one has its forward Invocation as ``inputs``."""
 
-    __slots__ = ("first", "t_us", "pushed_us", "graph", "inputs", "in_meta", "thread", "stack")
+    __slots__ = ("first", "t_us", "pushed_us", "graph", "inputs", "in_meta", "thread", "stack", "plan")
 
     def __init__(self, first: int, t_us: int, pushed_us: int, graph: Graph, inputs: Any,
-                 in_meta: list | None, thread: int, stack: tuple | None) -> None:
+                 in_meta: list | None, thread: int, stack: tuple | None, plan: list | None = None) -> None:
         self.first, self.t_us, self.pushed_us, self.graph = first, t_us, pushed_us, graph
         self.inputs, self.in_meta, self.thread, self.stack = inputs, in_meta, thread, stack
+        self.plan = plan  # a backward's: its plan entries (backward_plan)
 
 
 class Graphs:
@@ -373,16 +506,33 @@ def _expand_backward(bwd: Invocation, fwd: Invocation, shapes: bool) -> list[Cal
     g = fwd.graph
     metas = g.meta(tuple((e[0], e[1]) for e in fwd.in_meta), CODES) if shapes else None
     out = []
-    for p, (k, op, refs, exact, after) in enumerate(g.plan or ()):
+    for p, e in enumerate(bwd.plan or ()):
         ins = outs = None
-        n = g.nodes[k]
-        if metas is not None:
-            ins, outs = backward_io(refs, *_with_hidden(n, *metas[k]))
-            want = TABLE.get(n.op, {}).get("outputs") if op != AUTOGRAD["zeros"] else None
+        n = g.nodes[e.k] if e.k >= 0 else None
+        keys, vals = (n.keys, n.vals) if n is not None and e.sum is None else ([], [])
+        if e.sum is not None:  # a gradient sum: each input, and the output, the summed array's
+            m, x, count = e.sum
+            keys, vals = [b"num_args"], [str(count).encode()]
+            if metas is not None and m >= 0:
+                meta = metas[m][0][x]
+                ins, outs = [meta] * count, [meta]
+        elif metas is not None:
+            ins, outs = backward_io(e.refs, *_with_hidden(n, *metas[e.k]))
+            want = TABLE.get(n.op, {}).get("outputs") if e.op != AUTOGRAD["zeros"] else None
             if want and want != ["i*"] and outs is not None:  # the gradients it makes
                 outs = [outs[int(r[1:])] for r in want]
-        out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(op, -1), [], [], ins, outs,
-                        n.keys, n.vals, tuple(bwd.first + q for q, _ in after), bwd.thread, fwd.stack,
-                        tuple(x for _, x in after), n.block,
-                        _SOURCES["backward" if exact else "backward_partial"], bwd.first))
+        out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(e.op, -1), [], [], ins, outs,
+                        keys, vals,
+                        tuple(UNKNOWN_WRITER if q == UNKNOWN else bwd.first + q for q, _ in e.after),
+                        bwd.thread, fwd.stack, tuple(x for _, x in e.after),
+                        n.block if n is not None else None,
+                        _SOURCES["backward" if e.exact else "backward_partial"], bwd.first))
     return out
+
+
+def plan_for(graph: Graph, needs: tuple | None) -> list[Entry]:
+    """The backward plan of ``graph`` when ``needs`` (per input, whether its gradient is taken)
+    holds: made once per graph and ``needs``."""
+    if needs not in graph.plan:
+        graph.plan[needs] = backward_plan(graph, TABLE, needs)
+    return graph.plan[needs]

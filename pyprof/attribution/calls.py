@@ -66,6 +66,12 @@ def _feature(name: str) -> bool:
     return _FEATURES[name]
 
 
+#: The producer seq of an array written by a node no call stands for (a hybridized block's
+#: backward node of an operator capture.backward does not know, a backward's gradient whose
+#: writer is not known): a call reading it is not proven (Call.unproven).
+UNKNOWN_WRITER = -2
+
+
 class Call:
     """One recorded call. ``op`` is the operator's handle (:attr:`name` one of its names);
     shapes and dtypes are None without ``record_shapes``; ``stack`` is a flat tuple (code, line,

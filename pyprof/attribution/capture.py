@@ -58,7 +58,7 @@ from typing import Any
 from .. import rules
 from ..native import capi, shim
 from . import autograd, cachedop, executor, store
-from .calls import HANDLES, Call, as_call, dtype_name, load_handles, seq_of
+from .calls import HANDLES, UNKNOWN_WRITER as _UNKNOWN_WRITER, Call, as_call, dtype_name, load_handles, seq_of
 
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")["capture"]
@@ -389,14 +389,13 @@ class Recorder:
                     self.calls.append(autograd.node_call(n, t_us, pushed_us, thread, heads, self.shapes))
                     continue
                 g = n.fwd.graph
-                if g.plan is None:
-                    g.plan = cachedop.backward_plan(g, autograd.TABLE)
-                if not g.plan:
+                plan = cachedop.plan_for(g, n.needs)
+                if not plan:
                     continue
-                if (first := self._store.reserve(len(g.plan))) < 0:
+                if (first := self._store.reserve(len(plan))) < 0:
                     return
                 self.calls.append(cachedop.Invocation(first, t_us, pushed_us, g, n.fwd, None,
-                                              thread, None))
+                                                      thread, None, plan))
             if not self._link(writers):
                 self._blind.append(start)
 
@@ -490,7 +489,7 @@ class Recorder:
 
 #: The producer seq of an array a backward wrote by a node no call stands for (a hybridized
 #: block's backward): a call reading it is not proven (Call.unproven).
-UNKNOWN_WRITER = -2
+UNKNOWN_WRITER = _UNKNOWN_WRITER
 
 
 def _unproven(calls: list, blind: list[int]) -> None:
