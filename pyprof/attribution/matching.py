@@ -32,6 +32,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 
 from .. import rules
@@ -39,7 +40,7 @@ from ..errors import PyprofError
 from ..trace.jsonscan import no_gc
 from ..trace.naming import BOOKKEEPING as _BOOKKEEPING
 from ..trace.naming import is_bulk_name, is_one_operator_segment
-from ..trace.slices import closed_slices
+from ..trace.slices import SLICE_PHASES, closed_slices
 from ..trace.writer import TraceWriter
 from . import flops as _flops
 from .calls import HANDLES, Call, dtype_name
@@ -66,6 +67,7 @@ _AUTOGRAD: str = _SPEC["capture"]["sources"]["autograd"]
 #: A window file larger than this (bytes) is kept as cut, without args: annotating reads the
 #: whole window into memory (attribution.json capture.max_annotate_bytes; tests lower it).
 MAX_ANNOTATE_BYTES: int = _SPEC["capture"]["max_annotate_bytes"]
+_SLICE_CODES = np.array(sorted(map(ord, SLICE_PHASES)), np.uint8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -191,6 +193,7 @@ def _dependencies(calls: Sequence[Call], chain: dict[int, int]) -> dict[int, lis
 def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
           env: dict[str, str] | None = None, rise: Callable[[_Event], int | None] | None = None,
           nbytes: Callable[[Call], int | None] | None = None, paired: Sequence | None = None,
+          ops: list[_Event] | None = None,
           ) -> tuple[dict[int, tuple[Call, str, tuple[Call, ...]]], list[_Event]]:
     """Match ``calls`` to the operator events of ``events`` (a window's trace events):
     ``{event index: (call, label, the calls of the event)}`` and the operator events, by the
@@ -198,8 +201,10 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     invocation (:mod:`pyprof.attribution.segments`), whose first is the call. ``rise``
     (the memory counter's certain rise inside an event, or None) and ``nbytes`` (a call's
     outputs' bytes, or None) let memory decide a tie the rule cannot order. ``paired``:
-    ``closed_slices(events)`` when already made."""
-    ops = _operator_events(events, paired)
+    ``closed_slices(events)`` when already made; ``ops``: the operator events when already
+    made (``events`` is not read then)."""
+    if ops is None:
+        ops = _operator_events(events, paired)
     deps = _dependencies(calls, temp_chain(calls, (o.device for o in ops), env))
     # calls whose operator has no event in the window (a hybridized block's nodes inside an
     # ImperativeBulk) never end here: they hold nothing back
@@ -434,14 +439,21 @@ def _args(group: Sequence[Call], label: str, opts: dict[str, bool], names: list[
 
 
 def annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict[str, bool], *,
-             threads: dict[int, str] | None = None,
-             env: dict[str, str] | None = None) -> MatchReport:
+             threads: dict[int, str] | None = None, env: dict[str, str] | None = None,
+             kept: Any = None) -> MatchReport:
     """Match ``calls`` to the operator events of the window trace at ``path`` and write their
     args there (the file is rewritten, atomically; events keep their order). ``options``: the
     session's ``record_shapes``/``with_stack``/``with_flops``; ``threads``: thread ident -> name.
+    ``kept``: the cut's :class:`pyprof.trace.rawcut.Kept`; when it holds the window (not written
+    yet), the window is annotated from its columns and written once, the same bytes.
 
     Raises TraceError when the file cannot be rewritten."""
     with no_gc():  # the window's events and what is made of them: no cycle, no garbage
+        if kept is not None and kept.held:
+            report = _annotate_held(kept, os.fspath(path), calls, options, threads, env)
+            if report is not None:
+                return report
+            kept.write(os.fspath(path))  # as cut, read back below
         return _annotate(path, calls, options, threads, env)
 
 
@@ -451,7 +463,74 @@ def _annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict
         doc = orjson.loads(f.read())
     events = doc["traceEvents"]
     paired = list(closed_slices(events))  # once, for the counter and the matching
-    samples = CounterSamples(events, paired)
+    report, changed = _match_args(calls, options, threads, env, _operator_events(events, paired),
+                                  CounterSamples(events, paired), events.__getitem__)
+    with TraceWriter(path, gzip=False, display_time_unit=doc.get("displayTimeUnit", "ms"),
+                     top_level={k: v for k, v in doc.items() if k != "traceEvents"}) as w:
+        w.write_all(events)
+    return report
+
+
+def _held_operator_events(kept: Any, flat: tuple, begins: Any, ends: Any) -> list[_Event]:
+    """:func:`_operator_events` of a window held in memory (:class:`pyprof.trace.rawcut.Kept`):
+    its slices are pairs (``begins``/``ends``: their events' numbers), the begins read."""
+    ts = flat[1]
+    b, e = begins.tolist(), ends.tolist()
+    bevs = kept.events(b)
+    no_cat = [k for k, bev in enumerate(bevs) if "cat" not in bev]
+    ecat = dict(zip(no_cat, (ev.get("cat") for ev in kept.events([e[k] for k in no_cat]))))
+    # the devices, as a reader in order sees them: process_name events before the slice's end
+    meta = [(i, ev) for i, ev in kept.dicts() if ev.get("ph") == "M"]
+    m = np.flatnonzero((flat[0] == ord("M")) & flat[4]).tolist()
+    meta = sorted(meta + list(zip(m, kept.events(m))), key=lambda x: x[0])
+    meta = [(i, ev) for i, ev in meta if ev.get("name") == "process_name"]
+    devices: dict[Any, str] = {}
+    at = 0
+    out = []
+    for k, (bev, end) in enumerate(zip(bevs, ts[ends].tolist())):
+        while at < len(meta) and meta[at][0] < e[k]:
+            ev = meta[at][1]
+            devices[ev.get("pid")] = str((ev.get("args") or {}).get("name"))
+            at += 1
+        if bev.get("cat", ecat.get(k)) in _CATEGORIES:
+            out.append(_Event(b[k], str(bev.get("name")), bev.get("pid"), bev.get("tid"), bev["ts"],
+                              end, devices.get(bev.get("pid"), "")))
+    out.sort(key=lambda e: (e.start, e.index))
+    return out
+
+
+def _annotate_held(kept: Any, path: str, calls: Sequence[Call], options: dict[str, bool],
+                   threads: dict[int, str] | None, env: dict[str, str] | None) -> MatchReport | None:
+    """:func:`annotate` of a window held in memory, written at ``path`` once (as :func:`annotate`
+    writes it); None (nothing written) where the held columns do not tell the slices (a slice
+    among its dicts): read the file then."""
+    flat = kept.flat()
+    if any(ev.get("ph") in SLICE_PHASES for _, ev in kept.dicts()):
+        return None
+    at = np.flatnonzero(np.isin(flat[0], _SLICE_CODES) & flat[4])
+    begins, ends = at[0::2], at[1::2]
+    ops = _held_operator_events(kept, flat, begins, ends)
+    samples = CounterSamples(parts=CounterSamples.held_parts(kept, flat, begins, ends))
+    wanted: dict[int, dict] = {}
+
+    def event(index: int) -> dict:
+        got = wanted.get(index)
+        if got is None:
+            got = wanted[index] = kept.events([index])[0]
+        return got
+
+    report, changed = _match_args(calls, options, threads, env, ops, samples, event,
+                                  lambda found: wanted.update(zip(sorted(found), kept.events(sorted(found)))))
+    kept.write(path, changed)
+    return report
+
+
+def _match_args(calls: Sequence[Call], options: dict[str, bool], threads: dict[int, str] | None,
+                env: dict[str, str] | None, ops: list[_Event], samples: CounterSamples,
+                event: Callable[[int], dict], prefetch: Callable[[Any], None] | None = None,
+                ) -> tuple[MatchReport, dict[int, dict]]:
+    """Match ``calls`` to ``ops`` and set the args of each event matched (``event(index)``: the
+    window's event, changed in place): the report, and the events changed by index."""
 
     def rise(op: _Event) -> int | None:
         return samples.rise(op.device, op.tid, op.start, op.end)[0]
@@ -488,14 +567,17 @@ def _annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict
             return None
         return got + (_nbytes([list(x[0]) for x in extra], [dtype_name(x[1]) for x in extra]) or 0)
 
-    found, ops = match(calls, events, env=env, rise=rise, nbytes=nbytes, paired=paired)
+    found, ops = match(calls, None, env=env, rise=rise, nbytes=nbytes, ops=ops)
+    if prefetch is not None:
+        prefetch(found)
+    changed: dict[int, dict] = {}
     checked = passed = 0
     unchecked: dict[str, int] = {}
     threads = threads or {}
     by_index = {o.index: o for o in ops}
     memo: dict = {}
     for index, (c, label, group) in found.items():
-        ev = events[index]
+        ev = changed[index] = event(index)
         args = _args(group, label, options, node_names(segment_ops(ev["name"]) or [], group), threads,
                      memo)
         op = by_index[index]
@@ -520,9 +602,6 @@ def _annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict
         else:
             unchecked[why] = unchecked.get(why, 0) + 1
         ev["args"] = {**(ev.get("args") or {}), **args}
-    with TraceWriter(path, gzip=False, display_time_unit=doc.get("displayTimeUnit", "ms"),
-                     top_level={k: v for k, v in doc.items() if k != "traceEvents"}) as w:
-        w.write_all(events)
     counted = [o for o in ops if o.name not in BOOKKEEPING]
     unmatched: dict[str, int] = {}
     for o in counted:
@@ -537,7 +616,7 @@ def _annotate(path: str | os.PathLike[str], calls: Sequence[Call], options: dict
     return MatchReport(len(calls), len(counted), len(found), labels.count(_LABELS["exact"]),
                        labels.count(_LABELS["ambiguous"]), len(calls) - taken, unmatched,
                        checked, passed, labels.count(_LABELS["memory"]), unchecked,
-                       bulk_segments=bulk)
+                       bulk_segments=bulk), changed
 
 
 def bulk_note(index: int, path: str, report: MatchReport | None) -> str | None:
@@ -553,23 +632,29 @@ def bulk_note(index: int, path: str, report: MatchReport | None) -> str | None:
 
 
 def annotate_window(index: int, path: str, calls: Sequence[Call], options: dict[str, bool], *,
-                    recorder: str) -> MatchReport | None:
+                    recorder: str, kept: Any = None) -> MatchReport | None:
     """:func:`annotate` for a session's window ``index`` just cut at ``path`` (thread names: the
     threads alive now), its report naming the ``recorder`` kind; the window stays as cut, and one
     line on stderr (``capture.annotate_note``) says why, when it is larger than
-    :data:`MAX_ANNOTATE_BYTES` or cannot be read or rewritten: None then."""
+    :data:`MAX_ANNOTATE_BYTES` or cannot be read or rewritten: None then. ``kept``: the cut's
+    :class:`pyprof.trace.rawcut.Kept`, written here (annotated, or as cut) when it holds the
+    window."""
     import sys
     import threading
 
-    if (size := os.path.getsize(path)) > MAX_ANNOTATE_BYTES:
+    if kept is not None and kept.held and kept.size_bound() > MAX_ANNOTATE_BYTES:
+        kept.write(path)  # as cut: its size decides
+    if not (kept is not None and kept.held) and (size := os.path.getsize(path)) > MAX_ANNOTATE_BYTES:
         why = f"it holds {size} bytes, past max_annotate_bytes {MAX_ANNOTATE_BYTES}"
     else:
         try:
             threads = {t.ident: t.name for t in threading.enumerate()}
-            return dataclasses.replace(annotate(path, calls, options, threads=threads),
+            return dataclasses.replace(annotate(path, calls, options, threads=threads, kept=kept),
                                        recorder=recorder)
         except Exception as e:  # noqa: BLE001 - a fault here must not cost the host its window
             why = f"{type(e).__name__}: {e}"
+            if kept is not None and kept.held:
+                kept.write(path)  # as cut
     print(rules.render(_SPEC["capture"]["annotate_note"], {"index": index, "path": path,
                                                           "why": why}), file=sys.stderr)
     return None

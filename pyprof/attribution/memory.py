@@ -27,6 +27,9 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+import orjson
+
 from .. import rules
 from ..errors import PyprofError
 from ..trace.slices import closed_slices
@@ -44,6 +47,22 @@ _PREFIX = _M["memory_counter"].split("{")[0]
 _NEG = float("-inf")
 #: Phases whose stamp a thread takes itself, in program order with its counter samples.
 _STAMPED = frozenset("BEXbeCin")
+_STAMPED_CODES = np.array(sorted(map(ord, _STAMPED)), np.uint8)
+
+
+def _groups(keys: np.ndarray, values: np.ndarray, width: int = 1) -> dict[Any, list]:
+    """key -> its ``width`` values a key (flat, sorted by key then values), the key -1 as None."""
+    if not len(keys):
+        return {}
+    rows = values.reshape(len(keys), width)
+    order = np.lexsort(tuple(rows[:, w] for w in range(width - 1, -1, -1)) + (keys,))
+    keys, rows = keys[order], rows[order]
+    cut = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    starts = [0, *cut.tolist()]
+    ends = [*cut.tolist(), len(keys)]
+    flat = rows.ravel().tolist()
+    return {(None if k == -1 else k): flat[a * width:b * width]
+            for k, a, b in zip(keys[starts].tolist(), starts, ends)}
 
 
 def hidden(op: str, in_meta: Sequence | None, out_meta: Sequence | None, attrs: dict[str, str],
@@ -98,9 +117,30 @@ class CounterSamples:
     when the trace cannot tell it). ``events``: the window's trace events; ``paired``:
     ``closed_slices(events)`` when already made."""
 
-    def __init__(self, events: Sequence[dict[str, Any]], paired: Sequence | None = None) -> None:
-        bounds: dict[Any, list] = {}  # tid -> the stamps of all its events (program order)
-        slices: dict[Any, list] = {}  # tid -> (begin, end) of its B/E and X slices
+    def __init__(self, events: Sequence[dict[str, Any]] = (), paired: Sequence | None = None, *,
+                 parts: tuple[dict, dict, dict] | None = None) -> None:
+        bounds, slices, raw = self.collect(events, paired) if parts is None else parts
+        for b in bounds.values():
+            b.sort()
+        for v in slices.values():
+            v.sort()
+        #: tid -> (begins, ends) of its slices, sorted: who else holds a boundary's stamp
+        self._edges: dict[Any, tuple[list, list]] = {
+            tid: ([b for b, _ in v], sorted(e for _, e in v)) for tid, v in slices.items()}
+        #: device -> (stamps, tids, certain rises or None), in time order
+        self.series: dict[str, tuple[list, list, list]] = {}
+        for device, s in raw.items():
+            s.sort(key=lambda x: (x[0], x[1]))
+            self.series[device] = self._rises(s, bounds, slices)
+
+    @staticmethod
+    def collect(events: Sequence[dict[str, Any]], paired: Sequence | None = None
+                ) -> tuple[dict, dict, dict]:
+        """What the samples are made of (``parts``): tid -> the stamps of its events (program
+        order), tid -> (begin, end) of its B/E and X slices, device -> its samples
+        ``(ts, event index, tid, value)``."""
+        bounds: dict[Any, list] = {}
+        slices: dict[Any, list] = {}
         raw: dict[str, list] = {}
         for i, ev, closed in (closed_slices(events) if paired is None else paired):
             if closed is not None:
@@ -114,18 +154,49 @@ class CounterSamples:
                 value = (ev.get("args") or {}).get(name)
                 if isinstance(value, (int, float)):
                     raw.setdefault(name[len(_PREFIX):], []).append((ts, i, ev.get("tid"), value))
-        for b in bounds.values():
-            b.sort()
-        for v in slices.values():
-            v.sort()
-        #: tid -> (begins, ends) of its slices, sorted: who else holds a boundary's stamp
-        self._edges: dict[Any, tuple[list, list]] = {
-            tid: ([b for b, _ in v], sorted(e for _, e in v)) for tid, v in slices.items()}
-        #: device -> (stamps, tids, certain rises or None), in time order
-        self.series: dict[str, tuple[list, list, list]] = {}
-        for device, s in raw.items():
-            s.sort(key=lambda x: (x[0], x[1]))
-            self.series[device] = self._rises(s, bounds, slices)
+        return bounds, slices, raw
+
+    @staticmethod
+    def stamp(i: int, ev: dict[str, Any], bounds: dict[Any, list], raw: dict[str, list]) -> None:
+        """Event ``i`` into ``bounds`` (a stamp of its thread) and ``raw`` (a sample)."""
+        ph, name, ts = ev.get("ph"), ev.get("name"), ev.get("ts")
+        if not isinstance(ts, (int, float)) or ph not in _STAMPED:
+            return
+        bounds.setdefault(ev.get("tid"), []).append(ts)
+        if ph == "C" and isinstance(name, str) and name.startswith(_PREFIX):
+            value = (ev.get("args") or {}).get(name)
+            if isinstance(value, (int, float)):
+                raw.setdefault(name[len(_PREFIX):], []).append((ts, i, ev.get("tid"), value))
+
+    @staticmethod
+    def held_parts(kept: Any, flat: tuple, begins: np.ndarray, ends: np.ndarray
+                   ) -> tuple[dict, dict, dict]:
+        """:meth:`collect` of a window held in memory (:class:`pyprof.trace.rawcut.Kept`, its
+        ``flat()`` columns; ``begins``/``ends``: the numbers of its slices' events, each a
+        begin and its end), from the columns where they tell it; the events they do not (the
+        dicts, an event stamped without a plain integer time, the samples) read one by one."""
+        ph, ts, ok, ids, run = flat
+        tid = ids[:, 1]
+        stamped = np.isin(ph, _STAMPED_CODES) & run
+        bounds = _groups(tid[stamped & ok], ts[stamped & ok])
+        slices = {k: list(zip(v[0::2], v[1::2])) for k, v in _groups(
+            tid[begins], np.stack((ts[begins], ts[ends]), 1).ravel(), 2).items()}
+        raw: dict[str, list] = {}
+        odd = np.flatnonzero(stamped & ~ok).tolist()  # a time that is no plain integer
+        needle = b'"name":' + orjson.dumps(_PREFIX)[:-1]
+        for i, ev in zip(odd, kept.events(odd)):
+            CounterSamples.stamp(i, ev, bounds, raw)
+        samples = [i for i in kept.find(needle) if ok[i]]
+        for i, ev in zip(samples, kept.events(samples)):
+            ph_, name, t = ev.get("ph"), ev.get("name"), ev.get("ts")
+            if ph_ == "C" and isinstance(name, str) and name.startswith(_PREFIX) and ph_ in _STAMPED \
+                    and isinstance(t, (int, float)):
+                value = (ev.get("args") or {}).get(name)
+                if isinstance(value, (int, float)):
+                    raw.setdefault(name[len(_PREFIX):], []).append((t, i, ev.get("tid"), value))
+        for i, ev in kept.dicts():
+            CounterSamples.stamp(i, ev, bounds, raw)
+        return bounds, slices, raw
 
     def _rises(self, s: list, bounds: dict[Any, list], slices: dict[Any, list]) -> tuple[list, list, list]:
         n = len(s)

@@ -43,6 +43,8 @@ def _library() -> Any:
             + [c_void_p] * 6 \
             + [c_void_p, c_void_p, c_int64] * 3
         lib.cut_patch.restype = c_int64
+        lib.cut_patch_at.argtypes = lib.cut_patch.argtypes + [c_void_p]
+        lib.cut_patch_at.restype = c_int64
         _lib = lib
     return _lib
 
@@ -82,7 +84,18 @@ class Run:
         """The events but those :attr:`skip` marks, joined by ``,`` (as ``orjson.dumps`` writes
         a list's items), with each id of kind ``k`` (pid, tid, id) that ``changed[k]`` holds
         written as its new number."""
+        return self._patch(changed, None)
+
+    def patched_at(self, changed: list[dict[int, int]]) -> tuple[bytes, np.ndarray]:
+        """:meth:`patched`, and where each event starts in those bytes (int64, one per event;
+        -1 for one :attr:`skip` marks)."""
+        where = np.empty(self.n, np.int64)
+        return self._patch(changed, where), where
+
+    def _patch(self, changed: list[dict[int, int]], where: np.ndarray | None) -> bytes:
         if not any(changed) and not self.skip.any():
+            if where is not None:
+                where[:] = self._starts
             return self.out
         args = []
         tables = []  # kept alive through the call
@@ -93,9 +106,13 @@ class Run:
             args += [old.ctypes.data, new.ctypes.data, len(old)]
         skip = self.skip.view(np.uint8)
         dst = ctypes.create_string_buffer(len(self.out) + 64 + 60 * self.n)
-        size = _lib.cut_patch(self.out, len(self.out), self.n, 0, self.n, b",", 1, self.ids.ctypes.data,
-                              self.has.ctypes.data, self._at.ctypes.data, self._starts.ctypes.data,
-                              skip.ctypes.data, dst, *args)
+        common = (self.out, len(self.out), self.n, 0, self.n, b",", 1, self.ids.ctypes.data,
+                  self.has.ctypes.data, self._at.ctypes.data, self._starts.ctypes.data,
+                  skip.ctypes.data, dst, *args)
+        if where is None:
+            size = _lib.cut_patch(*common)
+        else:
+            size = _lib.cut_patch_at(*common, where.ctypes.data)
         return dst.raw[:size]
 
 

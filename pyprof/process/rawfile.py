@@ -46,7 +46,7 @@ def at_exit(fn: Callable[[], None]) -> None:
 
 def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],
                out: str | None, scratch: str | None = None,
-               extra: Sequence[dict[str, Any]] = ()) -> int:
+               extra: Sequence[dict[str, Any]] = (), keep: Any = None) -> int:
     """Read the events in bytes ``[start, end)`` of ``raw`` (``end`` None: to the end).
 
     New metadata events are added to ``metadata``. With ``out``, a valid trace is written there:
@@ -60,11 +60,12 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
     streamed in constant memory (:mod:`pyprof.trace.rawcut`); bytes the streaming reader refuses
     (an event cut short) are read whole, the tolerant way, from a copy in ``scratch`` (default:
     beside ``out``, else ``raw``), named ``.pyprof-<pid>-segment-*.json`` so that a dead
-    process's copy is recognised and deleted.
+    process's copy is recognised and deleted. ``keep`` (a :class:`pyprof.trace.rawcut.Kept`):
+    a window the C code read whole is held there instead of written (its annotation writes it).
     """
     from ..trace import rawcut  # late, as pyprof.trace is: it imports pyprof
 
-    return rawcut.read_range(raw, start, end, metadata, out, scratch, extra)
+    return rawcut.read_range(raw, start, end, metadata, out, scratch, extra, keep=keep)
 
 
 def join_traces(sources: list[str], out: str, metadata: dict[bytes, dict[str, Any]]) -> int:

@@ -399,9 +399,14 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                                                     str(_RAW_SPEC["exit_kept_file"])),
                                 "path": w.path}), file=sys.stderr)
             return
+        calls = self._calls.pop(w.index, None)
+        kept = None  # annotated: the cut held in memory, written once by the annotation
+        if self._recorder is not None and calls is not None:
+            from ..trace.rawcut import Kept
+            kept = Kept()
         events = RAW.cut(w.start, ended.end, w.path,
-                         step_events(w.index, w.steps, ended.last_step, ended.end_us))
-        report = self._annotate(w.index, w.path, self._calls.pop(w.index, None))
+                         step_events(w.index, w.steps, ended.last_step, ended.end_us), keep=kept)
+        report = self._annotate(w.index, w.path, calls, kept)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(w.path + PARTIAL)
         _claim.release_window(w.path)  # written: free again, as a finished plain trace
@@ -417,13 +422,15 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if self._window is not None:  # the window recording now: its .partial gets the
             self._write_partial()      # metadata events of the range just cut
 
-    def _annotate(self, index: int, path: str, calls: list | None):
-        """Write the recorded calls' args onto their events in the window file just cut; the
-        window is kept as cut when that cannot be done (one line on stderr says why)."""
+    def _annotate(self, index: int, path: str, calls: list | None, kept: Any = None):
+        """Write the recorded calls' args onto their events in the window file just cut (or held
+        in ``kept``); the window is kept as cut when that cannot be done (one line on stderr
+        says why)."""
         if self._recorder is None or calls is None:
             return None
         from ..attribution.matching import annotate_window, bulk_note
-        report = annotate_window(index, path, calls, self._attribution, recorder=self._recorder.kind)
+        report = annotate_window(index, path, calls, self._attribution, recorder=self._recorder.kind,
+                                 kept=kept)
         if not self._bulk_noted and (line := bulk_note(index, path, report)) is not None:
             self._bulk_noted = True  # once per session: every window of it runs in that mode
             print(line, file=sys.stderr)

@@ -222,14 +222,15 @@ class RawTrace:
             read_range(self.path, self.scanned, end, METADATA, out=None, scratch=self.directory)
             self.scanned = end
 
-    def cut(self, start: int, end: int, out: str, extra: Sequence[dict[str, Any]] = ()) -> int:
+    def cut(self, start: int, end: int, out: str, extra: Sequence[dict[str, Any]] = (),
+            keep: Any = None) -> int:
         """Write raw bytes ``[start, end)`` as a valid trace at ``out``, then ``extra`` events
-        (the step marks); return events written."""
+        (the step marks); return events written. ``keep``: see ``read_range``."""
         assert self.path is not None
         self.harvest(start)
         os.makedirs(os.path.dirname(out), exist_ok=True)  # removed while it ran: made again
         count = read_range(self.path, start, end, METADATA, out=out, scratch=self.directory,
-                           extra=extra)
+                           extra=extra, keep=keep)
         self.scanned = max(self.scanned, end)
         return count
 

@@ -257,15 +257,159 @@ class _Ids:
             deque(map(setitem, targets, repeat(field), values), maxlen=0)  # at C speed
 
 
+# ---------------------------------------------------------------------------------- held
+
+class Kept:
+    """A window :func:`cut` held in memory instead of writing it (``keep``), for an annotation
+    that reads its events and writes it once (:mod:`pyprof.attribution.matching`): the batches
+    of its last pass, each the events of a run the C code read (their bytes as written, where
+    each starts, their columns, ids as written) or events as dicts (the known metadata, the
+    extra events; a run read in Python makes it not :attr:`clean`: written at once then).
+    :attr:`held`: the cut ended held (else the window was written). Events are numbered as in
+    the window written, metadata first."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.reset()
+
+    def reset(self) -> None:
+        self.clean = True
+        self.count = 0  # events as the streamed pass counts them (a run's skipped included)
+        self.size = 0  # events written
+        # (first event, Run, bytes, where, written ids, order) or (first event, dicts)
+        self.batches: list[tuple] = []
+
+    def add_run(self, run: _cutter.Run, data: bytes, where: np.ndarray,
+                changed: list[dict[int, int]]) -> None:
+        order = np.flatnonzero(~run.skip)
+        ids = run.ids.astype(np.int64)  # as written: every id that stays is below ID_LIMIT
+        for k, m in enumerate(changed):
+            if m:
+                old = np.fromiter(sorted(m), np.uint64, len(m))
+                new = np.fromiter((m[int(v)] for v in old), np.int64, len(m))
+                at = np.searchsorted(old, run.ids[:, k])
+                at[at == len(old)] = 0
+                hit = (old[at] == run.ids[:, k]) & run.has[:, k]
+                ids[hit, k] = new[at[hit]]
+        ids[~run.has] = -1
+        self.batches.append((self.size, run, data, where[order], ids[order], order))
+        self.count += run.n
+        self.size += len(order)
+
+    def add_events(self, events: list[dict[str, Any]]) -> None:
+        self.batches.append((self.size, events))
+        self.count += len(events)
+        self.size += len(events)
+
+    def write(self, out: str, events: dict[int, dict[str, Any]] | None = None) -> None:
+        """Write the window at ``out``: without ``events``, as the streamed pass writes it; with,
+        as a writer writes the window read back with the events at those numbers replaced
+        (:meth:`pyprof.trace.writer.TraceWriter.write_all` of every event at once). Then it
+        holds the window no more."""
+        self.held = False
+        if events is None:
+            with TraceWriter(out, gzip=False) as w:
+                for b in self.batches:
+                    if len(b) == 2:
+                        w.write_all(b[1])
+                    else:
+                        w.write_serialized(b[2], b[1].n)
+            return
+        parts = []
+        for b in self.batches:
+            first, n = b[0], (len(b[1]) if len(b) == 2 else len(b[5]))
+            if len(b) == 2:
+                got = [events.get(first + i, ev) for i, ev in enumerate(b[1])]
+                if got:
+                    parts.append(orjson.dumps(got)[1:-1])
+                continue
+            data, where = b[2], b[3]
+            at, pieces = 0, []
+            for g in sorted(k for k in events if first <= k < first + n):
+                j = g - first
+                pieces += [data[at:where[j]], orjson.dumps(events[g])]
+                at = where[j + 1] - 1 if j + 1 < n else len(data)  # less ","
+            if n:
+                parts.append(b"".join(pieces + [data[at:]]) if pieces else data)
+        with TraceWriter(out, gzip=False) as w:
+            w.write_serialized(b",".join(parts), self.size)
+
+    def size_bound(self) -> int:
+        """At least the bytes of the window the streamed pass writes (its runs' bytes, a line
+        break at most every 4 bytes, the dicts' JSON, the head and the tail)."""
+        runs = sum(len(b[2]) for b in self.batches if len(b) != 2)
+        dicts = sum(len(orjson.dumps(b[1])) for b in self.batches if len(b) == 2)
+        return (runs + dicts) * 5 // 4 + 4 * len(self.batches) + 64
+
+    def events(self, numbers: Sequence[int]) -> list[dict[str, Any]]:
+        """The events at ``numbers`` (ascending), read from the bytes written (as a reader of
+        the window gets them: fresh dicts)."""
+        out: list[dict[str, Any]] = []
+        k = 0
+        for b in self.batches:
+            first = b[0]
+            n = len(b[1]) if len(b) == 2 else len(b[5])
+            lo = k
+            while k < len(numbers) and numbers[k] < first + n:
+                k += 1
+            if lo == k:
+                continue
+            if len(b) == 2:
+                out += [orjson.loads(orjson.dumps(b[1][g - first])) for g in numbers[lo:k]]
+                continue
+            data, where = b[2], b[3]
+            js = [g - first for g in numbers[lo:k]]
+            out += orjson.loads(b"[" + b",".join(
+                [data[where[j]:(where[j + 1] - 1 if j + 1 < n else len(data))] for j in js]) + b"]")
+        return out
+
+    def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Columns of every event written, by number: ``ph`` (uint8: its one-letter phase, else
+        0), ``ts`` (int64) with ``ts_ok`` (a plain integer), ``ids`` (int64, n x 3: pid, tid, id
+        as written, -1 where absent) and ``run`` (read by the C code); an event of
+        :meth:`dicts` has a row of 0, False, -1, False."""
+        n = self.size
+        ph, ts = np.zeros(n, np.uint8), np.zeros(n, np.int64)
+        ok, run = np.zeros(n, bool), np.zeros(n, bool)
+        ids = np.full((n, 3), -1, np.int64)
+        for b in self.batches:
+            if len(b) == 2:
+                continue
+            first, r, _, _, i, order = b
+            to = first + len(order)
+            ph[first:to], ts[first:to], ok[first:to] = r.ph[order], r.ts[order], r.ts_ok[order]
+            ids[first:to], run[first:to] = i, True
+        return ph, ts, ok, ids, run
+
+    def dicts(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """``(number, event)`` of the events held as dicts (as written: not to be changed)."""
+        for b in self.batches:
+            if len(b) == 2:
+                yield from enumerate(b[1], b[0])
+
+    def find(self, needle: bytes) -> list[int]:
+        """The numbers of the events of runs whose bytes hold ``needle``, ascending."""
+        got: list[int] = []
+        for b in self.batches:
+            if len(b) == 2:
+                continue
+            data, where = b[2], b[3]
+            at = [m.start() for m in re.finditer(re.escape(needle), data)]
+            if at:
+                k = np.unique(np.searchsorted(where, np.array(at, np.int64), "right") - 1)
+                got += (k + b[0]).tolist()
+        return got
+
 # ---------------------------------------------------------------------------------- the cut
 
 def _pass(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
-          extra: Sequence[dict[str, Any]], out: str | None, ids: _Ids
+          extra: Sequence[dict[str, Any]], out: str | None, ids: _Ids, keep: Kept | None = None
           ) -> tuple[int, list[tuple[bytes, dict[str, Any]]]]:
-    """One streaming pass over the range: with ``out``, the window written; without, the safe
-    ids reserved. Returns events written and the metadata events found ``(key, event)``.
-    A run the C code reads (:mod:`pyprof.native.cutter`) and whose slices are pairs is written
-    from its columns; any other run is read in Python (both write the same bytes)."""
+    """One streaming pass over the range: with ``out``, the window written (with ``keep``: held
+    there instead, :class:`Kept`); without, the safe ids reserved. Returns events written and
+    the metadata events found ``(key, event)``. A run the C code reads
+    (:mod:`pyprof.native.cutter`) and whose slices are pairs is written from its columns; any
+    other run is read in Python (both write the same bytes)."""
     written = {metadata_key(ev) for ev in known}
     found: list[tuple[bytes, dict[str, Any]]] = []
     nesting = Nesting()
@@ -309,6 +453,8 @@ def _pass(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
                         found.append((key, ev))
                 yield read
             else:
+                if keep is not None:
+                    keep.clean = False  # read in Python: the annotation reads the file back
                 yield python_run(run)
         tail = [dict(ev) for ev in extra]
         nesting.feed([ev for ev in tail if ev.get("ph") in SLICE_PHASES])
@@ -319,6 +465,16 @@ def _pass(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
         for batch in batches():
             ids.reserve_run(batch) if isinstance(batch, _cutter.Run) else ids.reserve(batch)
         return 0, found
+    if keep is not None:
+        keep.reset()
+        for batch in batches():
+            if isinstance(batch, _cutter.Run):
+                changed = ids.apply_run(batch)
+                keep.add_run(batch, *batch.patched_at(changed), changed)
+            else:
+                ids.apply(batch)
+                keep.add_events(batch)
+        return keep.count, found
     with TraceWriter(out, gzip=False) as w:
         for batch in batches():
             if isinstance(batch, _cutter.Run):
@@ -351,10 +507,11 @@ def _pairs_fed(nesting: Nesting, run: _cutter.Run) -> bool:
 
 
 def cut(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]], out: str,
-        extra: Sequence[dict[str, Any]] = ()) -> int:
+        extra: Sequence[dict[str, Any]] = (), keep: Kept | None = None) -> int:
     """Write bytes ``[start, end)`` of ``raw`` (``end`` None: to its end) as a valid trace at
     ``out``, streamed (steps 1 to 3 of the module's list); new metadata events are added to
-    ``metadata``. Returns the events written.
+    ``metadata``. Returns the events written. With ``keep``, a window whose runs the C code all
+    read is held there, not written (:class:`Kept`: ``keep.held``); any other is written.
 
     Raises:
         Refused: bytes the streaming reader does not read (``out`` is not written).
@@ -362,19 +519,27 @@ def cut(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, A
     lo, hi = _body(raw, start, end)
     known = list(metadata.values())
     with no_gc():
-        return _cut(raw, lo, hi, known, metadata, out, extra)
+        return _cut(raw, lo, hi, known, metadata, out, extra, keep)
 
 
 def _cut(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
-         metadata: dict[bytes, dict[str, Any]], out: str, extra: Sequence[dict[str, Any]]) -> int:
+         metadata: dict[bytes, dict[str, Any]], out: str, extra: Sequence[dict[str, Any]],
+         keep: Kept | None = None) -> int:
     try:
         ids = _Ids()
-        count, found = _pass(raw, lo, hi, known, extra, out, ids)
+        count, found = _pass(raw, lo, hi, known, extra, out, ids, keep)
         if ids.collided:  # the ids of the whole trace first, then the same pass again
             ids = _Ids()
             _pass(raw, lo, hi, known, extra, None, ids)
-            count, found = _pass(raw, lo, hi, known, extra, out, ids)
+            count, found = _pass(raw, lo, hi, known, extra, out, ids, keep)
+        if keep is not None:
+            if keep.clean:
+                keep.held = True
+            else:
+                keep.write(out)  # as the streamed pass writes it
     except NeedsPlan:  # the runs twice, by the plan; the store changed only when written
+        if keep is not None:
+            keep.reset()
         store = dict(metadata)
         count = write_events(lambda: (ev for run in _runs(raw, lo, hi) for ev in _events(run)),
                              store, out, extra)
@@ -460,7 +625,8 @@ def _tolerant(paths: list[str]) -> Callable[[], Iterator[dict[str, Any]]]:
 
 def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],
                out: str | None, scratch: str | None = None,
-               extra: Sequence[dict[str, Any]] = (), *, streamed: bool = True) -> int:
+               extra: Sequence[dict[str, Any]] = (), *, streamed: bool = True,
+               keep: Kept | None = None) -> int:
     """Read the events in bytes ``[start, end)`` of ``raw`` (``end`` None: to the end).
 
     New metadata events are added to ``metadata``. With ``out``, a valid trace is written there:
@@ -469,7 +635,8 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
     Streamed (:func:`cut`, :func:`harvest`); bytes that refuses (or all, without ``streamed``)
     are read whole, the tolerant way, from a copy in ``scratch`` (default: beside ``out``, else
     ``raw``), named ``.pyprof-<pid>-segment-*.json`` so that a dead process's copy is recognised
-    and deleted.
+    and deleted. With ``keep`` (and ``out``), a window the C code read whole is held there, not
+    written (:class:`Kept`).
     """
     try:
         if not streamed:
@@ -478,7 +645,7 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
             harvest(raw, start, end, metadata)
             return 0
         else:
-            return cut(raw, start, end, metadata, out, extra)
+            return cut(raw, start, end, metadata, out, extra, keep)
     except Refused:
         pass
     fd, segment = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-segment-", suffix=".json",

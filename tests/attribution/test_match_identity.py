@@ -1,8 +1,10 @@
-"""Matching's candidate index (issue 34 item 7) changes no output: real windows (a random loop of
-small operators, non-hybridized CNN forwards queued ahead of the engine, a hybridized training
-step in bulk mode, two threads) are annotated twice in one child, by :func:`match` and by the
-scan it replaced (:func:`reference_match`, kept here), and the two window files must be
-byte-identical and the two MatchReports equal."""
+"""Matching's candidate index and the annotation of a window held in memory (issue 34 item 7)
+change no output: real windows (a random loop of small operators, non-hybridized CNN forwards
+queued ahead of the engine, a hybridized training step in bulk mode, two threads) are annotated
+by the session (the cut held in memory, annotated from its columns, written once), then again
+in one child from the window as cut, by :func:`match` and by the scan it replaced
+(:func:`reference_match`, kept here), reading the file back; the three window files must be
+byte-identical and the MatchReports equal."""
 
 from __future__ import annotations
 
@@ -14,11 +16,12 @@ from pyprof.attribution.segments import (ENGINE_BULK, SUBGRAPHS, bulk_runs, exte
                                          group_of, node_ops, segment_ops)
 
 
-def reference_match(calls, events, *, env=None, rise=None, nbytes=None, paired=None):
+def reference_match(calls, events, *, env=None, rise=None, nbytes=None, paired=None, ops=None):
     """:func:`pyprof.attribution.matching.match` as it was before the index: every candidate of
     an event scanned, its readiness computed again at each event (quadratic in a queue's
     length)."""
-    ops = m._operator_events(events, paired)
+    if ops is None:
+        ops = m._operator_events(events, paired)
     deps = m._dependencies(calls, temp_chain(calls, (o.device for o in ops), env))
     names = {ev.name: segment_ops(ev.name) for ev in ops}
     present = {h for v in names.values() for op, post in node_ops(v or ()) for h in (op, *post)}
@@ -116,13 +119,23 @@ import shutil, threading, pyprof, mxnet as mx, random
 from mxnet import autograd, gluon
 from pyprof.attribution import matching as _m
 from tests.attribution.test_match_identity import reference_match
-kept = []  # (window as cut, calls, options, threads, env) of every window annotated
-_annotate = _m.annotate
-def keep(path, calls, options, *, threads=None, env=None):
-    shutil.copy(path, f"cut{len(kept)}.json")
-    kept.append((f"cut{len(kept)}.json", list(calls), options, threads, env))
-    return _annotate(path, calls, options, threads=threads, env=env)
-_m.annotate = keep
+kept = []  # (window as cut, calls, options, threads, session's window, held) of every window
+_annotate, _annotate_window = _m.annotate, _m.annotate_window
+def keep(index, path, calls, options, *, recorder, **kw):
+    held = kw.get("kept")
+    cut = f"cut{len(kept)}.json"
+    if held is not None and held.held:
+        held.write(cut)  # the window as the cut writes it (a copy: the session still holds it)
+        held.held = True
+    else:
+        shutil.copy(path, cut)
+    threads = {t.ident: t.name for t in threading.enumerate()}
+    report = _annotate_window(index, path, calls, options, recorder=recorder, **kw)
+    shutil.copy(path, f"session{len(kept)}.json")
+    kept.append((cut, list(calls), options, threads, f"session{len(kept)}.json",
+                 held is not None and report is not None, report.as_dict()))
+    return report
+_m.annotate_window = keep
 PLANT
 rng = random.Random(3)
 live = [mx.nd.ones(s) for s in [(8, 16), (16, 16), (4, 16)]]
@@ -170,17 +183,22 @@ with pyprof.profile(path="train.json", record_shapes=True, with_flops=True):
     mx.nd.waitall()
 result = []
 _match = _m.match
-for cut, calls, options, threads, env in kept:
+for cut, calls, options, threads, session, held, session_report in kept:
     got = []
     for name, fn in (("index", _match), ("reference", reference_match)):
         _m.match = fn
         shutil.copy(cut, name + ".json")
-        report = _annotate(name + ".json", calls, options, threads=threads, env=env).as_dict()
+        report = _annotate(name + ".json", calls, options, threads=threads).as_dict()
         with open(name + ".json", "rb") as f:
             got.append((f.read(), report))
     _m.match = _match
-    result.append({"cut": cut, "calls": len(calls), "matched": got[0][1]["matched"],
-                   "same_file": got[0][0] == got[1][0], "same_report": got[0][1] == got[1][1]})
+    with open(session, "rb") as f:
+        written = f.read()
+    session_report["recorder"] = ""  # annotate() names none
+    result.append({"cut": cut, "calls": len(calls), "matched": got[0][1]["matched"], "held": held,
+                   "same_file": got[0][0] == got[1][0], "same_report": got[0][1] == got[1][1],
+                   "session_same_file": written == got[0][0],
+                   "session_same_report": session_report == got[0][1]})
 """
 
 
@@ -192,4 +210,6 @@ def test_the_candidate_index_annotates_real_windows_as_the_full_scan_did(tmp_pat
     for w in r:
         assert w["matched"] > 0, w
         assert w["same_file"] and w["same_report"], w
+        assert w["session_same_file"] and w["session_same_report"], w
+    assert all(w["held"] for w in r), r  # annotated from the columns, not read back
     assert sum(w["calls"] for w in r) > 600, r  # windows with queues, not toys

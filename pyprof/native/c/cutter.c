@@ -259,24 +259,26 @@ static int digits(uint64_t v) {
 /* Copies events [lo, hi) of the n cut_run wrote (size bytes at src, its columns ids, has, at
  * and starts) but those skip marks to dst (at least size bytes, plus 20 per id that grows and
  * sep_len per event), joined by sep, each id of kind k whose value old[k] (sorted, count[k] of them) holds written as
- * new[k] at the same place. Returns the bytes written. */
-int64_t cut_patch(const unsigned char *src, int64_t size, int64_t n, int64_t lo, int64_t hi,
-                  const unsigned char *sep, int64_t sep_len, const uint64_t *ids,
-                  const uint8_t *has, const int64_t *at, const int64_t *starts,
-                  const uint8_t *skip, unsigned char *dst,
-                  const uint64_t *old0, const int64_t *new0, int64_t count0,
-                  const uint64_t *old1, const int64_t *new1, int64_t count1,
-                  const uint64_t *old2, const int64_t *new2, int64_t count2) {
+ * new[k] at the same place; where (unless NULL): for each event i in [lo, hi), the offset in
+ * dst of its '{', -1 for one skipped. Returns the bytes written. */
+static int64_t patch(const unsigned char *src, int64_t size, int64_t n, int64_t lo, int64_t hi,
+                     const unsigned char *sep, int64_t sep_len, const uint64_t *ids,
+                     const uint8_t *has, const int64_t *at, const int64_t *starts,
+                     const uint8_t *skip, unsigned char *dst,
+                     const uint64_t *old0, const int64_t *new0, int64_t count0,
+                     const uint64_t *old1, const int64_t *new1, int64_t count1,
+                     const uint64_t *old2, const int64_t *new2, int64_t count2, int64_t *where) {
     const uint64_t *olds[3] = {old0, old1, old2};
     const int64_t *news[3] = {new0, new1, new2};
     int64_t counts[3] = {count0, count1, count2};
     unsigned char *o = dst;
     int first = 1;
     for (int64_t i = lo; i < hi; i++) {
-        if (skip[i]) continue;
+        if (skip[i]) { if (where) where[i - lo] = -1; continue; }
         int64_t from = starts[i], to = i + 1 < n ? starts[i + 1] - 1 : size; /* less "," */
         if (!first) { memcpy(o, sep, (size_t)sep_len); o += sep_len; }
         first = 0;
+        if (where) where[i - lo] = o - dst;
         int64_t pos[3], repl[3];
         int m = 0;
         for (int k = 0; k < 3; k++) {
@@ -305,4 +307,29 @@ int64_t cut_patch(const unsigned char *src, int64_t size, int64_t n, int64_t lo,
         o += to - from;
     }
     return o - dst;
+}
+
+/* cut_patch as the JVM calls it: patch without the offsets. */
+int64_t cut_patch(const unsigned char *src, int64_t size, int64_t n, int64_t lo, int64_t hi,
+                  const unsigned char *sep, int64_t sep_len, const uint64_t *ids,
+                  const uint8_t *has, const int64_t *at, const int64_t *starts,
+                  const uint8_t *skip, unsigned char *dst,
+                  const uint64_t *old0, const int64_t *new0, int64_t count0,
+                  const uint64_t *old1, const int64_t *new1, int64_t count1,
+                  const uint64_t *old2, const int64_t *new2, int64_t count2) {
+    return patch(src, size, n, lo, hi, sep, sep_len, ids, has, at, starts, skip, dst,
+                 old0, new0, count0, old1, new1, count1, old2, new2, count2, 0);
+}
+
+/* cut_patch, and where[i - lo] the offset in dst of event i's '{' (-1: skipped), for a window
+ * held in memory (pyprof.trace.rawcut.Kept: the annotation reads and replaces its events). */
+int64_t cut_patch_at(const unsigned char *src, int64_t size, int64_t n, int64_t lo, int64_t hi,
+                     const unsigned char *sep, int64_t sep_len, const uint64_t *ids,
+                     const uint8_t *has, const int64_t *at, const int64_t *starts,
+                     const uint8_t *skip, unsigned char *dst,
+                     const uint64_t *old0, const int64_t *new0, int64_t count0,
+                     const uint64_t *old1, const int64_t *new1, int64_t count1,
+                     const uint64_t *old2, const int64_t *new2, int64_t count2, int64_t *where) {
+    return patch(src, size, n, lo, hi, sep, sep_len, ids, has, at, starts, skip, dst,
+                 old0, new0, count0, old1, new1, count1, old2, new2, count2, where);
 }
