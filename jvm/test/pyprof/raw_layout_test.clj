@@ -14,7 +14,8 @@
             [pyprof.session :as session]
             [pyprof.session.raw :as raw]
             [pyprof.test-util :refer [java-child python-json temp-dir]]
-            [pyprof.trace.reader :as reader])
+            [pyprof.trace.reader :as reader]
+            [pyprof.trace.slices :as slices])
   (:import (com.sun.jna.ptr PointerByReference)))
 
 (def ^:private names
@@ -82,17 +83,30 @@
 
 (defn- cut-with
   "What pyprof.jvm.WindowCutter writes for `text` (a raw file's bytes) and `extra` events, in one
-  pass or two: [events renumbered?], or :refused when it does not read the bytes."
+  pass or two: [events renumbered?]; :planned when its slices need the writers' plan, :refused
+  when it does not read the bytes."
   [text extra two-passes?]
   (let [f (java.io.File/createTempFile "cut" ".json")
         out (java.io.File/createTempFile "cut-out" ".json")
         trace (pyprof.rules/read-spec "trace.json")
-        c (pyprof.jvm.WindowCutter. (trace "mxnet_layout") (trace "ids"))]
+        c (pyprof.jvm.WindowCutter. (trace "mxnet_layout") (trace "ids") (trace "thread_names"))]
     (try
       (spit f text :encoding "UTF-8")
-      (let [r (with-open [w (io/writer out)] (.cut c (str f) 0 (.length f) [] extra w (boolean two-passes?)))]
+      (let [r (with-open [w (io/writer out)] (.cut c (str f) 0 (.length f) [] extra w (boolean two-passes?) {}))]
         [(reader/read-events (str out)) (.renumbered r)])
+      (catch pyprof.jvm.WindowCutter$NeedsPlan _ :planned)
       (catch pyprof.jvm.WindowCutter$NotLayout _ :refused)
+      (finally (.delete f) (.delete out)))))
+
+(defn- window
+  "What pyprof.session.raw/cut-file! writes for `text` and `extra` events: the events."
+  [text extra]
+  (let [f (java.io.File/createTempFile "raw" ".json")
+        out (java.io.File/createTempFile "window" ".json")]
+    (try
+      (spit f text :encoding "UTF-8")
+      (raw/cut-file! (str f) 0 (.length f) (str out) [] extra {})
+      (reader/read-events (str out))
       (finally (.delete f) (.delete out)))))
 
 (deftest the-streaming-cut-writes-what-the-tolerant-reader-reads
@@ -101,21 +115,27 @@
         streamed (atom [])]
     (doseq [{:strs [about text error]} cases
             :let [whole (try (reader/parse-raw text) (catch Exception _ nil))
-                  want (when whole (pyprof.trace.ids/renumber (concat whole [mark])))
+                  want (when whole (slices/rewrite (concat whole [mark])))
                   one (cut-with text [mark] false)
                   two (cut-with text [mark] true)]]
       (testing about
-        (if (or error (= :refused one))
+        (cond
+          (or error (= :refused one))
           ;; bytes it does not read (a cut-short event, no layout): cut! reads them the tolerant way
           (is (= :refused one two))
+          (= :planned one) ; a begin never closed: left out by the plan, as Python's windows do
+          (do (is (= :planned two))
+              (swap! streamed conj (first (str/split about #"[:(]")))
+              (is (= (slices/rewrite (concat whole [mark])) (window text [mark]))))
+          :else
           (do (swap! streamed conj (first (str/split about #"[:(]")))
               (is (= want (first two)) "two passes: the events and ids of the tolerant path")
               (is (true? (second two)))
               ;; one pass gave tid 1 to MXNet's first thread before the step mark's tid 1 came:
               ;; it says so, and the caller cuts again in two passes
               (is (or (= want (first one)) (false? (second one))))))))
-    ;; every case in MXNet's layout streams: a run the C code refuses (a raw quote, an event cut
-    ;; short by a crash) is read by the tolerant reader, run by run
+    ;; every case in MXNet's layout streams (or is written by the plan): a run the C code refuses
+    ;; (a raw quote, an event cut short by a crash) is read by the tolerant reader, run by run
     (is (= (for [{:strs [about error]} cases :when (not error)] (first (str/split about #"[:(]")))
            @streamed))
     (testing "an id numbered in one pass that a later safe id holds is told, never written silently"
@@ -134,11 +154,11 @@
   (let [f (java.io.File/createTempFile "cut" ".json")
         out (java.io.File/createTempFile "cut-out" ".json")
         trace (pyprof.rules/read-spec "trace.json")
-        c (pyprof.jvm.WindowCutter. (trace "mxnet_layout") (trace "ids"))]
+        c (pyprof.jvm.WindowCutter. (trace "mxnet_layout") (trace "ids") (trace "thread_names"))]
     (try
       (if native? (System/clearProperty "pyprof.cutter") (System/setProperty "pyprof.cutter" "python"))
       (spit f text :encoding "UTF-8")
-      (with-open [w (io/writer out)] (.cut c (str f) 0 (.length f) [] [] w false))
+      (with-open [w (io/writer out)] (.cut c (str f) 0 (.length f) [] [] w false {}))
       (slurp out)
       (finally (System/clearProperty "pyprof.cutter") (.delete f) (.delete out)))))
 
@@ -164,10 +184,50 @@
                  (ev "Memory: cpu/0" "C" 6002 "1" "\"args\": { \"Memory: cpu/0\": 64 }")
                  meta])
         text (str "{\n    \"traceEvents\": [\n" (str/join ",\n" events))]
-    (is (true? (.cutsInC (pyprof.jvm.WindowCutter. (trace-spec "mxnet_layout") (trace-spec "ids"))))
+    (is (true? (.cutsInC (pyprof.jvm.WindowCutter. (trace-spec "mxnet_layout") (trace-spec "ids") (trace-spec "thread_names"))))
         "the C code builds here (a C compiler: scripts/setup.sh)")
     (let [native (cut-bytes text true)
           tolerant (cut-bytes text false)]
       (is (= tolerant native))
       (is (= 1 (count (re-seq #"MXNET_C_API" native))) "the metadata event once")
       (is (not (re-find #"\d{16}" native)) "every id past 2**53 renumbered"))))
+
+(deftest slices-the-plan-places-are-written-as-pythons-windows-write-them
+  ;; the writers' plan (pyprof.trace.slices): custom events started and stopped interleaved (A
+  ;; start, B start, A stop, B stop: B moves to the thread's overlap track), an end without a
+  ;; begin, a begin never closed, a negative duration; beside them operator pairs that nest (one
+  ;; run inside another written first) and stay as they are. Python's window writer
+  ;; (pyprof.trace.rawcut.read_range) gives the reference, with the C code and without it.
+  (let [ev (fn [name ph ts tid]
+             (str "    {\n        \"name\": \"" name "\",\n        \"cat\": \"event\",\n        \"ph\": \"" ph
+                  "\",\n        \"ts\": " ts ",\n        \"pid\": 0,\n        \"tid\": " tid "\n    }\n"))
+        main "17378283666853208238"
+        text (str "{\n    \"traceEvents\": [\n"
+                  (str/join ",\n" [(ev "inner" "B" 5 main) (ev "inner" "E" 6 main)
+                                   (ev "outer" "B" 4 main) (ev "outer" "E" 8 main)
+                                   (ev "first" "B" 10 main) (ev "first" "E" 30 main)
+                                   (ev "second" "B" 20 main) (ev "second" "E" 40 main)
+                                   (ev "orphan" "E" 50 "9007199254740995") (ev "open" "B" 60 "9007199254740995")
+                                   (ev "late" "B" 80 "7") (ev "late" "E" 70 "7")]))
+        f (java.io.File/createTempFile "raw" ".json")
+        window (fn [native?]
+                 (let [out (java.io.File/createTempFile "window" ".json")]
+                   (try
+                     (if native? (System/clearProperty "pyprof.cutter") (System/setProperty "pyprof.cutter" "python"))
+                     (raw/cut-file! (str f) 0 (.length f) (str out) [] [] {})
+                     (reader/read-events (str out))
+                     (finally (System/clearProperty "pyprof.cutter") (.delete out)))))]
+    (try
+      (spit f text :encoding "UTF-8")
+      (let [native (window true)
+            python (python-json (str "import json, tempfile\n"
+                                     "from pyprof.trace import rawcut\n"
+                                     "out = tempfile.mktemp(suffix='.json')\n"
+                                     "rawcut.read_range(" (pr-str (str f)) ", 0, None, {}, out)\n"
+                                     "print(json.dumps(json.load(open(out))['traceEvents']))"))]
+        (is (= ["inner" "inner" "outer" "outer" "first" "first" "thread_name" "second"] (map #(get % "name") native)))
+        (is (= "X" (get (last native) "ph")))
+        (is (= "1 (overlap 1)" (get-in native [6 "args" "name"])) "named after its thread's tid as written")
+        (is (= native (window false)) "without the C code: the same")
+        (when python (is (= python native) "Python's window: the same events, tracks and names")))
+      (finally (.delete f)))))

@@ -65,7 +65,12 @@
 
 ;; not the canonical file: .venv/bin/python is a link to the base interpreter, which does not
 ;; see the virtual environment's packages when started by its real path
-(def ^:private python (.toFile (.normalize (.toPath (.getAbsoluteFile (io/file ".." ".venv" "bin" "python"))))))
+;; (the repository's: above jvm/, or above examples/matmul/)
+(def ^:private python
+  (or (first (filter #(.canExecute ^java.io.File %)
+                     (for [up [[".."] [".." ".."]]]
+                       (.toFile (.normalize (.toPath (.getAbsoluteFile (apply io/file (concat up [".venv" "bin" "python"])))))))))
+      (io/file ".." ".venv" "bin" "python")))
 
 (defn python-json
   "What the Python reference prints (as JSON, read back) for the script `code`, run with the
@@ -75,7 +80,7 @@
   ([code] (python-json code ::none))
   ([code input]
    (when (.canExecute ^java.io.File python)
-     (let [root (str (.getParentFile (.getCanonicalFile (io/file "."))))
+     (let [root (str (-> ^java.io.File python .getParentFile .getParentFile .getParentFile))
            env (assoc (into {} (System/getenv)) "PYTHONPATH" root)
            {:keys [exit out err]} (apply sh/sh (str python) "-c" code
                                          (concat (when-not (= input ::none) [:in (json/write-str input)])

@@ -5,7 +5,7 @@
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [pyprof.output :as output]
-            [pyprof.trace.ids :as ids]
+            [pyprof.trace.slices :as slices]
             [pyprof.trace.reader :as reader])
   (:import (java.io RandomAccessFile) (java.nio.charset StandardCharsets)
            (java.nio.file Files Paths StandardCopyOption)
@@ -72,12 +72,13 @@
     (try (Files/deleteIfExists tmp) (catch Exception _))))
 
 (defn write-trace!
-  "Writes `events` as a valid trace at `path`, atomically, ids renumbered (`ids/renumber`)."
+  "Writes `events` as a valid trace at `path`, atomically, slices placed and ids renumbered as
+  every writer does (`pyprof.trace.slices/rewrite`)."
   [^String path events]
   (write-atomic! path "rw-r--r--"
                  (fn [^java.io.Writer w]
                    (.write w "{\"traceEvents\":[\n")
-                   (loop [[e & more] (ids/renumber events), first? true]
+                   (loop [[e & more] (slices/rewrite events), first? true]
                      (when e
                        (when-not first? (.write w ",\n"))
                        (json/write e w)

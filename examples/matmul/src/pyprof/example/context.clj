@@ -1,7 +1,7 @@
 (ns pyprof.example.context
   "Device contexts: plain maps `{:device-type :cpu|:gpu, :device-id n}`."
   (:require [clojure.string :as str]
-            [pyprof.gpu :as gpu]
+            [pyprof.example.gpu :as gpu]
             [pyprof.native :as native]
             [pyprof.rules :as rules])
   (:import (pyprof.jvm.capi LibMXNet)))
@@ -40,7 +40,7 @@
 
 (defn- check-arch
   "Throws :no-gpu (device.gpu_unsupported) when the build has no kernels for GPU `device-id`'s
-  compute capability (see pyprof.gpu); nothing when the driver or the kernels are unknown.
+  compute capability (see pyprof.example.gpu); nothing when the driver or the kernels are unknown.
   PYPROF_GPU_ARCH_CHECK=0 or -Dpyprof.gpuArchCheck=false turns it off."
   [device-id]
   (when-not (or (= "0" (some-> (System/getenv "PYPROF_GPU_ARCH_CHECK") str/trim))

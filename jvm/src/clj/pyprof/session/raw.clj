@@ -201,9 +201,9 @@
     (WindowCutter. (trace "mxnet_layout") (trace "ids") (trace "thread_names"))))
 
 (defn warm-up!
-  "Compiles the window cut's code before the first window (`WindowCutter.warmUp`)."
+  "Compiles the window cut's code before the first window (`WindowCutter.cutsInC`)."
   []
-  (.warmUp cutter))
+  (.cutsInC cutter))
 
 (defn- ->clj
   "Java data of the cutter as the reader gives it: Clojure maps and vectors, bigints."
@@ -225,30 +225,36 @@
                         [e]))
               events))))
 
+(defn cut-file!
+  "Writes bytes [start, end) of the raw trace `path` as a valid trace at `out`, `known` metadata
+  first, then `extra` events, the threads of `names` (`WindowCutter.names`) named; returns [events
+  written, the metadata events found]. Streamed at disk speed (`pyprof.jvm.WindowCutter`); bytes
+  it does not read as MXNet's layout, or slices it does not write as they come, go the tolerant
+  way and the writers' plan (`pyprof.raw-file/write-events!`)."
+  [path start end out known extra names]
+  (or (try (let [cut (fn [two-passes?]
+                       (let [r (volatile! nil)]
+                         (write-atomic! out "rw-r--r--"
+                                        #(vreset! r (.cut cutter path start end known extra %
+                                                          (boolean two-passes?) names)))
+                         @r))
+                 ^WindowCutter$Result r (let [r (cut false)] (if (.renumbered ^WindowCutter$Result r) r (cut true)))]
+             [(.events r) (map ->clj (.metadata r))])
+           (catch pyprof.jvm.WindowCutter$NotLayout _ nil))
+      (let [events (events-in path start end)]
+        [(write-events! out known (concat (with-thread-names events names) extra)) events])))
+
 (defn cut!
-  "Writes raw bytes [start, end) as a valid trace at `out`, known metadata first, then `extra`
-  events (the step marks); returns the number of events written. Streamed at disk speed
-  (`pyprof.jvm.WindowCutter`); bytes it does not read as MXNet's layout go the tolerant way.
-  The threads named now (`pyprof.jvm.ThreadNames`) get their thread_name events."
+  "Writes raw bytes [start, end) as a valid trace at `out` (`cut-file!`), known metadata first,
+  then `extra` events (the step marks); returns the number of events written. The threads named
+  now (`pyprof.jvm.ThreadNames`) get their thread_name events."
   [start end out extra]
   (harvest! start)
-  (let [known (metadata)
-        path (:path @raw)
-        names (.names cutter)]
+  (let [known (metadata)]
     (swap! raw update :scanned max end)
-    (or (try (let [cut (fn [two-passes?]
-                         (let [r (volatile! nil)]
-                           (write-atomic! out "rw-r--r--"
-                                          #(vreset! r (.cut cutter path start end known extra %
-                                                            (boolean two-passes?) names)))
-                           @r))
-                   ^WindowCutter$Result r (let [r (cut false)] (if (.renumbered ^WindowCutter$Result r) r (cut true)))]
-               (remember-metadata! (map ->clj (.metadata r)))
-               (.events r))
-             (catch pyprof.jvm.WindowCutter$NotLayout _ nil)) ; else the tolerant reader
-        (let [events (events-in path start end)]
-          (remember-metadata! events)
-          (write-events! out known (concat (with-thread-names events names) extra))))))
+    (let [[n found] (cut-file! (:path @raw) start end out known extra (.names cutter))]
+      (remember-metadata! found)
+      n)))
 
 (defn partial-path ^String [path] (str path ".partial"))
 

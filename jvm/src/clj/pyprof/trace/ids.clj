@@ -46,11 +46,12 @@
   [v]
   (if (integer? v) (bigint v) v))
 
-(defn renumber
-  "`events` with every id `safe-id?` refuses renumbered (see the namespace); a vector."
+(defn id-map
+  "The renumbering of one trace of `events` (Python's `IdMap(renumber_all=False)`, every event
+  reserved): {:apply (fn [ev]) the event with its unsafe ids numbered at first use, :fresh (fn
+  [kind]) a number of `kind` no id uses (an overlap track's tid)}."
   [events]
-  (let [events (vec events)
-        reserved (reduce (fn [r ev]
+  (let [reserved (reduce (fn [r ev]
                            (reduce (fn [r [kind _ v]]
                                      (if (and (integer? v) (safe-id? v))
                                        (update r kind (fnil conj #{}) (long v))
@@ -71,13 +72,13 @@
                        (let [n (fresh kind)]
                          (vswap! numbers assoc-in [kind k] n)
                          n))))]
-    (mapv (fn [ev]
-            (reduce (fn [ev [kind field v]]
-                      (if (safe-id? v)
-                        ev
-                        (let [n (number kind v)]
-                          (if (.startsWith ^String field "id2.")
-                            (assoc-in ev ["id2" (subs field 4)] n)
-                            (assoc ev field n)))))
-                    ev (id-values ev)))
-          events)))
+    {:fresh fresh
+     :apply (fn [ev]
+              (reduce (fn [ev [kind field v]]
+                        (if (safe-id? v)
+                          ev
+                          (let [n (number kind v)]
+                            (if (.startsWith ^String field "id2.")
+                              (assoc-in ev ["id2" (subs field 4)] n)
+                              (assoc ev field n)))))
+                      ev (id-values ev)))}))

@@ -127,6 +127,9 @@ final class NativeCutter {
     final ByteBuffer out;
     final int size;
     final ByteBuffer ph;
+    final ByteBuffer ts;
+    final ByteBuffer tsOk;
+    final ByteBuffer same;
     final ByteBuffer ids;
     final ByteBuffer has;
     final ByteBuffer at;
@@ -134,12 +137,15 @@ final class NativeCutter {
     final ByteBuffer inLo;
     final ByteBuffer inHi;
 
-    Run(int n, ByteBuffer out, int size, ByteBuffer ph, ByteBuffer ids, ByteBuffer has, ByteBuffer at,
-        ByteBuffer starts, ByteBuffer inLo, ByteBuffer inHi) {
+    Run(int n, ByteBuffer out, int size, ByteBuffer ph, ByteBuffer ts, ByteBuffer tsOk, ByteBuffer same,
+        ByteBuffer ids, ByteBuffer has, ByteBuffer at, ByteBuffer starts, ByteBuffer inLo, ByteBuffer inHi) {
       this.n = n;
       this.out = out;
       this.size = size;
       this.ph = ph;
+      this.ts = ts;
+      this.tsOk = tsOk;
+      this.same = same;
       this.ids = ids;
       this.has = has;
       this.at = at;
@@ -150,6 +156,20 @@ final class NativeCutter {
 
     char ph(int i) {
       return (char) (ph.get(i) & 0xff);
+    }
+
+    /** Event {@code i}'s ts, when {@link #tsOk} (a plain integer). */
+    long ts(int i) {
+      return ts.getLong(8 * i);
+    }
+
+    boolean tsOk(int i) {
+      return tsOk.get(i) != 0;
+    }
+
+    /** Whether slice event {@code i} and the slice event before it in the run have one string name. */
+    boolean same(int i) {
+      return same.get(i) != 0;
     }
 
     boolean has(int i, int k) {
@@ -236,7 +256,7 @@ final class NativeCutter {
     if (n < 0) {
       return null;
     }
-    return new Run((int) n, out, (int) size.getLong(0), ph, ids, has, at, starts, inLo, inHi);
+    return new Run((int) n, out, (int) size.getLong(0), ph, ts, tsOk, same, ids, has, at, starts, inLo, inHi);
   }
 
   /** The buffer of slot {@code RUN} of this thread, for a run of {@code n} bytes. */

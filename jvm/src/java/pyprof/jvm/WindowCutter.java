@@ -21,21 +21,16 @@ import java.util.regex.Pattern;
 
 /**
  * Cuts a window out of the raw trace at disk speed, in constant memory: bytes {@code [start,
- * end)} of a file in MXNet's layout (trace.json {@code mxnet_layout}: one field per line, names
- * copied unescaped) written as a valid trace, known metadata first, each metadata event once,
- * unsafe ids renumbered (trace.json {@code ids}), then the extra events. One streaming pass over
- * runs of whole events, numbering unsafe ids as they come; a second pass first, gathering every
- * safe id, only when a safe id found later holds a number already given. A run is read by the C
- * code Python's cut uses ({@link NativeCutter}: written from its own bytes, ids replaced), or,
- * where that refuses it or did not build, by the tolerant reader; memory: one run. What
- * {@code pyprof.session.raw/cut!} did with the whole range in memory, with the same events out.
- * Named threads (trace.json {@code thread_names}, {@link ThreadNames}) get their
- * {@code thread_name} event before their first event in the range. The rules are read from
- * trace.json by the caller (Clojure: {@code pyprof.session.raw}).
+ * end)} of a file in MXNet's layout (trace.json {@code mxnet_layout}) written as a valid trace,
+ * as Python's {@code pyprof.trace.rawcut} steps 1 and 2 do: known metadata first, each metadata
+ * event once, unsafe ids renumbered (trace.json {@code ids}) as they come (two passes when a safe
+ * id found later holds a number already given), named threads' {@code thread_name} events
+ * ({@link ThreadNames}), then the extra events. A run is read by the C code Python's cut uses
+ * ({@link NativeCutter}), or, where that refuses it or did not build, by the tolerant reader;
+ * slices the writers' plan would change ({@link Nesting}) are left to the caller.
  */
 public final class WindowCutter {
   private static final JsonFactory FACTORY = new JsonFactory();
-  private static final BigInteger LIMIT_BASE = BigInteger.ONE;
 
   private final Pattern header;
   private final Pattern footer;
@@ -45,16 +40,6 @@ public final class WindowCutter {
   private final BigInteger limit;
   private final String threadName;
   private final long hashSeed;
-
-  /**
-   * A cutter that names no threads.
-   *
-   * @param layout trace.json {@code mxnet_layout} (header, footer, raw_string_lines)
-   * @param ids trace.json {@code ids} (limit_bits, kinds, id2_scopes)
-   */
-  public WindowCutter(Map<?, ?> layout, Map<?, ?> ids) {
-    this(layout, ids, Map.of("name", "thread_name", "hash_seed", 0L));
-  }
 
   /**
    * @param layout trace.json {@code mxnet_layout} (header, footer, raw_string_lines)
@@ -76,9 +61,8 @@ public final class WindowCutter {
     for (String[] kf : idFields) {
       kindOf.put(kf[1], kf[0]);
     }
-    List<?> scopes = (List<?>) ids.get("id2_scopes");
-    id2Scopes = scopes.toArray(new String[0]);
-    limit = LIMIT_BASE.shiftLeft(((Number) ids.get("limit_bits")).intValue());
+    id2Scopes = ((List<?>) ids.get("id2_scopes")).toArray(new String[0]);
+    limit = BigInteger.ONE.shiftLeft(((Number) ids.get("limit_bits")).intValue());
   }
 
   /** What a cut wrote. */
@@ -100,31 +84,16 @@ public final class WindowCutter {
   /**
    * Writes the window: {@code known} metadata, then the events of raw bytes {@code [start, end)}
    * of {@code raw} (metadata already written skipped), then {@code extra}, as one valid trace to
-   * {@code out}; ids renumbered over the whole. Nothing of the range is held but one event.
+   * {@code out}; ids renumbered over the whole; a {@code thread_name} metadata event (trace.json
+   * {@code thread_names}) before the first event of the range of each pid and tid whose tid
+   * {@code names} holds ({@link #names()}). Nothing of the range is held but a run. In one pass
+   * unless {@code twoPasses}: ids are numbered as they come, which is the final numbering unless
+   * a safe id found later is a number already given; then {@link Result#renumbered} is false and
+   * the caller cuts again with {@code twoPasses}.
    *
-   * @throws IOException when the file cannot be read or {@code out} written, or the bytes are
-   *     not MXNet's layout (the caller then reads them the slow, tolerant way)
-   */
-  public Result cut(String raw, long start, long end, List<?> known, List<?> extra, Writer out)
-      throws IOException {
-    return cut(raw, start, end, known, extra, out, false);
-  }
-
-  /**
-   * {@link #cut}, in one pass unless {@code twoPasses}: ids are numbered as they come, which is
-   * the final numbering unless a safe id found later is a number already given; then
-   * {@link Result#renumbered} is false and the caller cuts again with {@code twoPasses}.
-   */
-  public Result cut(String raw, long start, long end, List<?> known, List<?> extra, Writer out,
-      boolean twoPasses) throws IOException {
-    return cut(raw, start, end, known, extra, out, twoPasses, Map.of());
-  }
-
-  /**
-   * {@link #cut(String, long, long, List, List, Writer, boolean)}, a {@code thread_name}
-   * metadata event (trace.json {@code thread_names}) written before the first event of the range
-   * of each pid and tid whose tid {@code names} holds ({@link #names()}: tid as MXNet writes it,
-   * the unsigned value's bits in a long, to the thread's name).
+   * @throws NotLayout when the bytes are not MXNet's layout, or their slices need the writers'
+   *     plan ({@link NeedsPlan}): the caller then reads them the slow, tolerant way
+   * @throws IOException when the file cannot be read or {@code out} written
    */
   public Result cut(String raw, long start, long end, List<?> known, List<?> extra, Writer out,
       boolean twoPasses, Map<Long, String> names) throws IOException {
@@ -169,6 +138,7 @@ public final class WindowCutter {
     }
     List<Map<String, Object>> found = new ArrayList<>();
     Set<List<Object>> named = new HashSet<>();
+    Nesting nesting = new Nesting();
     long[] count = {0};
     try (JsonGenerator g = FACTORY.createGenerator(out)) {
       g.setRootValueSeparator(null);
@@ -185,6 +155,7 @@ public final class WindowCutter {
       };
       Consumer<Map<String, Object>> event = e -> {
         if (!isMetadata(e)) {
+          nesting.feed(e);
           if (!names.isEmpty()) {
             Map<String, Object> m = threadNameOf(e, names, named);
             if (m != null) {
@@ -201,6 +172,7 @@ public final class WindowCutter {
         head.forEach(write);
         Numbered numbered = new Numbered();
         eachRun(raw, body, event, (r, bytes) -> { // what event does, from the run's own bytes
+          nesting.feed(r, bytes);
           byte[] skip = new byte[r.n];
           List<Map<Long, Long>> changed = List.of(new HashMap<>(), new HashMap<>(), new HashMap<>());
           List<Object[]> before = new ArrayList<>(); // {event index, thread_name event}
@@ -214,8 +186,12 @@ public final class WindowCutter {
                 skip[i] = 1;
                 continue;
               }
-            } else if (!names.isEmpty() && r.has(i, 1)) {
-              Map<String, Object> m = threadNameOf(r, i, names, named);
+            } else if (r.has(i, 1) && names.containsKey(r.id(i, 1))) { // a named thread
+              Map<String, Object> e = new HashMap<>(Map.of("tid", unsigned(r.id(i, 1))));
+              if (r.has(i, 0)) {
+                e.put("pid", unsigned(r.id(i, 0)));
+              }
+              Map<String, Object> m = threadNameOf(e, names, named);
               if (m != null) {
                 before.add(new Object[] {i, m});
               }
@@ -246,6 +222,8 @@ public final class WindowCutter {
             lo = hi;
           }
         });
+        tail.forEach(nesting::feed);
+        nesting.finish();
         tail.forEach(write);
       } catch (java.io.UncheckedIOException x) {
         throw x.getCause();
@@ -286,21 +264,6 @@ public final class WindowCutter {
   /** An unsigned 64-bit value's bits as the reader holds it: a Long, past 63 bits a BigInteger. */
   private static Object unsigned(long bits) {
     return bits >= 0 ? Long.valueOf(bits) : new BigInteger(Long.toUnsignedString(bits));
-  }
-
-  /** The {@code thread_name} event due before event {@code i} of a run (as {@link #threadNameOf}). */
-  private Map<String, Object> threadNameOf(NativeCutter.Run r, int i, Map<Long, String> names,
-      Set<List<Object>> named) {
-    String name = names.get(r.id(i, 1));
-    if (name == null) {
-      return null;
-    }
-    Map<String, Object> e = new HashMap<>();
-    if (r.has(i, 0)) {
-      e.put("pid", unsigned(r.id(i, 0)));
-    }
-    e.put("tid", unsigned(r.id(i, 1)));
-    return threadNameOf(e, names, named);
   }
 
   /**
@@ -358,7 +321,7 @@ public final class WindowCutter {
         int cut = left > 0 ? lastSeparator(buf) : buf.length;
         if (cut < 0) {
           if (buf.length > (1 << 26)) {
-            throw notLayout("no event separator in 64 MiB");
+            throw new NotLayout("no event separator in 64 MiB");
           }
           carry = buf;
           continue;
@@ -406,15 +369,10 @@ public final class WindowCutter {
   }
 
   /**
-   * Builds (once per machine: a C compiler's run) and loads the C code of the cut
-   * ({@link NativeCutter}), so that a service's first window does not wait for it. For
-   * preloading ({@link ProfilerControl#register()}); no file but the library's is written.
+   * Whether runs are read by the C code here (else by the tolerant reader, slower): the C code
+   * is built (once per machine: a C compiler's run) and loaded at the first call, so that a
+   * service's first window does not wait for it ({@link ProfilerControl#register()} preloads).
    */
-  public void warmUp() {
-    NativeCutter.get();
-  }
-
-  /** Whether runs are read by the C code here (else by the tolerant reader, slower). */
   public boolean cutsInC() {
     return NativeCutter.get() != null;
   }
@@ -466,6 +424,99 @@ public final class WindowCutter {
 
   private static boolean isMetadata(Map<String, Object> e) {
     return "M".equals(e.get("ph"));
+  }
+
+  // ------------------------------------------------------------------ slices as written
+
+  /**
+   * Whether the slices of the cut, written as they come, are what the writers' plan writes
+   * (pyprof.trace.slices.Nesting's check): integer times, every end closing its thread's
+   * innermost open begin (of its name, or nameless), no negative duration, the slices of a thread
+   * nesting (checked against its latest 1024 outer slices), none left open. Anything else throws
+   * {@link NeedsPlan}.
+   */
+  private static final class Nesting {
+    private final Map<Object, java.util.ArrayDeque<Object[]>> opened = new HashMap<>(); // {name, ts}
+    private final Map<Object, java.util.TreeMap<Long, Long>> outer = new HashMap<>(); // begin -> end
+    private final Map<Object, Long> floor = new HashMap<>(); // the last end of those let go
+
+    /** A slice event read as a map (a thread keyed as a run's columns key it). */
+    void feed(Map<String, Object> e) {
+      Object ph = e.get("ph");
+      Object ts = e.get("ts");
+      Object dur = e.get("dur");
+      if (!"B".equals(ph) && !"E".equals(ph) && !"X".equals(ph)) {
+        return;
+      }
+      if (!(ts instanceof Long) || ("X".equals(ph) && !(dur instanceof Long))) {
+        throw needsPlan();
+      }
+      Object thread = java.util.Arrays.asList(key(e.get("pid")), key(e.get("tid")));
+      java.util.ArrayDeque<Object[]> s = opened.computeIfAbsent(thread, k -> new java.util.ArrayDeque<>());
+      if ("X".equals(ph)) {
+        close(thread, (Long) ts, (Long) ts + (Long) dur);
+      } else if ("B".equals(ph)) {
+        s.push(new Object[] {e.get("name"), ts});
+      } else if (s.isEmpty() || (e.get("name") != null && !e.get("name").equals(s.peek()[0]))) {
+        throw needsPlan();
+      } else {
+        close(thread, (Long) s.pop()[1], (Long) ts);
+      }
+    }
+
+    /** The slice events of a run the C code read: what MXNet writes most, a begin and its end at
+     * once, from the columns; any other one read from its bytes. */
+    void feed(NativeCutter.Run r, byte[] bytes) throws IOException {
+      for (int i = 0; i < r.n; i++) {
+        char ph = r.ph(i);
+        if (ph == 'B' && i + 1 < r.n && r.ph(i + 1) == 'E' && r.same(i + 1) && r.tsOk(i)
+            && r.tsOk(i + 1) && thread(r, i).equals(thread(r, i + 1))) {
+          close(thread(r, i), r.ts(i), r.ts(++i));
+        } else if (ph == 'B' || ph == 'E' || ph == 'X') {
+          int[] in = r.in(i);
+          feed(tolerant(bytes, in[0], in[1] - in[0]).get(0));
+        }
+      }
+    }
+
+    private static Object thread(NativeCutter.Run r, int i) {
+      return java.util.Arrays.asList(r.has(i, 0) ? r.id(i, 0) : null, r.has(i, 1) ? r.id(i, 1) : null);
+    }
+
+    private static Object key(Object id) {
+      return tidKey(id) != null ? tidKey(id) : id;
+    }
+
+    private void close(Object thread, long b, long e) {
+      Long f = floor.get(thread);
+      if (e < b || (f != null && b < f)) {
+        throw needsPlan();
+      }
+      if (e == b) {
+        return; // a point nests in whatever holds it, and holds nothing
+      }
+      java.util.TreeMap<Long, Long> t = outer.computeIfAbsent(thread, k -> new java.util.TreeMap<>());
+      Map.Entry<Long, Long> left = t.lowerEntry(b);
+      java.util.NavigableMap<Long, Long> inside = t.subMap(b, true, e, false);
+      if ((left != null && left.getValue() > b) || inside.values().stream().anyMatch(x -> x > e)) {
+        throw needsPlan(); // overlaps one before it or one inside it (the plan takes a parent first)
+      }
+      inside.clear();
+      t.put(b, e);
+      if (t.size() > 1024) {
+        floor.put(thread, t.pollFirstEntry().getValue());
+      }
+    }
+
+    void finish() {
+      if (opened.values().stream().anyMatch(s -> !s.isEmpty())) {
+        throw needsPlan(); // a begin never closed
+      }
+    }
+
+    private static java.io.UncheckedIOException needsPlan() {
+      return new java.io.UncheckedIOException(new NeedsPlan());
+    }
   }
 
   // ------------------------------------------------------------------ the range's bounds
@@ -522,11 +573,11 @@ public final class WindowCutter {
     try {
       events = ParseRaw.FN.invoke(new String(b, off, len, StandardCharsets.UTF_8));
     } catch (clojure.lang.ExceptionInfo e) {
-      throw notLayout("not MXNet's trace layout: " + e.getMessage());
+      throw new NotLayout("not MXNet's trace layout: " + e.getMessage());
     }
     for (Object e : (List<?>) events) {
       if (!(e instanceof Map) || !((Map<?, ?>) e).containsKey("ph")) {
-        throw notLayout("an event without \"ph\"");
+        throw new NotLayout("an event without \"ph\"");
       }
       out.add(normalMap((Map<?, ?>) e));
     }
@@ -548,7 +599,7 @@ public final class WindowCutter {
    * Bytes the cut does not read: never shown to a user (the caller then reads them the tolerant
    * way, which says what is wrong with its fix).
    */
-  public static final class NotLayout extends IOException {
+  public static class NotLayout extends IOException {
     private static final long serialVersionUID = 1L;
 
     NotLayout(String why) {
@@ -556,16 +607,21 @@ public final class WindowCutter {
     }
   }
 
-  private static IOException notLayout(String why) {
-    return new NotLayout(why);
+  /**
+   * Slices the cut does not write as they come ({@link Nesting}): the caller writes the range by
+   * the writers' plan ({@code pyprof.trace.slices}), read the tolerant way.
+   */
+  public static final class NeedsPlan extends NotLayout {
+    private static final long serialVersionUID = 1L;
+
+    NeedsPlan() {
+      super("slices the writers' plan places");
+    }
   }
 
   /** An integer as the JVM's reader holds it: a Long, a BigInteger up to 64 bits, else a double. */
   private static Object number(BigInteger n) {
-    if (n.bitLength() < 64) {
-      return n.longValue();
-    }
-    return n.bitLength() < 65 ? (Object) n : (Object) n.doubleValue();
+    return n.bitLength() < 64 ? (Object) n.longValue() : n.bitLength() < 65 ? (Object) n : (Object) n.doubleValue();
   }
 
   /** {@code m} with Clojure's numbers (BigInt, Integer, ...) as {@link #read} gives them. */
@@ -610,7 +666,7 @@ public final class WindowCutter {
   private void writeEvent(JsonGenerator g, Map<String, Object> e, Ids numbering)
       throws IOException {
     // numbers given in the rule's order of fields (trace.json ids kinds), then written as they lie
-    forEachIdField(e, (kind, field, scope, v) -> numbering.id(kind, v));
+    forEachId(e, numbering::id);
     g.writeStartObject();
     for (Map.Entry<String, Object> f : e.entrySet()) {
       g.writeFieldName(f.getKey());
@@ -622,10 +678,7 @@ public final class WindowCutter {
         Map<String, Object> id2 = new LinkedHashMap<>();
         for (Map.Entry<?, ?> x : ((Map<?, ?>) v).entrySet()) {
           String scope = String.valueOf(x.getKey());
-          boolean isScope = false;
-          for (String sc : id2Scopes) {
-            isScope |= sc.equals(scope);
-          }
+          boolean isScope = java.util.Arrays.asList(id2Scopes).contains(scope);
           id2.put(scope, isScope ? numbering.id(kind, x.getValue()) : x.getValue());
         }
         writeValue(g, id2);
@@ -752,19 +805,8 @@ public final class WindowCutter {
     }
   }
 
-  private interface IdVisitor {
-    void visit(String kind, Object value);
-  }
-
-  private interface IdFieldVisitor {
-    void visit(String kind, String field, String scope, Object value);
-  }
-
-  private void forEachId(Map<String, Object> e, IdVisitor f) {
-    forEachIdField(e, (kind, field, scope, v) -> f.visit(kind, v));
-  }
-
-  private void forEachIdField(Map<String, Object> e, IdFieldVisitor f) {
+  /** Calls {@code f} with (kind, value) of each id of {@code e}, in trace.json's order. */
+  private void forEachId(Map<String, Object> e, java.util.function.BiConsumer<String, Object> f) {
     for (String[] kf : idFields) {
       if (!e.containsKey(kf[1])) {
         continue;
@@ -774,11 +816,11 @@ public final class WindowCutter {
         Map<?, ?> m = (Map<?, ?>) v;
         for (String scope : id2Scopes) {
           if (m.containsKey(scope)) {
-            f.visit(kf[0], kf[1], scope, m.get(scope));
+            f.accept(kf[0], m.get(scope));
           }
         }
       } else {
-        f.visit(kf[0], kf[1], null, v);
+        f.accept(kf[0], v);
       }
     }
   }

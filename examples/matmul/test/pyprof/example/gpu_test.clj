@@ -1,9 +1,9 @@
-(ns pyprof.gpu-test
-  "pyprof.gpu without a GPU: the same answers as Python's pyprof/gpu.py, on synthetic builds and
+(ns pyprof.example.gpu-test
+  "pyprof.example.gpu without a GPU: the same answers as Python's pyprof/gpu.py, on synthetic builds and
   cards and on fatbin sections written by Python's test helpers."
   (:require [clojure.java.io :as io]
             [clojure.test :refer [deftest is testing]]
-            [pyprof.gpu :as gpu]
+            [pyprof.example.gpu :as gpu]
             [pyprof.native :as native]
             [pyprof.test-util :refer [python-json temp-dir]]))
 
@@ -35,7 +35,7 @@
 (deftest the-kernels-of-a-build-as-python-reads-them
   (let [dir (temp-dir)]
     (when-let [py (python-json
-                   (str "import json, sys, pathlib\nsys.path.insert(0, '../tests')\n"
+                   (str "import json, os, sys, pathlib\nsys.path.insert(0, os.environ['PYTHONPATH'] + '/tests')\n"
                         "from test_gpu import _elf, _fatbin\nfrom pyprof import gpu\n"
                         "d = pathlib.Path(json.load(sys.stdin))\n"
                         "libs = {'good': _elf(d / 'good.so', {b'.text': b'x' * 40, b'.nv_fatbin': "

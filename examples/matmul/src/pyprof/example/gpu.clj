@@ -1,4 +1,4 @@
-(ns ^:no-doc pyprof.gpu
+(ns pyprof.example.gpu
   "CUDA builds of MXNet 1.9.1: whether the build in use has kernels for a card, as Python's
   `pyprof/gpu.py` decides it (that module documents the rules and the fatbin layout). The wheels
   come from `gpu.json` (pyprof/spec on the classpath), the kernels from libmxnet.so's
