@@ -363,12 +363,43 @@ def test_clojure_requires_and_runtime_lookups_only_point_down():
     assert all(b in spaces for _, _, b in dynamic)
 
 
+# a class of pyprof's named in Java code: an import, or a fully qualified name
+_JAVA_REF = re.compile(r"\bpyprof\.jvm(?:\.[a-z]\w*)*\.[A-Z]\w*")
+_JAVA_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"', re.S)
+
+
+def _java_references(text: str, known: set[str]) -> list[str]:
+    """The classes of ``known`` that Java source ``text`` imports or names fully qualified in its
+    code (comments and strings left out). A class of its own package needs neither: the module
+    map keeps a package's classes in one layer or lists the lower ones' imports."""
+    return [c for c in _JAVA_REF.findall(_JAVA_NOT_CODE.sub(" ", text)) if c in known]
+
+
+def test_java_imports_only_point_down():
+    """The JVM's Java classes import (or name fully qualified) only classes of their own layer or
+    a lower one, as Python's imports and Clojure's requires."""
+    classes = {**_java_classes(), **_example_java()}
+    edges = [(str(path.relative_to(ROOT)), name, c)
+             for name, path in sorted(classes.items())
+             for c in _java_references(path.read_text(), set(classes)) if c != name]
+    assert len(edges) >= 10
+    climbing = sorted(set(_climbing(edges, "java")))
+    print("\n".join(climbing))
+    assert climbing == [], "Java imports that climb a layer (docs/architecture.md, the module map)"
+
+
 def test_the_layout_rules_see_a_planted_climb():
     """The two checks above find a climbing import in the forms they read."""
     known = {"pyprof.session.raw", "pyprof.rules"}
     planted = '(ns a (:require [pyprof.rules :as r]))\n(defn f [] ((requiring-resolve \'pyprof.session.raw/x)))\n' \
               '(defn g [f] (requiring-resolve (symbol "pyprof.session.raw" (name f))))\n' \
               '(defn h [] (require (quote pyprof.session.raw)))'
+    java = 'import pyprof.jvm.MXNetException;\n// pyprof.jvm.Profiler\n/** {@link pyprof.jvm.Profiler} */\n' \
+           'class A { Object x = pyprof.jvm.capi.LibMXNet.load(); String s = "pyprof.jvm.Profiler"; }'
+    assert _java_references(java, {"pyprof.jvm.MXNetException", "pyprof.jvm.Profiler",
+                                   "pyprof.jvm.capi.LibMXNet"}) == [
+        "pyprof.jvm.MXNetException", "pyprof.jvm.capi.LibMXNet"]
+    assert _climbing([("A.java", "pyprof.jvm.capi.LibMXNet", "pyprof.jvm.Profiler")], "java") != []
     assert _clojure_references(planted, known) == [
         ("require", "pyprof.rules"), ("requiring-resolve", "pyprof.session.raw"),
         ("requiring-resolve", "pyprof.session.raw"), ("require", "pyprof.session.raw")]
