@@ -631,6 +631,14 @@ def bulk_note(index: int, path: str, report: MatchReport | None) -> str | None:
         "index": index, "path": path, "events": sum(report.bulk_segments.values()), "names": names})
 
 
+def held_cut() -> Any:
+    """What a session's cut holds a window to annotate in (:class:`pyprof.trace.rawcut.Kept`):
+    a raw range past :data:`MAX_ANNOTATE_BYTES` is written, streamed, as before."""
+    from ..trace.rawcut import Kept
+
+    return Kept(MAX_ANNOTATE_BYTES)
+
+
 def annotate_window(index: int, path: str, calls: Sequence[Call], options: dict[str, bool], *,
                     recorder: str, kept: Any = None) -> MatchReport | None:
     """:func:`annotate` for a session's window ``index`` just cut at ``path`` (thread names: the

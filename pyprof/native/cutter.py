@@ -75,6 +75,10 @@ class Run:
         self._lo, self._hi = cols["in_lo"][:n], cols["in_hi"][:n]
         self.skip = np.zeros(n, bool)
 
+    def release(self) -> None:
+        """Let the run's raw bytes go (:meth:`metadata` reads them: called before)."""
+        self._run = b""
+
     def metadata(self) -> list[tuple[int, bytes]]:
         """``(index, bytes)`` of each ``M`` event, in order."""
         return [(i, self._run[self._lo[i]:self._hi[i]])
@@ -105,15 +109,15 @@ class Run:
             tables.append((old, new))
             args += [old.ctypes.data, new.ctypes.data, len(old)]
         skip = self.skip.view(np.uint8)
-        dst = ctypes.create_string_buffer(len(self.out) + 64 + 60 * self.n)
+        dst = np.empty(len(self.out) + 64 + 60 * self.n, np.uint8)  # not zeroed
         common = (self.out, len(self.out), self.n, 0, self.n, b",", 1, self.ids.ctypes.data,
                   self.has.ctypes.data, self._at.ctypes.data, self._starts.ctypes.data,
-                  skip.ctypes.data, dst, *args)
+                  skip.ctypes.data, dst.ctypes.data, *args)
         if where is None:
             size = _lib.cut_patch(*common)
         else:
             size = _lib.cut_patch_at(*common, where.ctypes.data)
-        return dst.raw[:size]
+        return dst[:size].tobytes()
 
 
 _COLUMNS = (("ph", np.uint8, 1), ("ts", np.int64, 1), ("ts_ok", np.uint8, 1), ("ids", np.uint64, 3),
@@ -124,13 +128,21 @@ _COLUMNS = (("ph", np.uint8, 1), ("ts", np.int64, 1), ("ts_ok", np.uint8, 1), ("
 def read(run: bytes) -> Run | None:
     """``run`` (bytes of whole events in MXNet's layout separated by commas, no header) read,
     or None when the C code does not read it as orjson does (Python reads it then)."""
+    # room for the events: MXNet's take 64 bytes at least (each a key per line); a run of
+    # smaller ones is read again with room for as many events as it holds braces
+    got = _read(run, len(run) // 64 + 16)
+    if got is None and (cap := run.count(b"{") + 1) > len(run) // 64 + 16:
+        got = _read(run, cap)
+    return got
+
+
+def _read(run: bytes, cap: int) -> Run | None:
     lib = _library()
-    cap = run.count(b"{") + 1  # at least the events
-    out = ctypes.create_string_buffer(len(run) + 2 * cap + 16)
+    out = np.empty(len(run) + 2 * cap + 16, np.uint8)  # not zeroed: only what is written is read
     size = c_int64(0)
     cols = {name: np.empty(cap * width, dtype) for name, dtype, width in _COLUMNS}
-    n = lib.cut_run(run, len(run), cap, out, ctypes.byref(size),
+    n = lib.cut_run(run, len(run), cap, out.ctypes.data, ctypes.byref(size),
                     *(cols[name].ctypes.data for name, _, _ in _COLUMNS))
     if n < 0:
         return None
-    return Run(n, out.raw[:size.value], run, cols)
+    return Run(n, out[:size.value].tobytes(), run, cols)

@@ -402,8 +402,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         calls = self._calls.pop(w.index, None)
         kept = None  # annotated: the cut held in memory, written once by the annotation
         if self._recorder is not None and calls is not None:
-            from ..trace.rawcut import Kept
-            kept = Kept()
+            from ..attribution.matching import held_cut
+            kept = held_cut()
         events = RAW.cut(w.start, ended.end, w.path,
                          step_events(w.index, w.steps, ended.last_step, ended.end_us), keep=kept)
         report = self._annotate(w.index, w.path, calls, kept)

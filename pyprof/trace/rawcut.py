@@ -57,6 +57,7 @@ from .writer import TraceWriter
 #: Bytes read at a time (a run of whole events is at most this plus one event).
 BLOCK = 1 << 22
 _MAX_RUN = 1 << 26  # bytes without an event separator: no such layout
+_WHOLE = 1 << 26  # a range read at once
 _EDGE = 1 << 16  # bytes at each end searched for the header, the footer and their commas
 _LAYOUT = rules.spec("trace.json")["mxnet_layout"]
 _HEADER = re.compile(_LAYOUT["header"].encode())  # bytes: \s is ASCII white space only
@@ -118,11 +119,17 @@ def _body(path: str, start: int, end: int | None) -> tuple[int, int]:
 
 
 def _runs(path: str, lo: int, hi: int) -> Iterator[bytes]:
-    """Bytes ``[lo, hi)`` of ``path`` as runs of whole events, cut at event separators."""
+    """Bytes ``[lo, hi)`` of ``path`` as runs of whole events, cut at event separators: the
+    block read last (:data:`BLOCK` bytes) cut after its last separator, the rest carried to
+    the next. A range of at most :data:`_WHOLE` bytes is read at once (the same runs, fewer
+    copies)."""
     if hi <= lo:
         return
     with open(path, "rb") as f:
         f.seek(lo)
+        if hi - lo <= _WHOLE:
+            yield from _cut_runs(f.read(hi - lo), hi - lo)
+            return
         left, carry = hi - lo, b""
         while left > 0:
             block = f.read(min(BLOCK, left))
@@ -136,16 +143,47 @@ def _runs(path: str, lo: int, hi: int) -> Iterator[bytes]:
                 if len(carry) > _MAX_RUN:
                     raise Refused  # no event separator
                 continue
-            for _ in range(4):  # MXNet writes a begin, then its end: keep them in one run
-                ph = buf.rfind(b'"ph": "', 0, at)  # (an optimisation: slices.Nesting)
-                prev = buf.rfind(_SEPARATOR, 0, at)
-                if ph < 0 or buf[ph + 7:ph + 8] != b"B" or prev < 0:
-                    break
-                at = prev
+            at = _with_end(buf, 0, at)
             yield buf[:at]
             carry = buf[at + len(_SEPARATOR):]
         if carry.strip():
             yield carry
+
+
+def _cut_runs(data: bytes, total: int) -> Iterator[bytes]:
+    """:func:`_runs` of ``data`` read at once (``total``: the bytes the range said)."""
+    pos = read = 0
+    left = total
+    while left > 0:
+        got = min(BLOCK, left, len(data) - read)
+        if got <= 0:
+            break  # the file is shorter than the range said
+        read += got
+        left -= got
+        at = data.rfind(_SEPARATOR, pos, read) if left > 0 else -1
+        if at < 0:
+            if read - pos > _MAX_RUN:
+                raise Refused  # no event separator
+            continue
+        at = _with_end(data, pos, at)
+        yield data[pos:at]
+        pos = at + len(_SEPARATOR)
+    carry = data[pos:read]
+    if carry.strip():
+        yield carry
+
+
+def _with_end(buf: bytes, pos: int, at: int) -> int:
+    """The cut at separator ``at`` of ``buf[pos:]`` moved before a last begin, whose end
+    follows (MXNet writes a begin, then its end: keep them in one run; an optimisation:
+    slices.Nesting), at most 4 separators back."""
+    for _ in range(4):
+        ph = buf.rfind(b'"ph": "', pos, at)
+        prev = buf.rfind(_SEPARATOR, pos, at)
+        if ph < 0 or buf[ph + 7:ph + 8] != b"B" or prev < 0:
+            break
+        at = prev
+    return at
 
 
 def _events(run: bytes) -> list[dict[str, Any]]:
@@ -266,10 +304,12 @@ class Kept:
     each starts, their columns, ids as written) or events as dicts (the known metadata, the
     extra events; a run read in Python makes it not :attr:`clean`: written at once then).
     :attr:`held`: the cut ended held (else the window was written). Events are numbered as in
-    the window written, metadata first."""
+    the window written, metadata first. ``limit``: a range of more raw bytes is written, not
+    held (its window is not read into memory)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self.held = False
+        self.limit = limit
         self.reset()
 
     def reset(self) -> None:
@@ -292,6 +332,7 @@ class Kept:
                 hit = (old[at] == run.ids[:, k]) & run.has[:, k]
                 ids[hit, k] = new[at[hit]]
         ids[~run.has] = -1
+        run.release()  # its raw bytes: not read again
         self.batches.append((self.size, run, data, where[order], ids[order], order))
         self.count += run.n
         self.size += len(order)
@@ -518,6 +559,8 @@ def cut(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, A
     """
     lo, hi = _body(raw, start, end)
     known = list(metadata.values())
+    if keep is not None and keep.limit is not None and hi - lo > keep.limit:
+        keep = None  # too large to hold: written, streamed
     with no_gc():
         return _cut(raw, lo, hi, known, metadata, out, extra, keep)
 
