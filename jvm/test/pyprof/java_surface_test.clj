@@ -227,7 +227,8 @@
         (doseq [s [status stopped after stats]]
           (is (empty? (foreign s)) s))
         (is (str/includes? status "\"state\":\"open\""))
-        (is (str/includes? stopped "\"first_step\":0"))
+        (is (= "[]" stopped) "a stop with no session running stops nothing (its windows: Status)")
+        (is (str/includes? after "\"first_step\":0"))
         (is (str/includes? stats "\"total_us\":"))))
     (testing "with-profiling: other options forms are the catalogue's error when they compile"
       (let [[_ from-var direct keyword-form running] (one :with-profiling-bad)]

@@ -11,6 +11,7 @@
             [clojure.test :refer [deftest is testing]]
             [pyprof.native :refer [mx]]
             [pyprof.native :as native]
+            [pyprof.rules :as rules]
             [pyprof.session :as session]
             [pyprof.session.raw :as raw]
             [pyprof.test-util :refer [java-child python-json temp-dir]]
@@ -92,7 +93,7 @@
         c (pyprof.jvm.WindowCutter. (trace "mxnet_layout") (trace "ids") (trace "thread_names"))]
     (try
       (spit f text :encoding "UTF-8")
-      (let [r (with-open [w (io/writer out)] (.cut c (str f) 0 (.length f) [] extra w (boolean two-passes?) {}))]
+      (let [r (with-open [w (io/writer out)] (.cut c (str f) 0 (.length f) [] extra w (boolean two-passes?) {} true))]
         [(reader/read-events (str out)) (.renumbered r)])
       (catch pyprof.jvm.WindowCutter$NeedsPlan _ :planned)
       (catch pyprof.jvm.WindowCutter$NotLayout _ :refused)
@@ -158,7 +159,7 @@
     (try
       (if native? (System/clearProperty "pyprof.cutter") (System/setProperty "pyprof.cutter" "python"))
       (spit f text :encoding "UTF-8")
-      (with-open [w (io/writer out)] (.cut c (str f) 0 (.length f) [] [] w false {}))
+      (with-open [w (io/writer out)] (.cut c (str f) 0 (.length f) [] [] w false {} true))
       (slurp out)
       (finally (System/clearProperty "pyprof.cutter") (.delete f) (.delete out)))))
 
@@ -229,5 +230,28 @@
         (is (= "X" (get (last native) "ph")))
         (is (= "1 (overlap 1)" (get-in native [6 "args" "name"])) "named after its thread's tid as written")
         (is (= native (window false)) "without the C code: the same")
-        (when python (is (= python native) "Python's window: the same events, tracks and names")))
+        (when python (is (= python native) "Python's window: the same events, tracks and names"))
+        (testing "past plan_max_bytes: streamed as MXNet recorded the slices, one note, pyprof repair makes it valid"
+          (let [out (java.io.File/createTempFile "window" ".json")
+                err (java.io.StringWriter.)]
+            (try
+              (System/setProperty "pyprof.planMaxBytes" (str (dec (.length f))))
+              (binding [*err* err] (raw/cut-file! (str f) 0 (.length f) (str out) [] [] {}))
+              (let [streamed (reader/read-events (str out))]
+                (is (= ["inner" "inner" "outer" "outer" "first" "first" "second" "second" "orphan" "open" "late" "late"]
+                       (map #(get % "name") streamed)) "every slice as it came, none held")
+                (is (= (rules/render (get-in rules/api ["raw_trace" "plan_note"])
+                                     {:path (str out) :bytes (.length f) :limit (dec (.length f))})
+                       (str/trim (str err))))
+                (when-let [[codes repaired] (python-json (str "import json, subprocess, sys\n"
+                                                              "cli = lambda *a: subprocess.run([sys.executable, '-m', 'pyprof', *a], capture_output=True).returncode\n"
+                                                              "p = " (pr-str (str out)) "\n"
+                                                              "codes = [cli('validate', p), cli('repair', p), cli('validate', p)]\n"
+                                                              "print(json.dumps([codes, json.load(open(p))['traceEvents']]))"))]
+                  (is (= [1 0 0] codes) "invalid as cut, valid after pyprof repair")
+                  (is (= [["inner" 5 1 1] ["outer" 4 4 1] ["first" 10 20 1] ["1 (overlap 1)" nil nil 3] ["second" 20 20 3]]
+                         (for [e repaired]
+                           [(or (get-in e ["args" "name"]) (e "name")) (e "ts") (e "dur") (e "tid")]))
+                      "the slices the plan places (B/E pairs as X), the partial overlap on its overlap track (tid 2: the cut gave it to the other thread)")))
+              (finally (System/clearProperty "pyprof.planMaxBytes") (.delete out))))))
       (finally (.delete f)))))

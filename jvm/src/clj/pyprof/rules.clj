@@ -129,7 +129,7 @@
   "A value as a literal of `language` (\"clojure\": `pr-str`, a string with its control
   characters escaped as Java's, which Clojure's reader reads too; \"java\": `java-literal`)."
   [v language]
-  (cond (= "java" language) (java-literal v)
+  (cond (#{"java" "jmx"} language) (java-literal v)
         (and (string? v) (or (some #(or (< (int %) 0x20) (<= 0x7f (int %) 0x9f)) v)
                              (lone-surrogate v)))
         (java-string v) ; pr-str left a NUL raw (and a lone surrogate, which no UTF-8 carries)
@@ -138,18 +138,18 @@
 (defn- text
   "A value as text in `language`: a keyword as its name in Java."
   [v language]
-  (if (and (= "java" language) (or (keyword? v) (symbol? v))) (name v) (str v)))
+  (if (and (#{"java" "jmx"} language) (or (keyword? v) (symbol? v))) (name v) (str v)))
 
 (defn render
   "Fills a catalogue template: `{f}` as text (a sequential value as its items' literals,
   comma-joined; a keyword :api/x as the API name `{api.x}`), `{f!r}` as a literal, `{api.x}` as
-  the API name in `language` (\"clojure\" or \"java\")."
+  the API name in `language` (\"clojure\", \"java\", \"jmx\": else Java's)."
   ([template fields] (render template fields "clojure"))
   ([template fields language]
    (str/replace template #"\{(api\.)?([a-z_]+)(!r)?\}"
                 (fn [[_ api? field literal?]]
                   (if api?
-                    (or (get-in catalogue ["api" field language])
+                    (or (get-in catalogue ["api" field language]) (get-in catalogue ["api" field ({"jmx" "java"} language)])
                         (throw (IllegalArgumentException.
                                 (str "no API name " field " for " language " in errors.json. fix: add it to its \"api\" table"))))
                     (let [k (keyword field)

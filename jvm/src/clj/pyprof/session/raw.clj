@@ -200,9 +200,7 @@
   (let [trace (rules/read-spec "trace.json")]
     (WindowCutter. (trace "mxnet_layout") (trace "ids") (trace "thread_names"))))
 
-(defn warm-up!
-  "Compiles the window cut's code before the first window (`WindowCutter.cutsInC`)."
-  []
+(defn warm-up! "Compiles the window cut's code before the first window (`WindowCutter.cutsInC`)." []
   (.cutsInC cutter))
 
 (defn- ->clj
@@ -217,44 +215,44 @@
   "`events` with a thread_name event before the first event of each pid and tid of a named
   thread (trace.json thread_names, `WindowCutter.threadNameOf`), lazily."
   [events names]
-  (if (empty? names)
-    events
-    (let [named (java.util.HashSet.)]
-      (mapcat (fn [e] (if-let [m (and (not= "M" (get e "ph")) (.threadNameOf cutter e names named))]
-                        [(->clj m) e]
-                        [e]))
-              events))))
+  (let [named (java.util.HashSet.)]
+    (mapcat #(if-let [m (and (seq names) (not= "M" (get % "ph")) (.threadNameOf cutter % names named))] [(->clj m) %] [%])
+            events)))
 
 (defn cut-file!
   "Writes bytes [start, end) of the raw trace `path` as a valid trace at `out`, `known` metadata
   first, then `extra` events, the threads of `names` (`WindowCutter.names`) named; returns [events
-  written, the metadata events found]. Streamed at disk speed (`pyprof.jvm.WindowCutter`); bytes
-  it does not read as MXNet's layout, or slices it does not write as they come, go the tolerant
-  way and the writers' plan (`pyprof.raw-file/write-events!`)."
+  written, the metadata events found]. Streamed at disk speed (`pyprof.jvm.WindowCutter`); other
+  bytes, or slices to place, are read whole, the writers' plan applied (`raw-file/write-events!`);
+  past plan_max_bytes (-Dpyprof.planMaxBytes) such slices are streamed as they come: plan_note."
   [path start end out known extra names]
-  (or (try (let [cut (fn [two-passes?]
-                       (let [r (volatile! nil)]
-                         (write-atomic! out "rw-r--r--"
-                                        #(vreset! r (.cut cutter path start end known extra %
-                                                          (boolean two-passes?) names)))
-                         @r))
-                 ^WindowCutter$Result r (let [r (cut false)] (if (.renumbered ^WindowCutter$Result r) r (cut true)))]
-             [(.events r) (map ->clj (.metadata r))])
-           (catch pyprof.jvm.WindowCutter$NotLayout _ nil))
+  (let [cut #(let [r (volatile! nil)]
+               (write-atomic! out "rw-r--r--"
+                              (fn [w] (vreset! r (.cut cutter path start end known extra w (boolean %1) names (boolean %2)))))
+               @r)
+        streamed #(try (let [^WindowCutter$Result r (cut false %)] (if (.renumbered r) r (cut true %)))
+                       (catch pyprof.jvm.WindowCutter$NeedsPlan _ :plan)
+                       (catch pyprof.jvm.WindowCutter$NotLayout _ nil))
+        [size limit] [(- (long end) (long start)) (Long/getLong "pyprof.planMaxBytes" (long (rawdir/spec "plan_max_bytes")))]
+        r (streamed true)
+        over? (and (= :plan r) (> (long size) (long limit)))
+        ^WindowCutter$Result r (if over? (streamed false) r)] ; nil: not MXNet's layout after all
+    (if (instance? WindowCutter$Result r)
+      (do (when over? (binding [*out* *err*] (println (rules/render (rawdir/spec "plan_note") {:path out :bytes size :limit limit}))))
+          [(.events r) (map ->clj (.metadata r))])
       (let [events (events-in path start end)]
-        [(write-events! out known (concat (with-thread-names events names) extra)) events])))
+        [(write-events! out known (concat (with-thread-names events names) extra)) events]))))
 
 (defn cut!
-  "Writes raw bytes [start, end) as a valid trace at `out` (`cut-file!`), known metadata first,
-  then `extra` events (the step marks); returns the number of events written. The threads named
-  now (`pyprof.jvm.ThreadNames`) get their thread_name events."
+  "Writes raw bytes [start, end) as a valid trace at `out` (`cut-file!`), known metadata first, then
+  `extra` events (the step marks), the threads named now (`ThreadNames`) named; returns its events."
   [start end out extra]
   (harvest! start)
-  (let [known (metadata)]
-    (swap! raw update :scanned max end)
-    (let [[n found] (cut-file! (:path @raw) start end out known extra (.names cutter))]
-      (remember-metadata! found)
-      n)))
+  (let [known (metadata)
+        _ (swap! raw update :scanned max end)
+        [n found] (cut-file! (:path @raw) start end out known extra (.names cutter))]
+    (remember-metadata! found)
+    n))
 
 (defn partial-path ^String [path] (str path ".partial"))
 

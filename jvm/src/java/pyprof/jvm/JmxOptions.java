@@ -73,19 +73,25 @@ final class JmxOptions {
     return out;
   }
 
-  /** Moves the schedule's top-level keys into {@code opts}' {@code "schedule"} map. */
+  /**
+   * Moves the schedule's top-level keys into {@code opts}' {@code "schedule"} map, their integer
+   * texts as numbers (any other text left for the schedule's check to name); session.schedule_twice
+   * when {@code opts} has that map too.
+   */
   static void liftSchedule(Map<String, Object> opts) {
     Map<String, Object> sched = new HashMap<>();
+    List<Object> top = new ArrayList<>(SCHEDULE_KEYS);
+    top.retainAll(opts.keySet());
+    if (opts.containsKey("schedule") && !top.isEmpty()) {
+      throw PyprofException.catalogue("session.schedule_twice", "options",
+          clojure.lang.PersistentVector.create(top));
+    }
     if (opts.get("schedule") instanceof Map) {
       ((Map<?, ?>) opts.get("schedule")).forEach((k, v) -> sched.put(String.valueOf(k), v));
     }
-    for (Object o : SCHEDULE_KEYS) {
-      String k = (String) o;
-      if (opts.containsKey(k)) {
-        sched.put(k, opts.remove(k));
-      }
-    }
-    sched.replaceAll((k, v) -> v instanceof String ? Long.valueOf(((String) v).strip()) : v);
+    top.forEach(k -> sched.put((String) k, opts.remove(k)));
+    sched.replaceAll((k, v) -> v instanceof String && ((String) v).strip().matches("[+-]?\\d{1,18}")
+        ? Long.valueOf(((String) v).strip()) : v);
     if (!sched.isEmpty()) {
       opts.put("schedule", sched);
     }

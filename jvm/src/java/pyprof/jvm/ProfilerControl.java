@@ -20,6 +20,8 @@ import java.util.concurrent.atomic.AtomicLong;
 import javax.management.InstanceAlreadyExistsException;
 import javax.management.JMException;
 import javax.management.MBeanNotificationInfo;
+import javax.management.MBeanOperationInfo;
+import javax.management.MBeanParameterInfo;
 import javax.management.MBeanServer;
 import javax.management.Notification;
 import javax.management.NotificationBroadcasterSupport;
@@ -151,7 +153,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
       MBeanServer server = ManagementFactory.getPlatformMBeanServer();
       if (!server.isRegistered(name)) {
         try {
-          server.registerMBean(INSTANCE, name);
+          server.registerMBean(new Described(), name);
         } catch (InstanceAlreadyExistsException e) {
           // registered concurrently: fine
         }
@@ -188,6 +190,38 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
         // start() reports it, with the fix, when a session needs the library
       }
       DONE = Boolean.TRUE;
+    }
+  }
+
+  /**
+   * The bean as JMX clients see it: each operation and parameter named and described (api.json
+   * service_session jmx_operations: [description, [name, description] per parameter]).
+   */
+  private static final class Described extends javax.management.StandardEmitterMBean {
+    private static final Map<?, ?> OPS = (Map<?, ?>) ProfilerSession.service("jmx_operations");
+
+    Described() {
+      super(INSTANCE, ProfilerControlMBean.class, INSTANCE);
+    }
+
+    private static String about(MBeanOperationInfo op, int parameter, int field) {
+      List<?> o = (List<?>) OPS.get(op.getName());
+      return String.valueOf(parameter < 0 ? o.get(0) : ((List<?>) o.get(parameter + 1)).get(field));
+    }
+
+    @Override
+    protected String getDescription(MBeanOperationInfo op) {
+      return about(op, -1, 0);
+    }
+
+    @Override
+    protected String getParameterName(MBeanOperationInfo op, MBeanParameterInfo p, int i) {
+      return about(op, i, 0);
+    }
+
+    @Override
+    protected String getDescription(MBeanOperationInfo op, MBeanParameterInfo p, int i) {
+      return about(op, i, 1);
     }
   }
 
@@ -466,8 +500,8 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     Future<?> task;
     ProfilerSession s;
     synchronized (this) {
-      if (session == null) {
-        return "[]";
+      if (!active) {
+        return "[]"; // nothing stopped, as Python's stop() of a stopped session
       }
       s = session;
       task = stopLocked();
@@ -679,7 +713,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
   /** JMX clients lack pyprof's classes: rethrow as a JDK exception with the same message. */
   private static RuntimeException forJmx(PyprofException e) {
     String kind = e.kind();
-    String msg = e.getMessage();
+    String msg = e.jmxMessage();
     return kind.startsWith("invalid-config") || kind.startsWith("invalid-option")
         ? new IllegalArgumentException(msg)
         : new IllegalStateException(msg);

@@ -32,7 +32,9 @@ public interface ProfilerControlMBean {
    * {@code index}, {@code path}, {@code first_step}, {@code last_step}, {@code events},
    * {@code start_us}, {@code end_us} (microseconds since the epoch); each later one is a
    * {@code pyprof.window.saved} notification ({@link #awaitSaved(long)} waits for them).
-   * Idempotent.
+   * With no session running (never started, stopped, or ended by itself) it stops nothing and
+   * returns {@code []}, as Python's {@code stop()} of a stopped session does nothing; the last
+   * session's windows stay in {@link #getStatus()}.
    */
   String stop();
 

@@ -155,6 +155,12 @@ public class PyprofException extends ExceptionInfo {
     return withMessage(javaMessage(getMessage(), getData()));
   }
 
+  /** The message as a JMX client reads it: API names as the MBean's options take them. */
+  String jmxMessage() {
+    String rendered = rendered(getData(), "jmx");
+    return rendered != null ? rendered : getMessage();
+  }
+
   /** This error with its fix naming Clojure calls (itself when it already does, or has no fix). */
   public PyprofException inClojure() {
     return withMessage(clojureMessage(getMessage(), getData()));

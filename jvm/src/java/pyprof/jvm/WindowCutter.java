@@ -89,14 +89,14 @@ public final class WindowCutter {
    * {@code names} holds ({@link #names()}). Nothing of the range is held but a run. In one pass
    * unless {@code twoPasses}: ids are numbered as they come, which is the final numbering unless
    * a safe id found later is a number already given; then {@link Result#renumbered} is false and
-   * the caller cuts again with {@code twoPasses}.
+   * the caller cuts again with {@code twoPasses}. Without {@code plan}, slices go as they come.
    *
    * @throws NotLayout when the bytes are not MXNet's layout, or their slices need the writers'
    *     plan ({@link NeedsPlan}): the caller then reads them the slow, tolerant way
    * @throws IOException when the file cannot be read or {@code out} written
    */
   public Result cut(String raw, long start, long end, List<?> known, List<?> extra, Writer out,
-      boolean twoPasses, Map<Long, String> names) throws IOException {
+      boolean twoPasses, Map<Long, String> names, boolean plan) throws IOException {
     long[] body = body(raw, start, end);
     List<Map<String, Object>> head = new ArrayList<>();
     Set<Object> seen = new HashSet<>();
@@ -139,6 +139,7 @@ public final class WindowCutter {
     List<Map<String, Object>> found = new ArrayList<>();
     Set<List<Object>> named = new HashSet<>();
     Nesting nesting = new Nesting();
+    nesting.on = plan;
     long[] count = {0};
     try (JsonGenerator g = FACTORY.createGenerator(out)) {
       g.setRootValueSeparator(null);
@@ -436,6 +437,7 @@ public final class WindowCutter {
    * {@link NeedsPlan}.
    */
   private static final class Nesting {
+    private boolean on = true; // false: nothing checked
     private final Map<Object, java.util.ArrayDeque<Object[]>> opened = new HashMap<>(); // {name, ts}
     private final Map<Object, java.util.TreeMap<Long, Long>> outer = new HashMap<>(); // begin -> end
     private final Map<Object, Long> floor = new HashMap<>(); // the last end of those let go
@@ -445,7 +447,7 @@ public final class WindowCutter {
       Object ph = e.get("ph");
       Object ts = e.get("ts");
       Object dur = e.get("dur");
-      if (!"B".equals(ph) && !"E".equals(ph) && !"X".equals(ph)) {
+      if (!on || (!"B".equals(ph) && !"E".equals(ph) && !"X".equals(ph))) {
         return;
       }
       if (!(ts instanceof Long) || ("X".equals(ph) && !(dur instanceof Long))) {
@@ -467,7 +469,7 @@ public final class WindowCutter {
     /** The slice events of a run the C code read: what MXNet writes most, a begin and its end at
      * once, from the columns; any other one read from its bytes. */
     void feed(NativeCutter.Run r, byte[] bytes) throws IOException {
-      for (int i = 0; i < r.n; i++) {
+      for (int i = 0; on && i < r.n; i++) {
         char ph = r.ph(i);
         if (ph == 'B' && i + 1 < r.n && r.ph(i + 1) == 'E' && r.same(i + 1) && r.tsOk(i)
             && r.tsOk(i + 1) && thread(r, i).equals(thread(r, i + 1))) {
@@ -509,7 +511,7 @@ public final class WindowCutter {
     }
 
     void finish() {
-      if (opened.values().stream().anyMatch(s -> !s.isEmpty())) {
+      if (on && opened.values().stream().anyMatch(s -> !s.isEmpty())) {
         throw needsPlan(); // a begin never closed
       }
     }
