@@ -77,10 +77,11 @@
 
 (defn scan-java
   "The `throw new X(...)` statements and `PyprofException.state/option(...)` calls of Java source
-  `s` with a literal message and no fix."
+  `s` with a literal message and no fix. `WindowCutter.NotLayout` is left out: a signal its
+  callers catch (they read the range the tolerant way, whose errors carry fixes), never shown."
   [s file]
   (for [[stmt] (re-seq #"(?s)(throw new \w+\(.*?\);|PyprofException\.(?:state|option)\(.*?\);)" s)
-        :when (lacks-fix? stmt)]
+        :when (and (lacks-fix? stmt) (not (str/starts-with? stmt "throw new NotLayout(")))]
     (str file ": " (subs stmt 0 (min 80 (count stmt))))))
 
 (defn- sources [ext]
