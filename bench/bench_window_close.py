@@ -91,9 +91,9 @@ from pyprof.session import raw as _raw
 SECONDS, OUT, OPTIONS = float(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
 %(workload)s%(kib)s
 cuts = []
-def cut(start, end, out, extra=(), keep=None, _cut=_raw.RAW.cut):
+def cut(start, end, out, extra=(), keep=None, tail=None, _cut=_raw.RAW.cut):
     t = time.perf_counter()
-    n = _cut(start, end, out, extra, keep)
+    n = _cut(start, end, out, extra, keep, tail)
     cuts.append((time.perf_counter() - t, end - start))
     return n
 _raw.RAW.cut = cut

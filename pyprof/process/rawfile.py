@@ -46,7 +46,7 @@ def at_exit(fn: Callable[[], None]) -> None:
 
 def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],
                out: str | None, scratch: str | None = None,
-               extra: Sequence[dict[str, Any]] = (), keep: Any = None) -> int:
+               extra: Sequence[dict[str, Any]] = (), keep: Any = None, tail: Any = None) -> int:
     """Read the events in bytes ``[start, end)`` of ``raw`` (``end`` None: to the end).
 
     New metadata events are added to ``metadata``. With ``out``, a valid trace is written there:
@@ -62,10 +62,29 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
     beside ``out``, else ``raw``), named ``.pyprof-<pid>-segment-*.json`` so that a dead
     process's copy is recognised and deleted. ``keep`` (a :class:`pyprof.trace.rawcut.Kept`):
     a window the C code read whole is held there instead of written (its annotation writes it).
+    ``tail``: the cut of the range begun before MXNet's last append to it
+    (:func:`follow`), taken when it may be.
     """
     from ..trace import rawcut  # late, as pyprof.trace is: it imports pyprof
 
-    return rawcut.read_range(raw, start, end, metadata, out, scratch, extra, keep=keep)
+    return rawcut.read_range(raw, start, end, metadata, out, scratch, extra, keep=keep, tail=tail)
+
+
+def follow(raw: str, start: int, out: str, keep: Any = None) -> Any:
+    """The cut of the window at byte ``start`` of ``raw``, to be written at ``out`` (or held in
+    ``keep``), begun now on a thread of its own, before MXNet's last append to it
+    (:class:`pyprof.trace.rawcut.Tail`: give it the end with ``end_at``, pass it to
+    :func:`read_range`); None where it is not begun (no C code to read the runs, no directory
+    for ``out``)."""
+    from ..native import cutter
+    from ..trace import rawcut
+
+    if not cutter.available() or not os.path.isdir(os.path.dirname(out) or "."):
+        return None
+    try:
+        return rawcut.Tail(raw, start, METADATA, out, keep)
+    except OSError:
+        return None
 
 
 def join_traces(sources: list[str], out: str, metadata: dict[bytes, dict[str, Any]]) -> int:

@@ -75,6 +75,11 @@ def _report_at_exit(fn: Callable[[], Any], what: str) -> None:  # one line, neve
         print(f"pyprof: {what}: {exc}", file=sys.stderr)
 
 
+def _held_cut() -> Any:
+    from ..attribution.matching import held_cut
+    return held_cut()
+
+
 def _serialised(method: Callable[..., Any]) -> Callable[..., Any]:
     """One call of a session at a time, as the JVM's; a forked child waits on no parent's lock."""
     @functools.wraps(method)
@@ -348,9 +353,19 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
 
     def _stop(self, quiesce: Callable[[], int] = RAW.quiesce) -> None:
         """Stop (steady mode's ``pause``: pause) recording; the open window ends here."""
+        tail = None
         if self._running:
             self._running, self._cap_paused = False, False
-            self._stopped_us = quiesce()
+            w = self._window  # its cut begins while MXNet appends its last events
+            if w is not None and self._exit_limit is None and RAW.path is not None:
+                tail = _rawfile.follow(RAW.path, w.start, w.path,
+                                       None if self._recorder is None else _held_cut())
+            try:
+                self._stopped_us = quiesce()
+            except BaseException:
+                if tail is not None:
+                    tail.cancel()
+                raise
         if self._recorder is not None:
             self._recorder.pause()
         if self._window is not None:
@@ -366,7 +381,10 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
             last_step = self.step_num - (0 if self._final else 1)
             w = self._window
             self._ended = EndedWindow(w, RAW.size(), self._stopped_us or now_us(),
-                                      max(w.first_step, last_step))
+                                      max(w.first_step, last_step), tail)
+            if tail is not None:
+                e = self._ended
+                tail.end_at(e.end, step_events(w.index, w.steps, e.last_step, e.end_us))
             self._window = None
             assert RAW.path is not None  # recovery reads the window's range only
             write_partial(w.path, RAW.path, w.start, w.index, w.start_us, end=self._ended.end)
@@ -391,6 +409,8 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         w = ended.window
         limit = self._exit_limit
         if limit is not None and ended.end - w.start > limit:  # at exit, too large to cut
+            if ended.tail is not None:
+                ended.tail.cancel()
             RAW.leave_for_recovery(w.path)
             _claim.release_window(w.path)
             print(rules.render(_RAW_SPEC["exit_left_note"],
@@ -402,10 +422,10 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         calls = self._calls.pop(w.index, None)
         kept = None  # annotated: the cut held in memory, written once by the annotation
         if self._recorder is not None and calls is not None:
-            from ..attribution.matching import held_cut
-            kept = held_cut()
+            kept = ended.tail.keep if ended.tail is not None else _held_cut()
         events = RAW.cut(w.start, ended.end, w.path,
-                         step_events(w.index, w.steps, ended.last_step, ended.end_us), keep=kept)
+                         step_events(w.index, w.steps, ended.last_step, ended.end_us), keep=kept,
+                         tail=ended.tail)
         report = self._annotate(w.index, w.path, calls, kept)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(w.path + PARTIAL)

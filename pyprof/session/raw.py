@@ -223,14 +223,14 @@ class RawTrace:
             self.scanned = end
 
     def cut(self, start: int, end: int, out: str, extra: Sequence[dict[str, Any]] = (),
-            keep: Any = None) -> int:
+            keep: Any = None, tail: Any = None) -> int:
         """Write raw bytes ``[start, end)`` as a valid trace at ``out``, then ``extra`` events
-        (the step marks); return events written. ``keep``: see ``read_range``."""
+        (the step marks); return events written. ``keep``, ``tail``: see ``read_range``."""
         assert self.path is not None
         self.harvest(start)
         os.makedirs(os.path.dirname(out), exist_ok=True)  # removed while it ran: made again
         count = read_range(self.path, start, end, METADATA, out=out, scratch=self.directory,
-                           extra=extra, keep=keep)
+                           extra=extra, keep=keep, tail=tail)
         self.scanned = max(self.scanned, end)
         return count
 

@@ -90,12 +90,15 @@ class OpenWindow:
 
 
 class EndedWindow:
-    """A window whose recording stopped, not yet cut: where and when it ended."""
+    """A window whose recording stopped, not yet cut: where and when it ended; ``tail``: its
+    cut begun before MXNet's last append (:func:`pyprof.process.rawfile.follow`), or None."""
 
-    __slots__ = ("window", "end", "end_us", "last_step")
+    __slots__ = ("window", "end", "end_us", "last_step", "tail")
 
-    def __init__(self, window: OpenWindow, end: int, end_us: int, last_step: int) -> None:
+    def __init__(self, window: OpenWindow, end: int, end_us: int, last_step: int,
+                 tail: Any = None) -> None:
         self.window, self.end, self.end_us, self.last_step = window, end, end_us, last_step
+        self.tail = tail
 
 
 def now_us() -> int:

@@ -32,9 +32,11 @@ Each gives the same events (``tests/trace/test_rawcut.py``); the JVM's
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import compress, repeat
@@ -58,6 +60,9 @@ from .writer import TraceWriter
 BLOCK = 1 << 22
 _MAX_RUN = 1 << 26  # bytes without an event separator: no such layout
 _WHOLE = 1 << 26  # a range read at once
+#: Bytes appended that make a run while a :class:`Tail` follows MXNet's append.
+TAIL_RUN = 1 << 20
+_TAIL_POLL = 0.0005  # seconds between looks at the raw file's size
 _EDGE = 1 << 16  # bytes at each end searched for the header, the footer and their commas
 _LAYOUT = rules.spec("trace.json")["mxnet_layout"]
 _HEADER = re.compile(_LAYOUT["header"].encode())  # bytes: \s is ASCII white space only
@@ -444,13 +449,14 @@ class Kept:
 # ---------------------------------------------------------------------------------- the cut
 
 def _pass(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
-          extra: Sequence[dict[str, Any]], out: str | None, ids: _Ids, keep: Kept | None = None
-          ) -> tuple[int, list[tuple[bytes, dict[str, Any]]]]:
+          extra: Sequence[dict[str, Any]], out: str | None, ids: _Ids, keep: Kept | None = None,
+          runs: Iterable[bytes] | None = None) -> tuple[int, list[tuple[bytes, dict[str, Any]]]]:
     """One streaming pass over the range: with ``out``, the window written (with ``keep``: held
     there instead, :class:`Kept`); without, the safe ids reserved. Returns events written and
     the metadata events found ``(key, event)``. A run the C code reads
     (:mod:`pyprof.native.cutter`) and whose slices are pairs is written from its columns; any
-    other run is read in Python (both write the same bytes)."""
+    other run is read in Python (both write the same bytes). ``runs``: the range's runs, when
+    not read here (:class:`Tail`)."""
     written = {metadata_key(ev) for ev in known}
     found: list[tuple[bytes, dict[str, Any]]] = []
     nesting = Nesting()
@@ -481,7 +487,7 @@ def _pass(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
 
     def batches() -> Iterator[list[dict[str, Any]] | _cutter.Run]:
         yield [dict(ev) for ev in known]
-        for run in _runs(raw, lo, hi):
+        for run in _runs(raw, lo, hi) if runs is None else runs:
             read = _cutter.read(run) if native else None
             if read is not None and _pairs_fed(nesting, read):
                 for i, text in read.metadata():  # each metadata event once, as python_run
@@ -565,16 +571,20 @@ def cut(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, A
         return _cut(raw, lo, hi, known, metadata, out, extra, keep)
 
 
-def _cut(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
+def _cut(raw: str, lo: int, hi: int | Callable[[], int], known: list[dict[str, Any]],
          metadata: dict[bytes, dict[str, Any]], out: str, extra: Sequence[dict[str, Any]],
-         keep: Kept | None = None) -> int:
+         keep: Kept | None = None, runs: Iterable[bytes] | None = None) -> int:
+    """:func:`cut` of ``[lo, hi)`` (``hi`` may be a function giving it, once ``runs``, the
+    first pass's runs, are read)."""
+    end = hi if callable(hi) else lambda: hi
     try:
         ids = _Ids()
-        count, found = _pass(raw, lo, hi, known, extra, out, ids, keep)
+        count, found = _pass(raw, lo, None if runs is not None else end(), known, extra, out, ids,
+                             keep, runs)
         if ids.collided:  # the ids of the whole trace first, then the same pass again
             ids = _Ids()
-            _pass(raw, lo, hi, known, extra, None, ids)
-            count, found = _pass(raw, lo, hi, known, extra, out, ids, keep)
+            _pass(raw, lo, end(), known, extra, None, ids)
+            count, found = _pass(raw, lo, end(), known, extra, out, ids, keep)
         if keep is not None:
             if keep.clean:
                 keep.held = True
@@ -584,12 +594,158 @@ def _cut(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
         if keep is not None:
             keep.reset()
         store = dict(metadata)
-        count = write_events(lambda: (ev for run in _runs(raw, lo, hi) for ev in _events(run)),
+        count = write_events(lambda: (ev for run in _runs(raw, lo, end()) for ev in _events(run)),
                              store, out, extra)
         found = list(store.items())
     for key, ev in found:
         metadata.setdefault(key, ev)
     return count
+
+
+class Tail:
+    """The cut of a window begun before MXNet's last append to it (a session's stop: the dump
+    that makes the raw file's size the window's end), on a thread of its own: the runs of what
+    MXNet appends are cut as they come (a run once :data:`TAIL_RUN` bytes hold a separator),
+    the rest once :meth:`end_at` gives the window's end and its extra events. :meth:`result`
+    waits for it: the window :func:`cut` writes (or holds in ``keep``), the same bytes (the same
+    events in other runs), or None where it may not be (the metadata events known changed
+    since the start, bytes the streamed cut refuses, an error): the caller cuts then. The
+    metadata store is read at the start and added to by :meth:`result` only; the thread writes
+    a temporary file beside ``out`` (named as the writers name theirs), moved to ``out`` by
+    :meth:`result`, deleted when it is not taken or :meth:`cancel` is called."""
+
+    def __init__(self, raw: str, start: int, metadata: dict[bytes, dict[str, Any]], out: str,
+                 keep: Kept | None = None) -> None:
+        self.raw, self.start, self.out, self.keep = raw, start, out, keep
+        fd, self._target = tempfile.mkstemp(prefix=f".pyprof-{os.getpid()}-", suffix=".tmp",
+                                            dir=os.path.dirname(out) or ".")
+        os.close(fd)
+        self._cancelled = False
+        self._known = dict(metadata)
+        self._end: int | None = None
+        self._extra: list[dict[str, Any]] = []
+        self._bounds: tuple[int, int] | None = None
+        self._cond = threading.Condition()
+        self._done = threading.Event()
+        self._result: tuple[int, dict[bytes, dict[str, Any]]] | None = None
+        threading.Thread(target=self._work, name="pyprof-window-cut", daemon=True).start()
+
+    def end_at(self, end: int, extra: Sequence[dict[str, Any]] = ()) -> None:
+        """The window ends at byte ``end`` of the raw file (nothing appended before it is
+        missing), its ``extra`` events written after its own."""
+        with self._cond:
+            self._extra[:] = extra
+            self._end = end
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        """The window will not be taken: the thread ends, its file deleted."""
+        with self._cond:
+            self._cancelled = True
+            if self._end is None:
+                self._end = self.start
+                self._cond.notify_all()
+        if self._done.is_set():
+            self._drop()
+
+    def _drop(self) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self._target)
+
+    def result(self, metadata: dict[bytes, dict[str, Any]]) -> int | None:
+        """Wait for the cut: the events written at ``out`` or held (new metadata events added
+        to ``metadata``), or None when it may not stand for the cut of now (nothing written,
+        nothing added)."""
+        self._done.wait()
+        if self._result is None or list(metadata) != list(self._known):
+            if self.keep is not None:
+                self.keep.held = False
+            self._drop()
+            return None
+        if self.keep is not None and self.keep.held:
+            self._drop()
+        else:
+            os.replace(self._target, self.out)
+        count, store = self._result
+        for key, ev in store.items():
+            metadata.setdefault(key, ev)
+        return count
+
+    def _hi(self) -> int:
+        with self._cond:
+            while self._end is None:
+                self._cond.wait()
+        if self._bounds is None:
+            self._bounds = _body(self.raw, self.start, self._end)
+        return self._bounds[1]
+
+    def _work(self) -> None:
+        try:
+            with no_gc():
+                lo = self._lo()
+                store = dict(self._known)
+                count = _cut(self.raw, lo, self._hi, list(store.values()), store, self._target,
+                             self._extra, self.keep, self._growing(lo))
+            self._hi()
+            assert self._bounds is not None
+            if self._bounds[0] == lo:
+                self._result = (count, store)
+        except Exception:  # noqa: BLE001 - the caller cuts again, and says what is wrong
+            self._result = None
+        finally:
+            with self._cond:
+                self._done.set()
+                if self._cancelled:
+                    self._drop()
+
+    def _size(self) -> int:
+        try:
+            return os.path.getsize(self.raw)
+        except FileNotFoundError:
+            return 0
+
+    def _lo(self) -> int:
+        """Where the window's events begin, as :func:`_body` finds it (from as many bytes)."""
+        while True:
+            with self._cond:
+                end = self._end
+                if end is None and self._size() < self.start + _EDGE:
+                    self._cond.wait(_TAIL_POLL)
+                    continue
+            return _body(self.raw, self.start, self.start + _EDGE if end is None else end)[0]
+
+    def _growing(self, lo: int) -> Iterator[bytes]:
+        """The runs of ``[lo, hi)``: while MXNet appends, each time at least :data:`TAIL_RUN`
+        bytes hold a separator, those to the last; then the rest as :func:`_runs` cuts it."""
+        pos, buf = lo, bytearray()
+        try:
+            f = open(self.raw, "rb")  # noqa: SIM115
+        except FileNotFoundError:
+            yield from _runs(self.raw, lo, self._hi())
+            return
+        with f:
+            waiting = True
+            while True:
+                with self._cond:
+                    if self._end is None and waiting:
+                        self._cond.wait(_TAIL_POLL)
+                    if self._end is not None:
+                        break
+                have = pos + len(buf)
+                size = os.fstat(f.fileno()).st_size
+                waiting = size - have <= TAIL_RUN  # else more to read at once: a run at a time
+                if size > have:
+                    f.seek(have)
+                    buf += f.read(min(size - have, TAIL_RUN))
+                if len(buf) > _MAX_RUN:
+                    raise Refused  # no event separator
+                if len(buf) >= TAIL_RUN and (at := buf.rfind(_SEPARATOR)) > 0:
+                    at = _with_end(buf, 0, at)
+                    if at > 0:
+                        yield bytes(buf[:at])
+                        pos += at + len(_SEPARATOR)
+                        del buf[:at + len(_SEPARATOR)]
+        yield from _runs(self.raw, pos, max(pos, self._hi()))
 
 
 def harvest(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]]) -> None:
@@ -669,7 +825,7 @@ def _tolerant(paths: list[str]) -> Callable[[], Iterator[dict[str, Any]]]:
 def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict[str, Any]],
                out: str | None, scratch: str | None = None,
                extra: Sequence[dict[str, Any]] = (), *, streamed: bool = True,
-               keep: Kept | None = None) -> int:
+               keep: Kept | None = None, tail: Tail | None = None) -> int:
     """Read the events in bytes ``[start, end)`` of ``raw`` (``end`` None: to the end).
 
     New metadata events are added to ``metadata``. With ``out``, a valid trace is written there:
@@ -679,8 +835,15 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
     are read whole, the tolerant way, from a copy in ``scratch`` (default: beside ``out``, else
     ``raw``), named ``.pyprof-<pid>-segment-*.json`` so that a dead process's copy is recognised
     and deleted. With ``keep`` (and ``out``), a window the C code read whole is held there, not
-    written (:class:`Kept`).
+    written (:class:`Kept`). ``tail``: the cut of this range begun before its last append
+    (:class:`Tail`), taken when it may be.
     """
+    if tail is not None and out is not None:
+        count = tail.result(metadata)
+        if count is not None:
+            if tail.keep is not None and tail.keep.held and keep is not tail.keep:
+                tail.keep.write(out)  # held for an annotation that is not made
+            return count
     try:
         if not streamed:
             pass

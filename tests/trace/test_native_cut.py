@@ -164,3 +164,44 @@ def test_metadata_the_window_knows_is_written_once(tmp_path, monkeypatch):
     assert outs[0] == outs[1]
     names = [e["args"]["name"] for e in orjson.loads(outs[1][0])["traceEvents"] if e["ph"] == "M"]
     assert names == ["MXNET_C_API", "other"]
+
+
+def test_a_session_cut_begun_during_mxnets_last_append_writes_the_cut_of_the_range(tmp_path):
+    # a session's stop cuts its window on a thread while MXNet appends the window's last events
+    # (rawcut.Tail, in runs of 16 KiB here): the window, as written and as held for the
+    # annotation, is the cut of its range made after the append, byte for byte
+    r = run_scenario("""
+import mxnet as mx, pyprof
+from pyprof.session import raw as rawfile  # its read_range: the raw-file function it calls
+from pyprof.trace import rawcut
+rawcut.TAIL_RUN = 1 << 14
+seen = []
+real = rawfile.read_range
+def read_range(raw, start, end, metadata, out, scratch=None, extra=(), keep=None, tail=None):
+    known = dict(metadata)
+    count = real(raw, start, end, metadata, out, scratch, extra, keep, tail)
+    if tail is None:
+        return count
+    if keep is not None and keep.held:
+        keep.write("held.json")  # as the cut writes it; the annotation then writes it again
+        keep.held = True
+        got = open("held.json", "rb").read()
+    else:
+        got = open(out, "rb").read()
+    again = rawcut.read_range(raw, start, end, known, "again.json", scratch, extra)
+    seen.append([got == open("again.json", "rb").read(), count == again, sorted(known) == sorted(metadata),
+                 tail._result is not None, keep is not None and keep.held, len(got)])
+    return count
+rawfile.read_range = read_range
+a = mx.nd.ones((4, 4)); mx.nd.waitall()
+for options in ({}, {"record_shapes": True, "with_flops": True}):
+    with pyprof.profile(path="w.json", **options):
+        for i in range(1500):
+            b = mx.nd.dot(a + i, a)
+        mx.nd.waitall()
+result = seen
+""", tmp_path)
+    assert len(r) == 2, r
+    for same, count, metadata, taken, _, size in r:
+        assert same and count and metadata and taken and size > 1 << 18, r
+    assert [w[4] for w in r] == [False, True]  # the second held for its annotation
