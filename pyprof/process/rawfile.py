@@ -70,15 +70,34 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
     return rawcut.read_range(raw, start, end, metadata, out, scratch, extra, keep=keep, tail=tail)
 
 
+#: When a session's stop cuts its window on a second thread while MXNet appends the window's
+#: last events (:func:`follow`): ``"auto"``, when a core is free (the 1-minute load average
+#: below the CPUs this process may run on, less a half: a busy machine gives the two threads
+#: one core's time, MXNet's append then waits as long as the cut would have); ``"always"``;
+#: ``"never"``.
+FOLLOW = "auto"
+
+
+def core_free() -> bool:
+    """Whether a core is free for a second thread (:data:`FOLLOW` ``"auto"``)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cpus = os.cpu_count() or 1
+    return os.getloadavg()[0] < cpus - 0.5
+
+
 def follow(raw: str, start: int, out: str, keep: Any = None) -> Any:
     """The cut of the window at byte ``start`` of ``raw``, to be written at ``out`` (or held in
     ``keep``), begun now on a thread of its own, before MXNet's last append to it
     (:class:`pyprof.trace.rawcut.Tail`: give it the end with ``end_at``, pass it to
-    :func:`read_range`); None where it is not begun (no C code to read the runs, no directory
-    for ``out``)."""
+    :func:`read_range`); None where it is not begun (:data:`FOLLOW`, no core free, no C code to
+    read the runs, no directory for ``out``): the save cuts then."""
     from ..native import cutter
     from ..trace import rawcut
 
+    if FOLLOW == "never" or FOLLOW == "auto" and not core_free():
+        return None
     if not cutter.available() or not os.path.isdir(os.path.dirname(out) or "."):
         return None
     try:

@@ -5,6 +5,7 @@ runs of a plain MXNet trace (else the cut is not faster)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import orjson
@@ -172,9 +173,11 @@ def test_a_session_cut_begun_during_mxnets_last_append_writes_the_cut_of_the_ran
     # annotation, is the cut of its range made after the append, byte for byte
     r = run_scenario("""
 import mxnet as mx, pyprof
+from pyprof.process import rawfile as _rawfile
 from pyprof.session import raw as rawfile  # its read_range: the raw-file function it calls
 from pyprof.trace import rawcut
 rawcut.TAIL_RUN = 1 << 14
+_rawfile.FOLLOW = "always"  # whatever the machine's load
 seen = []
 real = rawfile.read_range
 def read_range(raw, start, end, metadata, out, scratch=None, extra=(), keep=None, tail=None):
@@ -205,3 +208,26 @@ result = seen
     for same, count, metadata, taken, _, size in r:
         assert same and count and metadata and taken and size > 1 << 18, r
     assert [w[4] for w in r] == [False, True]  # the second held for its annotation
+
+
+@pytest.mark.parametrize("load, begun", [(0.2, True), (1.4, True), (1.6, False), (9.0, False)])
+def test_the_cut_follows_mxnets_append_only_with_a_core_free(load, begun, tmp_path, monkeypatch):
+    # FOLLOW "auto" on 2 CPUs: a second thread only below a load of 1.5 (else MXNet's append
+    # and the cut share one core's time); "never" and "always" as they say
+    from pyprof.process import rawfile
+
+    monkeypatch.setattr(rawfile.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(rawfile.os, "getloadavg", lambda: (load, 0.0, 0.0))
+    (tmp_path / "raw.json").write_bytes(b"")
+    got = {}
+    for mode in ("auto", "never", "always"):
+        monkeypatch.setattr(rawfile, "FOLLOW", mode)
+        tail = rawfile.follow(str(tmp_path / "raw.json"), 0, str(tmp_path / "w.json"))
+        got[mode] = tail is not None
+        if tail is not None:
+            tail.cancel()
+    assert got == {"auto": begun, "never": False, "always": True}
+    deadline = time.monotonic() + 10
+    while list(tmp_path.glob(".pyprof-*")) and time.monotonic() < deadline:
+        time.sleep(0.01)  # a cancelled cut deletes its file
+    assert not list(tmp_path.glob(".pyprof-*"))
