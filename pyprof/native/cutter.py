@@ -84,20 +84,31 @@ class Run:
         return [(i, self._run[self._lo[i]:self._hi[i]])
                 for i in np.flatnonzero(self.ph == ord("M")).tolist()]
 
-    def patched(self, changed: list[dict[int, int]]) -> bytes:
-        """The events but those :attr:`skip` marks, joined by ``,`` (as ``orjson.dumps`` writes
-        a list's items), with each id of kind ``k`` (pid, tid, id) that ``changed[k]`` holds
-        written as its new number."""
-        return self._patch(changed, None)
+    def lines(self) -> bytes:
+        """The separator that puts each event on a line of its own as a writer's ``},{"`` to
+        ``},\n{"`` does (the events joined by it, that replace then finds only what is inside
+        events): ``b",\n"``, or ``b","`` when an event is empty (``{}``: no line for it)."""
+        if not self.n:
+            return b","
+        sizes = np.diff(self._starts, append=len(self.out) + 1)  # each event and its ","
+        return b"," if (sizes <= 3).any() else b",\n"
 
-    def patched_at(self, changed: list[dict[int, int]]) -> tuple[bytes, np.ndarray]:
+    def patched(self, changed: list[dict[int, int]], sep: bytes = b",") -> bytes:
+        """The events but those :attr:`skip` marks, joined by ``sep`` (``,``: as
+        ``orjson.dumps`` writes a list's items), with each id of kind ``k`` (pid, tid, id) that
+        ``changed[k]`` holds written as its new number."""
+        return self._patch(changed, None, sep)
+
+    def patched_at(self, changed: list[dict[int, int]], sep: bytes = b","
+                   ) -> tuple[bytes, np.ndarray]:
         """:meth:`patched`, and where each event starts in those bytes (int64, one per event;
         -1 for one :attr:`skip` marks)."""
         where = np.empty(self.n, np.int64)
-        return self._patch(changed, where), where
+        return self._patch(changed, where, sep), where
 
-    def _patch(self, changed: list[dict[int, int]], where: np.ndarray | None) -> bytes:
-        if not any(changed) and not self.skip.any():
+    def _patch(self, changed: list[dict[int, int]], where: np.ndarray | None,
+               sep: bytes = b",") -> bytes:
+        if not any(changed) and not self.skip.any() and sep == b",":
             if where is not None:
                 where[:] = self._starts
             return self.out
@@ -109,8 +120,8 @@ class Run:
             tables.append((old, new))
             args += [old.ctypes.data, new.ctypes.data, len(old)]
         skip = self.skip.view(np.uint8)
-        dst = np.empty(len(self.out) + 64 + 60 * self.n, np.uint8)  # not zeroed
-        common = (self.out, len(self.out), self.n, 0, self.n, b",", 1, self.ids.ctypes.data,
+        dst = np.empty(len(self.out) + 64 + (60 + len(sep)) * self.n, np.uint8)  # not zeroed
+        common = (self.out, len(self.out), self.n, 0, self.n, sep, len(sep), self.ids.ctypes.data,
                   self.has.ctypes.data, self._at.ctypes.data, self._starts.ctypes.data,
                   skip.ctypes.data, dst.ctypes.data, *args)
         if where is None:

@@ -325,7 +325,9 @@ class Kept:
         self.batches: list[tuple] = []
 
     def add_run(self, run: _cutter.Run, data: bytes, where: np.ndarray,
-                changed: list[dict[int, int]]) -> None:
+                changed: list[dict[int, int]], sep: int = 1) -> None:
+        """A run the C code read: ``data``, its events written joined by a separator of
+        ``sep`` bytes, ``where`` each starts."""
         order = np.flatnonzero(~run.skip)
         ids = run.ids.astype(np.int64)  # as written: every id that stays is below ID_LIMIT
         for k, m in enumerate(changed):
@@ -338,7 +340,7 @@ class Kept:
                 ids[hit, k] = new[at[hit]]
         ids[~run.has] = -1
         run.release()  # its raw bytes: not read again
-        self.batches.append((self.size, run, data, where[order], ids[order], order))
+        self.batches.append((self.size, run, data, where[order], ids[order], order, sep))
         self.count += run.n
         self.size += len(order)
 
@@ -374,7 +376,7 @@ class Kept:
             for g in sorted(k for k in events if first <= k < first + n):
                 j = g - first
                 pieces += [data[at:where[j]], orjson.dumps(events[g])]
-                at = where[j + 1] - 1 if j + 1 < n else len(data)  # less ","
+                at = where[j + 1] - b[6] if j + 1 < n else len(data)  # less the separator
             if n:
                 parts.append(b"".join(pieces + [data[at:]]) if pieces else data)
         with TraceWriter(out, gzip=False) as w:
@@ -406,7 +408,7 @@ class Kept:
             data, where = b[2], b[3]
             js = [g - first for g in numbers[lo:k]]
             out += orjson.loads(b"[" + b",".join(
-                [data[where[j]:(where[j + 1] - 1 if j + 1 < n else len(data))] for j in js]) + b"]")
+                [data[where[j]:(where[j + 1] - b[6] if j + 1 < n else len(data))] for j in js]) + b"]")
         return out
 
     def flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -421,7 +423,7 @@ class Kept:
         for b in self.batches:
             if len(b) == 2:
                 continue
-            first, r, _, _, i, order = b
+            first, r, _, _, i, order, _ = b
             to = first + len(order)
             ph[first:to], ts[first:to], ok[first:to] = r.ph[order], r.ts[order], r.ts_ok[order]
             ids[first:to], run[first:to] = i, True
@@ -525,7 +527,8 @@ def _pass(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
     with TraceWriter(out, gzip=False) as w:
         for batch in batches():
             if isinstance(batch, _cutter.Run):
-                w.write_serialized(batch.patched(ids.apply_run(batch)), batch.n)
+                # on lines already (where that is the same bytes): the writer's replace finds nothing
+                w.write_serialized(batch.patched(ids.apply_run(batch), batch.lines()), batch.n)
             else:
                 ids.apply(batch)
                 w.write_all(batch)

@@ -231,3 +231,13 @@ def test_the_cut_follows_mxnets_append_only_with_a_core_free(load, begun, tmp_pa
     while list(tmp_path.glob(".pyprof-*")) and time.monotonic() < deadline:
         time.sleep(0.01)  # a cancelled cut deletes its file
     assert not list(tmp_path.glob(".pyprof-*"))
+
+
+def test_objects_in_a_list_in_a_run_the_c_code_takes(tmp_path, monkeypatch):
+    # the C code's separator puts the events on lines, the writer's replace of },{" the objects
+    # of a list inside one: the bytes of Python's reading
+    plain = event("dot", "B", 10) + ",\n" + event("dot", "E", 12)
+    listed = event("c", "C", 3, extra='"args": {\n "v": [\n {"a": 1},\n {"b": 2}\n ]\n }')  # a key a line
+    python, native, took = cut_twice(tmp_path, raw(plain, listed, plain, header=True), monkeypatch)
+    assert took > 0 and python == native
+    assert b'[{"a":1},\n{"b":2}]' in native
