@@ -68,6 +68,7 @@ _AUTOGRAD: str = _SPEC["capture"]["sources"]["autograd"]
 #: whole window into memory (attribution.json capture.max_annotate_bytes; tests lower it).
 MAX_ANNOTATE_BYTES: int = _SPEC["capture"]["max_annotate_bytes"]
 _SLICE_CODES = np.array(sorted(map(ord, SLICE_PHASES)), np.uint8)
+_CODE = type((lambda: 0).__code__)  # types.CodeType
 
 
 @dataclasses.dataclass(frozen=True)
@@ -402,6 +403,20 @@ def _meta_key(meta: list | None) -> tuple | None:
     return None if meta is None else tuple(None if m is None else (m[0], m[1]) for m in meta)
 
 
+def _args_key(c: Call, label: str, names: list[str]) -> tuple | None:
+    """What :func:`_args` reads of one call ``c`` (code objects by identity: equal code of
+    two files would name one file), or None when something in it cannot be a key."""
+    try:
+        stack = None if c.stack is None else tuple(
+            id(x) if type(x) is _CODE else x for x in c.stack)
+        key = (label, tuple(names), c.thread, c.block, c.source, stack, _meta_key(c.in_meta),
+               _meta_key(c.out_meta), tuple(c.keys), tuple(c.vals))
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def _args(group: Sequence[Call], label: str, opts: dict[str, bool], names: list[str],
           threads: dict[int, str], memo: dict | None = None) -> dict:
     """The args of an event whose calls are ``group`` (one, or a segment's nodes), of operators
@@ -576,10 +591,18 @@ def _match_args(calls: Sequence[Call], options: dict[str, bool], threads: dict[i
     threads = threads or {}
     by_index = {o.index: o for o in ops}
     memo: dict = {}
+    made: dict = {}  # a call's args by what _args reads of it: a model's forwards repeat them
     for index, (c, label, group) in found.items():
         ev = changed[index] = event(index)
-        args = _args(group, label, options, node_names(segment_ops(ev["name"]) or [], group), threads,
-                     memo)
+        names = node_names(segment_ops(ev["name"]) or [], group)
+        key = _args_key(c, label, names) if len(group) == 1 else None
+        got = None if key is None else made.get(key)
+        if got is None:
+            args = _args(group, label, options, names, threads, memo)
+            if key is not None:
+                made[key] = dict(args)
+        else:
+            args = dict(got)
         op = by_index[index]
         want = nbytes(c)
         got, why = samples.rise(op.device, op.tid, op.start, op.end)

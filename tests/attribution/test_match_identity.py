@@ -1,10 +1,11 @@
-"""Matching's candidate index and the annotation of a window held in memory (issue 34 item 7)
-change no output: real windows (a random loop of small operators, non-hybridized CNN forwards
-queued ahead of the engine, a hybridized training step in bulk mode, two threads) are annotated
-by the session (the cut held in memory, annotated from its columns, written once), then again
-in one child from the window as cut, by :func:`match` and by the scan it replaced
-(:func:`reference_match`, kept here), reading the file back; the three window files must be
-byte-identical and the MatchReports equal."""
+"""Matching's candidate index, the annotation of a window held in memory and the args made once
+per call signature (issue 34 item 7) change no output: real windows (a random loop of small
+operators, non-hybridized CNN forwards queued ahead of the engine, a hybridized training step in
+bulk mode, two threads) are annotated by the session (the cut held in memory, annotated from its
+columns, written once), then again in one child from the window as cut, by :func:`match` and by
+the scan it replaced (:func:`reference_match`, kept here, with every event's args made anew),
+reading the file back; the three window files must be byte-identical and the MatchReports
+equal."""
 
 from __future__ import annotations
 
@@ -185,13 +186,15 @@ result = []
 _match = _m.match
 for cut, calls, options, threads, session, held, session_report in kept:
     got = []
+    _key = _m._args_key
     for name, fn in (("index", _match), ("reference", reference_match)):
         _m.match = fn
+        _m._args_key = _key if name == "index" else lambda *a: None  # every event's args made
         shutil.copy(cut, name + ".json")
         report = _annotate(name + ".json", calls, options, threads=threads).as_dict()
         with open(name + ".json", "rb") as f:
             got.append((f.read(), report))
-    _m.match = _match
+    _m.match, _m._args_key = _match, _key
     with open(session, "rb") as f:
         written = f.read()
     session_report["recorder"] = ""  # annotate() names none
