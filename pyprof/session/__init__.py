@@ -354,18 +354,24 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
     def _stop(self, quiesce: Callable[[], int] = RAW.quiesce) -> None:
         """Stop (steady mode's ``pause``: pause) recording; the open window ends here."""
         tail = None
-        if self._running:
+        stopping = self._running
+        if stopping:
             self._running, self._cap_paused = False, False
             w = self._window  # its cut begins while MXNet appends its last events
             if w is not None and self._exit_limit is None and RAW.path is not None:
                 tail = _rawfile.follow(RAW.path, w.start, w.path,
                                        None if self._recorder is None else _held_cut())
-            try:
-                self._stopped_us = quiesce()
-            except BaseException:
-                if tail is not None:
-                    tail.cancel()
-                raise
+        try:
+            self._end_window(quiesce if stopping else None, tail)
+        except BaseException:
+            if tail is not None and (self._ended is None or self._ended.tail is not tail):
+                tail.cancel()  # never ended: its thread and file go
+            raise
+
+    def _end_window(self, quiesce: Callable[[], int] | None, tail: Any) -> None:
+        """:meth:`_stop` once its window's cut may have begun (``tail``)."""
+        if quiesce is not None:
+            self._stopped_us = quiesce()
         if self._recorder is not None:
             self._recorder.pause()
         if self._window is not None:

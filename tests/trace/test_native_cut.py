@@ -241,3 +241,34 @@ def test_objects_in_a_list_in_a_run_the_c_code_takes(tmp_path, monkeypatch):
     python, native, took = cut_twice(tmp_path, raw(plain, listed, plain, header=True), monkeypatch)
     assert took > 0 and python == native
     assert b'[{"a":1},\n{"b":2}]' in native
+
+
+def test_a_stop_that_fails_after_the_cut_began_leaves_no_file_of_it(tmp_path):
+    # the cut begun before MXNet's last append is cancelled when the stop fails before the
+    # window ends: its thread ends and its temporary file beside the window is deleted
+    r = run_scenario("""
+import glob, os, time, mxnet as mx, pyprof
+from pyprof.attribution import capture
+from pyprof.process import rawfile
+rawfile.FOLLOW = "always"
+os.makedirs("out")
+def take(self):
+    raise RuntimeError("planted")
+capture.Recorder.take = take
+p = pyprof.profile(path="out/w.json", record_shapes=True)
+p.start()
+a = mx.nd.ones((4, 4))
+for i in range(200):
+    b = mx.nd.dot(a + i, a)
+mx.nd.waitall()
+try:
+    p.stop()
+    raised = False
+except RuntimeError:
+    raised = True
+deadline = time.monotonic() + 10
+while glob.glob("out/.pyprof-*") and time.monotonic() < deadline:
+    time.sleep(0.01)
+result = [raised, sorted(os.listdir("out"))]
+""", tmp_path)
+    assert r[0] is True and not [f for f in r[1] if f.startswith(".pyprof-")], r
