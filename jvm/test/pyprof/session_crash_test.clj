@@ -57,18 +57,27 @@
     (while (and (not (.exists partial)) (.isAlive p) (< (System/currentTimeMillis) deadline))
       (Thread/sleep 20))
     (is (.exists partial) (slurp (io/file dir "victim.err")))
-    (Thread/sleep 100)
-    ;; freeze it, take what is on disk (the flushed events), kill it
-    (sh/sh "kill" "-STOP" (str (.pid p)))
-    (let [partials (sort-by #(count (str %)) (filter #(re-matches #"w_\d+\.json\.partial" (.getName ^java.io.File %))
-                                                      (.listFiles (io/file dir))))
-          pfile ^java.io.File (last (sort-by #(vector (count (str %)) (str %)) partials))
-          window (some-> pfile str (subs 0 (- (count (str pfile)) (count ".partial"))))
-          info (when pfile (json/read-str (slurp pfile)))
-          flushed (when info
-                    (let [raw (String. (bytes-of (info "raw")) "UTF-8")
-                          end (min (count raw) (or (info "end") (count raw)))]
-                      (count (re-seq op-end (subs raw (min end (info "start")) end)))))]
+    ;; freeze it and take what is on disk (the flushed events of the window recording): under
+    ;; load a window may have flushed nothing yet, so it is let run again until one has
+    (let [freeze (fn []
+                   (sh/sh "kill" "-STOP" (str (.pid p)))
+                   (let [partials (filter #(re-matches #"w_\d+\.json\.partial" (.getName ^java.io.File %))
+                                          (.listFiles (io/file dir)))
+                         pfile ^java.io.File (last (sort-by #(vector (count (str %)) (str %)) partials))
+                         window (some-> pfile str (subs 0 (- (count (str pfile)) (count ".partial"))))
+                         info (when pfile (json/read-str (slurp pfile)))
+                         flushed (when info
+                                   (let [raw (String. (bytes-of (info "raw")) "UTF-8")
+                                         end (min (count raw) (or (info "end") (count raw)))]
+                                     (count (re-seq op-end (subs raw (min end (info "start")) end)))))]
+                     [window info flushed]))
+          [window info flushed] (loop []
+                                  (let [[_ _ flushed :as got] (freeze)]
+                                    (if (or (pos? (or flushed 0)) (> (System/currentTimeMillis) deadline))
+                                      got
+                                      (do (sh/sh "kill" "-CONT" (str (.pid p)))
+                                          (Thread/sleep 50)
+                                          (recur)))))]
       (.destroyForcibly p)
       (.waitFor p 30 TimeUnit/SECONDS)
       (is (some? info) "window 1 was recording at the kill")
