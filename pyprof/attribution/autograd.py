@@ -152,7 +152,8 @@ class BackwardNode:
     call it is the backward of (``fwd``), and per output whether it is written into a
     variable's gradient (``to_var``: MXNet allocated it before, not inside the node)."""
 
-    __slots__ = ("op", "in_meta", "out_meta", "reads", "fwd", "to_var", "unread", "seq", "needs")
+    __slots__ = ("op", "in_meta", "out_meta", "reads", "fwd", "to_var", "unread", "seq", "needs",
+                 "ograds")
 
     def __init__(self, op: str | None, in_meta: list | None, out_meta: list | None,
                  reads: list, fwd: Any) -> None:
@@ -164,6 +165,9 @@ class BackwardNode:
         #: a CachedOp invocation's: per input, whether its gradient is taken (it is on the
         #: tape: a variable, or written by a taped call); None: not known (every input's)
         self.needs: tuple | None = None
+        #: a CachedOp invocation's: per graph output, its gradient entry (node, output, meta) or
+        #: ("head", k, meta): what its plan's first nodes read (:func:`head_writers`)
+        self.ograds: list = []
 
 
 def _meta_of(refs: list[str], ins: list | None, outs: list | None, ograds: list) -> list | None:
@@ -304,7 +308,7 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
         ograds = [aggregate(grads.get(_key((f, i)), []), out_meta(f, i)) for i in range(n_out)]
         if f in inv_set:
             node = BackwardNode(None, None, None, [g for g in ograds if isinstance(g[0], BackwardNode)], f)
-            node.needs = needs.get(f)
+            node.needs, node.ograds = needs.get(f), ograds
             for p, x in enumerate(ins):
                 grads.setdefault(_key(x), []).append((node, p, (f.in_meta[p][0], f.in_meta[p][1])))
             continue
@@ -426,6 +430,19 @@ def head_call(seq: int, t_us: int, pushed_us: int, meta: tuple, thread: int,
     h = AUTOGRAD["head_gradient_handle"]
     return Call(seq, t_us, pushed_us, h, [], [], [] if shapes else None, [meta] if shapes else None,
                 [], [], (), thread, None, (), None, _SOURCE)
+
+
+def head_writers(n: BackwardNode, heads: list[int]) -> list[tuple[int, int]]:
+    """Per output of the CachedOp invocation whose backward is ``n``, the (seq, output) of the
+    call that wrote its gradient (as :func:`node_call` reads a gradient), (-1, -1) where no
+    call stands for the writer (another invocation's backward, an unknown operator's)."""
+    out = []
+    for r in n.ograds:
+        if isinstance(r[0], BackwardNode):
+            out.append((r[0].seq, r[1]) if r[0].op is not None and r[0].seq >= 0 else (-1, -1))
+        else:  # ("head", k, meta)
+            out.append((heads[r[1]], 0) if r[1] < len(heads) else (-1, -1))
+    return out
 
 
 def node_call(n: BackwardNode, t_us: int, pushed_us: int, thread: int, heads: list[int],

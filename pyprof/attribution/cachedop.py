@@ -23,6 +23,7 @@ from typing import Any
 from .. import rules
 from .autograd import AUTOGRAD, TABLE, choose, workspace
 from .calls import CODES, HANDLES, UNKNOWN_WRITER, Call
+from .segments import note_parent
 
 
 _SOURCES: dict[str, str] = rules.spec("attribution.json")["capture"]["sources"]
@@ -157,7 +158,8 @@ class Entry:
     """One backward node of a CachedOp's plan (:func:`backward_plan`), in MXNet's run order:
     ``k`` the forward node it derives from, ``op`` its operator, ``refs`` its inputs by
     :func:`backward_io`'s refs, ``exact`` whether its inputs are all MXNet's, ``after`` per
-    gradient it reads (plan position of its writer or :data:`UNKNOWN`, that writer's output),
+    gradient it reads, in input order (plan position of its writer, that writer's output; or
+    :data:`UNKNOWN`, the output; or :data:`HEAD`, the graph output whose gradient it is),
     ``sum``: for a gradient sum, the (consumer node, input position) whose input meta is the
     summed gradient's and the number of gradients summed (None otherwise)."""
 
@@ -175,6 +177,10 @@ class Entry:
 #: operator capture.backward does not know), so a call reading it is not proven.
 UNKNOWN = -1
 SKIPPED = -3  # a node MXNet does not run (no output taken): not an entry, not a dependency
+#: An ``after`` position: the gradient of one of the graph's outputs, from outside the graph
+#: (``after``'s second item is the head's index): its writer is the backward's
+#: (:attr:`Invocation.heads`), the loss's backward node that wrote it
+HEAD = -4
 
 
 class _B:
@@ -208,8 +214,8 @@ def backward_plan(graph: Graph, table: dict[str, dict], needs: tuple | None = No
         for x, e in enumerate(n.inputs):
             consumer.setdefault(e, (m, x))
     grads: dict[tuple[int, int], list] = {}
-    for h in graph.heads:
-        grads.setdefault(h, []).append((None, 0))  # the head gradient, from outside the graph
+    for k, h in enumerate(graph.heads):
+        grads.setdefault(h, []).append((None, k))  # head k's gradient, from outside the graph
 
     summed: dict[tuple[int, int], tuple | None] = {}
 
@@ -308,7 +314,8 @@ def backward_plan(graph: Graph, table: dict[str, dict], needs: tuple | None = No
         at[id(b)] = len(plan)
         e = b.entry
         plan.append(Entry(e.k, e.op, e.refs, e.exact,
-                          [(at[id(r)], s) for r, s in b.reads if r is not None and at[id(r)] != SKIPPED],
+                          [(HEAD, s) if r is None else (at[id(r)], s) for r, s in b.reads
+                           if r is None or at[id(r)] != SKIPPED],
                           e.sum))
     return plan
 
@@ -374,17 +381,22 @@ def self_on_stack(function: str) -> Any:
 
 
 def _prefixes(blk: Any) -> list[str]:
-    """The prefixes of a Gluon block and of all its children (``hybridsequential0_``, ``conv0_``)."""
+    """The prefixes of a Gluon block and of all its children (``hybridsequential0_``, ``conv0_``);
+    each child's block name is noted with its parent's (:func:`pyprof.attribution.segments.note_parent`)."""
     out: list[str] = []
-    todo = [blk] if blk is not None else []
+    todo: list[tuple[Any, str | None]] = [(blk, None)] if blk is not None else []
     while todo:
-        b = todo.pop()
+        b, parent = todo.pop()
         p = getattr(b, "prefix", None)
+        name = parent
         if isinstance(p, str):
             out.append(p)
+            if p.rstrip("_"):
+                name = p.rstrip("_")
+                note_parent(name, parent)
         children = getattr(b, "_children", None)
         if isinstance(children, dict):
-            todo.extend(children.values())
+            todo.extend((x, name) for x in children.values())
     return out
 
 
@@ -419,13 +431,18 @@ class Invocation:
     """A recorded CachedOp invocation (its seqs start at ``first``) until the recorder's
     ``take`` makes its node calls; a backward one has its forward Invocation as ``inputs``."""
 
-    __slots__ = ("first", "t_us", "pushed_us", "graph", "inputs", "in_meta", "thread", "stack", "plan")
+    __slots__ = ("first", "t_us", "pushed_us", "graph", "inputs", "in_meta", "thread", "stack", "plan",
+                 "heads")
 
     def __init__(self, first: int, t_us: int, pushed_us: int, graph: Graph, inputs: Any,
-                 in_meta: list | None, thread: int, stack: tuple | None, plan: list | None = None) -> None:
+                 in_meta: list | None, thread: int, stack: tuple | None, plan: list | None = None,
+                 heads: list | None = None) -> None:
         self.first, self.t_us, self.pushed_us, self.graph = first, t_us, pushed_us, graph
         self.inputs, self.in_meta, self.thread, self.stack = inputs, in_meta, thread, stack
         self.plan = plan  # a backward's: its plan entries (backward_plan)
+        #: a backward's: per graph output, the (seq, output) of the call that wrote its gradient
+        #: (the loss's backward node; (-1, -1): no recorded call)
+        self.heads = heads
 
 
 class Graphs:
@@ -523,11 +540,20 @@ def _expand_backward(bwd: Invocation, fwd: Invocation, shapes: bool) -> list[Cal
                 outs = [outs[int(r[1:])] for r in want]
         out.append(Call(bwd.first + p, bwd.t_us, bwd.pushed_us, HANDLES.get(e.op, -1), [], [], ins, outs,
                         keys, vals,
-                        tuple(UNKNOWN_WRITER if q == UNKNOWN else bwd.first + q for q, _ in e.after),
-                        bwd.thread, fwd.stack, tuple(x for _, x in e.after),
+                        tuple(_writer(bwd, q, x)[0] for q, x in e.after),
+                        bwd.thread, fwd.stack, tuple(_writer(bwd, q, x)[1] for q, x in e.after),
                         n.block if n is not None else None,
                         _SOURCES["backward" if e.exact else "backward_partial"], bwd.first))
     return out
+
+
+def _writer(bwd: Invocation, q: int, x: int) -> tuple[int, int]:
+    """(producer seq, output) of a gradient a backward plan entry reads: ``after``'s (plan
+    position or :data:`UNKNOWN` or :data:`HEAD`, output)."""
+    if q == HEAD:
+        heads = bwd.heads or ()
+        return heads[x] if x < len(heads) else (-1, -1)
+    return (UNKNOWN_WRITER, x) if q == UNKNOWN else (bwd.first + q, x)
 
 
 def plan_for(graph: Graph, needs: tuple | None) -> list[Entry]:

@@ -395,7 +395,8 @@ class Recorder:
                 if (first := self._store.reserve(len(plan))) < 0:
                     return
                 self.calls.append(cachedop.Invocation(first, t_us, pushed_us, g, n.fwd, None,
-                                                      thread, None, plan))
+                                                      thread, None, plan,
+                                                      autograd.head_writers(n, heads)))
             if not self._link(writers):
                 self._blind.append(start)
 

@@ -47,7 +47,7 @@ from .calls import HANDLES, Call, dtype_name
 from .engine import temp_chain, workers_per_device
 from .memory import CounterSamples, hidden_of
 from .segments import (ENGINE_BULK, SUBGRAPHS, bulk_runs, external_deps, group_of, merged,
-                       node_names, node_ops, segment_ops)
+                       node_blocks, node_names, node_ops, segment_ops)
 
 
 _SPEC: dict[str, Any] = rules.spec("attribution.json")
@@ -437,6 +437,8 @@ def _args(group: Sequence[Call], label: str, opts: dict[str, bool], names: list[
     a[ARGS["thread"]] = threads.get(c.thread, f"thread {c.thread}")
     if c.block is not None:
         a[ARGS["block"]] = c.block
+    if len(group) > 1 and (blocks := node_blocks(group)) is not None:
+        a[ARGS["blocks"]] = blocks
     a[ARGS["source"]] = c.source
     if c.stack is not None:
         a[ARGS["call_site"]] = c.call_site()

@@ -36,6 +36,61 @@ ENGINE_BULK: str = _BULK["name"]
 _SOURCES: dict[str, str] = _SPEC["capture"]["sources"]
 _FORWARD = frozenset(_SOURCES[k] for k in _BULK["forward_sources"])
 _BACKWARD = frozenset(_SOURCES[k] for k in _BULK["backward_sources"])
+#: How a segment whose nodes' shapes came in several ways joins those ways (``capture``
+#: ``segment_sources``).
+_JOIN: str = _SPEC["capture"]["segment_sources"]["joiner"]
+
+#: Gluon block name -> the name of the block holding it (None: a hybridized block's root), as
+#: the CachedOps' Gluon blocks were seen (:func:`pyprof.attribution.cachedop.Graph`); a name
+#: seen under two parents maps to :data:`_CLASH` (no common parent is then proven through it).
+PARENTS: dict[str, str | None] = {}
+_CLASH = "\0"
+
+
+def note_parent(block: str, parent: str | None) -> None:
+    """Record that Gluon block ``block`` is a child of ``parent`` (None: a root)."""
+    if PARENTS.setdefault(block, parent) != parent:
+        PARENTS[block] = _CLASH
+
+
+def _lineage(block: str) -> list[str] | None:
+    """``block`` and the blocks holding it, innermost first; None where a parent is not known
+    for certain (a name seen under two parents, a cycle)."""
+    out = [block]
+    while (p := PARENTS.get(out[-1], _CLASH)) is not None:
+        if p == _CLASH or p in out:
+            return None
+        out.append(p)
+    return out
+
+
+def segment_block(group: Sequence[Call]) -> str | None:
+    """The Gluon block that holds every node of the segment ``group``: their block when they
+    have one, else the innermost block holding all of theirs (a hybridized Sequential holding
+    ``dense0`` and ``dense1``); None when a node has no block (an imperative call's autograd
+    backward, an executor's node) or no common holder is known."""
+    blocks = list(dict.fromkeys(x.block for x in group))
+    if len(blocks) == 1 or None in blocks:
+        return blocks[0] if len(blocks) == 1 else None
+    lines = [_lineage(b) for b in blocks]  # type: ignore[arg-type]
+    if any(x is None for x in lines):
+        return None
+    common = set(lines[0]).intersection(*map(set, lines[1:]))  # type: ignore[arg-type]
+    return next((b for b in lines[0] if b in common), None)  # type: ignore[union-attr]
+
+
+def node_blocks(group: Sequence[Call]) -> list[str | None] | None:
+    """Per node of a segment, in run order, its Gluon block (None for a call of no block);
+    None when every node has the same one."""
+    out = [x.block for x in group]
+    return None if len(set(out)) <= 1 else out
+
+
+def segment_source(group: Sequence[Call]) -> str:
+    """How the shapes of a segment's nodes were obtained: the one ``capture.sources`` name
+    they share, or those of its nodes, each once in run order, joined (``derived, autograd;
+    derived``: the loss's autograd backward, then a hybridized block's backward)."""
+    return _JOIN.join(dict.fromkeys(x.source for x in group))
 
 
 def bulk_sizes(env: dict[str, str] | None = None) -> tuple[int, int]:
@@ -166,10 +221,15 @@ def external_deps(group: Sequence[Call], deps: dict[int, list]) -> list:
 
 
 def merged(group: Sequence[Call]) -> Call:
-    """A call standing for the segment ``group``: the first node's seq, times, thread, stack,
-    block and source; as inputs the (shape, dtype) of every node input produced outside the
-    segment, in node order; as outputs those of every node output no node of the segment reads;
-    the first node's attributes when the segment has one node, none otherwise."""
+    """A call standing for the segment ``group``: the first node's seq, times, thread and
+    stack; the block holding all its nodes (:func:`segment_block`) and their sources
+    (:func:`segment_source`); as inputs the (shape, dtype) of every node input produced outside
+    the segment, in node order; as outputs those of every node output no node of the segment
+    reads; the first node's attributes when the segment has one node, none otherwise.
+
+    A backward node's producers are the gradients it reads, its first inputs (``capture.backward``
+    lists them first); its other inputs (the forward inputs and outputs it keeps: data, weights,
+    saved activations) were written before the backward, outside any backward segment."""
     c = group[0]
     if len(group) == 1:
         return c
@@ -177,7 +237,8 @@ def merged(group: Sequence[Call]) -> Call:
     read = {(p, s) for x in group for p, s in zip(x.producers, x.slots) if p in inside}
     ins = outs = None
     if all(x.in_meta is not None and x.out_meta is not None for x in group):
-        ins = [m for x in group for m, p in zip(x.in_meta, x.producers) if p not in inside]
+        ins = [m for x in group for i, m in enumerate(x.in_meta)
+               if i >= len(x.producers) or x.producers[i] not in inside]
         outs = [m for x in group for j, m in enumerate(x.out_meta) if (x.seq, j) not in read]
     return Call(c.seq, c.t_us, c.pushed_us, c.op, [], [], ins, outs, [], [], (), c.thread, c.stack,
-                (), c.block, c.source, c.invocation)
+                (), segment_block(group), segment_source(group), c.invocation)

@@ -111,3 +111,38 @@ def test_in_a_window_with_segments_an_executor_node_is_no_plain_event():
                             "ts": 150, "dur": 10}]
     found, _ = matching.match(calls, ev)
     assert [(c.seq, len(g)) for c, _, g in found.values()] == [(0, 2)]
+
+
+def test_a_segment_of_several_blocks_names_their_holder_and_each_nodes_block(monkeypatch):
+    """A segment spanning dense0 (and its relu) and dense1 is labelled with the block holding
+    them all (the hybridized Sequential), never with its first node's; per node, its block."""
+    from pyprof.attribution import segments
+
+    monkeypatch.setattr(segments, "PARENTS", {})
+    for block, parent in (("seq0", None), ("dense0", "seq0"), ("dense0_relu", "dense0"),
+                          ("dense1", "seq0")):
+        segments.note_parent(block, parent)
+    f32 = 0
+    x, w0, h, w1, y = ((2, 3), f32), ((4, 3), f32), ((2, 4), f32), ((5, 4), f32), ((2, 5), f32)
+    fc0 = Call(0, 1, 2, DOT, [], [], [x, w0], [h], [], [], (-1, -1), 1, None, (-1, -1), "dense0", "inference", 0)
+    act = Call(1, 1, 2, RELU, [], [], [h], [h], [], [], (0,), 1, None, (0,), "dense0_relu", "inference", 0)
+    fc1 = Call(2, 1, 2, DOT, [], [], [h, w1], [y], [], [], (1, -1), 1, None, (0, -1), "dense1", "inference", 0)
+    m = merged((fc0, act, fc1))
+    assert m.block == "seq0" and m.source == "inference"
+    assert segments.node_blocks((fc0, act, fc1)) == ["dense0", "dense0_relu", "dense1"]
+    assert merged((fc0, act)).block == "dense0"  # dense0 holds its relu
+    assert segments.node_blocks((fc0,)) is None
+    # a name seen under two parents proves no holder
+    segments.note_parent("dense1", "other0")
+    assert merged((fc0, act, fc1)).block is None
+    # the loss's autograd backward then the block's backward: no block holds both, two sources;
+    # a backward node's inputs past its gradients (weights, data, saved outputs) are read from
+    # outside, its gradient from the node before it is not
+    gy, gh = y, h
+    loss = Call(5, 1, 2, RELU, [], [], [gy, y], [gy], [], [], (4,), 1, None, (0,), None, "derived, autograd", -1)
+    bfc1 = Call(6, 1, 2, DOT, [], [], [gy, h, w1], [gh, w1], [], [], (5,), 1, None, (0,), "dense1", "derived", 6)
+    b = merged((loss, bfc1))
+    assert b.block is None and b.source == "derived, autograd; derived"
+    assert segments.node_blocks((loss, bfc1)) == [None, "dense1"]
+    assert b.shapes("in") == [[2, 5], [2, 5], [2, 4], [5, 4]]  # loss's g0 and y; bfc1's h, w1
+    assert b.shapes("out") == [[2, 4], [5, 4]]
