@@ -149,3 +149,26 @@ def bookkeeping_trace(path: Path) -> Path:
     subprocess.run([sys.executable, "-c", BOOKKEEPING_SCRIPT, str(path)], check=True, timeout=120,
                    capture_output=True, cwd=path.parent)
     return path
+
+
+def zoo_training(model: str, size: int) -> str:
+    """Scenario source for one hybridized model-zoo network: ``net`` (``model``, random weights,
+    seed 7), an input ``x`` of 1x3x``size``x``size``, its ``label``, and ``train()``, one recorded
+    forward, backward and ``waitall``. The body that follows warms it up and profiles it."""
+    return f"""
+import json, pyprof, mxnet as mx
+from mxnet.gluon.model_zoo import vision
+mx.random.seed(7)
+net = vision.get_model({model!r})
+net.initialize()
+net.hybridize()
+x = mx.nd.random.uniform(shape=(1, 3, {size}, {size}))
+label = mx.nd.array([1])
+loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
+
+def train():
+    with mx.autograd.record():
+        loss = loss_fn(net(x), label)
+    loss.backward()
+    mx.nd.waitall()
+"""

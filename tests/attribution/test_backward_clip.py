@@ -8,25 +8,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 
-from tests.child import run_scenario
+from tests.child import run_scenario, zoo_training
 
-_SCENARIO = """
-import json, pyprof, mxnet as mx
-from mxnet.gluon.model_zoo import vision
-mx.random.seed(7)
-net = vision.get_model("mobilenetv2_0.25")
-net.initialize()
-net.hybridize()
-x = mx.nd.random.uniform(shape=(1, 3, 32, 32))
-label = mx.nd.array([1])
-loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
-
-def train():
-    with mx.autograd.record():
-        loss = loss_fn(net(x), label)
-    loss.backward()
-    mx.nd.waitall()
-
+_SCENARIO = zoo_training("mobilenetv2_0.25", 32) + """
 train()
 with pyprof.profile(path="w.json", record_shapes=True, with_flops=True) as p:
     train()

@@ -14,26 +14,10 @@ from collections import Counter
 
 import pytest
 
-from child import run_scenario
+from child import run_scenario, zoo_training
 
-_SCENARIO = """
-import contextlib, io, json, os
-import pyprof, mxnet as mx
-from mxnet.gluon.model_zoo import vision
-mx.random.seed(7)
-net = vision.resnet18_v1()
-net.initialize()
-net.hybridize()
-x = mx.nd.random.uniform(shape=(1, 3, 64, 64))
-label = mx.nd.array([1])
-loss_fn = mx.gluon.loss.SoftmaxCrossEntropyLoss()
-
-def train():
-    with mx.autograd.record():
-        loss = loss_fn(net(x), label)
-    loss.backward()
-    mx.nd.waitall()
-
+_SCENARIO = zoo_training("resnet18_v1", 64) + """
+import contextlib, io, os
 net(x).wait_to_read()
 train()  # warm-up: the CachedOp is made and the first backward run before the session
 err = io.StringIO()
