@@ -302,6 +302,11 @@ class _Ids:
 
 # ---------------------------------------------------------------------------------- held
 
+def _lined(data: bytes) -> bytes:
+    """``data`` (events as ``orjson.dumps`` joins them) on lines as the writer puts them."""
+    return data.replace(b'},{"', b'},\n{"')
+
+
 class Kept:
     """A window :func:`cut` held in memory instead of writing it (``keep``), for an annotation
     that reads its events and writes it once (:mod:`pyprof.attribution.matching`): the batches
@@ -363,24 +368,32 @@ class Kept:
                     else:
                         w.write_serialized(b[2], b[1].n)
             return
+        # on lines here (runs joined by Run.lines()): the window's bytes written as held
         parts = []
         for b in self.batches:
             first, n = b[0], (len(b[1]) if len(b) == 2 else len(b[5]))
             if len(b) == 2:
                 got = [events.get(first + i, ev) for i, ev in enumerate(b[1])]
                 if got:
-                    parts.append(orjson.dumps(got)[1:-1])
+                    parts.append([_lined(orjson.dumps(got)[1:-1])])
                 continue
             data, where = b[2], b[3]
+            # views of the held bytes where they are on lines (nothing in them to replace)
+            view = memoryview(data) if b[6] > 1 and data.find(b'},{"') < 0 else data
             at, pieces = 0, []
             for g in sorted(k for k in events if first <= k < first + n):
                 j = g - first
-                pieces += [data[at:where[j]], orjson.dumps(events[g])]
+                pieces += [view[at:where[j]], _lined(orjson.dumps(events[g]))]
                 at = where[j + 1] - b[6] if j + 1 < n else len(data)  # less the separator
             if n:
-                parts.append(b"".join(pieces + [data[at:]]) if pieces else data)
+                pieces.append(view[at:])
+                parts.append(pieces if view is not data else [_lined(b"".join(pieces))])
+        chunks = parts[0] if parts else []
+        for p in parts[1:]:
+            head = next(c for c in p if len(c))[:2]  # a part's first chunk may be empty
+            chunks += [b",\n" if head == b'{"' else b",", *p]
         with TraceWriter(out, gzip=False) as w:
-            w.write_serialized(b",".join(parts), self.size)
+            w.write_serialized(chunks, self.size, lined=True)
 
     def size_bound(self) -> int:
         """At least the bytes of the window the streamed pass writes (its runs' bytes, a line
@@ -518,8 +531,8 @@ def _pass(raw: str, lo: int, hi: int, known: list[dict[str, Any]],
         keep.reset()
         for batch in batches():
             if isinstance(batch, _cutter.Run):
-                changed = ids.apply_run(batch)
-                keep.add_run(batch, *batch.patched_at(changed), changed)
+                changed, sep = ids.apply_run(batch), batch.lines()
+                keep.add_run(batch, *batch.patched_at(changed, sep), changed, len(sep))
             else:
                 ids.apply(batch)
                 keep.add_events(batch)

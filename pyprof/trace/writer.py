@@ -95,15 +95,19 @@ class TraceWriter:
         self._f.write(b",\n" + data if self.count else data)
         self.count += len(events)
 
-    def write_serialized(self, data: bytes, count: int) -> None:
+    def write_serialized(self, data: bytes | list, count: int, lined: bool = False) -> None:
         """Append ``count`` events already written as ``orjson.dumps`` writes a list's items
-        (compact, joined by ``,``: pyprof.native.cutter's), in one write, on lines as
-        :meth:`write_all` puts them."""
+        (compact, joined by ``,``: pyprof.native.cutter's), on lines as :meth:`write_all` puts
+        them; ``lined``: ``data`` is already so, as chunks (bytes-like) written in order."""
         assert self._f is not None, "use TraceWriter in a with block"
         if not count:
             return
-        data = data.replace(b'},{"', b'},\n{"')  # as write_all
-        self._f.write(b",\n" + data if self.count else data)
+        if self.count:
+            self._f.write(b",\n")
+        if lined:
+            self._f.writelines(data)
+        else:
+            self._f.write(data.replace(b'},{"', b'},\n{"'))  # as write_all
         self.count += count
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -272,3 +272,34 @@ while glob.glob("out/.pyprof-*") and time.monotonic() < deadline:
 result = [raised, sorted(os.listdir("out"))]
 """, tmp_path)
     assert r[0] is True and not [f for f in r[1] if f.startswith(".pyprof-")], r
+
+
+@pytest.mark.parametrize("run", ["plain", "listed", "empty"])
+def test_a_held_window_written_with_changed_events_is_the_writers_bytes(run, tmp_path):
+    # Kept.write puts its runs on lines as held (no copy of the window); the bytes are those of
+    # the window read back, its events replaced, written by TraceWriter.write_all: lists of
+    # objects inside events, in changed events, and an empty event {} (no line for it)
+    from pyprof.trace.writer import TraceWriter
+
+    plain = event("dot", "B", 10) + ",\n" + event("dot", "E", 12)
+    listed = event("c", "C", 3, extra='"args": {\n "v": [\n {"a": 1},\n {"b": 2}\n ]\n }')
+    body = [plain, {"plain": plain, "listed": listed, "empty": "{\n}"}[run], plain]
+    path = tmp_path / "raw.json"
+    path.write_text(raw(*body, header=True))
+    known = orjson.loads("{" + META.split("{", 1)[1])  # a part of dicts before the run
+    keep = rawcut.Kept()
+    rawcut.cut(str(path), 0, None, {b"m": known}, str(tmp_path / "unused.json"), [MARK], keep=keep)
+    assert keep.held
+    n = keep.size
+    # the run's first event (after the metadata event) and one near the end changed
+    changed = {1: {"name": "first", "args": {"v": [{"x": 1}, {"y": 2}]}}, n - 2: {"name": "late"}}
+    keep.write(str(tmp_path / "held.json"), changed)
+    rawcut.cut(str(path), 0, None, {b"m": known}, str(tmp_path / "plain.json"), [MARK])
+    events = orjson.loads((tmp_path / "plain.json").read_bytes())["traceEvents"]
+    for k, ev in changed.items():
+        events[k] = ev
+    with TraceWriter(str(tmp_path / "written.json"), gzip=False) as w:
+        w.write_all(events)
+    held = (tmp_path / "held.json").read_bytes()
+    assert held == (tmp_path / "written.json").read_bytes()
+    assert b'[{"x":1},\n{"y":2}]' in held and (b",{}," in held) == (run == "empty")
