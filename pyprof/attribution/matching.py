@@ -549,8 +549,16 @@ def _match_args(calls: Sequence[Call], options: dict[str, bool], threads: dict[i
     """Match ``calls`` to ``ops`` and set the args of each event matched (``event(index)``: the
     window's event, changed in place): the report, and the events changed by index."""
 
+    rises: dict[int, tuple] = {}  # by event: the matching asks, then the memory check
+
+    def checked_rise(op: _Event) -> tuple:
+        got = rises.get(op.index)
+        if got is None:
+            got = rises[op.index] = samples.rise(op.device, op.tid, op.start, op.end)
+        return got
+
     def rise(op: _Event) -> int | None:
-        return samples.rise(op.device, op.tid, op.start, op.end)[0]
+        return checked_rise(op)[0]
 
     sizes: dict = {}
 
@@ -607,7 +615,7 @@ def _match_args(calls: Sequence[Call], options: dict[str, bool], threads: dict[i
             args = dict(got)
         op = by_index[index]
         want = nbytes(c)
-        got, why = samples.rise(op.device, op.tid, op.start, op.end)
+        got, why = checked_rise(op)
         if ev["name"] == ENGINE_BULK:
             why = "engine_bulk"
         elif c.source not in _ALLOCATING:

@@ -201,49 +201,56 @@ class CounterSamples:
     def _rises(self, s: list, bounds: dict[Any, list], slices: dict[Any, list]) -> tuple[list, list, list]:
         n = len(s)
         lo, last = [], {}  # lo: the stamp after which the sample's update certainly came
+        left, right, inf = bisect.bisect_left, bisect.bisect_right, float("inf")
+        tid_of = None
         for ts, _, tid, _ in s:
-            b = bounds.get(tid, ())
-            k = bisect.bisect_left(b, ts)  # events stamped strictly before this sample
-            low = max(b[k - 1] if k else _NEG, last.get(tid, _NEG))
-            v = slices.get(tid, ())
-            k = bisect.bisect_right(v, (ts, float("inf")))  # the latest slice begun by then
-            if k and v[k - 1][1] >= ts and (v[k - 1][0] < ts
-                                            or not _holds(self._edges[tid][1], ts)):
-                # inside it (the check's own premise): after its begin; unless another slice
-                # ends in the begin's microsecond, whose sample it may be
-                low = max(low, v[k - 1][0])
+            if tid != tid_of:  # a device's samples come in runs of one thread
+                tid_of, b, v = tid, bounds.get(tid, ()), slices.get(tid, ())
+            k = left(b, ts)  # events stamped strictly before this sample
+            low = b[k - 1] if k else _NEG
+            prev = last.get(tid, _NEG)
+            if prev > low:
+                low = prev
+            k = right(v, (ts, inf))  # the latest slice begun by then
+            if k:
+                begin, end = v[k - 1]
+                if end >= ts and (begin < ts or not _holds(self._edges[tid][1], ts)):
+                    # inside it (the check's own premise): after its begin; unless another
+                    # slice ends in the begin's microsecond, whose sample it may be
+                    if begin > low:
+                        low = begin
             lo.append(low)
             last[tid] = ts
         stamps = [x[0] for x in s]
+        tids = [x[2] for x in s]
+        values = [x[3] for x in s]
         # later[k] > 0: a later sample of another thread may have been updated before k (its
         # lo is not after k's stamp): each sample q marks the samples k < q with ts >= lo[q]
         diff = [0] * (n + 1)
         later = [0] * n
         for q in range(n):
-            a = bisect.bisect_left(stamps, lo[q], 0, q)
+            a = left(stamps, lo[q], 0, q)
             if a < q:
                 diff[a] += 1
                 diff[q] -= 1
-                for k in range(a, bisect.bisect_right(stamps, lo[q], 0, q)):
-                    later[k] -= s[k][2] == s[q][2]  # its own thread's: program order
+                for k in range(a, right(stamps, lo[q], 0, q)):
+                    later[k] -= tids[k] == tids[q]  # its own thread's: program order
         run = 0
         for k in range(n):
             run += diff[k]
             later[k] += run
-
-        def before(a: int, b: int) -> bool:  # a's update certainly came before b's
-            return s[a][2] == s[b][2] and a < b or s[a][0] < lo[b]
-
-        rises: list = []
-        for k in range(n):
+        rises: list = [None] * n
+        for k in range(1, n):
             p = k - 1
-            ok = p >= 0 and later[k] == 0 and before(p, k)
+            # p's update certainly came before k's (program order, or stamped before k's lo)
+            ok = later[k] == 0 and (tids[p] == tids[k] or stamps[p] < lo[k])
             q = p - 1
-            while ok and q >= 0 and s[q][0] >= lo[p]:  # an earlier sample not surely before p
-                ok = s[q][2] == s[p][2]
+            while ok and q >= 0 and stamps[q] >= lo[p]:  # an earlier sample not surely before p
+                ok = tids[q] == tids[p]
                 q -= 1
-            rises.append(s[k][3] - s[p][3] if ok else None)
-        return stamps, [x[2] for x in s], rises
+            if ok:
+                rises[k] = values[k] - values[p]
+        return stamps, tids, rises
 
     def _edge_shared(self, tid: Any, start: Any, end: Any, first: Any, last: Any) -> bool:
         # stamps are whole microseconds: a sample stamped at the event's begin (end) where
