@@ -91,6 +91,35 @@ def _serialised(method: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+class _Taken:
+    """A recorder's :meth:`take` on a thread of its own, begun once MXNet records no more
+    (``start``, paused first); :meth:`result` joins it, and raises what it raised."""
+
+    def __init__(self, recorder: Any) -> None:
+        self._recorder = recorder
+        self._thread: threading.Thread | None = None
+        self._got: Any = None
+
+    def start(self) -> None:
+        self._recorder.pause()
+        self._thread = threading.Thread(target=self._take, name="pyprof-take", daemon=True)
+        self._thread.start()
+
+    def _take(self) -> None:
+        try:
+            self._got = self._recorder.take()
+        except BaseException as exc:  # raised on the stopping thread by result()
+            self._got = exc
+
+    def result(self) -> Any:
+        if self._thread is None:  # never begun (the stop failed before MXNet stopped)
+            return self._recorder.take()
+        self._thread.join()
+        if isinstance(self._got, BaseException):
+            raise self._got
+        return self._got
+
+
 class profile:  # noqa: N801 - named like torch.profiler.profile, used as a context manager
     """Profile a block, or the windows of a step schedule, one valid trace per window.
 
@@ -368,15 +397,26 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                 tail.cancel()  # never ended: its thread and file go
             raise
 
-    def _end_window(self, quiesce: Callable[[], int] | None, tail: Any) -> None:
+    def _end_window(self, quiesce: Callable[..., int] | None, tail: Any) -> None:
         """:meth:`_stop` once its window's cut may have begun (``tail``)."""
+        taken = None
         if quiesce is not None:
-            self._stopped_us = quiesce()
+            if tail is not None and self._recorder is not None and self._window is not None:
+                # a core is free (the cut follows MXNet's append): the recorder's calls are
+                # taken on a thread while MXNet appends the window's last events
+                taken = _Taken(self._recorder)
+                try:
+                    self._stopped_us = quiesce(taken.start)
+                except BaseException:
+                    taken.result()  # joined: no thread outlives the stop
+                    raise
+            else:
+                self._stopped_us = quiesce()
         if self._recorder is not None:
             self._recorder.pause()
         if self._window is not None:
             if self._recorder is not None:
-                calls, full = self._recorder.take()
+                calls, full = taken.result() if taken is not None else self._recorder.take()
                 self._calls[self._window.index] = calls
                 if full:
                     print(rules.render(_ATTRIBUTION["max_calls_note"], {

@@ -12,7 +12,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..native import capi as _capi
@@ -154,9 +154,10 @@ class RawTrace:
 
     # -- boundaries (called as the session's owner) -----------------------------------------
     @staticmethod
-    def quiesce() -> int:
+    def quiesce(stopped: Callable[[], None] | None = None) -> int:
         """Wait for queued operators, stop, and append everything to the raw file; return
-        when recording stopped (microseconds since the epoch).
+        when recording stopped (microseconds since the epoch). ``stopped``: called once MXNet
+        records no more, before the append.
 
         Afterwards nothing more is appended until the profiler runs again: the raw file's size
         is an exact boundary between events."""
@@ -164,12 +165,14 @@ class RawTrace:
             _capi.wait_all()
         finally:
             profiler.set_state("stop")
-            stopped = now_us()
+            at = now_us()
+            if stopped is not None:
+                stopped()
             profiler.dump(False)
-        return stopped
+        return at
 
     @staticmethod
-    def quiesce_paused() -> int:
+    def quiesce_paused(stopped: Callable[[], None] | None = None) -> int:
         """Steady mode's :meth:`quiesce`: wait for queued operators, *pause* (the profiler stays
         running, so MXNet's IsProfiling does not change), append everything to the raw file;
         return when recording paused (microseconds since the epoch). Paused, MXNet adds no
@@ -178,9 +181,11 @@ class RawTrace:
             _capi.wait_all()
         finally:
             profiler.pause()
-            paused = now_us()
+            at = now_us()
+            if stopped is not None:
+                stopped()
             profiler.dump(False)
-        return paused
+        return at
 
     @staticmethod
     def drain() -> None:
