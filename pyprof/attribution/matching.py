@@ -45,7 +45,7 @@ from ..trace.writer import TraceWriter
 from . import flops as _flops
 from .calls import HANDLES, Call, dtype_name
 from .engine import temp_chain, workers_per_device
-from .memory import CounterSamples, hidden_of
+from .memory import SAMPLE_NEEDLE, CounterSamples, hidden_of
 from .segments import (ENGINE_BULK, SUBGRAPHS, bulk_runs, external_deps, group_of, merged,
                        node_blocks, node_names, node_ops, segment_ops)
 
@@ -493,9 +493,9 @@ def _held_operator_events(kept: Any, flat: tuple, begins: Any, ends: Any) -> lis
     its slices are pairs (``begins``/``ends``: their events' numbers), the begins read."""
     ts = flat[1]
     b, e = begins.tolist(), ends.tolist()
-    bevs = kept.events(b)
+    bevs = kept.read(b)
     no_cat = [k for k, bev in enumerate(bevs) if "cat" not in bev]
-    ecat = dict(zip(no_cat, (ev.get("cat") for ev in kept.events([e[k] for k in no_cat]))))
+    ecat = dict(zip(no_cat, (ev.get("cat") for ev in kept.read([e[k] for k in no_cat]))))
     # the devices, as a reader in order sees them: process_name events before the slice's end
     meta = [(i, ev) for i, ev in kept.dicts() if ev.get("ph") == "M"]
     m = np.flatnonzero((flat[0] == ord("M")) & flat[4]).tolist()
@@ -669,7 +669,8 @@ def held_cut() -> Any:
     a raw range past :data:`MAX_ANNOTATE_BYTES` is written, streamed, as before."""
     from ..trace.rawcut import Kept
 
-    return Kept(MAX_ANNOTATE_BYTES)
+    # read as the cut goes: the slices' begins (_held_operator_events), the counter samples
+    return Kept(MAX_ANNOTATE_BYTES, ahead=(SAMPLE_NEEDLE, frozenset("BX")))
 
 
 def annotate_window(index: int, path: str, calls: Sequence[Call], options: dict[str, bool], *,

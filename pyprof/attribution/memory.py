@@ -112,6 +112,10 @@ def _holds(xs: Sequence, x: Any) -> bool:
     return k < len(xs) and xs[k] == x
 
 
+#: what the bytes of a counter sample's event hold (its name's beginning)
+SAMPLE_NEEDLE = b'"name":' + orjson.dumps(_PREFIX)[:-1]
+
+
 class CounterSamples:
     """The memory counter samples of a window, per device, with each one's certain rise (None
     when the trace cannot tell it). ``events``: the window's trace events; ``paired``:
@@ -183,11 +187,10 @@ class CounterSamples:
             tid[begins], np.stack((ts[begins], ts[ends]), 1).ravel(), 2).items()}
         raw: dict[str, list] = {}
         odd = np.flatnonzero(stamped & ~ok).tolist()  # a time that is no plain integer
-        needle = b'"name":' + orjson.dumps(_PREFIX)[:-1]
         for i, ev in zip(odd, kept.events(odd)):
             CounterSamples.stamp(i, ev, bounds, raw)
-        samples = [i for i in kept.find(needle) if ok[i]]
-        for i, ev in zip(samples, kept.events(samples)):
+        samples = [i for i in kept.find(SAMPLE_NEEDLE) if ok[i]]
+        for i, ev in zip(samples, kept.read(samples)):
             ph_, name, t = ev.get("ph"), ev.get("name"), ev.get("ts")
             if ph_ == "C" and isinstance(name, str) and name.startswith(_PREFIX) and ph_ in _STAMPED \
                     and isinstance(t, (int, float)):

@@ -317,9 +317,14 @@ class Kept:
     the window written, metadata first. ``limit``: a range of more raw bytes is written, not
     held (its window is not read into memory)."""
 
-    def __init__(self, limit: int | None = None) -> None:
+    def __init__(self, limit: int | None = None, ahead: tuple[bytes, frozenset] | None = None) -> None:
         self.held = False
         self.limit = limit
+        #: ``(needle, phases)``: each run's events whose bytes hold ``needle`` (:meth:`find`)
+        #: and those of ``phases`` are read as the run is added (:meth:`read`), on the thread
+        #: that cuts (while MXNet appends, when the cut follows it)
+        self.ahead = ahead
+        self._codes = None if ahead is None else np.array(sorted(map(ord, ahead[1])), np.uint8)
         self.reset()
 
     def reset(self) -> None:
@@ -328,6 +333,8 @@ class Kept:
         self.size = 0  # events written
         # (first event, Run, bytes, where, written ids, order) or (first event, dicts)
         self.batches: list[tuple] = []
+        self._read: dict[int, dict[str, Any]] = {}  # events read ahead (not to be changed)
+        self._found: list[int] = []  # the numbers of events holding the needle read ahead
 
     def add_run(self, run: _cutter.Run, data: bytes, where: np.ndarray,
                 changed: list[dict[int, int]], sep: int = 1) -> None:
@@ -348,6 +355,13 @@ class Kept:
         self.batches.append((self.size, run, data, where[order], ids[order], order, sep))
         self.count += run.n
         self.size += len(order)
+        if self.ahead is not None:
+            b = self.batches[-1]
+            found = self._find_in(b, self.ahead[0])
+            self._found += found
+            wanted = np.union1d(found, np.flatnonzero(np.isin(run.ph[order], self._codes)) + b[0])
+            numbers = wanted.astype(np.int64).tolist()
+            self._read.update(zip(numbers, self.events(numbers)))
 
     def add_events(self, events: list[dict[str, Any]]) -> None:
         self.batches.append((self.size, events))
@@ -448,18 +462,32 @@ class Kept:
             if len(b) == 2:
                 yield from enumerate(b[1], b[0])
 
+    def read(self, numbers: Sequence[int]) -> list[dict[str, Any]]:
+        """:meth:`events`, those read ahead as read then: not to be changed."""
+        got = self._read
+        missing = [g for g in numbers if g not in got]
+        if missing:
+            got = {**got, **dict(zip(missing, self.events(missing)))}
+        return [got[g] for g in numbers]
+
     def find(self, needle: bytes) -> list[int]:
         """The numbers of the events of runs whose bytes hold ``needle``, ascending."""
+        if self.ahead is not None and needle == self.ahead[0]:
+            return list(self._found)
         got: list[int] = []
         for b in self.batches:
-            if len(b) == 2:
-                continue
-            data, where = b[2], b[3]
-            at = [m.start() for m in re.finditer(re.escape(needle), data)]
-            if at:
-                k = np.unique(np.searchsorted(where, np.array(at, np.int64), "right") - 1)
-                got += (k + b[0]).tolist()
+            if len(b) != 2:
+                got += self._find_in(b, needle)
         return got
+
+    @staticmethod
+    def _find_in(b: tuple, needle: bytes) -> list[int]:
+        data, where = b[2], b[3]
+        at = [m.start() for m in re.finditer(re.escape(needle), data)]
+        if not at:
+            return []
+        k = np.unique(np.searchsorted(where, np.array(at, np.int64), "right") - 1)
+        return (k + b[0]).tolist()
 
 # ---------------------------------------------------------------------------------- the cut
 

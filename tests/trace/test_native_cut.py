@@ -303,3 +303,32 @@ def test_a_held_window_written_with_changed_events_is_the_writers_bytes(run, tmp
     held = (tmp_path / "held.json").read_bytes()
     assert held == (tmp_path / "written.json").read_bytes()
     assert b'[{"x":1},\n{"y":2}]' in held and (b",{}," in held) == (run == "empty")
+
+
+@pytest.mark.parametrize("text", ["two_passes", "samples"])
+def test_events_read_ahead_are_the_events_held(text, tmp_path):
+    # Kept(ahead=...) reads the needle's and the phases' events as each run is added (on the
+    # cut's thread): what read() and find() give is what the held window holds, also after a
+    # second pass renumbered the ids (a tid past 2**53, then the step mark's safe tid 1)
+    sample = event("Memory: cpu/0", "C", 3, cat="Device Storage", extra='"args": { "Memory: cpu/0": 64 }')
+    body = {"two_passes": raw(event("a", "B", 1, tid=2**53 + 1), event("a", "E", 2, tid=2**53 + 1),
+                              sample, header=True),
+            "samples": raw(*[e for i in range(60) for e in (
+                event("dot", "B", 10 * i), event("dot", "E", 10 * i + 4),
+                event("Memory: cpu/0", "C", 10 * i + 7, cat="Device Storage",
+                      extra=f'"args": {{ "Memory: cpu/0": {i * 64} }}'))], header=True)}[text]
+    path = tmp_path / "raw.json"
+    path.write_text(body)
+    needle = b'"name":"Memory: '
+    keeps = [rawcut.Kept(), rawcut.Kept(ahead=(needle, frozenset("B")))]
+    for keep in keeps:
+        rawcut.cut(str(path), 0, None, {}, str(tmp_path / "unused.json"), [MARK], keep=keep)
+        assert keep.held
+    plain, ahead = keeps
+    every = list(range(plain.size))
+    assert ahead.read(every) == plain.events(every)
+    found = [i for i, e in enumerate(plain.events(every)) if e["name"].startswith("Memory: ")]
+    assert ahead.find(needle) == plain.find(needle) == found
+    assert len(found) == {"two_passes": 1, "samples": 60}[text]
+    if text == "two_passes":
+        assert [e.get("tid") for e in ahead.read(every)][:2] == [2, 2]
