@@ -102,8 +102,12 @@ class _Taken:
 
     def start(self) -> None:
         self._recorder.pause()
-        self._thread = threading.Thread(target=self._take, name="pyprof-take", daemon=True)
-        self._thread.start()
+        thread = threading.Thread(target=self._take, name="pyprof-take", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had: taken after the append
+            return
+        self._thread = thread
 
     def _take(self) -> None:
         try:

@@ -166,9 +166,11 @@ class RawTrace:
         finally:
             profiler.set_state("stop")
             at = now_us()
-            if stopped is not None:
-                stopped()
-            profiler.dump(False)
+            try:
+                if stopped is not None:
+                    stopped()
+            finally:
+                profiler.dump(False)
         return at
 
     @staticmethod
@@ -182,9 +184,11 @@ class RawTrace:
         finally:
             profiler.pause()
             at = now_us()
-            if stopped is not None:
-                stopped()
-            profiler.dump(False)
+            try:
+                if stopped is not None:
+                    stopped()
+            finally:
+                profiler.dump(False)
         return at
 
     @staticmethod
