@@ -561,8 +561,15 @@ def _match_args(calls: Sequence[Call], options: dict[str, bool], threads: dict[i
         return checked_rise(op)[0]
 
     sizes: dict = {}
+    asked: dict[int, int | None] = {}  # by call: the matching asks, then the memory check
 
     def nbytes(c: Call) -> int | None:
+        got = asked.get(id(c), asked)
+        if got is asked:
+            got = asked[id(c)] = _nbytes_of(c)
+        return got
+
+    def _nbytes_of(c: Call) -> int | None:
         # by what it reads of the call: a model's forwards repeat the same calls
         try:
             key = (c.source, c.op, _meta_key(c.in_meta), _meta_key(c.out_meta), c.fresh,
