@@ -4,6 +4,7 @@ import com.sun.jna.Library;
 import com.sun.jna.Native;
 import java.io.IOException;
 import java.io.InputStream;
+import java.math.BigInteger;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
@@ -76,48 +77,43 @@ final class NativeCutter {
     byte[] src;
     try (InputStream in = NativeCutter.class.getClassLoader().getResourceAsStream("cutter.c")) {
       if (in == null) {
-        throw new IOException("cutter.c is not on the classpath. fix: put pyprof/native/c on it (jvm/project.clj :resource-paths)");
+        throw new IOException("cutter.c is not on the classpath (jvm/project.clj :resource-paths)");
       }
       src = in.readAllBytes();
     }
     String hash;
     try {
-      StringBuilder b = new StringBuilder();
-      for (byte x : MessageDigest.getInstance("SHA-256").digest(src)) {
-        b.append(String.format("%02x", x & 0xff));
-      }
-      hash = b.substring(0, 16);
+      hash = String.format("%064x", new BigInteger(1, MessageDigest.getInstance("SHA-256").digest(src)));
     } catch (java.security.NoSuchAlgorithmException e) {
       throw new IOException(e);
     }
     String cache = System.getenv("XDG_CACHE_HOME");
     Path dir = cache != null && !cache.isEmpty() ? Paths.get(cache, "pyprof")
         : Paths.get(System.getProperty("user.home"), ".cache", "pyprof");
-    Path out = dir.resolve("cutter-" + hash + ".so");
+    Path out = dir.resolve("cutter-" + hash.substring(0, 16) + ".so");
     if (Files.isRegularFile(out)) {
       return out;
     }
     Files.createDirectories(dir);
-    { // built beside, moved in place whole: a process building at once (Python too) only repeats
-      Path c = Files.createTempFile(dir, "cutter-", ".c");
-      Path tmp = Files.createTempFile(dir, "cutter-", ".so");
-      try {
-        Files.write(c, src);
-        String cc = System.getenv("CC") == null || System.getenv("CC").isEmpty() ? "cc" : System.getenv("CC");
-        Process p = new ProcessBuilder(cc, "-O2", "-shared", "-fPIC", "-o", tmp.toString(), c.toString())
-            .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
-        if (!p.waitFor(120, TimeUnit.SECONDS)) {
-          p.destroyForcibly();
-          throw new IOException(cc + " took over 120 s on cutter.c. fix: a working C compiler as CC");
-        }
-        if (p.exitValue() != 0) {
-          throw new IOException(cc + " failed on cutter.c. fix: a working C compiler as CC (scripts/setup.sh installs gcc)");
-        }
-        Files.move(tmp, out, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-      } finally {
-        Files.deleteIfExists(c);
-        Files.deleteIfExists(tmp);
+    // built beside, moved in place whole: a process building at once (Python too) only repeats
+    Path c = Files.createTempFile(dir, "cutter-", ".c");
+    Path tmp = Files.createTempFile(dir, "cutter-", ".so");
+    try {
+      Files.write(c, src);
+      String cc = System.getenv("CC") == null || System.getenv("CC").isEmpty() ? "cc" : System.getenv("CC");
+      Process p = new ProcessBuilder(cc, "-O2", "-shared", "-fPIC", "-o", tmp.toString(), c.toString())
+          .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+      if (!p.waitFor(120, TimeUnit.SECONDS)) {
+        p.destroyForcibly();
+        throw new IOException(cc + " took over 120 s on cutter.c");
       }
+      if (p.exitValue() != 0) {
+        throw new IOException(cc + " failed on cutter.c");
+      }
+      Files.move(tmp, out, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+    } finally {
+      Files.deleteIfExists(c);
+      Files.deleteIfExists(tmp);
     }
     return out;
   }

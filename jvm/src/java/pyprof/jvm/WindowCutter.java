@@ -124,7 +124,7 @@ public final class WindowCutter {
         }
       };
       Consumer<Map<String, Object>> event = e -> {
-        if (!isMetadata(e)) {
+        if (!"M".equals(e.get("ph"))) {
           nesting.feed(e);
           Map<String, Object> m = threadNameOf(e, names, named);
           if (m != null) {
@@ -376,10 +376,6 @@ public final class WindowCutter {
       return (Long) v;
     }
     return v instanceof BigInteger && ((BigInteger) v).signum() >= 0 ? ((BigInteger) v).longValue() : null;
-  }
-
-  private static boolean isMetadata(Map<String, Object> e) {
-    return "M".equals(e.get("ph"));
   }
 
   /**
