@@ -88,13 +88,6 @@
        (scan! (:scanned @raw) end)
        (swap! raw update :scanned max end)))))
 
-(defn- reconfigure!
-  "Configures MXNet with the recording `options` into the raw file (MXNet starts it afresh)."
-  [options]
-  (harvest! (size)) ; MXNet deletes the old raw file: keep its metadata events
-  (profiler/profiler-set-config (assoc options "filename" (:path @raw) "continuous_dump" true))
-  (swap! raw assoc :scanned 0 :options options)) ; offsets restart at 0 in the new file
-
 (defn configure!
   "As the owner: makes MXNet record with `options` (`c-opts`: as C strings) into the raw file,
   reconfiguring only when needed; session.profiler_finished, session.profiler_running."
@@ -110,10 +103,11 @@
     ;; first use, or someone else made our old name: a new directory (MXNet reconfigures)
     (swap! raw assoc :scanned 0
            :path (str (io/file (rawdir/make-dir!) ^String (rawdir/spec "file")))))
-  (let [wanted (assoc c-opts "filename" (:path @raw) "continuous_dump" "true")]
-    (if (not= (profiler/current-config) (config/effective wanted))
-      (reconfigure! options)
-      (swap! raw assoc :options options))))
+  (when (not= (profiler/current-config)
+              (config/effective (assoc c-opts "filename" (:path @raw) "continuous_dump" "true")))
+    (harvest! (size)) ; MXNet starts the raw file afresh: keep its metadata events
+    (profiler/profiler-set-config (assoc options "filename" (:path @raw) "continuous_dump" true))
+    (swap! raw assoc :scanned 0)))
 
 (defn rotation-due?
   "True once the raw file holds the rotation size, or half the cap when that is less."

@@ -690,8 +690,8 @@ public final class WindowCutter {
         }
         return v;
       }
-      Object key = v instanceof Long ? BigInteger.valueOf((Long) v) : v; // 1, 1.0 and true apart
-      return numbers.computeIfAbsent(kind, k -> new HashMap<>()).computeIfAbsent(key, k -> fresh(kind));
+      // normal: one integer is one Long or BigInteger, apart from 1.0 and true
+      return numbers.computeIfAbsent(kind, k -> new HashMap<>()).computeIfAbsent(v, k -> fresh(kind));
     }
 
     /** A number of {@code kind} that no id uses (an overlap track's tid). */
