@@ -211,17 +211,18 @@ final class NativeCutter {
   private static final byte[] SEPARATOR = {',', '\n'}; // as WindowCutter writes events
 
   /**
-   * Reads {@code len} bytes of {@code run} (a direct buffer: whole events separated by commas, no
+   * Reads the first {@code len} bytes of {@code bytes} (whole events separated by commas, no
    * header); null when the C code does not read them as a JSON parser does, or an event has no
    * "ph" (the tolerant reader then says what is wrong).
    */
-  Run read(ByteBuffer run, int len) {
+  Run read(byte[] bytes, int len) {
     long cap = 1;
     for (int i = 0; i < len; i++) {
-      if (run.get(i) == '{') {
+      if (bytes[i] == '{') {
         cap++;
       }
     }
+    ByteBuffer run = BUFFERS.get().take(RUN, len).put(bytes, 0, len).flip(); // JNA: from its position
     long[] sizes = {len + cap + 16, 8, cap, 8 * cap, cap, 24 * cap, 3 * cap, 24 * cap, cap, 8 * cap,
         8 * cap, 8 * cap};
     ByteBuffer[] c = new ByteBuffer[sizes.length];
@@ -237,11 +238,6 @@ final class NativeCutter {
       }
     }
     return n < 0 ? null : new Run((int) n, (int) c[SIZE].getLong(0), c);
-  }
-
-  /** The buffer of slot {@code RUN} of this thread, for a run of {@code n} bytes. */
-  static ByteBuffer runBuffer(int n) {
-    return BUFFERS.get().take(RUN, n);
   }
 
   /**

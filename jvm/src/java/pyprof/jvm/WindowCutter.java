@@ -7,7 +7,6 @@ import java.io.RandomAccessFile;
 import java.io.UncheckedIOException;
 import java.io.Writer;
 import java.math.BigInteger;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
@@ -143,7 +142,7 @@ public final class WindowCutter {
             write.accept(n);
           }
         }
-        Numbered numbered = new Numbered();
+        Numbered numbered = new Numbered(numbering);
         eachRun(raw, body, event, (r, bytes) -> { // what event does, from the run's own bytes
           nesting.feed(r, bytes);
           byte[] skip = new byte[r.n];
@@ -169,7 +168,7 @@ public final class WindowCutter {
                 lo = i;
               }
             }
-            number(r, i, numbering, numbered, changed);
+            numbered.number(r, i, changed);
           }
           count[0] = writeRun(g, count[0], r, lo, r.n, skip, changed);
         });
@@ -209,57 +208,45 @@ public final class WindowCutter {
   private static final Object SAME = new Object(); // a value written as it was read
 
   /** The ids of one cut as written, per id column of cutter.c, memoised by their bits. */
-  private static final class Numbered {
+  private final class Numbered {
+    private final Ids numbering;
     private final List<Map<Long, Object>> byBits = List.of(new HashMap<>(), new HashMap<>(), new HashMap<>());
     private final long[] lastBits = new long[3];
     private final Object[] last = new Object[3]; // the last value looked up, per column
 
-    Object get(int k, long bits) {
-      if (last[k] != null && lastBits[k] == bits) {
-        return last[k];
-      }
-      Object v = byBits.get(k).get(bits);
-      if (v != null) {
-        lastBits[k] = bits;
-        last[k] = v;
-      }
-      return v;
+    Numbered(Ids numbering) {
+      this.numbering = numbering;
     }
 
-    void put(int k, long bits, Object v) {
-      byBits.get(k).put(bits, v);
-      lastBits[k] = bits;
-      last[k] = v;
+    /**
+     * Numbers the ids of event {@code i} of {@code r} as {@link #writeEvent} would: the bits of
+     * each written as another number go to {@code changed}, per column.
+     */
+    void number(NativeCutter.Run r, int i, List<Map<Long, Long>> changed) {
+      for (int k = 0; k < 3; k++) {
+        if (!r.has(i, k)) {
+          continue;
+        }
+        long bits = r.id(i, k);
+        Object v = last[k] != null && lastBits[k] == bits ? last[k] : byBits.get(k).get(bits);
+        if (v == null) {
+          Object read = unsigned(bits);
+          v = numbering.id(kindOf.get(RUN_FIELDS[k]), read);
+          v = v.equals(read) ? SAME : v;
+          byBits.get(k).put(bits, v);
+        }
+        lastBits[k] = bits;
+        last[k] = v;
+        if (v != SAME) {
+          changed.get(k).put(bits, (Long) v);
+        }
+      }
     }
   }
 
   /** An unsigned 64-bit value's bits as the reader holds it: a Long, past 63 bits a BigInteger. */
   private static Object unsigned(long bits) {
     return bits >= 0 ? Long.valueOf(bits) : new BigInteger(Long.toUnsignedString(bits));
-  }
-
-  /**
-   * Numbers the ids of event {@code i} of a run the C code read as {@link #writeEvent} would:
-   * the bits of each written as another number go to {@code changed}, per column.
-   */
-  private void number(NativeCutter.Run r, int i, Ids numbering, Numbered numbered,
-      List<Map<Long, Long>> changed) {
-    for (int k = 0; k < 3; k++) {
-      if (!r.has(i, k)) {
-        continue;
-      }
-      long bits = r.id(i, k);
-      Object v = numbered.get(k, bits);
-      if (v == null) {
-        Object read = unsigned(bits);
-        v = numbering.id(kindOf.get(RUN_FIELDS[k]), read);
-        v = v.equals(read) ? SAME : v;
-        numbered.put(k, bits, v);
-      }
-      if (v != SAME) {
-        changed.get(k).put(bits, (Long) v);
-      }
-    }
   }
 
   /** What a run the C code read gets instead of {@link #tolerant} (its events, from its bytes). */
@@ -297,13 +284,7 @@ public final class WindowCutter {
           continue;
         }
         carry = Arrays.copyOfRange(buf, Math.min(buf.length, cut + 3), buf.length);
-        NativeCutter.Run r = null;
-        if (nc != null) {
-          ByteBuffer direct = NativeCutter.runBuffer(cut);
-          direct.put(buf, 0, cut);
-          direct.flip(); // JNA passes a direct buffer at its position
-          r = nc.read(direct, cut);
-        }
+        NativeCutter.Run r = nc == null ? null : nc.read(buf, cut);
         if (r != null) {
           w.write(r, buf);
         } else {
