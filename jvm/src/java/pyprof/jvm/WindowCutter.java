@@ -4,7 +4,6 @@ import com.fasterxml.jackson.core.JsonFactory;
 import com.fasterxml.jackson.core.JsonGenerator;
 import java.io.IOException;
 import java.io.RandomAccessFile;
-import java.io.UncheckedIOException;
 import java.io.Writer;
 import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
@@ -19,7 +18,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeMap;
 import java.util.function.BiConsumer;
-import java.util.function.Consumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
@@ -104,104 +102,119 @@ public final class WindowCutter {
 
   private Result pass(String raw, long[] body, List<?> known, List<?> extra, Writer out,
       Map<Long, String> names, boolean plan, Ids numbering) throws IOException {
-    Set<Object> seen = new HashSet<>();
-    List<Map<String, Object>> found = new ArrayList<>();
-    Set<List<Object>> named = new HashSet<>();
-    Nesting nesting = new Nesting(plan);
-    long[] count = {0};
     try (JsonGenerator g = FACTORY.createGenerator(out)) {
+      Pass p = new Pass(g, numbering, names, new Nesting(plan));
       g.setRootValueSeparator(null);
       g.writeRaw("{\"traceEvents\":[\n");
-      Consumer<Map<String, Object>> write = e -> {
-        try {
-          if (count[0]++ > 0) {
-            g.writeRaw(",\n");
-          }
-          writeEvent(g, e, numbering);
-        } catch (IOException x) {
-          throw new UncheckedIOException(x);
+      for (Object m : known) {
+        Map<String, Object> n = normalMap((Map<?, ?>) m);
+        if (p.seen.add(n)) {
+          p.write(n);
         }
-      };
-      Consumer<Map<String, Object>> event = e -> {
-        if (!"M".equals(e.get("ph"))) {
-          nesting.feed(e);
-          Map<String, Object> m = threadNameOf(e, names, named);
-          if (m != null) {
-            write.accept(m);
-          }
-          write.accept(e);
-        } else if (seen.add(e)) {
-          found.add(e);
-          write.accept(e);
-        }
-      };
-      try {
-        for (Object m : known) {
-          Map<String, Object> n = normalMap((Map<?, ?>) m);
-          if (seen.add(n)) {
-            write.accept(n);
-          }
-        }
-        Numbered numbered = new Numbered(numbering);
-        eachRun(raw, body, event, (r, bytes) -> { // what event does, from the run's own bytes
-          nesting.feed(r, bytes);
-          byte[] skip = new byte[r.n];
-          List<Map<Long, Long>> changed = List.of(new HashMap<>(), new HashMap<>(), new HashMap<>());
-          int lo = 0;
-          for (int i = 0; i < r.n; i++) {
-            if (r.ph(i) == 'M') {
-              Map<String, Object> m = parsed(r, bytes, i);
-              if (!seen.add(m)) {
-                skip[i] = 1;
-                continue;
-              }
-              found.add(m);
-            } else if (r.has(i, 1) && names.containsKey(r.id(i, 1))) {
-              Map<String, Object> e = new HashMap<>(Map.of("tid", unsigned(r.id(i, 1))));
-              if (r.has(i, 0)) {
-                e.put("pid", unsigned(r.id(i, 0)));
-              }
-              Map<String, Object> m = threadNameOf(e, names, named);
-              if (m != null) {
-                count[0] = writeRun(g, count[0], r, lo, i, skip, changed);
-                write.accept(m);
-                lo = i;
-              }
-            }
-            numbered.number(r, i, changed);
-          }
-          count[0] = writeRun(g, count[0], r, lo, r.n, skip, changed);
-        });
-        List<Map<String, Object>> tail = new ArrayList<>();
-        for (Object e : extra) {
-          tail.add(normalMap((Map<?, ?>) e));
-        }
-        tail.forEach(nesting::feed);
-        nesting.finish();
-        tail.forEach(write);
-      } catch (UncheckedIOException x) {
-        throw x.getCause();
+      }
+      eachRun(raw, body, p);
+      List<Map<String, Object>> tail = new ArrayList<>();
+      for (Object e : extra) {
+        tail.add(normalMap((Map<?, ?>) e));
+        p.nesting.feed(tail.get(tail.size() - 1));
+      }
+      p.nesting.finish();
+      for (Map<String, Object> e : tail) {
+        p.write(e);
       }
       g.writeRaw("\n],\"displayTimeUnit\":\"ms\"}\n");
+      return new Result(p.count, p.found, !numbering.collided);
     }
-    return new Result(count[0], found, !numbering.collided);
   }
 
-  /** Writes events {@code [lo, hi)} of {@code r} but those {@code skip} marks; the new count. */
-  private static long writeRun(JsonGenerator g, long count, NativeCutter.Run r, int lo, int hi,
-      byte[] skip, List<Map<Long, Long>> changed) throws IOException {
-    String text = hi > lo ? r.patched(lo, hi, skip, changed) : "";
-    if (text.isEmpty()) {
-      return count;
+  /** One pass of a cut: where it writes, and what it met. */
+  private final class Pass {
+    final JsonGenerator g;
+    final Ids numbering;
+    final Map<Long, String> names;
+    final Nesting nesting;
+    final Numbered numbered;
+    final Set<Object> seen = new HashSet<>(); // metadata events written
+    final List<Map<String, Object>> found = new ArrayList<>(); // those of the range
+    final Set<List<Object>> named = new HashSet<>(); // threads named: [pid tid]
+    long count; // events written
+
+    Pass(JsonGenerator g, Ids numbering, Map<Long, String> names, Nesting nesting) {
+      this.g = g;
+      this.numbering = numbering;
+      this.names = names;
+      this.nesting = nesting;
+      this.numbered = new Numbered(numbering);
     }
-    if (count > 0) {
-      g.writeRaw(",\n");
+
+    void write(Map<String, Object> e) throws IOException {
+      if (count++ > 0) {
+        g.writeRaw(",\n");
+      }
+      writeEvent(g, e, numbering);
     }
-    g.writeRaw(text);
-    for (int i = lo; i < hi; i++) {
-      count += 1 - skip[i];
+
+    /** An event of a run the tolerant reader read. */
+    void event(Map<String, Object> e) throws IOException {
+      if (!"M".equals(e.get("ph"))) {
+        nesting.feed(e);
+        Map<String, Object> m = threadNameOf(e, names, named);
+        if (m != null) {
+          write(m);
+        }
+        write(e);
+      } else if (seen.add(e)) {
+        found.add(e);
+        write(e);
+      }
     }
-    return count;
+
+    /** What {@link #event} does for each event of a run the C code read, from its bytes. */
+    void run(NativeCutter.Run r, byte[] bytes) throws IOException {
+      nesting.feed(r, bytes);
+      byte[] skip = new byte[r.n];
+      List<Map<Long, Long>> changed = List.of(new HashMap<>(), new HashMap<>(), new HashMap<>());
+      int lo = 0;
+      for (int i = 0; i < r.n; i++) {
+        if (r.ph(i) == 'M') {
+          Map<String, Object> m = parsed(r, bytes, i);
+          if (!seen.add(m)) {
+            skip[i] = 1;
+            continue;
+          }
+          found.add(m);
+        } else if (r.has(i, 1) && names.containsKey(r.id(i, 1))) {
+          Map<String, Object> e = new HashMap<>(Map.of("tid", unsigned(r.id(i, 1))));
+          if (r.has(i, 0)) {
+            e.put("pid", unsigned(r.id(i, 0)));
+          }
+          Map<String, Object> m = threadNameOf(e, names, named);
+          if (m != null) {
+            write(r, lo, i, skip, changed);
+            write(m);
+            lo = i;
+          }
+        }
+        numbered.number(r, i, changed);
+      }
+      write(r, lo, r.n, skip, changed);
+    }
+
+    /** Writes events {@code [lo, hi)} of {@code r} but those {@code skip} marks. */
+    private void write(NativeCutter.Run r, int lo, int hi, byte[] skip, List<Map<Long, Long>> changed)
+        throws IOException {
+      String text = hi > lo ? r.patched(lo, hi, skip, changed) : "";
+      if (text.isEmpty()) {
+        return;
+      }
+      if (count > 0) {
+        g.writeRaw(",\n");
+      }
+      g.writeRaw(text);
+      for (int i = lo; i < hi; i++) {
+        count += 1 - skip[i];
+      }
+    }
   }
 
   private static final String[] RUN_FIELDS = {"pid", "tid", "id"}; // cutter.c's id columns
@@ -249,18 +262,12 @@ public final class WindowCutter {
     return bits >= 0 ? Long.valueOf(bits) : new BigInteger(Long.toUnsignedString(bits));
   }
 
-  /** What a run the C code read gets instead of {@link #tolerant} (its events, from its bytes). */
-  private interface RunWriter {
-    void write(NativeCutter.Run r, byte[] bytes) throws IOException;
-  }
-
   /**
-   * Calls {@code w} on each run of the body {@code [from, to)} of {@code raw} the C code reads
-   * (runs of whole events of about {@link #BLOCK} bytes, cut at separators), {@code f} on each
-   * event of the other runs, in order. Memory: a run and its events.
+   * Gives {@code p} each run of the body {@code [from, to)} of {@code raw} (whole events of about
+   * {@link #BLOCK} bytes, cut at separators) the C code reads, and each event of the other runs,
+   * in order. Memory: a run and its events.
    */
-  private void eachRun(String raw, long[] body, Consumer<Map<String, Object>> f, RunWriter w)
-      throws IOException {
+  private void eachRun(String raw, long[] body, Pass p) throws IOException {
     if (body[1] <= body[0]) {
       return;
     }
@@ -286,9 +293,11 @@ public final class WindowCutter {
         carry = Arrays.copyOfRange(buf, Math.min(buf.length, cut + 3), buf.length);
         NativeCutter.Run r = nc == null ? null : nc.read(buf, cut);
         if (r != null) {
-          w.write(r, buf);
+          p.run(r, buf);
         } else {
-          tolerant(buf, 0, cut).forEach(f);
+          for (Map<String, Object> e : tolerant(buf, 0, cut)) {
+            p.event(e);
+          }
         }
         if (left == 0 && carry.length > 0 && new String(carry, StandardCharsets.ISO_8859_1).isBlank()) {
           carry = new byte[0];
@@ -377,7 +386,7 @@ public final class WindowCutter {
     }
 
     /** A slice event read as a map (its thread keyed as a run's columns key it). */
-    void feed(Map<String, Object> e) {
+    void feed(Map<String, Object> e) throws NeedsPlan {
       Object ph = e.get("ph");
       Object ts = e.get("ts");
       Object dur = e.get("dur");
@@ -385,7 +394,7 @@ public final class WindowCutter {
         return;
       }
       if (!(ts instanceof Long) || ("X".equals(ph) && !(dur instanceof Long))) {
-        throw needsPlan();
+        throw new NeedsPlan();
       }
       Object thread = Arrays.asList(key(e.get("pid")), key(e.get("tid")));
       ArrayDeque<Object[]> s = opened.computeIfAbsent(thread, k -> new ArrayDeque<>());
@@ -394,7 +403,7 @@ public final class WindowCutter {
       } else if ("B".equals(ph)) {
         s.push(new Object[] {e.get("name"), ts});
       } else if (s.isEmpty() || (e.get("name") != null && !e.get("name").equals(s.peek()[0]))) {
-        throw needsPlan();
+        throw new NeedsPlan();
       } else {
         close(thread, (Long) s.pop()[1], (Long) ts);
       }
@@ -422,10 +431,10 @@ public final class WindowCutter {
       return tidKey(id) != null ? tidKey(id) : id;
     }
 
-    private void close(Object thread, long b, long e) {
+    private void close(Object thread, long b, long e) throws NeedsPlan {
       Long f = floor.get(thread);
       if (e < b || (f != null && b < f)) {
-        throw needsPlan();
+        throw new NeedsPlan();
       }
       if (e == b) {
         return; // a point nests in whatever holds it, and holds nothing
@@ -434,7 +443,7 @@ public final class WindowCutter {
       Map.Entry<Long, Long> left = t.lowerEntry(b);
       Map<Long, Long> inside = t.subMap(b, true, e, false);
       if ((left != null && left.getValue() > b) || inside.values().stream().anyMatch(x -> x > e)) {
-        throw needsPlan(); // overlaps one before it or one inside it (the plan takes a parent first)
+        throw new NeedsPlan(); // overlaps one before it or one inside it (the plan takes a parent first)
       }
       inside.clear();
       t.put(b, e);
@@ -443,14 +452,10 @@ public final class WindowCutter {
       }
     }
 
-    void finish() {
+    void finish() throws NeedsPlan {
       if (on && opened.values().stream().anyMatch(s -> !s.isEmpty())) {
-        throw needsPlan(); // a begin never closed
+        throw new NeedsPlan(); // a begin never closed
       }
-    }
-
-    private static UncheckedIOException needsPlan() {
-      return new UncheckedIOException(new NeedsPlan());
     }
   }
 
