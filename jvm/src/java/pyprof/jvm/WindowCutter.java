@@ -94,16 +94,17 @@ public final class WindowCutter {
     long[] body = body(raw, start, end);
     Ids numbering = new Ids(limit, new HashMap<>());
     if (twoPasses) {
-      pass(raw, body, known, extra, Writer.nullWriter(), names, plan, numbering);
+      pass(raw, body, known, extra, null, names, plan, numbering);
       numbering = new Ids(limit, numbering.reserved);
     }
     return pass(raw, body, known, extra, out, names, plan, numbering);
   }
 
+  /** A pass of {@link #cut}; with {@code out} null, one that only numbers (C runs unwritten). */
   private Result pass(String raw, long[] body, List<?> known, List<?> extra, Writer out,
       Map<Long, String> names, boolean plan, Ids numbering) throws IOException {
-    try (JsonGenerator g = FACTORY.createGenerator(out)) {
-      Pass p = new Pass(g, numbering, names, new Nesting(plan));
+    try (JsonGenerator g = FACTORY.createGenerator(out == null ? Writer.nullWriter() : out)) {
+      Pass p = new Pass(g, out == null, numbering, names, new Nesting(plan));
       g.setRootValueSeparator(null);
       g.writeRaw("{\"traceEvents\":[\n");
       for (Object m : known) {
@@ -130,6 +131,7 @@ public final class WindowCutter {
   /** One pass of a cut: where it writes, and what it met. */
   private final class Pass {
     final JsonGenerator g;
+    final boolean dry;
     final Ids numbering;
     final Map<Long, String> names;
     final Nesting nesting;
@@ -139,8 +141,9 @@ public final class WindowCutter {
     final Set<List<Object>> named = new HashSet<>(); // threads named: [pid tid]
     long count; // events written
 
-    Pass(JsonGenerator g, Ids numbering, Map<Long, String> names, Nesting nesting) {
+    Pass(JsonGenerator g, boolean dry, Ids numbering, Map<Long, String> names, Nesting nesting) {
       this.g = g;
+      this.dry = dry;
       this.numbering = numbering;
       this.names = names;
       this.nesting = nesting;
@@ -203,7 +206,7 @@ public final class WindowCutter {
     /** Writes events {@code [lo, hi)} of {@code r} but those {@code skip} marks. */
     private void write(NativeCutter.Run r, int lo, int hi, byte[] skip, List<Map<Long, Long>> changed)
         throws IOException {
-      String text = hi > lo ? r.patched(lo, hi, skip, changed) : "";
+      String text = hi > lo && !dry ? r.patched(lo, hi, skip, changed) : "";
       if (text.isEmpty()) {
         return;
       }
