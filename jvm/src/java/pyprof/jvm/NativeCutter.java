@@ -77,7 +77,7 @@ final class NativeCutter {
     byte[] src;
     try (InputStream in = NativeCutter.class.getClassLoader().getResourceAsStream("cutter.c")) {
       if (in == null) {
-        throw new IOException("cutter.c is not on the classpath (jvm/project.clj :resource-paths)");
+        throw new IOException("cutter.c is not on the classpath. fix: put pyprof/native/c on it (jvm/project.clj :resource-paths)");
       }
       src = in.readAllBytes();
     }
@@ -105,10 +105,10 @@ final class NativeCutter {
           .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
       if (!p.waitFor(120, TimeUnit.SECONDS)) {
         p.destroyForcibly();
-        throw new IOException(cc + " took over 120 s on cutter.c");
+        throw new IOException(cc + " took over 120 s on cutter.c. fix: a working C compiler as CC");
       }
       if (p.exitValue() != 0) {
-        throw new IOException(cc + " failed on cutter.c");
+        throw new IOException(cc + " failed on cutter.c. fix: a working C compiler as CC (scripts/setup.sh installs gcc)");
       }
       Files.move(tmp, out, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
     } finally {
