@@ -1,7 +1,6 @@
 (ns ^:no-doc pyprof.raw-file
-  "MXNet's trace files read and written again as valid traces, every metadata event this process
-  has seen first: the JVM side of Python's `pyprof.process.rawfile`, below the profiler
-  (`pyprof.trace-file` finishes and joins files) and sessions (`pyprof.session.raw` cuts windows)."
+  "MXNet's trace files written again as valid traces, every metadata event this process has seen
+  first: the JVM side of Python's `pyprof.process.rawfile`."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [pyprof.output :as output]
@@ -17,8 +16,8 @@
 (defonce ^:private seen-metadata (atom [])) ; when no MetadataStore is lent
 
 (defn remember-metadata!
-  "Adds the metadata events among `events` not yet known; returns the known metadata (Python's
-  store, pyprof.jvm.MetadataStore, when JPype hosts this JVM)."
+  "Adds the metadata events among `events` not yet known (to `MetadataStore/current` when Python
+  lends it); returns the known metadata."
   [events]
   (let [events (filterv #(= "M" (get % "ph")) events)]
     (if-let [^MetadataStore store (MetadataStore/current)]
@@ -45,9 +44,8 @@
 
 (defn write-atomic!
   "Writes the file `path` by (write java.io.Writer) into a temporary file beside it named with the
-  pid (a dead process's is recognised and deleted), then renamed over `path`; `mode` (e.g.
-  \"rw-r--r--\") sets its permissions where the file system has them. A write still going on
-  when the JVM's exit ends leaves nothing (`delete-unfinished!`)."
+  pid (a dead process's is deleted by the next start), then renamed over `path`; `mode` (e.g.
+  \"rw-r--r--\") sets its permissions where the file system has them."
   [path mode write]
   (let [target (Paths/get (output/abspath (str path)) (make-array String 0))
         dir (.getParent target)
@@ -66,14 +64,13 @@
                (swap! writing disj tmp)))))
 
 (defn delete-unfinished!
-  "At exit, last: deletes the temporary files of writes still going on (a JMX dump's, say)."
+  "At exit, last: deletes the temporary files of writes still going on."
   []
   (doseq [^java.nio.file.Path tmp @writing]
     (try (Files/deleteIfExists tmp) (catch Exception _))))
 
 (defn write-trace!
-  "Writes `events` as a valid trace at `path`, atomically, slices placed and ids renumbered as
-  every writer does (`pyprof.trace.slices/rewrite`)."
+  "Writes `events` as a valid trace at `path`, atomically (`pyprof.trace.slices/rewrite`)."
   [^String path events]
   (write-atomic! path "rw-r--r--"
                  (fn [^java.io.Writer w]
@@ -86,8 +83,8 @@
                    (.write w "\n],\"displayTimeUnit\":\"ms\"}\n"))))
 
 (defn write-events!
-  "Writes `known` metadata first, then `events`, each metadata event once (as Python's
-  read_range), as a valid trace at `out`; returns the number of events written."
+  "Writes `known` metadata, then `events`, each metadata event once, as a valid trace at `out`;
+  returns the number of events written."
   [out known events]
   (let [seen (volatile! (set known))
         out-events (into (vec known)
@@ -98,16 +95,16 @@
     (count out-events)))
 
 (defn rewrite-trace!
-  "Rewrites the MXNet trace at `path` as a valid trace, known metadata first (as Python's
-  complete_headless_trace); returns the number of events."
+  "Rewrites the MXNet trace at `path` as a valid trace, known metadata first; returns the number of
+  events."
   [^String path]
   (let [known (metadata), events (events-in path 0 Long/MAX_VALUE)]
     (remember-metadata! events)
     (write-events! path known events)))
 
 (defn join-traces!
-  "Joins the kept `parts` and the trace at `path` into one valid trace at `path` and deletes the
-  parts (as Python's pyprof.process.keep_file.join); returns the number of events."
+  "Joins the kept `parts` and the trace at `path` into one valid trace at `path`, deletes the
+  parts; returns the number of events."
   [parts ^String path]
   (let [events (mapcat #(events-in % 0 Long/MAX_VALUE) (concat parts [path]))
         n (write-events! path (remember-metadata! events) events)]

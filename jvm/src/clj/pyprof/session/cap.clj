@@ -1,8 +1,6 @@
 (ns ^:no-doc pyprof.session.cap
-  "The bounds of the raw trace (max_bytes) and of the sweep of leftovers (start_wait_seconds,
-  recover_max_bytes), and the watchdog of the cap: the JVM side of Python's `pyprof.session.cap`,
-  which documents them (api.json raw_trace; each bound overridable by the environment variable the
-  spec names)."
+  "The bounds of the raw trace and of the sweep of leftovers, and the watchdog of the cap: the JVM
+  side of Python's `pyprof.session.cap` (api.json raw_trace), which documents them."
   (:require [clojure.string :as str]
             [pyprof.rules :as rules]))
 
@@ -61,8 +59,7 @@
       cap)))
 
 (defn watchdog
-  "Starts a daemon thread calling `(check!)` every watch_seconds until `(stop)` of what this
-  returns."
+  "Starts a daemon thread calling `(check!)` every watch_seconds until `((:stop it))`."
   [check!]
   (let [done (java.util.concurrent.CountDownLatch. 1)
         period (long (* 1000 (double (spec "watch_seconds"))))

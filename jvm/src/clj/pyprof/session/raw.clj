@@ -1,8 +1,7 @@
 (ns ^:no-doc pyprof.session.raw
   "The raw trace sessions append to for the life of the process, and windows cut from it: the
   JVM side of Python's `pyprof.session.raw` and `pyprof.session.windows` (which document the
-  design), over `pyprof.raw-file`. Internal to `pyprof.session`; call these as the session's
-  owner where noted."
+  design). Internal to `pyprof.session`."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
@@ -20,13 +19,10 @@
 
 (set! *warn-on-reflection* true)
 
-(def rotate-bytes
-  "Rotation size for tests when not nil; else $PYPROF_RAW_ROTATE_BYTES, else api.json raw_trace
-  rotate_bytes."
-  (atom nil))
+(def rotate-bytes "The rotation size (bytes) for tests when not nil." (atom nil))
 
 (defn- rotate-limit
-  "The rotation size in bytes; raw.bad_rotate_bytes for a bad variable."
+  "The rotation size, bytes: $PYPROF_RAW_ROTATE_BYTES, else rotate_bytes (raw.bad_rotate_bytes)."
   ^long []
   (or @rotate-bytes
       (let [env (rawdir/spec "rotate_env")
@@ -36,28 +32,21 @@
               (pos? v) v
               :else (throw (rules/error "raw.bad_rotate_bytes" {:variable env :value text}))))))
 
-(defonce ^:private raw (atom {:path nil, :finished false,
-                              :scanned 0})) ; bytes before this offset were read for metadata
+(defonce ^:private raw (atom {:path nil, :finished false, :scanned 0})) ; scanned: bytes read for metadata
 
-(defn raw-trace-path
-  "Path of this process's raw MXNet trace (nil before the first session)."
-  []
-  (:path @raw))
+(defn raw-trace-path "This process's raw trace (nil before the first session)." [] (:path @raw))
 
 (defn pid [] (rawdir/pid))
 
-(defn raw-dir
-  "The raw trace's private directory, or nil."
-  []
-  (some-> (:path @raw) io/file .getParent))
+(defn raw-dir "The raw trace's private directory, or nil." [] (some-> (:path @raw) io/file .getParent))
 
 (defn now-us
-  "Now, in microseconds since the epoch (MXNet's `ts` clock)."
+  "Now, microseconds since the epoch (MXNet's `ts` clock)."
   ^long []
   (let [i (Instant/now)] (+ (* (.getEpochSecond i) 1000000) (quot (.getNano i) 1000))))
 
 (defn size
-  "The raw file's size in bytes (0 when it does not exist)."
+  "The raw file's size, bytes (0 when it does not exist)."
   ^long []
   (let [f (io/file (:path @raw))] (if (.isFile f) (.length f) 0)))
 
@@ -66,8 +55,8 @@
 (defonce ^:private left-for-recovery (atom [])) ; the .partial files of windows left at exit
 
 (defn keep-for-recovery!
-  "At exit: the window of file `path` is left for `pyprof recover`: `finish!` keeps the raw
-  trace (renamed first: api.json raw_trace exit_kept_about)."
+  "At exit: the window of file `path` is left for `pyprof recover` (api.json raw_trace
+  exit_kept_about)."
   [path]
   (swap! left-for-recovery conj (partial-path path)))
 
@@ -84,7 +73,7 @@
           (write-atomic! p nil #(json/write (assoc info "raw" kept) %)))))))
 
 (defn harvest!
-  "Remembers the metadata events of the raw bytes not yet scanned, up to `end`, skipping the range
+  "Remembers the metadata events of the raw bytes not yet scanned, up to `end`, but the range
   [from to] of a window left to `cut!`."
   ([end] (harvest! end nil))
   ([end [skip-from skip-to]]
@@ -99,20 +88,9 @@
        (scan! (:scanned @raw) end)
        (swap! raw update :scanned max end)))))
 
-;; ------------------------------------------------------------------ configuration
-
-(defn- reconfigure!
-  "Configures MXNet with the recording `options` into the raw file (MXNet deletes it and starts a
-  new one)."
-  [options]
-  (harvest! (size)) ; MXNet deletes the old raw file: keep its metadata events
-  (profiler/profiler-set-config (assoc options "filename" (:path @raw) "continuous_dump" true))
-  (swap! raw assoc :scanned 0 :options options)) ; offsets restart at 0 in the new file
-
 (defn configure!
-  "Makes MXNet record with `options` (`c-opts`: the same as C strings) into the raw file,
-  reconfiguring only when needed; session.profiler_finished, session.profiler_running. As the
-  owner."
+  "As the owner: makes MXNet record with `options` (`c-opts`: as C strings) into the raw file,
+  reconfiguring only when needed; session.profiler_finished, session.profiler_running."
   [options c-opts]
   (let [{:keys [finished running]} (profiler/state)]
     (when (or finished (:finished @raw))
@@ -125,27 +103,26 @@
     ;; first use, or someone else made our old name: a new directory (MXNet reconfigures)
     (swap! raw assoc :scanned 0
            :path (str (io/file (rawdir/make-dir!) ^String (rawdir/spec "file")))))
-  (let [wanted (assoc c-opts "filename" (:path @raw) "continuous_dump" "true")]
-    (if (not= (profiler/current-config) (config/effective wanted))
-      (reconfigure! options)
-      (swap! raw assoc :options options))))
+  (when (not= (profiler/current-config)
+              (config/effective (assoc c-opts "filename" (:path @raw) "continuous_dump" "true")))
+    (harvest! (size)) ; MXNet starts the raw file afresh: keep its metadata events
+    (profiler/profiler-set-config (assoc options "filename" (:path @raw) "continuous_dump" true))
+    (swap! raw assoc :scanned 0)))
 
 (defn rotation-due?
-  "True once the raw file holds the rotation size, or half the cap (`pyprof.session.cap/max-bytes`)
-  when that is less."
+  "True once the raw file holds the rotation size, or half the cap when that is less."
   []
   (>= (size) (min (rotate-limit) (quot (cap/max-bytes) 2))))
 
 (defn rotate!
-  "Between windows: deletes the raw file (MXNet's next dump starts a new one); the configuration
-  stays."
+  "Between windows: deletes the raw file (MXNet's next dump starts a new one)."
   []
   (harvest! (size)) ; keep the metadata events of the bytes deleted
   (.delete (io/file ^String (:path @raw)))
   (swap! raw assoc :scanned 0))
 
 (defn note-windows!
-  "Names the windows not saved yet in the private directory (recovery, `pyprof.session.rawdir`)."
+  "Names the windows not saved yet in the private directory (for recovery)."
   [paths]
   (write-atomic! (io/file (raw-dir) ^String (rawdir/spec "window_note")) nil
                  #(json/write {"windows" (vec paths)} %)))
@@ -161,11 +138,9 @@
           (rawdir/remove-dir! (raw-dir))
           (swap! raw assoc :scanned 0)))))
 
-;; ------------------------------------------------------------------ boundaries (as the owner)
-
 (defn quiesce!
-  "Waits for queued operators, stops (`paused?`, steady mode: pauses, so IsProfiling stays), and
-  dumps: the raw file's size is then an exact boundary. Returns when recording stopped
+  "As the owner: waits for queued operators, stops (`paused?`, steady mode: pauses, so IsProfiling
+  stays) and dumps: the raw file's size is then an exact boundary. Returns when recording stopped
   (`now-us`)."
   [paused?]
   (let [stopped (volatile! 0)]
@@ -178,16 +153,14 @@
     @stopped))
 
 (defn drain!
-  "With the profiler stopped: makes the raw file's size a boundary before recording (Python's
-  drain: before MXNet's first run it is started and stopped once)."
+  "As the owner, stopped: makes the raw file's size a boundary before recording (as Python's
+  drain)."
   []
   (mx MXNDArrayWaitAll)
   (when-not (:ever-ran (profiler/state))
     (profiler/profiler-set-state :run)
     (profiler/profiler-set-state :stop))
   (profiler/dump-profile false))
-
-;; ------------------------------------------------------------------ windows
 
 (defn reserve!
   "Leaves raw bytes [start, end) to a later `cut!` (on the saver thread): the metadata before
@@ -204,7 +177,7 @@
   (.cutsInC cutter))
 
 (defn- ->clj
-  "Java data of the cutter as the reader gives it: Clojure maps and vectors, bigints."
+  "The cutter's Java data as the reader gives it (Clojure maps and vectors, bigints)."
   [x]
   (cond (instance? java.util.Map x) (into {} (map (fn [[k v]] [k (->clj v)])) x)
         (instance? java.util.List x) (mapv ->clj x)
@@ -212,19 +185,18 @@
         :else x))
 
 (defn- with-thread-names
-  "`events` with a thread_name event before the first event of each pid and tid of a named
-  thread (trace.json thread_names, `WindowCutter.threadNameOf`), lazily."
+  "`events` with `WindowCutter.threadNameOf`'s thread_name events, lazily."
   [events names]
   (let [named (java.util.HashSet.)]
-    (mapcat #(if-let [m (and (seq names) (not= "M" (get % "ph")) (.threadNameOf cutter % names named))] [(->clj m) %] [%])
+    (mapcat #(if-let [m (and (not= "M" (get % "ph")) (.threadNameOf cutter % names named))] [(->clj m) %] [%])
             events)))
 
 (defn cut-file!
-  "Writes bytes [start, end) of the raw trace `path` as a valid trace at `out`, `known` metadata
-  first, then `extra` events, the threads of `names` (`WindowCutter.names`) named; returns [events
-  written, the metadata events found]. Streamed at disk speed (`pyprof.jvm.WindowCutter`); other
-  bytes, or slices to place, are read whole, the writers' plan applied (`raw-file/write-events!`);
-  past plan_max_bytes (-Dpyprof.planMaxBytes) such slices are streamed as they come: plan_note."
+  "Writes bytes [start, end) of the raw trace `path` as a valid trace at `out` (`WindowCutter.cut`:
+  `known` metadata, then `extra` events, the threads of `names` named); returns [events written,
+  the metadata events found]. Bytes the cut refuses, or slices to place, are read whole and the
+  writers' plan applied; past plan_max_bytes (-Dpyprof.planMaxBytes) slices go as they come, with
+  plan_note."
   [path start end out known extra names]
   (let [cut #(let [r (volatile! nil)]
                (write-atomic! out "rw-r--r--"
@@ -244,8 +216,8 @@
         [(write-events! out known (concat (with-thread-names events names) extra)) events]))))
 
 (defn cut!
-  "Writes raw bytes [start, end) as a valid trace at `out` (`cut-file!`), known metadata first, then
-  `extra` events (the step marks), the threads named now (`ThreadNames`) named; returns its events."
+  "Writes raw bytes [start, end) as a valid trace at `out` (`cut-file!`), with `extra` events (the
+  step marks), the threads registered now named; returns its events."
   [start end out extra]
   (harvest! start)
   (let [known (metadata)
@@ -257,8 +229,7 @@
 (defn partial-path ^String [path] (str path ".partial"))
 
 (defn write-partial!
-  "Records where a window starts (and `end`, once it ended), in the format Python's
-  `pyprof.recover` reads; atomically."
+  "Records where a window starts (and `end`, once it ended) as Python's `pyprof.recover` reads it."
   ([path start index start-us] (write-partial! path start index start-us nil))
   ([path start index start-us end]
    (write-atomic! (partial-path path) nil
@@ -281,8 +252,6 @@
 
 (defn delete-partial! [path]
   (Files/deleteIfExists (Paths/get (partial-path path) (make-array String 0))))
-
-;; ------------------------------------------------------------------ exit
 
 (defn finish!
   "At exit: finishes the raw file (MXNet's destructor then writes nothing) and deletes it; only

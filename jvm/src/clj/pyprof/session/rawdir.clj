@@ -1,8 +1,6 @@
 (ns ^:no-doc pyprof.session.rawdir
   "The private directory of this process's raw trace, and the leftovers of dead processes: the JVM
-  side of Python's `pyprof.session.rawdir`, by the same rule (api.json raw_trace:
-  `<base>/pyprof-raw-<pid>-<start>-<random>`), which documents it. Deletes the `.pyprof-<pid>-*`
-  temporary files dead processes left, after joining the parts they kept of a trace file into it."
+  side of Python's `pyprof.session.rawdir` (api.json raw_trace), which documents it."
   (:require [clojure.java.io :as io]
             [clojure.string :as str]
             [pyprof.keep-file :as keep-file]
@@ -29,8 +27,7 @@
   "Field 22 of /proc/<pid>/stat (clock ticks since boot); 0 if unknown, -1 for a zombie."
   ^long [^long p]
   (try
-    ;; not slurp: /proc files fail FileInputStream.available ("Invalid argument"), which
-    ;; made every pid 0 (unknown), so a reused pid counted as alive
+    ;; not slurp: /proc files fail FileInputStream.available ("Invalid argument")
     (let [s (String. (Files/readAllBytes (path (str "/proc/" p "/stat"))) "ISO-8859-1")
           fields (str/split (str/trim (subs s (+ 2 (str/last-index-of s ")")))) #"\s+")]
       (if (= "Z" (first fields)) -1 (Long/parseLong (nth fields 19))))

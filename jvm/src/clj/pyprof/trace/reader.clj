@@ -1,10 +1,8 @@
 (ns ^:no-doc pyprof.trace.reader
-  "The JVM's one trace reader: valid traces (a JSON object with a \"traceEvents\" array, or a bare
-  array of events) streamed one event at a time with Jackson, and MXNet's raw layout (trace.json
-  mxnet_layout: names copied unescaped). A damaged or foreign file is refused with trace.not_valid
-  (`:trace-format`), whose fix names `pyprof repair`: those are Python's (`pyprof.trace`). Events
-  are maps with string keys; 64-bit integers exact (Long or BigInt), larger ones doubles, as
-  Python's reader."
+  "The JVM's one trace reader: valid traces (an object with a \"traceEvents\" array, or an array
+  of events) streamed with Jackson, and MXNet's raw layout (trace.json mxnet_layout). A damaged or
+  foreign file is refused with trace.not_valid, whose fix names `pyprof repair`. Events are maps
+  with string keys; 64-bit integers exact (Long or BigInt), larger ones doubles, as in Python."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str]
@@ -70,7 +68,7 @@
 (declare parse-raw)
 
 (defn- stream!
-  "Calls `f` on each event of the valid trace `file`, one event held at a time."
+  "Calls `f` on each event of the valid trace `file`, one held at a time."
   [^File file path f]
   (try
     (with-open [^JsonParser p (.createParser factory file)]
@@ -94,8 +92,8 @@
 
 (defn read-trace!
   "Calls `f` on each event of the trace file at `path`, in order: a valid trace streamed, else a
-  file in MXNet's own layout (`parse-raw`). Returns the number of events. Throws trace.cannot_open
-  (`:trace-not-found`), trace.not_valid (`:trace-format`, fix: `pyprof repair`), trace.no_events."
+  file in MXNet's layout (`parse-raw`); returns the number of events. trace.cannot_open,
+  trace.not_valid, trace.no_events."
   [path f]
   (let [file (io/file (output/abspath (str path)))
         n (volatile! 0)]
@@ -109,8 +107,8 @@
       (stream! file path (fn [ev] (vswap! n inc) (f ev)))
       (catch clojure.lang.ExceptionInfo e
         (let [raw (try (parse-raw (slurp file :encoding "UTF-8") path)
-                       (catch Exception _ ; no trace at all (a source file): Python's words;
-                         (throw (if (output/holds-no-trace? file) ; else damaged: Python's repair
+                       (catch Exception _
+                         (throw (if (output/holds-no-trace? file) ; no trace at all: as Python says
                                   (rules/error "trace.no_events" {:path (str path)})
                                   e))))]
           (when (or (empty? raw) (< (count raw) @n) (not-every? #(and (map? %) (contains? % "ph")) raw))
@@ -127,12 +125,10 @@
     (read-trace! path #(vswap! out conj! %))
     (persistent! @out)))
 
-;; ------------------------------------------------------------------ MXNet's raw layout
-
 (def ^:private layout ((rules/read-spec "trace.json") "mxnet_layout"))
 (def ^:private ^Pattern header (re-pattern (layout "header")))
 (def ^:private ^Pattern footer (re-pattern (layout "footer")))
-;; only lines whose value holds what JSON escapes (mxnet_layout "escaped"): others stay as they are;
+;; only lines whose value holds what JSON escapes (mxnet_layout "escaped");
 ;; UNIX_LINES: only a line feed ends MXNet's lines (Java's . and $ also stop at U+2028, U+0085, CR)
 (def ^:private lines (mapv #(Pattern/compile (str/replace-first % "(.*)" (str "(.*?" (layout "escaped") ".*)"))
                                              (bit-or Pattern/MULTILINE Pattern/UNIX_LINES))
@@ -156,9 +152,8 @@
     (let [v (value p)] (when (.nextToken p) (throw (not-valid "[events]" :after))) v)))
 
 (defn parse-raw
-  "The events in `text`, bytes of a trace in MXNet's layout (trace.json mxnet_layout): header,
-  footer and surrounding commas removed, names JSON-escaped; a last event cut short (a crash)
-  dropped. trace.not_valid for text in no such layout (`where` names it)."
+  "The events in `text`, bytes of a trace in MXNet's layout (trace.json mxnet_layout); a last event
+  cut short (a crash) dropped. trace.not_valid for text in no such layout (`where` names it)."
   ([text] (parse-raw text "the raw trace"))
   ([^String text where]
    (let [^String body (.replaceFirst (.matcher header text) "")
@@ -172,10 +167,10 @@
          ends (->> (iterate #(.lastIndexOf body "}" (int (dec (long %)))) (.lastIndexOf body "}"))
                    (take-while #(>= (long %) 0)) (map #(inc (long %)))
                    (take-while #(not (re-find #"(?md)^\s*\}\s*$" (subs body %)))))]
-     (cond
-       (str/blank? body) []
-       :else (or (some #(try (parse-array (subs body 0 %)) (catch Exception _ nil))
-                       (cons (.length body) ends))
-                 (when (and (str/starts-with? body "{") (not (str/includes? body "\n    }\n")))
-                   [])                                    ; one event, cut short
-                 (throw (not-valid where :layout)))))))
+     (if (str/blank? body)
+       []
+       (or (some #(try (parse-array (subs body 0 %)) (catch Exception _ nil))
+                 (cons (.length body) ends))
+           (when (and (str/starts-with? body "{") (not (str/includes? body "\n    }\n")))
+             [])                                    ; one event, cut short
+           (throw (not-valid where :layout)))))))

@@ -1,10 +1,7 @@
 (ns ^:no-doc pyprof.trace.slices
-  "The slices of a trace the JVM writes made valid for viewers: `pyprof/trace/slices.py`'s plan
-  (`plan_slices`, then `Rewriter` with `keep_pairs`), which documents the rules: B/E pairs kept
-  as they are, a slice that partially overlaps another of its thread moved as one X event to the
-  thread's overlap track (a new thread named \"<thread name or tid> (overlap N)\"), slices
-  without a numeric time, with a negative duration, and unmatched begins and ends left out; ids
-  renumbered (`pyprof.trace.ids`)."
+  "The slices of a trace the JVM writes made valid for viewers, ids renumbered: Python's
+  `pyprof/trace/slices.py` plan (`plan_slices`, then `Rewriter` with `keep_pairs`), which
+  documents the rules."
   (:require [pyprof.trace.ids :as ids]))
 
 (set! *warn-on-reflection* true)

@@ -4,24 +4,26 @@ import com.sun.jna.Library;
 import com.sun.jna.Native;
 import java.io.IOException;
 import java.io.InputStream;
+import java.math.BigInteger;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.nio.file.StandardCopyOption;
 import java.security.MessageDigest;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The window cut's byte work in C, pyprof's {@code pyprof/native/c/cutter.c} (on the classpath
- * as {@code cutter.c}), shared with Python's {@code pyprof.native.cutter}: a run of whole events
- * in MXNet's layout read as columns and written compact, or refused (null) where the C code
- * would not read it as a JSON parser does; {@link WindowCutter} then reads that run as before.
- * Built at first use with {@code $CC} (default {@code cc}) into {@code $XDG_CACHE_HOME/pyprof}
- * (default {@code ~/.cache/pyprof}) under the name Python's build uses, so one build serves
- * both; without a compiler, or with {@code PYPROF_CUTTER=python} (or {@code -Dpyprof.cutter=python}),
- * {@link #get()} is null.
+ * The window cut's byte work in C: {@code pyprof/native/c/cutter.c}, shared with Python's
+ * {@code pyprof.native.cutter}, built at first use with {@code $CC} (default {@code cc}) into
+ * {@code $XDG_CACHE_HOME/pyprof} (default {@code ~/.cache/pyprof}) under Python's name for it, so
+ * one build serves both. Without a compiler, or with {@code PYPROF_CUTTER=python} (or
+ * {@code -Dpyprof.cutter=python}), {@link #get()} is null.
  */
 final class NativeCutter {
   /** The C functions (cutter.c). */
@@ -81,134 +83,114 @@ final class NativeCutter {
     }
     String hash;
     try {
-      StringBuilder b = new StringBuilder();
-      for (byte x : MessageDigest.getInstance("SHA-256").digest(src)) {
-        b.append(String.format("%02x", x & 0xff));
-      }
-      hash = b.substring(0, 16);
+      hash = String.format("%064x", new BigInteger(1, MessageDigest.getInstance("SHA-256").digest(src)));
     } catch (java.security.NoSuchAlgorithmException e) {
       throw new IOException(e);
     }
     String cache = System.getenv("XDG_CACHE_HOME");
     Path dir = cache != null && !cache.isEmpty() ? Paths.get(cache, "pyprof")
         : Paths.get(System.getProperty("user.home"), ".cache", "pyprof");
-    Path out = dir.resolve("cutter-" + hash + ".so");
+    Path out = dir.resolve("cutter-" + hash.substring(0, 16) + ".so");
     if (Files.isRegularFile(out)) {
       return out;
     }
     Files.createDirectories(dir);
-    { // built beside, moved in place whole: a process building at once (Python too) only repeats
-      Path c = Files.createTempFile(dir, "cutter-", ".c");
-      Path tmp = Files.createTempFile(dir, "cutter-", ".so");
-      try {
-        Files.write(c, src);
-        String cc = System.getenv("CC") == null || System.getenv("CC").isEmpty() ? "cc" : System.getenv("CC");
-        Process p = new ProcessBuilder(cc, "-O2", "-shared", "-fPIC", "-o", tmp.toString(), c.toString())
-            .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
-        if (!p.waitFor(120, TimeUnit.SECONDS)) {
-          p.destroyForcibly();
-          throw new IOException(cc + " took over 120 s on cutter.c. fix: a working C compiler as CC");
-        }
-        if (p.exitValue() != 0) {
-          throw new IOException(cc + " failed on cutter.c. fix: a working C compiler as CC (scripts/setup.sh installs gcc)");
-        }
-        Files.move(tmp, out, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
-      } finally {
-        Files.deleteIfExists(c);
-        Files.deleteIfExists(tmp);
+    // built beside, moved in place whole: a process building at once (Python too) only repeats
+    Path c = Files.createTempFile(dir, "cutter-", ".c");
+    Path tmp = Files.createTempFile(dir, "cutter-", ".so");
+    try {
+      Files.write(c, src);
+      String cc = System.getenv("CC") == null || System.getenv("CC").isEmpty() ? "cc" : System.getenv("CC");
+      Process p = new ProcessBuilder(cc, "-O2", "-shared", "-fPIC", "-o", tmp.toString(), c.toString())
+          .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+      if (!p.waitFor(120, TimeUnit.SECONDS)) {
+        p.destroyForcibly();
+        throw new IOException(cc + " took over 120 s on cutter.c. fix: a working C compiler as CC");
       }
+      if (p.exitValue() != 0) {
+        throw new IOException(cc + " failed on cutter.c. fix: a working C compiler as CC (scripts/setup.sh installs gcc)");
+      }
+      Files.move(tmp, out, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+    } finally {
+      Files.deleteIfExists(c);
+      Files.deleteIfExists(tmp);
     }
     return out;
   }
 
+  // this thread's buffers (Buffers): cut_run's columns in its order of arguments, then two more
+  private static final int OUT = 0;
+  private static final int SIZE = 1;
+  private static final int PH = 2;
+  private static final int TS = 3;
+  private static final int TS_OK = 4;
+  private static final int IDS = 5;
+  private static final int HAS = 6;
+  private static final int AT = 7;
+  private static final int SAME = 8;
+  private static final int STARTS = 9;
+  private static final int IN_LO = 10;
+  private static final int IN_HI = 11;
+  private static final int PATCHED = 12;
+  private static final int RUN = 13;
+
   /** A run the C code read: {@code n} events, their compact bytes and columns (cutter.c cut_run). */
   final class Run {
     final int n;
-    final ByteBuffer out;
-    final int size;
-    final ByteBuffer ph;
-    final ByteBuffer ts;
-    final ByteBuffer tsOk;
-    final ByteBuffer same;
-    final ByteBuffer ids;
-    final ByteBuffer has;
-    final ByteBuffer at;
-    final ByteBuffer starts;
-    final ByteBuffer inLo;
-    final ByteBuffer inHi;
+    private final int size;
+    private final ByteBuffer[] c; // the columns, by slot
 
-    Run(int n, ByteBuffer out, int size, ByteBuffer ph, ByteBuffer ts, ByteBuffer tsOk, ByteBuffer same,
-        ByteBuffer ids, ByteBuffer has, ByteBuffer at, ByteBuffer starts, ByteBuffer inLo, ByteBuffer inHi) {
+    Run(int n, int size, ByteBuffer[] c) {
       this.n = n;
-      this.out = out;
       this.size = size;
-      this.ph = ph;
-      this.ts = ts;
-      this.tsOk = tsOk;
-      this.same = same;
-      this.ids = ids;
-      this.has = has;
-      this.at = at;
-      this.starts = starts;
-      this.inLo = inLo;
-      this.inHi = inHi;
+      this.c = c;
     }
 
     char ph(int i) {
-      return (char) (ph.get(i) & 0xff);
+      return (char) (c[PH].get(i) & 0xff);
     }
 
     /** Event {@code i}'s ts, when {@link #tsOk} (a plain integer). */
     long ts(int i) {
-      return ts.getLong(8 * i);
+      return c[TS].getLong(8 * i);
     }
 
     boolean tsOk(int i) {
-      return tsOk.get(i) != 0;
+      return c[TS_OK].get(i) != 0;
     }
 
-    /** Whether slice event {@code i} and the slice event before it in the run have one string name. */
+    /** Whether slice event {@code i} and the slice event before it have one string name. */
     boolean same(int i) {
-      return same.get(i) != 0;
+      return c[SAME].get(i) != 0;
     }
 
     boolean has(int i, int k) {
-      return has.get(3 * i + k) != 0;
+      return c[HAS].get(3 * i + k) != 0;
     }
 
     /** Id {@code k} (0 pid, 1 tid, 2 id) of event {@code i}: an unsigned 64-bit value's bits. */
     long id(int i, int k) {
-      return ids.getLong(8 * (3 * i + k));
+      return c[IDS].getLong(8 * (3 * i + k));
     }
 
-    /** Where in {@link #out} the digits of id {@code k} of event {@code i} begin. */
-    int at(int i, int k) {
-      return (int) at.getLong(8 * (3 * i + k));
+    /** Where event {@code i} lies in the bytes read: from, to. */
+    int inLo(int i) {
+      return (int) c[IN_LO].getLong(8 * i);
     }
 
-    /** Where event {@code i} begins in {@link #out}, and ends (before the next one's ","). */
-    int start(int i) {
-      return (int) starts.getLong(8 * i);
-    }
-
-    int end(int i) {
-      return i + 1 < n ? start(i + 1) - 1 : size;
-    }
-
-    /** Where event {@code i} lies in the bytes read: {from, to}. */
-    int[] in(int i) {
-      return new int[] {(int) inLo.getLong(8 * i), (int) inHi.getLong(8 * i)};
+    int inHi(int i) {
+      return (int) c[IN_HI].getLong(8 * i);
     }
 
     /**
      * Events {@code [lo, hi)} but those {@code skip} marks, joined by ",\n", each id of column
      * {@code k} whose bits {@code changed.get(k)} holds written as its number (cutter.c cut_patch).
      */
-    String patched(int lo, int hi, byte[] skip, java.util.List<java.util.Map<Long, Long>> changed) {
+    String patched(int lo, int hi, byte[] skip, List<Map<Long, Long>> changed) {
       long[][] tables = new long[6][];
       for (int k = 0; k < 3; k++) {
         Long[] old = changed.get(k).keySet().toArray(new Long[0]);
-        java.util.Arrays.sort(old, Long::compareUnsigned); // as the C code compares
+        Arrays.sort(old, Long::compareUnsigned); // as the C code compares
         tables[2 * k] = new long[old.length + 1];
         tables[2 * k + 1] = new long[old.length + 1];
         for (int j = 0; j < old.length; j++) {
@@ -217,55 +199,46 @@ final class NativeCutter {
         }
       }
       ByteBuffer dst = BUFFERS.get().take(PATCHED, size + 64L + 64L * n);
-      long bytes = lib.cut_patch(out, size, n, lo, hi, SEPARATOR, SEPARATOR.length, ids, has, at,
-          starts, skip, dst, tables[0], tables[1], tables[0].length - 1, tables[2], tables[3],
+      long bytes = lib.cut_patch(c[OUT], size, n, lo, hi, SEPARATOR, SEPARATOR.length, c[IDS], c[HAS],
+          c[AT], c[STARTS], skip, dst, tables[0], tables[1], tables[0].length - 1, tables[2], tables[3],
           tables[2].length - 1, tables[4], tables[5], tables[4].length - 1);
       byte[] b = new byte[(int) bytes];
       dst.get(b);
-      return new String(b, java.nio.charset.StandardCharsets.ISO_8859_1);
+      return new String(b, StandardCharsets.ISO_8859_1);
     }
   }
 
   private static final byte[] SEPARATOR = {',', '\n'}; // as WindowCutter writes events
 
   /**
-   * Reads {@code len} bytes of {@code run} (a direct buffer: whole events separated by commas, no
-   * header); null when the C code does not read them as a JSON parser does.
+   * Reads the first {@code len} bytes of {@code bytes} (whole events separated by commas, no
+   * header); null when the C code does not read them as a JSON parser does, or an event has no
+   * "ph" (the tolerant reader then says what is wrong).
    */
-  Run read(ByteBuffer run, int len) {
-    int cap = 1;
+  Run read(byte[] bytes, int len) {
+    long cap = 1;
     for (int i = 0; i < len; i++) {
-      if (run.get(i) == '{') {
+      if (bytes[i] == '{') {
         cap++;
       }
     }
+    ByteBuffer run = BUFFERS.get().take(RUN, len).put(bytes, 0, len).flip(); // JNA: from its position
+    long[] sizes = {len + cap + 16, 8, cap, 8 * cap, cap, 24 * cap, 3 * cap, 24 * cap, cap, 8 * cap,
+        8 * cap, 8 * cap};
+    ByteBuffer[] c = new ByteBuffer[sizes.length];
     Buffers b = BUFFERS.get();
-    ByteBuffer out = b.take(0, len + cap + 16);
-    ByteBuffer size = b.take(1, 8);
-    ByteBuffer ph = b.take(2, cap);
-    ByteBuffer ts = b.take(3, 8L * cap);
-    ByteBuffer tsOk = b.take(4, cap);
-    ByteBuffer ids = b.take(5, 24L * cap);
-    ByteBuffer has = b.take(6, 3L * cap);
-    ByteBuffer at = b.take(7, 24L * cap);
-    ByteBuffer same = b.take(8, cap);
-    ByteBuffer starts = b.take(9, 8L * cap);
-    ByteBuffer inLo = b.take(10, 8L * cap);
-    ByteBuffer inHi = b.take(11, 8L * cap);
-    long n = lib.cut_run(run, len, cap, out, size, ph, ts, tsOk, ids, has, at, same, starts, inLo, inHi);
-    if (n < 0) {
-      return null;
+    for (int k = 0; k < sizes.length; k++) {
+      c[k] = b.take(k, sizes[k]);
     }
-    return new Run((int) n, out, (int) size.getLong(0), ph, ts, tsOk, same, ids, has, at, starts, inLo, inHi);
+    long n = lib.cut_run(run, len, cap, c[OUT], c[SIZE], c[PH], c[TS], c[TS_OK], c[IDS], c[HAS], c[AT],
+        c[SAME], c[STARTS], c[IN_LO], c[IN_HI]);
+    for (int i = 0; i < n; i++) {
+      if (c[PH].get(i) == 0) {
+        return null;
+      }
+    }
+    return n < 0 ? null : new Run((int) n, (int) c[SIZE].getLong(0), c);
   }
-
-  /** The buffer of slot {@code RUN} of this thread, for a run of {@code n} bytes. */
-  static ByteBuffer runBuffer(int n) {
-    return BUFFERS.get().take(RUN, n);
-  }
-
-  private static final int PATCHED = 12;
-  private static final int RUN = 13;
 
   /**
    * A thread's direct buffers, kept and grown, never freed per run: a cut would otherwise leave

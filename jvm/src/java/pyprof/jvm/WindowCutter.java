@@ -6,28 +6,26 @@ import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.io.Writer;
 import java.math.BigInteger;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.function.Consumer;
+import java.util.TreeMap;
+import java.util.function.BiConsumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /**
- * Cuts a window out of the raw trace at disk speed, in constant memory: bytes {@code [start,
- * end)} of a file in MXNet's layout (trace.json {@code mxnet_layout}) written as a valid trace,
- * as Python's {@code pyprof.trace.rawcut} steps 1 and 2 do: known metadata first, each metadata
- * event once, unsafe ids renumbered (trace.json {@code ids}) as they come (two passes when a safe
- * id found later holds a number already given), named threads' {@code thread_name} events
- * ({@link ThreadNames}), then the extra events. A run is read by the C code Python's cut uses
- * ({@link NativeCutter}), or, where that refuses it or did not build, by the tolerant reader;
- * slices the writers' plan would change ({@link Nesting}) are left to the caller.
+ * Cuts a window out of the raw trace at disk speed, in constant memory: Python's
+ * {@code pyprof.trace.rawcut} steps 1 and 2 (its docstring is the design). Runs are read by the C
+ * code ({@link NativeCutter}), else by the tolerant reader; slices the writers' plan would change
+ * ({@link Nesting}) are left to the caller.
  */
 public final class WindowCutter {
   private static final JsonFactory FACTORY = new JsonFactory();
@@ -37,14 +35,14 @@ public final class WindowCutter {
   private final String[][] idFields; // {kind, field}
   private final Map<String, String> kindOf = new HashMap<>(); // id field -> its kind
   private final String[] id2Scopes;
-  private final BigInteger limit;
+  private final long limit;
   private final String threadName;
   private final long hashSeed;
 
   /**
-   * @param layout trace.json {@code mxnet_layout} (header, footer, raw_string_lines)
-   * @param ids trace.json {@code ids} (limit_bits, kinds, id2_scopes)
-   * @param threadNames trace.json {@code thread_names} (name, hash_seed)
+   * @param layout trace.json {@code mxnet_layout}
+   * @param ids trace.json {@code ids}
+   * @param threadNames trace.json {@code thread_names}
    */
   public WindowCutter(Map<?, ?> layout, Map<?, ?> ids, Map<?, ?> threadNames) {
     threadName = (String) threadNames.get("name");
@@ -55,23 +53,21 @@ public final class WindowCutter {
     for (Map.Entry<?, ?> k : ((Map<?, ?>) ids.get("kinds")).entrySet()) {
       for (Object f : (List<?>) k.getValue()) {
         fields.add(new String[] {(String) k.getKey(), (String) f});
+        kindOf.put((String) f, (String) k.getKey());
       }
     }
     idFields = fields.toArray(new String[0][]);
-    for (String[] kf : idFields) {
-      kindOf.put(kf[1], kf[0]);
-    }
     id2Scopes = ((List<?>) ids.get("id2_scopes")).toArray(new String[0]);
-    limit = BigInteger.ONE.shiftLeft(((Number) ids.get("limit_bits")).intValue());
+    limit = 1L << ((Number) ids.get("limit_bits")).intValue();
   }
 
   /** What a cut wrote. */
   public static final class Result {
-    /** Events written (metadata, the range's events, the extra ones). */
+    /** Events written. */
     public final long events;
-    /** The metadata events found in the range, in order (for the caller's store). */
+    /** The metadata events found in the range, in order. */
     public final List<Map<String, Object>> metadata;
-    /** False when the one pass numbered an id that a later safe id holds: cut in two passes. */
+    /** False when one pass numbered an id that a later safe id holds: cut in two passes. */
     public final boolean renumbered;
 
     Result(long events, List<Map<String, Object>> metadata, boolean renumbered) {
@@ -82,183 +78,185 @@ public final class WindowCutter {
   }
 
   /**
-   * Writes the window: {@code known} metadata, then the events of raw bytes {@code [start, end)}
-   * of {@code raw} (metadata already written skipped), then {@code extra}, as one valid trace to
-   * {@code out}; ids renumbered over the whole; a {@code thread_name} metadata event (trace.json
-   * {@code thread_names}) before the first event of the range of each pid and tid whose tid
-   * {@code names} holds ({@link #names()}). Nothing of the range is held but a run. In one pass
-   * unless {@code twoPasses}: ids are numbered as they come, which is the final numbering unless
-   * a safe id found later is a number already given; then {@link Result#renumbered} is false and
-   * the caller cuts again with {@code twoPasses}. Without {@code plan}, slices go as they come.
+   * Writes {@code known} metadata, the events of raw bytes {@code [start, end)} of {@code raw}
+   * (metadata already written skipped), then {@code extra}, as one valid trace to {@code out}
+   * (closed), ids renumbered; a {@code thread_name} event before the first event of each pid
+   * and tid whose tid {@code names} holds ({@link #names()}). Ids are numbered as they come
+   * unless {@code twoPasses} (a pass written nowhere reserves every safe id first); without
+   * {@code plan} slices go as they come.
    *
-   * @throws NotLayout when the bytes are not MXNet's layout, or their slices need the writers'
-   *     plan ({@link NeedsPlan}): the caller then reads them the slow, tolerant way
+   * @throws NotLayout bytes not in MXNet's layout, or slices that need the writers' plan
+   *     ({@link NeedsPlan}): the caller reads them the tolerant way
    * @throws IOException when the file cannot be read or {@code out} written
    */
   public Result cut(String raw, long start, long end, List<?> known, List<?> extra, Writer out,
       boolean twoPasses, Map<Long, String> names, boolean plan) throws IOException {
     long[] body = body(raw, start, end);
-    List<Map<String, Object>> head = new ArrayList<>();
-    Set<Object> seen = new HashSet<>();
-    for (Object m : known) {
-      Map<String, Object> n = normalMap((Map<?, ?>) m);
-      if (seen.add(n)) {
-        head.add(n);
-      }
+    Ids numbering = new Ids(limit, new HashMap<>());
+    if (twoPasses) {
+      pass(raw, body, known, extra, null, names, plan, numbering);
+      numbering = new Ids(limit, numbering.reserved);
     }
-    List<Map<String, Object>> tail = new ArrayList<>();
-    for (Object e : extra) {
-      tail.add(normalMap((Map<?, ?>) e));
-    }
-    Ids numbering = new Ids();
-    if (twoPasses) { // every safe id first, then the numbers
-      head.forEach(numbering::scan);
-      Set<Object> seen1 = new HashSet<>(seen);
-      Consumer<Map<String, Object>> scan = e -> {
-        if (!isMetadata(e) || seen1.add(e)) {
-          numbering.scan(e);
-        }
-      };
-      eachRun(raw, body, scan, (r, bytes) -> {
-        for (int i = 0; i < r.n; i++) {
-          if (r.ph(i) == 'M') {
-            int[] in = r.in(i);
-            tolerant(bytes, in[0], in[1] - in[0]).forEach(scan);
-            continue;
-          }
-          for (int k = 0; k < 3; k++) {
-            if (r.has(i, k)) {
-              numbering.scan(kindOf.get(RUN_FIELDS[k]), unsigned(r.id(i, k)));
-            }
-          }
-        }
-      });
-      tail.forEach(numbering::scan);
-      numbering.assign();
-    }
-    List<Map<String, Object>> found = new ArrayList<>();
-    Set<List<Object>> named = new HashSet<>();
-    Nesting nesting = new Nesting();
-    nesting.on = plan;
-    long[] count = {0};
-    try (JsonGenerator g = FACTORY.createGenerator(out)) {
+    return pass(raw, body, known, extra, out, names, plan, numbering);
+  }
+
+  /** A pass of {@link #cut}; with {@code out} null, one that only numbers (C runs unwritten). */
+  private Result pass(String raw, long[] body, List<?> known, List<?> extra, Writer out,
+      Map<Long, String> names, boolean plan, Ids numbering) throws IOException {
+    try (JsonGenerator g = FACTORY.createGenerator(out == null ? Writer.nullWriter() : out)) {
+      Pass p = new Pass(g, out == null, numbering, names, new Nesting(plan));
       g.setRootValueSeparator(null);
       g.writeRaw("{\"traceEvents\":[\n");
-      Consumer<Map<String, Object>> write = e -> {
-        try {
-          if (count[0]++ > 0) {
-            g.writeRaw(",\n");
-          }
-          writeEvent(g, e, numbering);
-        } catch (IOException x) {
-          throw new java.io.UncheckedIOException(x);
+      for (Object m : known) {
+        Map<String, Object> n = normalMap((Map<?, ?>) m);
+        if (p.seen.add(n)) {
+          p.write(n);
         }
-      };
-      Consumer<Map<String, Object>> event = e -> {
-        if (!isMetadata(e)) {
-          nesting.feed(e);
-          if (!names.isEmpty()) {
-            Map<String, Object> m = threadNameOf(e, names, named);
-            if (m != null) {
-              write.accept(m);
-            }
-          }
-          write.accept(e);
-        } else if (seen.add(e)) {
-          found.add(e);
-          write.accept(e);
-        }
-      };
-      try {
-        head.forEach(write);
-        Numbered numbered = new Numbered();
-        eachRun(raw, body, event, (r, bytes) -> { // what event does, from the run's own bytes
-          nesting.feed(r, bytes);
-          byte[] skip = new byte[r.n];
-          List<Map<Long, Long>> changed = List.of(new HashMap<>(), new HashMap<>(), new HashMap<>());
-          List<Object[]> before = new ArrayList<>(); // {event index, thread_name event}
-          for (int i = 0; i < r.n; i++) {
-            if (r.ph(i) == 'M') {
-              int[] in = r.in(i);
-              List<Map<String, Object>> one = tolerant(bytes, in[0], in[1] - in[0]);
-              if (seen.add(one.get(0))) {
-                found.add(one.get(0));
-              } else {
-                skip[i] = 1;
-                continue;
-              }
-            } else if (r.has(i, 1) && names.containsKey(r.id(i, 1))) { // a named thread
-              Map<String, Object> e = new HashMap<>(Map.of("tid", unsigned(r.id(i, 1))));
-              if (r.has(i, 0)) {
-                e.put("pid", unsigned(r.id(i, 0)));
-              }
-              Map<String, Object> m = threadNameOf(e, names, named);
-              if (m != null) {
-                before.add(new Object[] {i, m});
-              }
-            }
-            number(r, i, numbering, numbered, changed);
-          }
-          int lo = 0;
-          before.add(new Object[] {r.n, null});
-          for (Object[] b : before) {
-            int hi = (Integer) b[0];
-            if (hi > lo) { // events [lo, hi), as many as skip leaves
-              String text = r.patched(lo, hi, skip, changed);
-              if (!text.isEmpty()) {
-                if (count[0] > 0) {
-                  g.writeRaw(",\n");
-                }
-                g.writeRaw(text);
-                for (int i = lo; i < hi; i++) {
-                  count[0] += 1 - skip[i];
-                }
-              }
-            }
-            if (b[1] != null) {
-              @SuppressWarnings("unchecked")
-              Map<String, Object> m = (Map<String, Object>) b[1];
-              write.accept(m);
-            }
-            lo = hi;
-          }
-        });
-        tail.forEach(nesting::feed);
-        nesting.finish();
-        tail.forEach(write);
-      } catch (java.io.UncheckedIOException x) {
-        throw x.getCause();
+      }
+      eachRun(raw, body, p);
+      List<Map<String, Object>> tail = new ArrayList<>();
+      for (Object e : extra) {
+        tail.add(normalMap((Map<?, ?>) e));
+        p.nesting.feed(tail.get(tail.size() - 1));
+      }
+      p.nesting.finish();
+      for (Map<String, Object> e : tail) {
+        p.write(e);
       }
       g.writeRaw("\n],\"displayTimeUnit\":\"ms\"}\n");
+      return new Result(p.count, p.found, !numbering.collided);
     }
-    return new Result(count[0], found, !numbering.collided());
+  }
+
+  /** One pass of a cut: where it writes, and what it met. */
+  private final class Pass {
+    final JsonGenerator g;
+    final boolean dry;
+    final Ids numbering;
+    final Map<Long, String> names;
+    final Nesting nesting;
+    final Numbered numbered;
+    final Set<Object> seen = new HashSet<>(); // metadata events written
+    final List<Map<String, Object>> found = new ArrayList<>(); // those of the range
+    final Set<List<Object>> named = new HashSet<>(); // threads named: [pid tid]
+    long count; // events written
+
+    Pass(JsonGenerator g, boolean dry, Ids numbering, Map<Long, String> names, Nesting nesting) {
+      this.g = g;
+      this.dry = dry;
+      this.numbering = numbering;
+      this.names = names;
+      this.nesting = nesting;
+      this.numbered = new Numbered(numbering);
+    }
+
+    void write(Map<String, Object> e) throws IOException {
+      if (count++ > 0) {
+        g.writeRaw(",\n");
+      }
+      writeEvent(g, e, numbering);
+    }
+
+    /** An event of a run the tolerant reader read. */
+    void event(Map<String, Object> e) throws IOException {
+      if (!"M".equals(e.get("ph"))) {
+        nesting.feed(e);
+        Map<String, Object> m = threadNameOf(e, names, named);
+        if (m != null) {
+          write(m);
+        }
+        write(e);
+      } else if (seen.add(e)) {
+        found.add(e);
+        write(e);
+      }
+    }
+
+    /** What {@link #event} does for each event of a run the C code read, from its bytes. */
+    void run(NativeCutter.Run r, byte[] bytes) throws IOException {
+      nesting.feed(r, bytes);
+      byte[] skip = new byte[r.n];
+      List<Map<Long, Long>> changed = List.of(new HashMap<>(), new HashMap<>(), new HashMap<>());
+      int lo = 0;
+      for (int i = 0; i < r.n; i++) {
+        if (r.ph(i) == 'M') {
+          Map<String, Object> m = parsed(r, bytes, i);
+          if (!seen.add(m)) {
+            skip[i] = 1;
+            continue;
+          }
+          found.add(m);
+        } else if (r.has(i, 1) && names.containsKey(r.id(i, 1))) {
+          Map<String, Object> e = new HashMap<>(Map.of("tid", unsigned(r.id(i, 1))));
+          if (r.has(i, 0)) {
+            e.put("pid", unsigned(r.id(i, 0)));
+          }
+          Map<String, Object> m = threadNameOf(e, names, named);
+          if (m != null) {
+            write(r, lo, i, skip, changed);
+            write(m);
+            lo = i;
+          }
+        }
+        numbered.number(r, i, changed);
+      }
+      write(r, lo, r.n, skip, changed);
+    }
+
+    /** Writes events {@code [lo, hi)} of {@code r} but those {@code skip} marks. */
+    private void write(NativeCutter.Run r, int lo, int hi, byte[] skip, List<Map<Long, Long>> changed)
+        throws IOException {
+      String text = hi > lo && !dry ? r.patched(lo, hi, skip, changed) : "";
+      if (text.isEmpty()) {
+        return;
+      }
+      if (count > 0) {
+        g.writeRaw(",\n");
+      }
+      g.writeRaw(text);
+      for (int i = lo; i < hi; i++) {
+        count += 1 - skip[i];
+      }
+    }
   }
 
   private static final String[] RUN_FIELDS = {"pid", "tid", "id"}; // cutter.c's id columns
   private static final Object SAME = new Object(); // a value written as it was read
 
   /** The ids of one cut as written, per id column of cutter.c, memoised by their bits. */
-  private static final class Numbered {
+  private final class Numbered {
+    private final Ids numbering;
     private final List<Map<Long, Object>> byBits = List.of(new HashMap<>(), new HashMap<>(), new HashMap<>());
     private final long[] lastBits = new long[3];
     private final Object[] last = new Object[3]; // the last value looked up, per column
 
-    Object get(int k, long bits) {
-      if (last[k] != null && lastBits[k] == bits) {
-        return last[k];
-      }
-      Object v = byBits.get(k).get(bits);
-      if (v != null) {
-        lastBits[k] = bits;
-        last[k] = v;
-      }
-      return v;
+    Numbered(Ids numbering) {
+      this.numbering = numbering;
     }
 
-    void put(int k, long bits, Object v) {
-      byBits.get(k).put(bits, v);
-      lastBits[k] = bits;
-      last[k] = v;
+    /**
+     * Numbers the ids of event {@code i} of {@code r} as {@link #writeEvent} would: the bits of
+     * each written as another number go to {@code changed}, per column.
+     */
+    void number(NativeCutter.Run r, int i, List<Map<Long, Long>> changed) {
+      for (int k = 0; k < 3; k++) {
+        if (!r.has(i, k)) {
+          continue;
+        }
+        long bits = r.id(i, k);
+        Object v = last[k] != null && lastBits[k] == bits ? last[k] : byBits.get(k).get(bits);
+        if (v == null) {
+          Object read = unsigned(bits);
+          v = numbering.id(kindOf.get(RUN_FIELDS[k]), read);
+          v = v.equals(read) ? SAME : v;
+          byBits.get(k).put(bits, v);
+        }
+        lastBits[k] = bits;
+        last[k] = v;
+        if (v != SAME) {
+          changed.get(k).put(bits, (Long) v);
+        }
+      }
     }
   }
 
@@ -268,43 +266,11 @@ public final class WindowCutter {
   }
 
   /**
-   * Numbers the ids of event {@code i} of a run the C code read, as {@link #writeEvent} numbers an
-   * event's (each value at its first use; {@code numbered} remembers): the bits of each written
-   * as another number go to {@code changed}, per column.
+   * Gives {@code p} each run of the body {@code [from, to)} of {@code raw} (whole events of about
+   * {@link #BLOCK} bytes, cut at separators) the C code reads, and each event of the other runs,
+   * in order. Memory: a run and its events.
    */
-  private void number(NativeCutter.Run r, int i, Ids numbering, Numbered numbered,
-      List<Map<Long, Long>> changed) {
-    for (int k = 0; k < 3; k++) {
-      if (!r.has(i, k)) {
-        continue;
-      }
-      long bits = r.id(i, k);
-      Object v = numbered.get(k, bits);
-      if (v == null) {
-        Object read = unsigned(bits);
-        v = numbering.id(kindOf.get(RUN_FIELDS[k]), read);
-        v = v.equals(read) ? SAME : v;
-        numbered.put(k, bits, v);
-      }
-      if (v != SAME) {
-        changed.get(k).put(bits, (Long) v); // a number given (Ids.fresh)
-      }
-    }
-  }
-
-  /** What a run the C code read gets instead of {@link #tolerant} (its events, from its bytes). */
-  private interface RunWriter {
-    void write(NativeCutter.Run r, byte[] bytes) throws IOException;
-  }
-
-  /**
-   * Calls {@code w} on each run of the body {@code [from, to)} of {@code raw} the C code reads
-   * ({@link NativeCutter}; runs of whole events of at most {@link #BLOCK} bytes, cut at
-   * separators), {@code f} on each event of the other runs, read by {@link #tolerant}, in order;
-   * {@code f} on every event without the C code. Memory: a run and its events.
-   */
-  private void eachRun(String raw, long[] body, Consumer<Map<String, Object>> f, RunWriter w)
-      throws IOException {
+  private void eachRun(String raw, long[] body, Pass p) throws IOException {
     if (body[1] <= body[0]) {
       return;
     }
@@ -327,18 +293,14 @@ public final class WindowCutter {
           carry = buf;
           continue;
         }
-        carry = java.util.Arrays.copyOfRange(buf, Math.min(buf.length, cut + 3), buf.length);
-        NativeCutter.Run r = null;
-        if (nc != null) {
-          ByteBuffer direct = NativeCutter.runBuffer(cut);
-          direct.put(buf, 0, cut);
-          direct.flip(); // JNA passes a direct buffer at its position
-          r = nc.read(direct, cut);
-        }
-        if (r != null && allHavePhases(r)) {
-          w.write(r, buf);
+        carry = Arrays.copyOfRange(buf, Math.min(buf.length, cut + 3), buf.length);
+        NativeCutter.Run r = nc == null ? null : nc.read(buf, cut);
+        if (r != null) {
+          p.run(r, buf);
         } else {
-          tolerant(buf, 0, cut).forEach(f);
+          for (Map<String, Object> e : tolerant(buf, 0, cut)) {
+            p.event(e);
+          }
         }
         if (left == 0 && carry.length > 0 && new String(carry, StandardCharsets.ISO_8859_1).isBlank()) {
           carry = new byte[0];
@@ -359,20 +321,14 @@ public final class WindowCutter {
     return -1;
   }
 
-  /** Every event has "ph" (cutter.c: one letter), which {@link #tolerant} requires. */
-  private static boolean allHavePhases(NativeCutter.Run r) {
-    for (int i = 0; i < r.n; i++) {
-      if (r.ph(i) == 0) {
-        return false;
-      }
-    }
-    return true;
+  /** Event {@code i} of run {@code r} read from {@code bytes} by {@link #tolerant}. */
+  private static Map<String, Object> parsed(NativeCutter.Run r, byte[] bytes, int i) throws IOException {
+    return tolerant(bytes, r.inLo(i), r.inHi(i) - r.inLo(i)).get(0);
   }
 
   /**
-   * Whether runs are read by the C code here (else by the tolerant reader, slower): the C code
-   * is built (once per machine: a C compiler's run) and loaded at the first call, so that a
-   * service's first window does not wait for it ({@link ProfilerControl#register()} preloads).
+   * Whether runs are read by the C code here: it is built (once per machine) and loaded at the
+   * first call ({@link ProfilerControl#register()} preloads it).
    */
   public boolean cutsInC() {
     return NativeCutter.get() != null;
@@ -392,7 +348,7 @@ public final class WindowCutter {
     Object tid = e.get("tid");
     Long key = tidKey(tid);
     String name = key == null ? null : names.get(key);
-    if (name == null || !named.add(java.util.Arrays.asList(e.get("pid"), tid))) {
+    if (name == null || !named.add(Arrays.asList(e.get("pid"), tid))) {
       return null;
     }
     Map<String, Object> m = new LinkedHashMap<>();
@@ -406,44 +362,34 @@ public final class WindowCutter {
     return m;
   }
 
-  /** A tid as read ({@code Long}, a {@code BigInteger} or Clojure {@code BigInt} up to 64 bits) as its bits in a long; else null. */
+  /** A tid as read (an integer up to 64 bits, unsigned) as its bits in a long; else null. */
   static Long tidKey(Object v) {
+    v = normal(v);
     if (v instanceof Long) {
       return (Long) v;
     }
-    if (v instanceof clojure.lang.BigInt) {
-      v = ((clojure.lang.BigInt) v).toBigInteger();
-    }
-    if (v instanceof BigInteger && ((BigInteger) v).signum() >= 0 && ((BigInteger) v).bitLength() <= 64) {
-      return ((BigInteger) v).longValue();
-    }
-    if (v instanceof Integer) {
-      return ((Integer) v).longValue();
-    }
-    return null;
+    return v instanceof BigInteger && ((BigInteger) v).signum() >= 0 ? ((BigInteger) v).longValue() : null;
   }
-
-  private static boolean isMetadata(Map<String, Object> e) {
-    return "M".equals(e.get("ph"));
-  }
-
-  // ------------------------------------------------------------------ slices as written
 
   /**
    * Whether the slices of the cut, written as they come, are what the writers' plan writes
-   * (pyprof.trace.slices.Nesting's check): integer times, every end closing its thread's
-   * innermost open begin (of its name, or nameless), no negative duration, the slices of a thread
-   * nesting (checked against its latest 1024 outer slices), none left open. Anything else throws
+   * (Python's {@code pyprof.trace.slices.Nesting}): integer times, every end closing its thread's
+   * innermost open begin (of its name, or nameless), no negative duration, the slices of a
+   * thread nesting (checked against its latest 1024 outer slices), none left open; else
    * {@link NeedsPlan}.
    */
   private static final class Nesting {
-    private boolean on = true; // false: nothing checked
-    private final Map<Object, java.util.ArrayDeque<Object[]>> opened = new HashMap<>(); // {name, ts}
-    private final Map<Object, java.util.TreeMap<Long, Long>> outer = new HashMap<>(); // begin -> end
+    private final boolean on; // false: nothing checked
+    private final Map<Object, ArrayDeque<Object[]>> opened = new HashMap<>(); // {name, ts}
+    private final Map<Object, TreeMap<Long, Long>> outer = new HashMap<>(); // begin -> end
     private final Map<Object, Long> floor = new HashMap<>(); // the last end of those let go
 
-    /** A slice event read as a map (a thread keyed as a run's columns key it). */
-    void feed(Map<String, Object> e) {
+    Nesting(boolean on) {
+      this.on = on;
+    }
+
+    /** A slice event read as a map (its thread keyed as a run's columns key it). */
+    void feed(Map<String, Object> e) throws NeedsPlan {
       Object ph = e.get("ph");
       Object ts = e.get("ts");
       Object dur = e.get("dur");
@@ -451,23 +397,23 @@ public final class WindowCutter {
         return;
       }
       if (!(ts instanceof Long) || ("X".equals(ph) && !(dur instanceof Long))) {
-        throw needsPlan();
+        throw new NeedsPlan();
       }
-      Object thread = java.util.Arrays.asList(key(e.get("pid")), key(e.get("tid")));
-      java.util.ArrayDeque<Object[]> s = opened.computeIfAbsent(thread, k -> new java.util.ArrayDeque<>());
+      Object thread = Arrays.asList(key(e.get("pid")), key(e.get("tid")));
+      ArrayDeque<Object[]> s = opened.computeIfAbsent(thread, k -> new ArrayDeque<>());
       if ("X".equals(ph)) {
         close(thread, (Long) ts, (Long) ts + (Long) dur);
       } else if ("B".equals(ph)) {
         s.push(new Object[] {e.get("name"), ts});
       } else if (s.isEmpty() || (e.get("name") != null && !e.get("name").equals(s.peek()[0]))) {
-        throw needsPlan();
+        throw new NeedsPlan();
       } else {
         close(thread, (Long) s.pop()[1], (Long) ts);
       }
     }
 
-    /** The slice events of a run the C code read: what MXNet writes most, a begin and its end at
-     * once, from the columns; any other one read from its bytes. */
+    /** The slice events of a run the C code read: a begin and its end at once (what MXNet
+     * writes most) from the columns, any other one read from its bytes. */
     void feed(NativeCutter.Run r, byte[] bytes) throws IOException {
       for (int i = 0; on && i < r.n; i++) {
         char ph = r.ph(i);
@@ -475,33 +421,32 @@ public final class WindowCutter {
             && r.tsOk(i + 1) && thread(r, i).equals(thread(r, i + 1))) {
           close(thread(r, i), r.ts(i), r.ts(++i));
         } else if (ph == 'B' || ph == 'E' || ph == 'X') {
-          int[] in = r.in(i);
-          feed(tolerant(bytes, in[0], in[1] - in[0]).get(0));
+          feed(parsed(r, bytes, i));
         }
       }
     }
 
     private static Object thread(NativeCutter.Run r, int i) {
-      return java.util.Arrays.asList(r.has(i, 0) ? r.id(i, 0) : null, r.has(i, 1) ? r.id(i, 1) : null);
+      return Arrays.asList(r.has(i, 0) ? r.id(i, 0) : null, r.has(i, 1) ? r.id(i, 1) : null);
     }
 
     private static Object key(Object id) {
       return tidKey(id) != null ? tidKey(id) : id;
     }
 
-    private void close(Object thread, long b, long e) {
+    private void close(Object thread, long b, long e) throws NeedsPlan {
       Long f = floor.get(thread);
       if (e < b || (f != null && b < f)) {
-        throw needsPlan();
+        throw new NeedsPlan();
       }
       if (e == b) {
         return; // a point nests in whatever holds it, and holds nothing
       }
-      java.util.TreeMap<Long, Long> t = outer.computeIfAbsent(thread, k -> new java.util.TreeMap<>());
+      TreeMap<Long, Long> t = outer.computeIfAbsent(thread, k -> new TreeMap<>());
       Map.Entry<Long, Long> left = t.lowerEntry(b);
-      java.util.NavigableMap<Long, Long> inside = t.subMap(b, true, e, false);
+      Map<Long, Long> inside = t.subMap(b, true, e, false);
       if ((left != null && left.getValue() > b) || inside.values().stream().anyMatch(x -> x > e)) {
-        throw needsPlan(); // overlaps one before it or one inside it (the plan takes a parent first)
+        throw new NeedsPlan(); // overlaps one before it or one inside it (the plan takes a parent first)
       }
       inside.clear();
       t.put(b, e);
@@ -510,18 +455,12 @@ public final class WindowCutter {
       }
     }
 
-    void finish() {
+    void finish() throws NeedsPlan {
       if (on && opened.values().stream().anyMatch(s -> !s.isEmpty())) {
-        throw needsPlan(); // a begin never closed
+        throw new NeedsPlan(); // a begin never closed
       }
     }
-
-    private static java.io.UncheckedIOException needsPlan() {
-      return new java.io.UncheckedIOException(new NeedsPlan());
-    }
   }
-
-  // ------------------------------------------------------------------ the range's bounds
 
   /** {start, end} of the events in {@code [start, end)}: header, footer and separators off. */
   private long[] body(String raw, long start, long end) throws IOException {
@@ -562,12 +501,9 @@ public final class WindowCutter {
     return new String(b, StandardCharsets.ISO_8859_1);
   }
 
-  // ------------------------------------------------------------------ reading
-
   /**
-   * The events of {@code len} bytes of {@code b} at {@code off} (whole events in MXNet's layout:
-   * what the C code refuses, or all without it), read the tolerant way
-   * ({@code pyprof.trace.reader/parse-raw}, which escapes raw names); every event has "ph".
+   * The events of {@code len} bytes of {@code b} at {@code off} (whole events in MXNet's layout),
+   * read by {@code pyprof.trace.reader/parse-raw}; every event has "ph".
    */
   private static List<Map<String, Object>> tolerant(byte[] b, int off, int len) throws IOException {
     List<Map<String, Object>> out = new ArrayList<>();
@@ -597,10 +533,7 @@ public final class WindowCutter {
     }
   }
 
-  /**
-   * Bytes the cut does not read: never shown to a user (the caller then reads them the tolerant
-   * way, which says what is wrong with its fix).
-   */
+  /** Bytes the cut does not read: the caller reads them the tolerant way, never shown to a user. */
   public static class NotLayout extends IOException {
     private static final long serialVersionUID = 1L;
 
@@ -609,10 +542,7 @@ public final class WindowCutter {
     }
   }
 
-  /**
-   * Slices the cut does not write as they come ({@link Nesting}): the caller writes the range by
-   * the writers' plan ({@code pyprof.trace.slices}), read the tolerant way.
-   */
+  /** Slices the cut does not write as they come ({@link Nesting}): the caller applies the plan. */
   public static final class NeedsPlan extends NotLayout {
     private static final long serialVersionUID = 1L;
 
@@ -621,12 +551,7 @@ public final class WindowCutter {
     }
   }
 
-  /** An integer as the JVM's reader holds it: a Long, a BigInteger up to 64 bits, else a double. */
-  private static Object number(BigInteger n) {
-    return n.bitLength() < 64 ? (Object) n.longValue() : n.bitLength() < 65 ? (Object) n : (Object) n.doubleValue();
-  }
-
-  /** {@code m} with Clojure's numbers (BigInt, Integer, ...) as {@link #read} gives them. */
+  /** {@code m} with the reader's numbers: Long, BigInteger up to 64 bits, else Double. */
   @SuppressWarnings("unchecked")
   static Map<String, Object> normalMap(Map<?, ?> m) {
     return (Map<String, Object>) normal(m);
@@ -648,27 +573,22 @@ public final class WindowCutter {
       return out;
     }
     if (v instanceof clojure.lang.BigInt) {
-      return number(((clojure.lang.BigInt) v).toBigInteger());
+      v = ((clojure.lang.BigInt) v).toBigInteger();
     }
     if (v instanceof BigInteger) {
-      return number((BigInteger) v);
+      BigInteger n = (BigInteger) v;
+      return n.bitLength() < 64 ? (Object) n.longValue() : n.bitLength() < 65 ? (Object) n : (Object) n.doubleValue();
     }
     if (v instanceof Integer || v instanceof Short || v instanceof Byte) {
       return ((Number) v).longValue();
     }
-    if (v instanceof Float) {
-      return ((Number) v).doubleValue();
-    }
-    return v;
+    return v instanceof Float ? (Object) ((Number) v).doubleValue() : v;
   }
-
-  // ------------------------------------------------------------------ writing
 
   /** {@code e} with its ids as {@code numbering} gives them, written without a copy. */
   private void writeEvent(JsonGenerator g, Map<String, Object> e, Ids numbering)
       throws IOException {
-    // numbers given in the rule's order of fields (trace.json ids kinds), then written as they lie
-    forEachId(e, numbering::id);
+    forEachId(e, numbering::id); // numbered in the rule's order of fields, then written as they lie
     g.writeStartObject();
     for (Map.Entry<String, Object> f : e.entrySet()) {
       g.writeFieldName(f.getKey());
@@ -680,7 +600,7 @@ public final class WindowCutter {
         Map<String, Object> id2 = new LinkedHashMap<>();
         for (Map.Entry<?, ?> x : ((Map<?, ?>) v).entrySet()) {
           String scope = String.valueOf(x.getKey());
-          boolean isScope = java.util.Arrays.asList(id2Scopes).contains(scope);
+          boolean isScope = Arrays.asList(id2Scopes).contains(scope);
           id2.put(scope, isScope ? numbering.id(kind, x.getValue()) : x.getValue());
         }
         writeValue(g, id2);
@@ -722,63 +642,49 @@ public final class WindowCutter {
     }
   }
 
-  // ------------------------------------------------------------------ ids (trace.json ids)
-
   /**
-   * The renumbering of unsafe ids over one trace, as pyprof.trace.ids/renumber: each unsafe value
-   * of a kind gets the next integer from 1 that no safe integer id of that kind uses, in order of
-   * first use. After {@link #assign()} (every id scanned) that is exact; without it, numbers are
-   * given as values come, skipping the safe ids seen so far, and {@link #collided()} tells when a
-   * safe id seen later is one of them.
+   * The renumbering of unsafe ids over one trace (trace.json {@code ids}; Python's
+   * {@code rawcut._Ids}), the JVM's one: each unsafe value of a kind gets, at its first use, the
+   * next integer from 1 that no safe integer id of that kind in {@code reserved} uses. Safe ids
+   * met are reserved; {@link #collided} when one is a number given already (a trace's safe ids
+   * all reserved first, by a pass that numbers them, makes the numbering exact).
    */
-  private final class Ids {
-    private final Map<String, Set<Long>> reserved = new HashMap<>();
-    private final Map<String, LinkedHashMap<Object, Long>> numbers = new HashMap<>();
+  public static final class Ids {
+    private final long limit;
+    /** Kind -> the safe integer ids met. */
+    public final Map<String, Set<Long>> reserved;
+    private final Map<String, Map<Object, Long>> numbers = new HashMap<>();
     private final Map<String, Long> next = new HashMap<>();
     private final Map<String, Set<Long>> given = new HashMap<>();
-    private boolean assigned;
-    private boolean collided;
+    boolean collided;
 
-    private boolean safe(Object v) {
+    /**
+     * @param limit 2**limit_bits
+     * @param reserved kind -> the safe ids taken (kept, and added to)
+     */
+    public Ids(long limit, Map<String, Set<Long>> reserved) {
+      this.limit = limit;
+      this.reserved = reserved;
+    }
+
+    /** The id {@code v} of {@code kind} as written: itself when safe, else its number. */
+    public Object id(String kind, Object v) {
+      v = normal(v);
       if (v instanceof String) {
-        return true;
+        return v;
       }
-      if (v instanceof Long) {
-        long x = (Long) v;
-        return x > -limit.longValue() && x < limit.longValue();
-      }
-      return false; // a BigInteger is past 63 bits; doubles, booleans, null are no ids
-    }
-
-    private Object key(Object v) {
-      return v instanceof Long ? BigInteger.valueOf((Long) v) : v;
-    }
-
-    void scan(Map<String, Object> e) {
-      forEachId(e, this::scan);
-    }
-
-    /** Takes a safe id of {@code kind}, or puts an unsafe one in line for its number. */
-    void scan(String kind, Object v) {
-      if (safe(v)) {
-        if (v instanceof Long) {
-          reserved.computeIfAbsent(kind, k -> new HashSet<>()).add((Long) v);
+      if (v instanceof Long && (Long) v > -limit && (Long) v < limit) {
+        if (reserved.computeIfAbsent(kind, k -> new HashSet<>()).add((Long) v)) {
+          collided |= given.getOrDefault(kind, Set.of()).contains(v);
         }
-      } else {
-        numbers.computeIfAbsent(kind, k -> new LinkedHashMap<>()).putIfAbsent(key(v), null);
+        return v;
       }
+      // normal: one integer is one Long or BigInteger, apart from 1.0 and true
+      return numbers.computeIfAbsent(kind, k -> new HashMap<>()).computeIfAbsent(v, k -> fresh(kind));
     }
 
-    void assign() {
-      for (Map.Entry<String, LinkedHashMap<Object, Long>> k : numbers.entrySet()) {
-        for (Map.Entry<Object, Long> e : k.getValue().entrySet()) {
-          e.setValue(fresh(k.getKey()));
-        }
-      }
-      assigned = true;
-    }
-
-    private long fresh(String kind) {
+    /** A number of {@code kind} that no id uses (an overlap track's tid). */
+    public long fresh(String kind) {
       Set<Long> taken = reserved.getOrDefault(kind, Set.of());
       long n = next.getOrDefault(kind, 1L);
       while (taken.contains(n)) {
@@ -788,27 +694,10 @@ public final class WindowCutter {
       given.computeIfAbsent(kind, k -> new HashSet<>()).add(n);
       return n;
     }
-
-    boolean collided() {
-      return collided;
-    }
-
-    /** The id {@code v} of {@code kind} as written: itself when safe, else its number. */
-    Object id(String kind, Object v) {
-      if (safe(v)) {
-        if (!assigned && v instanceof Long) {
-          reserved.computeIfAbsent(kind, k -> new HashSet<>()).add((Long) v);
-          collided |= given.getOrDefault(kind, Set.of()).contains(v);
-        }
-        return v;
-      }
-      return numbers.computeIfAbsent(kind, k -> new LinkedHashMap<>())
-          .computeIfAbsent(key(v), k -> fresh(kind));
-    }
   }
 
   /** Calls {@code f} with (kind, value) of each id of {@code e}, in trace.json's order. */
-  private void forEachId(Map<String, Object> e, java.util.function.BiConsumer<String, Object> f) {
+  private void forEachId(Map<String, Object> e, BiConsumer<String, Object> f) {
     for (String[] kf : idFields) {
       if (!e.containsKey(kf[1])) {
         continue;
