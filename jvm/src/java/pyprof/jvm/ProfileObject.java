@@ -206,12 +206,9 @@ public final class ProfileObject extends NativeHandle {
     requireKind("increment()", true);
     Pointer p = pointer();
     long next = value + delta;
-    // -delta of Long.MIN_VALUE is itself, 2^63 as an unsigned number: the comparison holds.
-    if (delta < 0 && Long.compareUnsigned(value, -delta) < 0) {
-      throw counterError("counter.below_zero", delta);
-    }
-    if (delta > 0 && Long.compareUnsigned(next, value) < 0) {
-      throw counterError("counter.above_max", delta);
+    // wrapped around; -delta of Long.MIN_VALUE is 2^63 as an unsigned number: still holds
+    if (delta < 0 ? Long.compareUnsigned(value, -delta) < 0 : Long.compareUnsigned(next, value) < 0) {
+      refuseStep(BigInteger.valueOf(delta)); // counter.below_zero or counter.above_max
     }
     LibMXNet.MXProfileAdjustCounter(p, delta);
     value = next;
@@ -226,8 +223,8 @@ public final class ProfileObject extends NativeHandle {
   }
 
   /**
-   * Throws the error of an adjustment by {@code delta} outside MXNet's int64: object.closed,
-   * counter.below_zero, counter.above_max or counter.step_range.
+   * Throws the error of an adjustment by {@code delta}: object.closed, counter.below_zero,
+   * counter.above_max, else (outside MXNet's int64) counter.step_range.
    */
   public synchronized void refuseStep(BigInteger delta) {
     requireKind("increment()", true);
@@ -237,11 +234,6 @@ public final class ProfileObject extends NativeHandle {
         : next.bitLength() > 64 ? "counter.above_max" : "counter.step_range";
     throw PyprofException.catalogue(code, "name", name, "value", number(unsigned(value)),
         "delta", (delta.signum() < 0 ? "" : "+") + delta);
-  }
-
-  private PyprofException counterError(String code, long delta) {
-    return PyprofException.catalogue(code, "name", name, "value", number(unsigned(value)),
-        "delta", String.format("%+d", delta));
   }
 
   private static BigInteger unsigned(long bits) {

@@ -334,13 +334,9 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     Map<String, Object> data = new LinkedHashMap<>(w);
     data.put("bytes", new java.io.File(String.valueOf(w.get("path"))).length());
     data.put("session", number);
-    String text = json(data);
-    synchronized (this) {
-      Map<String, Object> last = new LinkedHashMap<>(data);
-      last.put("state", "saved");
-      lastSave = json(last);
-    }
-    notify(WINDOW_SAVED, "window " + w.get("index") + " saved: " + w.get("path"), text);
+    Map<String, Object> last = new LinkedHashMap<>(data);
+    last.put("state", "saved");
+    tell(WINDOW_SAVED, "window " + w.get("index") + " saved: " + w.get("path"), data, last);
   }
 
   /** A session's work failed off the caller's thread: a notification and the LastSave state. */
@@ -353,17 +349,17 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     String msg = String.valueOf(e.getMessage());
     int fix = msg.lastIndexOf("fix: ");
     data.put("fix", fix < 0 ? null : msg.substring(fix + 5));
-    String text = json(data);
-    synchronized (this) {
-      lastSave = text;
-    }
-    notify(type, msg, text);
+    tell(type, msg, data, data);
   }
 
-  private void notify(String type, String message, String userData) {
+  /** LastSave becomes {@code last}; a notification of {@code type} carries {@code data}. */
+  private void tell(String type, String message, Object data, Object last) {
+    synchronized (this) {
+      lastSave = json(last);
+    }
     Notification n = new Notification(type, OBJECT_NAME, sequence.incrementAndGet(),
         System.currentTimeMillis(), message);
-    n.setUserData(userData);
+    n.setUserData(json(data));
     sendNotification(n);
   }
 
@@ -513,11 +509,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
         data.put("state", "dumped");
         data.put("path", out);
         data.put("bytes", new java.io.File(out).length());
-        String text = json(data);
-        synchronized (this) {
-          lastSave = text;
-        }
-        notify(DUMP_WRITTEN, "dump written: " + out, text);
+        tell(DUMP_WRITTEN, "dump written: " + out, data, data);
         return null;
       });
     }
@@ -546,17 +538,16 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
       if (!await(task)) {
         return json(Map.of("pending", true, "note", ProfilerSession.service("jmx_stats_pending")));
       }
-      return (String) task.get();
-    } catch (RuntimeException | ExecutionException e) {
+      return (String) task.get(); // done, and succeeded: await threw otherwise
+    } catch (RuntimeException e) {
       synchronized (this) {
         if (statsTask == task) {
           statsTask = null; // a failed read is not kept: the next call reads again
         }
       }
-      throw e instanceof RuntimeException ? (RuntimeException) e : new IllegalStateException(e);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("interrupted while waiting for the statistics. fix: call stats() again", e);
+      throw e;
+    } catch (ExecutionException | InterruptedException e) {
+      throw new IllegalStateException(e);
     }
   }
 

@@ -52,6 +52,7 @@ public final class ProfilerSession implements AutoCloseable {
     static final IFn RECORDING_BYTES = session("recording-bytes");
     static final IFn FIRST_FILE = session("first-file");
     static final IFn SAVED = session("saved?");
+    static final IFn BOOLEAN_VALUE = JavaData.var("pyprof.util", "boolean-value");
     static final IFn ESCAPE = JavaData.var("pyprof.session.template", "escape");
     static final IFn SERVICE = (IFn) JavaData.var("pyprof.rules", "api").invoke("service_session");
 
@@ -164,10 +165,9 @@ public final class ProfilerSession implements AutoCloseable {
         + root.path().relativize(root.path().resolve(template).normalize());
   }
 
-  /** An option given as on (true, "true", 1, ...), as the config grammar reads a flag. */
+  /** An option given as on, by grammar.json's boolean. */
   static boolean on(Object v) {
-    String t = String.valueOf(v).strip();
-    return v != null && !Boolean.FALSE.equals(v) && !"false".equalsIgnoreCase(t) && !"0".equals(t);
+    return Boolean.TRUE.equals(Vars.BOOLEAN_VALUE.invoke(v));
   }
 
   /**
@@ -214,12 +214,7 @@ public final class ProfilerSession implements AutoCloseable {
         if (!(v instanceof Map)) {
           throw PyprofException.catalogue("session.schedule_not_map", "value", v);
         }
-        Map<Object, Object> sched = new HashMap<>();
-        for (Map.Entry<?, ?> s : ((Map<?, ?>) v).entrySet()) {
-          Object val = s.getValue();
-          sched.put(String.valueOf(s.getKey()), val instanceof Integer ? Long.valueOf((Integer) val) : val);
-        }
-        out.put(Keyword.intern("schedule"), Vars.SCHEDULE.invoke(PersistentHashMap.create(sched)));
+        out.put(Keyword.intern("schedule"), Vars.SCHEDULE.invoke(PersistentHashMap.create((Map<?, ?>) v)));
       } else {
         out.put(k, e.getValue());
       }
@@ -276,22 +271,14 @@ public final class ProfilerSession implements AutoCloseable {
     return done;
   }
 
-  /**
-   * Stops the session on pyprof's stopper thread and returns at once; the future completes with
-   * what {@link #stop()} returns once every window is written (or with its error).
-   */
+  /** {@link #stop()} on pyprof's stopper thread; returns at once. */
   public java.util.concurrent.CompletableFuture<List<Map<String, Object>>> stopAsync() {
     return java.util.concurrent.CompletableFuture.supplyAsync(this::stop, Stopper.EXECUTOR);
   }
 
-  /** Raw-trace bytes the open window has recorded so far (0 when none is open). */
-  public long recordingBytes() {
-    return ((Number) call(Vars.RECORDING_BYTES)).longValue();
-  }
-
   /** Stops the session and throws when it passed a limit of {@link #step()}; else nothing. */
   public void checkLimits() {
-    long bytes = recordingBytes();
+    long bytes = ((Number) call(Vars.RECORDING_BYTES)).longValue(); // of the open window
     long maxBytes = OutputRoot.maxWindowBytes();
     int windows = ((List<?>) stateNow().get("windows")).size();
     if (bytes > maxBytes) {
