@@ -240,8 +240,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
             saved(number, w));
         opts.put("on_save_failed", (java.util.function.Consumer<RuntimeException>) e ->
             failed(WINDOW_FAILED, e));
-        long max = maxDurationSeconds > 0 ? maxDurationSeconds : DEFAULT_MAX_S;
-        max = Math.min(max, LIMIT_MAX_S);
+        long max = Math.min(maxDurationSeconds > 0 ? maxDurationSeconds : DEFAULT_MAX_S, LIMIT_MAX_S);
         Thread.currentThread().setContextClassLoader(ProfilerControl.class.getClassLoader());
         ProfilerSession s = new ProfilerSession(opts); // checks the options: no C call
         started++;
