@@ -2,7 +2,6 @@ package pyprof.jvm;
 
 import clojure.lang.IFn;
 import java.lang.management.ManagementFactory;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -258,12 +257,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
           }
           if (stepMs > 0) { // the first step one period after step 0 began
             long periodNanos = TimeUnit.MILLISECONDS.toNanos(stepMs);
-            synchronized (this) {
-              if (session == s && active) {
-                stepper = timer.schedule(() -> timedStep(s, periodNanos), periodNanos,
-                    TimeUnit.NANOSECONDS);
-              }
-            }
+            nextStep(s, periodNanos, periodNanos);
           }
           return null;
         });
@@ -407,11 +401,13 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     } catch (ExecutionException e) {
       return; // stepOn ended the session and said why
     }
-    long delay = Math.max(0, began + periodNanos - System.nanoTime());
-    synchronized (this) {
-      if (session == s && active) {
-        stepper = timer.schedule(() -> timedStep(s, periodNanos), delay, TimeUnit.NANOSECONDS);
-      }
+    nextStep(s, periodNanos, Math.max(0, began + periodNanos - System.nanoTime()));
+  }
+
+  /** Schedules the timed step of {@code s} in {@code delayNanos}, while it is open here. */
+  private synchronized void nextStep(ProfilerSession s, long periodNanos, long delayNanos) {
+    if (session == s && active) {
+      stepper = timer.schedule(() -> timedStep(s, periodNanos), delayNanos, TimeUnit.NANOSECONDS);
     }
   }
 
