@@ -69,7 +69,6 @@ public final class Profiler {
    * @throws PyprofException {@code invalid-config} for an unknown key or bad value (config.*,
    *     process.*), or a {@code filename} another live process claimed (config.filename_claimed);
    *     {@code invalid-state} while a session owns the profiler or after the finished trace
-   * @throws MXNetException when the C call fails
    */
   public static Map<String, String> setConfig(Map<String, ?> config) {
     // null reaches Clojure as nil: config.not_a_map, as any other non-map
@@ -83,7 +82,6 @@ public final class Profiler {
    *
    * @throws PyprofException {@code invalid-state}: state.invalid, state.finished_run, or while a
    *     session owns the profiler
-   * @throws MXNetException when the C call fails
    */
   public static void setState(String state) {
     call(() -> Vars.SET_STATE.invoke(state));
@@ -94,7 +92,6 @@ public final class Profiler {
    * session (valid JSON; no second trace session in this process), else an intermediate dump.
    *
    * @throws PyprofException {@code invalid-state}: state.dump_before_run, state.finished_dump
-   * @throws MXNetException when the C call fails
    */
   public static void dump(boolean finished) {
     call(() -> Vars.DUMP.invoke(finished));

@@ -228,7 +228,6 @@ public final class ProfilerSession implements AutoCloseable {
    *
    * @throws PyprofException {@code invalid-state} session.already_started, session.nested,
    *     session.profiler_running, session.profiler_finished
-   * @throws MXNetException when a C call fails
    */
   public ProfilerSession start() {
     call(Vars.START);
@@ -248,7 +247,6 @@ public final class ProfilerSession implements AutoCloseable {
    * the open window, the session stops (saving that window).
    *
    * @throws PyprofException session.not_open; root.too_many_windows, root.window_too_large
-   * @throws MXNetException when a C call fails
    */
   public void step() {
     call(Vars.STEP);
@@ -302,7 +300,6 @@ public final class ProfilerSession implements AutoCloseable {
    *     {@code "first_step"}, {@code "last_step"}, {@code "events"}, {@code "start_us"},
    *     {@code "end_us"} (Long, microseconds since the epoch) and {@code "truncated"} (stopped
    *     at the raw trace's cap, api.json raw_trace max_bytes)
-   * @throws MXNetException when a C call fails
    */
   public List<Map<String, Object>> stop() {
     return JavaData.maps(call(Vars.STOP));
