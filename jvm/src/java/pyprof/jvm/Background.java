@@ -6,12 +6,10 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 
 /**
- * pyprof's own threads in a service: daemon threads with names that say whose they are, at the
- * lowest priority an unprivileged thread can take, so that cutting and saving windows uses at
- * most one core each and only what the service's threads leave idle. On Linux the JVM ignores
- * {@link Thread#setPriority} by default, so each thread also sets its own niceness to 19
- * (C: {@code setpriority(PRIO_PROCESS, gettid(), 19)}, which acts on one thread there);
- * elsewhere, or where libc lacks {@code gettid}, only the Java priority is set.
+ * pyprof's own threads in a service: named daemon threads; heavy work at the lowest priority, so
+ * that it takes only what the service leaves idle. The JVM ignores {@link Thread#setPriority} on
+ * Linux, so such a thread also sets its niceness to 19 (C: {@code setpriority(PRIO_PROCESS,
+ * gettid(), 19)}, per thread there); without libc's {@code gettid}, the Java priority only.
  */
 public final class Background {
   private Background() {}
@@ -23,17 +21,14 @@ public final class Background {
     int setpriority(int which, int who, int prio);
   }
 
-  /** The niceness pyprof's threads take (the lowest priority). */
-  public static final int NICENESS = 19;
-
-  /** Lowers the calling thread's priority (niceness {@link #NICENESS}); true when the OS took it. */
-  public static boolean lowerPriority() {
+  /** Lowers the calling thread's priority to the lowest. */
+  private static void lowerPriority() {
     Thread.currentThread().setPriority(Thread.MIN_PRIORITY);
     try {
       LibC c = Native.load("c", LibC.class);
-      return c.setpriority(0 /* PRIO_PROCESS */, c.gettid(), NICENESS) == 0;
-    } catch (Throwable t) { // no libc of that shape: the Java priority is all there is
-      return false;
+      c.setpriority(0 /* PRIO_PROCESS */, c.gettid(), 19);
+    } catch (Throwable t) {
+      // no libc of that shape: the Java priority is all there is
     }
   }
 
@@ -43,9 +38,8 @@ public final class Background {
   }
 
   /**
-   * A single daemon thread named {@code name} running tasks in order, at the lowest priority when
-   * {@code low} (heavy work: the saver), else at the process's (light work whose timing counts:
-   * the JMX control thread takes window boundaries, a few C calls each).
+   * A single daemon thread running tasks in order, at the lowest priority when {@code low} (the
+   * saver), else at the process's (window boundaries, whose timing counts).
    */
   public static ExecutorService singleThread(String name, boolean low) {
     return Executors.newSingleThreadExecutor(r -> {

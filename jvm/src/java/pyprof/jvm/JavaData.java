@@ -1,6 +1,8 @@
 package pyprof.jvm;
 
+import clojure.java.api.Clojure;
 import clojure.lang.BigInt;
+import clojure.lang.IFn;
 import clojure.lang.Keyword;
 import clojure.lang.Ratio;
 import java.math.BigInteger;
@@ -12,23 +14,21 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Clojure data as Java callers read it: what the facades ({@link Profiler},
- * {@link ProfilerSession}, {@link ProfilerControl}) return instead of Clojure's persistent
- * structures with keyword keys. The names are Python's (snake_case), as the keys Java callers
- * pass in: {@code :total-us} becomes {@code "total_us"}, the value {@code :record-and-save}
- * {@code "record_and_save"}.
+ * Clojure data as Java callers read it, what the facades return: keyword keys and values as
+ * strings in Python's spelling ({@code :total-us} becomes {@code "total_us"}), unmodifiable Java
+ * maps (in the source's order) and lists, Integer/Short/Byte as Long, a BigInt as Long when it
+ * fits (else BigInteger), Float/Ratio as Double; anything else (handles, files) as it is.
  */
 final class JavaData {
   private JavaData() {}
 
-  /**
-   * {@code x} as plain Java data: a map becomes an unmodifiable {@code Map<String, Object>} (in
-   * the source's order) with keyword keys as strings; a list, vector, set or primitive array an
-   * unmodifiable {@code List<Object>}; a keyword a {@code String}; an Integer, Short or Byte a
-   * {@code Long}; a Clojure BigInt a {@code Long} when it fits, else a {@link BigInteger}; a
-   * Float or Ratio a {@code Double}; String, Long, Double, Boolean, BigInteger, null and other
-   * objects (handles, files) as they are.
-   */
+  /** The var {@code ns/name}, its namespace loaded first (compiled from source: seconds). */
+  static IFn var(String ns, String name) {
+    Clojure.var("clojure.core", "require").invoke(Clojure.read(ns));
+    return Clojure.var(ns, name);
+  }
+
+  /** {@code x} as plain Java data (see the class comment). */
   static Object of(Object x) {
     if (x instanceof Keyword) {
       return name((Keyword) x);
@@ -67,7 +67,7 @@ final class JavaData {
     return x;
   }
 
-  /** {@code m} as an unmodifiable {@code Map<String, Object>} (see {@link #of}). */
+  /** {@code m} as an unmodifiable {@code Map<String, Object>}. */
   static Map<String, Object> map(Map<?, ?> m) {
     if (m == null) {
       return null;

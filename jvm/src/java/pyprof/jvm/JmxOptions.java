@@ -1,6 +1,6 @@
 package pyprof.jvm;
 
-import clojure.java.api.Clojure;
+import clojure.lang.IDeref;
 import clojure.lang.IFn;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -9,30 +9,17 @@ import java.util.Map;
 
 /**
  * The options of {@link ProfilerControl#start(String, long)} as JMX passes them: a JSON object
- * or {@code key=value} pairs, the schedule's keys at top level; its misspelt options named
- * against that set. Package-private: JMX clients see only the MBean.
+ * or {@code key=value} pairs, the schedule's keys at top level.
  */
 final class JmxOptions {
-  private static final IFn READ_JSON;
-  private static final IFn OPTION_NAMES;
-  private static final IFn UNKNOWN_OPTION;
-  /** schedule.json's parameter names: JMX takes them at top level. */
-  private static final List<?> SCHEDULE_KEYS;
-
-  static {
-    IFn require = Clojure.var("clojure.core", "require");
-    require.invoke(Clojure.read("clojure.data.json"));
-    require.invoke(Clojure.read("pyprof.session"));
-    READ_JSON = Clojure.var("clojure.data.json", "read-str");
-    OPTION_NAMES = Clojure.var("pyprof.session", "option-names");
-    UNKNOWN_OPTION = Clojure.var("pyprof.config", "unknown-option-error");
-    SCHEDULE_KEYS = (List<?>) ((clojure.lang.IDeref) Clojure.var("pyprof.session.schedule",
-        "parameter-names")).deref();
-  }
+  private static final IFn READ_JSON = JavaData.var("clojure.data.json", "read-str");
+  private static final IFn OPTION_NAMES = JavaData.var("pyprof.session", "option-names");
+  private static final IFn UNKNOWN_OPTION = JavaData.var("pyprof.config", "unknown-option-error");
+  private static final List<?> SCHEDULE_KEYS = (List<?>) ((IDeref) JavaData.var(
+      "pyprof.session.schedule", "parameter-names")).deref();
 
   private JmxOptions() {}
 
-  @SuppressWarnings("unchecked")
   static Map<String, Object> parse(String options) {
     Map<String, Object> out = new HashMap<>();
     String s = options == null ? "" : options.strip();
@@ -74,9 +61,8 @@ final class JmxOptions {
   }
 
   /**
-   * Moves the schedule's top-level keys into {@code opts}' {@code "schedule"} map, their integer
-   * texts as numbers (any other text left for the schedule's check to name); session.schedule_twice
-   * when {@code opts} has that map too.
+   * Moves the schedule's top-level keys into {@code opts}' {@code "schedule"} map, integer texts
+   * as numbers; session.schedule_twice when {@code opts} has that map too.
    */
   static void liftSchedule(Map<String, Object> opts) {
     Map<String, Object> sched = new HashMap<>();
@@ -97,11 +83,7 @@ final class JmxOptions {
     }
   }
 
-  /**
-   * session.unknown_option as JMX's start takes options: a session's (pyprof.session/option-names)
-   * less the schedule and on_trace_ready, with the schedule's keys and step_seconds at top level
-   * (a misspelt "actve" was offered "path").
-   */
+  /** session.unknown_option among JMX's options: the schedule's keys and step_seconds included. */
   static PyprofException unknown(PyprofException e) {
     Object option = e.getData().valAt(clojure.lang.Keyword.intern("option"));
     List<Object> valid = new ArrayList<>();

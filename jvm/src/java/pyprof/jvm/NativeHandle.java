@@ -5,12 +5,9 @@ import java.util.Objects;
 import java.util.concurrent.atomic.AtomicReference;
 
 /**
- * An owned MXNet handle. {@link #close()} frees it exactly once, from any thread: the handle is
- * swapped to null atomically and only the thread that saw it non-null frees it; later calls do
- * nothing. Using a handle after close throws {@link PyprofException} of kind {@code invalid-state}.
- * Any thread may close a handle, not only the one that created it. (Closing a handle while another
- * thread is inside a native call with it is the caller's race, as in C; {@link ProfileObject}
- * serialises its own calls with close.)
+ * An owned MXNet handle: {@link #close()}, from any thread, frees it exactly once (an atomic
+ * swap); a use after close throws {@link #closed()}. Closing under another thread's native call
+ * with it is the caller's race, as in C ({@link ProfileObject} serialises its own).
  */
 public abstract class NativeHandle implements AutoCloseable {
   private final AtomicReference<Pointer> handle;
@@ -23,7 +20,7 @@ public abstract class NativeHandle implements AutoCloseable {
   public final Pointer pointer() {
     Pointer p = handle.get();
     if (p == null) {
-      throw PyprofException.state(describe() + " is closed; fix: create a new one");
+      throw closed();
     }
     return p;
   }
@@ -40,9 +37,9 @@ public abstract class NativeHandle implements AutoCloseable {
     }
   }
 
-  /** How errors name this handle, e.g. {@code NDArray} or {@code Task 'step'}. */
-  protected String describe() {
-    return getClass().getSimpleName();
+  /** The error of a use after close. */
+  protected RuntimeException closed() {
+    return PyprofException.state(getClass().getSimpleName() + " is closed; fix: create a new one");
   }
 
   /** Releases {@code p} in libmxnet; called at most once. */

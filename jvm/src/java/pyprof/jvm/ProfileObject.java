@@ -11,42 +11,25 @@ import java.util.List;
 import pyprof.jvm.capi.LibMXNet;
 
 /**
- * A profiler task, frame, event or counter (ProfileHandle), with the semantics of
- * {@code pyprof.objects} (the Python reference):
- *
- * <ul>
- *   <li>{@link #start()} twice, or {@link #stop()} before {@link #start()}, throws: MXNet keeps one
- *       start time per handle, so both would record a wrong duration. Use one object per
- *       concurrent use.
- *   <li>A counter tracks its value as an unsigned 64-bit number: a set or an adjustment that would
- *       leave it below zero (MXNet would wrap to 18446744073709551615) or above 2^64-1 throws and
- *       leaves it unchanged.
- *   <li>{@link #close()} calls {@code MXProfileDestroyHandle} once, from any thread; it waits for a
- *       call in progress on this object, so a handle is never destroyed under a native call.
- * </ul>
- *
- * All methods are thread safe. Errors are {@link PyprofException}s of pyprof's error catalogue
- * ({@code pyprof/spec/errors.json}, the codes and fields of the Python reference; their fixes name
- * Java calls) or {@link MXNetException}. Name limits and the counter range come from
- * {@code pyprof/spec/api.json}.
+ * A profiler task, frame, event or counter (ProfileHandle) with the semantics of Python's
+ * {@code pyprof.objects}: start twice or stop before start throws (MXNet keeps one start time
+ * per handle); a counter is an unsigned 64-bit value, and a set or adjustment leaving
+ * 0 ... 2^64-1 throws and leaves it unchanged; {@link #close()} destroys the handle once
+ * ({@code MXProfileDestroyHandle}), after a call in progress on it. Thread safe. Errors: the
+ * catalogue's {@link PyprofException}s (errors.json; limits from api.json) or
+ * {@link MXNetException}.
  */
 public final class ProfileObject extends NativeHandle {
   /** What the handle was created as; decides which calls make sense on it. */
   public enum Kind {
-    TASK("Task"),
-    FRAME("Frame"),
-    EVENT("Event"),
-    COUNTER("Counter");
-
-    private final String display;
-
-    Kind(String display) {
-      this.display = display;
-    }
+    TASK,
+    FRAME,
+    EVENT,
+    COUNTER;
 
     /** As the Python reference names it in errors: {@code "Task"}, ... */
     public String display() {
-      return display;
+      return name().charAt(0) + name().substring(1).toLowerCase(java.util.Locale.ROOT);
     }
   }
 
@@ -99,11 +82,10 @@ public final class ProfileObject extends NativeHandle {
   }
 
   /**
-   * Checks a task/frame/event/counter/marker/domain name as the Python reference does and returns
-   * it: a non-empty string of at most {@link #nameMaxBytes()} UTF-8 bytes, without a quote, back
-   * slash or control character (MXNet copies names unescaped into the JSON trace). Throws
-   * {@link PyprofException} object.bad_name, object.name_too_long or object.name_bad_char
-   * ({@code invalid-option}).
+   * Returns {@code name} when it is a non-empty string of at most {@link #nameMaxBytes()} UTF-8
+   * bytes without a quote, back slash or control character (MXNet copies names unescaped into the
+   * trace); else object.bad_name, object.name_not_unicode, object.name_too_long,
+   * object.name_bad_char.
    */
   public static String checkName(String kind, Object name) {
     if (!(name instanceof String) || ((String) name).isEmpty()) {
@@ -132,24 +114,15 @@ public final class ProfileObject extends NativeHandle {
     return s;
   }
 
-  /** The live handle; object.closed once closed. */
-  private Pointer live() {
-    if (!isClosed()) {
-      try {
-        return pointer();
-      } catch (PyprofException closedMeanwhile) {
-        // closed by another thread since isClosed(): the catalogue's error below
-      }
-    }
-    throw PyprofException.catalogue("object.closed", "what", kind.display(), "name", name);
+  @Override
+  protected RuntimeException closed() {
+    return PyprofException.catalogue("object.closed", "what", kind.display(), "name", name);
   }
-
-  // ------------------------------------------------------------------ durations
 
   /** Begins the duration (C: MXProfileDurationStart). */
   public synchronized void start() {
     requireKind("start()", false);
-    Pointer p = live();
+    Pointer p = pointer();
     if (started) {
       throw PyprofException.catalogue("object.already_started", "what", kind.display(), "name", name);
     }
@@ -160,7 +133,7 @@ public final class ProfileObject extends NativeHandle {
   /** Ends the duration and records it (C: MXProfileDurationStop). */
   public synchronized void stop() {
     requireKind("stop()", false);
-    Pointer p = live();
+    Pointer p = pointer();
     if (!started) {
       throw PyprofException.catalogue("object.not_started", "what", kind.display(), "name", name);
     }
@@ -174,19 +147,13 @@ public final class ProfileObject extends NativeHandle {
 
   // ------------------------------------------------------------------ counters
 
-  /**
-   * The last value pyprof set, exactly: 0 ... 2^64-1 (MXNet's counters are uint64, which no Java
-   * {@code long} holds above 2^63-1; a {@code long} here would read 2^64-1 as -1).
-   */
+  /** The last value pyprof set, 0 ... 2^64-1 (a {@code long} would read 2^64-1 as -1). */
   public synchronized BigInteger value() {
     requireKind("value()", true);
     return unsigned(value);
   }
 
-  /**
-   * Sets the counter to {@code v}, 0 ... 2^63-1 from Java (C: MXProfileSetCounter); a negative
-   * {@code v} is counter.out_of_range. For 2^63 ... 2^64-1 use {@link #setUnsignedValue(long)}.
-   */
+  /** Sets the counter (C: MXProfileSetCounter); a negative {@code v} is counter.out_of_range. */
   public void setValue(long v) {
     requireKind("setValue()", true);
     if (v < 0) {
@@ -195,11 +162,7 @@ public final class ProfileObject extends NativeHandle {
     setUnsignedValue(v);
   }
 
-  /**
-   * Sets the counter to {@code v}, 0 ... 2^64-1 (18446744073709551615), the full range of MXNet's
-   * uint64 counters (C: MXProfileSetCounter); outside it counter.out_of_range, in the Python
-   * reference's words. A null is counter.not_int.
-   */
+  /** Sets the counter to {@code v}, 0 ... 2^64-1, else counter.out_of_range; null: counter.not_int. */
   public void setValue(BigInteger v) {
     requireKind("setValue()", true);
     if (v == null) {
@@ -211,11 +174,7 @@ public final class ProfileObject extends NativeHandle {
     setUnsignedValue(v.longValue());
   }
 
-  /**
-   * Adds {@code delta}, any size (C: MXProfileAdjustCounter): a step beyond MXNet's int64 is
-   * counter.step_range (or counter.below_zero / counter.above_max when the result would leave
-   * 0 ... 2^64-1), as in the Python reference.
-   */
+  /** Adds {@code delta}, any size; a step beyond MXNet's int64 is counter.step_range. */
   public void increment(BigInteger delta) {
     if (delta == null) {
       throw PyprofException.catalogue("counter.not_int", "name", name, "what", "delta", "value", null);
@@ -229,37 +188,27 @@ public final class ProfileObject extends NativeHandle {
 
   /** Subtracts {@code delta}, any size (see {@link #increment(BigInteger)}). */
   public void decrement(BigInteger delta) {
-    if (delta == null) {
-      throw PyprofException.catalogue("counter.not_int", "name", name, "what", "delta", "value", null);
-    }
-    increment(delta.negate());
+    increment(delta == null ? null : delta.negate());
   }
 
-  /**
-   * Sets the counter to the unsigned value of {@code bits}, 0 ... 2^64-1
-   * ({@code Long.parseUnsignedLong("18446744073709551615")}) (C: MXProfileSetCounter).
-   */
+  /** Sets the counter to the unsigned value of {@code bits} (C: MXProfileSetCounter). */
   public synchronized void setUnsignedValue(long bits) {
     requireKind("setValue()", true);
-    LibMXNet.MXProfileSetCounter(live(), bits);
+    LibMXNet.MXProfileSetCounter(pointer(), bits);
     value = bits;
   }
 
   /**
-   * Adds {@code delta}, which may be negative (C: MXProfileAdjustCounter). Throws, leaving the
-   * counter unchanged, counter.below_zero or counter.above_max when the result would leave
-   * 0 ... 2^64-1.
+   * Adds {@code delta}, which may be negative (C: MXProfileAdjustCounter); counter.below_zero,
+   * counter.above_max leave it unchanged.
    */
   public synchronized void increment(long delta) {
     requireKind("increment()", true);
-    Pointer p = live();
+    Pointer p = pointer();
     long next = value + delta;
-    // -delta of Long.MIN_VALUE is itself, 2^63 as an unsigned number: the comparison holds.
-    if (delta < 0 && Long.compareUnsigned(value, -delta) < 0) {
-      throw counterError("counter.below_zero", delta);
-    }
-    if (delta > 0 && Long.compareUnsigned(next, value) < 0) {
-      throw counterError("counter.above_max", delta);
+    // wrapped around; -delta of Long.MIN_VALUE is 2^63 as an unsigned number: still holds
+    if (delta < 0 ? Long.compareUnsigned(value, -delta) < 0 : Long.compareUnsigned(next, value) < 0) {
+      refuseStep(BigInteger.valueOf(delta)); // counter.below_zero or counter.above_max
     }
     LibMXNet.MXProfileAdjustCounter(p, delta);
     value = next;
@@ -274,23 +223,17 @@ public final class ProfileObject extends NativeHandle {
   }
 
   /**
-   * Throws the error of an adjustment by {@code delta}, a step outside the int64 MXNet adjusts
-   * by, as the Python reference refuses it: object.closed, counter.below_zero, counter.above_max
-   * or counter.step_range. Never returns.
+   * Throws the error of an adjustment by {@code delta}: object.closed, counter.below_zero,
+   * counter.above_max, else (outside MXNet's int64) counter.step_range.
    */
   public synchronized void refuseStep(BigInteger delta) {
     requireKind("increment()", true);
-    live();
+    pointer();
     BigInteger next = unsigned(value).add(delta);
     String code = next.signum() < 0 ? "counter.below_zero"
         : next.bitLength() > 64 ? "counter.above_max" : "counter.step_range";
     throw PyprofException.catalogue(code, "name", name, "value", number(unsigned(value)),
         "delta", (delta.signum() < 0 ? "" : "+") + delta);
-  }
-
-  private PyprofException counterError(String code, long delta) {
-    return PyprofException.catalogue(code, "name", name, "value", number(unsigned(value)),
-        "delta", String.format("%+d", delta));
   }
 
   private static BigInteger unsigned(long bits) {
@@ -308,11 +251,6 @@ public final class ProfileObject extends NativeHandle {
           "needs", counter ? Kind.COUNTER.display() : DURATIONS, "what", kind.display(),
           "name", name);
     }
-  }
-
-  @Override
-  protected String describe() {
-    return kind.display() + " '" + name + "'";
   }
 
   @Override

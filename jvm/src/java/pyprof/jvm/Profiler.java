@@ -1,6 +1,5 @@
 package pyprof.jvm;
 
-import clojure.java.api.Clojure;
 import clojure.lang.IFn;
 import clojure.lang.Keyword;
 import clojure.lang.PersistentArrayMap;
@@ -8,14 +7,13 @@ import clojure.lang.PersistentHashMap;
 import java.util.Map;
 
 /**
- * Java facade over the Clojure namespace {@code pyprof.profiler}: the same calls, the same
- * validation against {@code profiler_config.json}, one implementation.
+ * Java facade over the Clojure namespace {@code pyprof.profiler}: the same calls and validation
+ * ({@code profiler_config.json}), one implementation. Thread safe.
  *
- * <p>Errors: one unchecked type, {@link PyprofException}: {@code kind()} {@code invalid-config},
- * {@code invalid-state}, ... for what pyprof rejects before any C call, with the catalogue code
- * ({@code code()}) and fields of the Python reference's error and a fix naming Java calls; its
- * subclass {@link MXNetException} when MXNet itself fails. All methods are thread safe. For windows of a
- * long-running service use {@link ProfilerSession}; for control from JMX, {@link ProfilerControl}.
+ * <p>Errors: {@link PyprofException} (unchecked) of a {@code kind()} ({@code invalid-config},
+ * {@code invalid-state}, ...) and catalogue {@code code()} (errors.json) for what pyprof rejects
+ * before any C call; its subclass {@link MXNetException} when MXNet fails. Windows of a service:
+ * {@link ProfilerSession}; JMX: {@link ProfilerControl}.
  *
  * <pre>{@code
  * Profiler.setConfig(Map.of("filename", "trace.json", "aggregate_stats", true));
@@ -29,51 +27,30 @@ import java.util.Map;
 public final class Profiler {
   private Profiler() {}
 
-  /** Resolved on first use: loading pyprof.profiler compiles Clojure code. */
+  /** Resolved on first use: loading the namespaces compiles Clojure code. */
   private static final class Vars {
-    static final IFn SET_CONFIG;
-    static final IFn SET_STATE;
-    static final IFn DUMP;
-    static final IFn DUMPS;
-    static final IFn PAUSE;
-    static final IFn RESUME;
-    static final IFn DOMAIN;
-    static final IFn TASK;
-    static final IFn FRAME;
-    static final IFn EVENT;
-    static final IFn COUNTER;
-    static final IFn MARK;
-    static final IFn STATS;
-    static final IFn STATE;
-    static final IFn CURRENT_CONFIG;
-    static final IFn STEADY_BEGIN;
-    static final IFn STEADY_END;
-    static final IFn STEADY_ACTIVE;
-    static final IFn STEADY_FROM_PROPERTY;
+    static final IFn SET_CONFIG = profiler("profiler-set-config");
+    static final IFn SET_STATE = profiler("profiler-set-state");
+    static final IFn DUMP = profiler("dump-profile");
+    static final IFn DUMPS = profiler("dumps");
+    static final IFn PAUSE = profiler("pause");
+    static final IFn RESUME = profiler("resume");
+    static final IFn DOMAIN = profiler("domain");
+    static final IFn TASK = profiler("task");
+    static final IFn FRAME = profiler("frame");
+    static final IFn EVENT = profiler("event");
+    static final IFn COUNTER = profiler("counter");
+    static final IFn MARK = profiler("mark");
+    static final IFn STATE = profiler("state");
+    static final IFn CURRENT_CONFIG = profiler("current-config");
+    static final IFn STEADY_BEGIN = JavaData.var("pyprof.steady", "begin-as!");
+    static final IFn STEADY_END = JavaData.var("pyprof.steady", "end!");
+    static final IFn STEADY_ACTIVE = JavaData.var("pyprof.steady", "active");
+    static final IFn STEADY_FROM_PROPERTY = JavaData.var("pyprof.steady", "from-property!");
+    static final IFn STATS = JavaData.var("pyprof.stats", "stats");
 
-    static {
-      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.profiler"));
-      SET_CONFIG = Clojure.var("pyprof.profiler", "profiler-set-config");
-      SET_STATE = Clojure.var("pyprof.profiler", "profiler-set-state");
-      DUMP = Clojure.var("pyprof.profiler", "dump-profile");
-      DUMPS = Clojure.var("pyprof.profiler", "dumps");
-      PAUSE = Clojure.var("pyprof.profiler", "pause");
-      RESUME = Clojure.var("pyprof.profiler", "resume");
-      DOMAIN = Clojure.var("pyprof.profiler", "domain");
-      TASK = Clojure.var("pyprof.profiler", "task");
-      FRAME = Clojure.var("pyprof.profiler", "frame");
-      EVENT = Clojure.var("pyprof.profiler", "event");
-      COUNTER = Clojure.var("pyprof.profiler", "counter");
-      MARK = Clojure.var("pyprof.profiler", "mark");
-      STATE = Clojure.var("pyprof.profiler", "state");
-      CURRENT_CONFIG = Clojure.var("pyprof.profiler", "current-config");
-      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.steady"));
-      STEADY_BEGIN = Clojure.var("pyprof.steady", "begin-as!");
-      STEADY_END = Clojure.var("pyprof.steady", "end!");
-      STEADY_ACTIVE = Clojure.var("pyprof.steady", "active");
-      STEADY_FROM_PROPERTY = Clojure.var("pyprof.steady", "from-property!");
-      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.stats"));
-      STATS = Clojure.var("pyprof.stats", "stats");
+    private static IFn profiler(String name) {
+      return JavaData.var("pyprof.profiler", name);
     }
   }
 
@@ -84,77 +61,65 @@ public final class Profiler {
 
   /**
    * Configures the profiler (C: {@code MXSetProcessProfilerConfig}). Keys are the C names
-   * ({@code "profile_symbolic"}, {@code "filename"}, ...; {@code profiler_config.json} lists them);
-   * values Boolean, Number or String. Keys left out return to their C default.
+   * ({@code profiler_config.json}), values Boolean, Number or String; keys left out return to
+   * their C default.
    *
-   * @return the strings sent to C, C key to C string ({@code "profile_symbolic" -> "True"}), an
-   *     unmodifiable map sorted by key
-   * @throws PyprofException {@code invalid-config} for an unknown key or a bad value (config.*,
-   *     process.*), or when another process configured the same {@code filename} first and has
-   *     not finished its trace (config.filename_claimed, naming its pid; the file is claimed for
-   *     this process until its finished dump or exit: api.json {@code trace_claims}),
+   * @return the strings sent to C, by C key ({@code "profile_symbolic" -> "True"}), unmodifiable,
+   *     sorted by key
+   * @throws PyprofException {@code invalid-config} for an unknown key or bad value (config.*,
+   *     process.*), or a {@code filename} another live process claimed (config.filename_claimed);
    *     {@code invalid-state} while a session owns the profiler or after the finished trace
-   *     (state.*)
-   * @throws MXNetException when the C call fails
    */
   public static Map<String, String> setConfig(Map<String, ?> config) {
-    // null reaches the Clojure side as nil: config.not_a_map, as any other non-map.
+    // null reaches Clojure as nil: config.not_a_map, as any other non-map
     return strings(call(() -> Vars.SET_CONFIG.invoke(
         config == null ? null : PersistentHashMap.create(config))));
   }
 
   /**
-   * Starts or stops recording (C: {@code MXSetProcessProfilerState}).
+   * Starts ({@code "run"}) or stops ({@code "stop"}) recording (C:
+   * {@code MXSetProcessProfilerState}).
    *
-   * @param state {@code "run"} or {@code "stop"}
-   * @throws PyprofException {@code invalid-state} for another state (state.invalid), after the
-   *     finished trace (state.finished_run) or while a session owns the profiler
-   * @throws MXNetException when the C call fails
+   * @throws PyprofException {@code invalid-state}: state.invalid, state.finished_run, or while a
+   *     session owns the profiler
    */
   public static void setState(String state) {
     call(() -> Vars.SET_STATE.invoke(state));
   }
 
   /**
-   * Writes the trace file (C: {@code MXDumpProcessProfile}).
+   * Writes the trace file (C: {@code MXDumpProcessProfile}); {@code finished} ends the trace
+   * session (valid JSON; no second trace session in this process), else an intermediate dump.
    *
-   * @param finished true ends the trace session: the file is complete, valid JSON, and MXNet
-   *     cannot record a second session in this process; false writes an intermediate dump
-   * @throws PyprofException {@code invalid-state} before the profiler ran (state.dump_before_run)
-   *     or after a finished dump (state.finished_dump)
-   * @throws MXNetException when the C call fails
+   * @throws PyprofException {@code invalid-state}: state.dump_before_run, state.finished_dump
    */
   public static void dump(boolean finished) {
     call(() -> Vars.DUMP.invoke(finished));
   }
 
   /**
-   * MXNet's aggregate statistics as a text table sorted by total time, descending (C:
-   * {@code MXAggregateProfileStatsPrintEx}); times in ms, memory in kB, 4 significant digits.
+   * MXNet's aggregate statistics as a text table by total time, descending (C:
+   * {@code MXAggregateProfileStatsPrintEx}); ms, kB, 4 significant digits.
    *
-   * @throws PyprofException {@code invalid-state} when aggregate_stats is off
-   *     (dumps.no_aggregate_stats) or MXNet has none (dumps.failed, dumps.empty)
+   * @throws PyprofException {@code invalid-state}: dumps.no_aggregate_stats, dumps.failed,
+   *     dumps.empty
    */
   public static String dumps() {
     return (String) call(() -> Vars.DUMPS.invoke());
   }
 
   /**
-   * MXNet's aggregate statistics (C: {@code MXAggregateProfileStatsPrintEx}); times in ms, memory
-   * in kB, 4 significant digits (exact statistics: {@link #stats}).
+   * MXNet's aggregate statistics (as {@link #dumps()}; exact statistics: {@link #stats}).
    *
-   * @param reset clear the statistics after reading them
-   * @param format {@code "table"} (returns the text table, a String) or {@code "json"} (returns a
-   *     {@code Map<String, Object>}: {@code "Time"} category to operator name to {@code "Count"},
-   *     {@code "Total"}, {@code "Min"}, {@code "Max"}, {@code "Avg"}; {@code "Memory"};
-   *     {@code "Unit"} {@code {"Time": "ms", "Memory": "kB"}})
+   * @param format {@code "table"} (a String) or {@code "json"} (a {@code Map<String, Object>}:
+   *     {@code "Time"} category to operator to {@code "Count"}, {@code "Total"}, {@code "Min"},
+   *     {@code "Max"}, {@code "Avg"}; {@code "Memory"}; {@code "Unit"})
    * @param sortBy {@code "total"}, {@code "avg"}, {@code "min"}, {@code "max"} or {@code "count"}
-   * @param ascending sort order
-   * @throws PyprofException {@code invalid-option} for a bad format or sort key (dumps.format,
-   *     dumps.sort_by), {@code invalid-state} as {@link #dumps()}
+   * @throws PyprofException {@code invalid-option} dumps.format, dumps.sort_by; else as
+   *     {@link #dumps()}
    */
   public static Object dumps(boolean reset, String format, String sortBy, boolean ascending) {
-    // The names as given (a null too): pyprof.profiler/dumps checks them against api.json.
+    // the names as given, null too: pyprof.profiler/dumps checks them against api.json
     return JavaData.of(call(() -> Vars.DUMPS.invoke(
         PersistentArrayMap.createAsIfByAssoc(new Object[] {
           Keyword.intern("reset"), reset,
@@ -164,11 +129,10 @@ public final class Profiler {
   }
 
   /**
-   * What this process has asked of the profiler (MXNet has no getters), as
-   * {@code pyprof.profiler.state()} in Python; no C call.
+   * What this process asked of the profiler (MXNet has no getters); no C call.
    *
-   * @return an unmodifiable map of {@code "running"}, {@code "paused"}, {@code "finished"} (a
-   *     finished dump happened: no new trace session in this process) and {@code "ever_ran"}
+   * @return an unmodifiable map of {@code "running"}, {@code "paused"}, {@code "finished"} and
+   *     {@code "ever_ran"}
    */
   public static Map<String, Boolean> state() {
     Map<?, ?> s = (Map<?, ?>) call(() -> Vars.STATE.invoke());
@@ -180,11 +144,8 @@ public final class Profiler {
   }
 
   /**
-   * The configuration in force after the last {@link #setConfig}; no C call (MXNet has no
-   * getter).
-   *
-   * @return C key to C string, keys left out at their C default, an unmodifiable map sorted by
-   *     key; null before any {@link #setConfig}
+   * The configuration in force after the last {@link #setConfig} (as it returned), or null
+   * before any; no C call.
    */
   public static Map<String, String> currentConfig() {
     Object c = call(() -> Vars.CURRENT_CONFIG.invoke());
@@ -192,18 +153,15 @@ public final class Profiler {
   }
 
   /**
-   * Begins steady mode (Clojure {@code pyprof.steady/begin!}): call it at start-up, before the
-   * service's own MXNet threads start (DJL's engine, a JNI binding: calls pyprof does not gate).
-   * Configures the profiler with {@code options} (C key names as in {@link #setConfig}; with
-   * {@code "filename"}, into that file, recorded while resumed; without, into pyprof's raw trace,
-   * which sessions cut into windows), switches it to run and pauses it. From then on nothing
-   * changes MXNet's {@code IsProfiling} until {@link #steadyEnd()} or exit: sessions take windows
-   * by pause and resume, {@link #setState} and a finished {@link #dump} are refused, and so is a
-   * config that changes a mode key (C: {@code MXSetProcessProfilerConfig},
+   * Begins steady mode ({@code pyprof.steady}) at start-up, before the service's own MXNet
+   * threads start: configures with {@code options} (C keys; with {@code "filename"} into that
+   * file, else into the raw trace sessions cut), runs and pauses. Until {@link #steadyEnd()}
+   * nothing changes MXNet's {@code IsProfiling}: sessions pause and resume; setState, a finished
+   * dump and a config changing a mode key are refused (C: {@code MXSetProcessProfilerConfig},
    * {@code MXSetProcessProfilerState(1)}, {@code MXProcessProfilePause(1)}).
    *
    * @throws PyprofException {@code invalid-state} steady.already, steady.session_open,
-   *     steady.profiler_running; {@code session-finished}; {@code invalid-config} for an option
+   *     steady.profiler_running; {@code session-finished}; {@code invalid-config}
    */
   public static void steadyBegin(Map<String, ?> options) {
     call(() -> Vars.STEADY_BEGIN.invoke(  // who began it, as a Java caller reads it
@@ -217,12 +175,11 @@ public final class Profiler {
   }
 
   /**
-   * Ends steady mode: the caller says its MXNet threads have ended. Stops the profiler and, with
-   * a {@code "filename"} of {@link #steadyBegin(Map)}, finishes that trace. Idempotent
-   * (C: {@code MXNDArrayWaitAll}, {@code MXSetProcessProfilerState(0)},
-   * {@code MXDumpProcessProfile(1)}).
+   * Ends steady mode once the caller's MXNet threads ended: stops, and finishes the
+   * {@code "filename"} trace if one was given; idempotent (C: {@code MXNDArrayWaitAll},
+   * {@code MXSetProcessProfilerState(0)}, {@code MXDumpProcessProfile(1)}).
    *
-   * @throws PyprofException {@code invalid-state} steady.session_open while a session is open
+   * @throws PyprofException {@code invalid-state} steady.session_open
    */
   public static void steadyEnd() {
     call(() -> Vars.STEADY_END.invoke());
@@ -234,9 +191,8 @@ public final class Profiler {
   }
 
   /**
-   * At start-up: begins steady mode when {@code -Dpyprof.steady=true} (api.json steady property),
-   * with MXNet's default recording options on the raw trace; {@link ProfilerControl#register()}
-   * calls it. Returns whether steady mode is on.
+   * Begins steady mode when {@code -Dpyprof.steady=true} (default options, raw trace); called by
+   * {@link ProfilerControl#register()}. Returns whether steady mode is on.
    */
   public static boolean steadyFromProperty() {
     return Boolean.TRUE.equals(call(() -> Vars.STEADY_FROM_PROPERTY.invoke()));
@@ -244,119 +200,88 @@ public final class Profiler {
 
   private static Map<Object, Object> keywords(Map<String, ?> options) {
     Map<Object, Object> out = new java.util.HashMap<>();
-    options.forEach((k, v) -> out.put("filename".equals(k) ? clojure.lang.Keyword.intern(k) : k, v));
+    options.forEach((k, v) -> out.put("filename".equals(k) ? Keyword.intern(k) : k, v));
     return out;
   }
 
-  /**
-   * Pauses recording (C: {@code MXProcessProfilePause(1)}); the state stays "run".
-   *
-   * @throws MXNetException when the C call fails
-   */
+  /** Pauses recording, the state staying "run" (C: {@code MXProcessProfilePause(1)}). */
   public static void pause() {
     call(() -> Vars.PAUSE.invoke());
   }
 
-  /**
-   * Resumes recording after {@link #pause()} (C: {@code MXProcessProfilePause(0)}).
-   *
-   * @throws MXNetException when the C call fails
-   */
+  /** Resumes recording (C: {@code MXProcessProfilePause(0)}). */
   public static void resume() {
     call(() -> Vars.RESUME.invoke());
   }
 
   /**
-   * The domain {@code name} (C: {@code MXProfileCreateDomain}): one per name in this JVM, never
-   * destroyed; the category of its tasks, frames, counters and markers in the trace.
+   * The domain {@code name}, one per name, never destroyed (C: {@code MXProfileCreateDomain}).
    *
-   * @throws PyprofException {@code invalid-option} for a bad name (object.bad_name,
-   *     object.name_too_long: more UTF-8 bytes than
-   *     {@link ProfileObject#nameMaxBytes()}, object.name_bad_char)
+   * @throws PyprofException {@code invalid-option} object.bad_name, object.name_too_long (over
+   *     {@link ProfileObject#nameMaxBytes()} UTF-8 bytes), object.name_bad_char
    */
   public static ProfileDomain domain(String name) {
     return (ProfileDomain) call(() -> Vars.DOMAIN.invoke(name));
   }
 
   /**
-   * A new task {@code name} in {@code domain} (C: {@code MXProfileCreateTask}), recorded as an
-   * async b/e pair between {@link ProfileObject#start()} and {@link ProfileObject#stop()}; close
+   * A new task (C: {@code MXProfileCreateTask}): an async b/e pair between start and stop; close
    * it to destroy the handle.
    *
-   * @throws PyprofException {@code invalid-option} for a null domain (object.needs_domain) or a
-   *     bad name (as {@link #domain})
+   * @throws PyprofException {@code invalid-option} object.needs_domain, or a bad name as
+   *     {@link #domain}
    */
   public static ProfileObject task(ProfileDomain domain, String name) {
     return (ProfileObject) call(() -> Vars.TASK.invoke(domain, name));
   }
 
-  /**
-   * A new frame {@code name} in {@code domain} (C: {@code MXProfileCreateFrame}), recorded as a
-   * ( ) pair; errors as {@link #task}.
-   */
+  /** A new frame, a ( ) pair (C: {@code MXProfileCreateFrame}); errors as {@link #task}. */
   public static ProfileObject frame(ProfileDomain domain, String name) {
     return (ProfileObject) call(() -> Vars.FRAME.invoke(domain, name));
   }
 
-  /**
-   * A new event {@code name} without a domain (C: {@code MXProfileCreateEvent}), recorded as a
-   * B/E pair of category "event"; errors as {@link #domain}.
-   */
+  /** A new event, a B/E pair of category "event" (C: {@code MXProfileCreateEvent}). */
   public static ProfileObject event(String name) {
     return (ProfileObject) call(() -> Vars.EVENT.invoke(name));
   }
 
-  /**
-   * A new counter {@code name} in {@code domain}, at 0 (C: {@code MXProfileCreateCounter}); an
-   * unsigned 64-bit value recorded as C events ({@link ProfileObject#setValue},
-   * {@link ProfileObject#increment}); errors as {@link #task}.
-   */
+  /** A new unsigned 64-bit counter at 0 (C: {@code MXProfileCreateCounter}); as {@link #task}. */
   public static ProfileObject counter(ProfileDomain domain, String name) {
     return (ProfileObject) call(() -> Vars.COUNTER.invoke(domain, name));
   }
 
   /**
-   * Records the instant marker {@code name} in {@code domain} now (C: {@code MXProfileSetMarker}).
-   *
-   * @param scope api.json's marker_scopes: {@code "global"}, {@code "process"},
-   *     {@code "thread"}, {@code "task"} or {@code "marker"}
-   * @throws PyprofException {@code invalid-option} for another scope (marker.scope), a null
-   *     domain or a bad name (as {@link #task})
+   * Records an instant marker now (C: {@code MXProfileSetMarker}); {@code scope} of api.json
+   * marker_scopes ({@code "global"}, {@code "process"}, {@code "thread"}, {@code "task"},
+   * {@code "marker"}), else marker.scope; other errors as {@link #task}.
    */
   public static void mark(ProfileDomain domain, String name, String scope) {
     call(() -> Vars.MARK.invoke(domain, name, scope));
   }
 
   /**
-   * Names the calling thread in the windows written from now on: each window whose events hold
-   * MXNet calls made by this thread gets a {@code thread_name} metadata event with
-   * {@link Thread#getName()} (trace.json {@code thread_names}). Threads that call MXNet through
-   * pyprof are named on their first call; a thread of another binding (DJL's workers, the
-   * retired Scala/Java package) calls this once at its start, and again after it renames itself.
-   * Cheap (one native call and one map entry; no Clojure is loaded), and any thread may call
-   * it at any time, with or without a session.
+   * Names the calling thread in the windows written from now on (a {@code thread_name} metadata
+   * event, trace.json thread_names). Threads calling MXNet through pyprof are named on their
+   * first call; another binding's thread (DJL) calls this at its start and after renaming
+   * itself. Cheap, loads no Clojure, any time.
    *
-   * @return whether the thread is named: false where threads cannot be named (not Linux), or
-   *     when {@link ThreadNames#LIMIT} living threads are named already
+   * @return false where threads cannot be named (not Linux) or {@link ThreadNames#LIMIT} are
    */
   public static boolean nameThread() {
     return ThreadNames.register() != 0L;
   }
 
   /**
-   * Statistics of the valid trace file(s) at {@code paths} (the windows a session wrote, or a
-   * trace in MXNet's own layout), read as a stream (pure JVM, no C call; Python's
-   * {@code pyprof.trace.stats} figures within a relative 1e-12).
+   * Statistics of valid trace files (a session's windows, or MXNet's own layout), streamed, no C
+   * call; Python's {@code pyprof.trace.stats} within a relative 1e-12.
    *
-   * @return an unmodifiable {@code Map<String, Object>}: {@code "operators"} (a list of maps of
-   *     {@code "category"}, {@code "name"}, {@code "device"}, {@code "count"}, and times in
-   *     microseconds {@code "total_us"}, {@code "min_us"}, {@code "max_us"} (Long, or Double when
-   *     a duration is not whole), {@code "mean_us"}, {@code "p50_us"}, {@code "p90_us"},
-   *     {@code "p99_us"} (Double), {@code "bulk"}), {@code "memory"} (per device, in bytes),
-   *     {@code "counters"}, {@code "notes"} (Strings) and {@code "units"}
-   * @throws PyprofException for no path ({@code trace.no_paths}), a null one
-   *     ({@code trace.not_a_path}), a missing or unreadable file, or a damaged or foreign one
-   *     ({@code trace.not_valid}, whose fix is Python's {@code pyprof repair})
+   * @return an unmodifiable map: {@code "operators"} (maps of {@code "category"}, {@code "name"},
+   *     {@code "device"}, {@code "count"}, microseconds {@code "total_us"}, {@code "min_us"},
+   *     {@code "max_us"} (Long, Double when not whole), {@code "mean_us"}, {@code "p50_us"},
+   *     {@code "p90_us"}, {@code "p99_us"} (Double), {@code "bulk"}), {@code "memory"} (bytes
+   *     per device), {@code "counters"}, {@code "notes"}, {@code "units"}
+   * @throws PyprofException trace.no_paths, trace.not_a_path, an unreadable file, or
+   *     trace.not_valid for a damaged or foreign one (fix: {@code pyprof repair})
    */
   public static Map<String, Object> stats(String... paths) {
     return JavaData.map((Map<?, ?>) call(() -> Vars.STATS.invoke(java.util.Arrays.asList(paths))));

@@ -1,9 +1,7 @@
 package pyprof.jvm;
 
-import clojure.java.api.Clojure;
 import clojure.lang.IFn;
 import java.lang.management.ManagementFactory;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -28,55 +26,31 @@ import javax.management.NotificationBroadcasterSupport;
 import javax.management.ObjectName;
 
 /**
- * On-demand control of a running service through JMX. Register it once at start-up:
+ * On-demand control of a running service through JMX: register once at start-up,
+ * {@code ProfilerControl.register()}, and it is {@code pyprof:type=ProfilerControl} on the
+ * platform MBean server, local-only unless a remote connector is enabled (jconsole, VisualVM,
+ * {@code jcmd <pid> ManagementAgent.start_local}; never set
+ * {@code com.sun.management.jmxremote.port} without authentication and TLS).
  *
- * <pre>{@code ProfilerControl.register();   // Clojure: (pyprof.jvm.ProfilerControl/register)}</pre>
+ * <p>One session at a time, stopped by itself after {@code maxDurationSeconds} (else
+ * {@code -Dpyprof.jmx.maxDurationSeconds}, 600 s; at most
+ * {@code -Dpyprof.jmx.maxDurationLimitSeconds}, 3600 s) or at a limit of {@link OutputRoot}
+ * (checked every second), keeping its windows, with a note in {@link #getStatus()}. Files only
+ * under the output root. With {@code step_seconds} a timer ends a step that long after the
+ * previous timed step began (late: a longer window, no catch-up). A session leaves
+ * {@code profile_api} off unless steady mode is on (api.json service_session), so no state
+ * switch can abort a C call of the service's own binding (DJL). Errors reach JMX clients as
+ * {@link IllegalArgumentException} or {@link IllegalStateException} with pyprof's message.
  *
- * It appears as {@code pyprof:type=ProfilerControl} on the platform MBean server. That server is
- * local-only unless you enable a remote connector: JDK tools on the same machine, running as the
- * same OS user, attach to the process (jconsole, VisualVM, {@code jcmd <pid>
- * ManagementAgent.start_local}); no port is opened. Do not set
- * {@code com.sun.management.jmxremote.port} without authentication and TLS.
- *
- * <p>Every session has a maximum duration ({@code maxDurationSeconds}, else
- * {@code -Dpyprof.jmx.maxDurationSeconds}, else 600 s; never more than
- * {@code -Dpyprof.jmx.maxDurationLimitSeconds}, default 3600 s): a forgotten session stops by
- * itself and keeps its windows. With {@code step_seconds}, a timer ends a step that many seconds
- * after the previous timed step began: a late step makes a longer window, never a burst of
- * catch-up steps; every window records its real time span ({@code start-us}, {@code end-us},
- * microseconds since the epoch, in {@link #stop()}'s and {@link #getStatus()}'s windows).
- * One session at a time.
- *
- * <p>Files are written only under the output root ({@link OutputRoot}: {@code
- * -Dpyprof.outputRoot}, default {@code <java.io.tmpdir>/pyprof}): a relative {@code path} or
- * dump path resolves there; an absolute path outside it or a {@code ..} that leaves it is
- * refused. A session stops by itself (keeping its windows, with a note in {@link #getStatus()})
- * once it saved {@code -Dpyprof.maxWindows} windows (default 1000) or its open window recorded
- * more than {@code -Dpyprof.maxWindowBytes} of raw trace (default 256 MiB; checked every second,
- * so a window may pass it by what one second records); {@code dump} refuses to write more than
- * {@code -Dpyprof.maxDumpBytes} (default 1 GiB). Errors reach the JMX client as
- * {@link IllegalArgumentException} or {@link IllegalStateException} with pyprof's message (JMX
- * clients cannot load pyprof's own exception classes).
- *
- * <p><b>Safe beside the service's own MXNet binding</b> (DJL): a session left {@code profile_api}
- * off unless its options name it, or steady mode is on (api.json service_session; {@link #start}'s
- * line says so), so no state switch can abort a C call of another binding's thread.
- *
- * <p><b>No operation blocks its caller.</b> Each runs on one control thread
- * ({@code pyprof-jmx-control}, in call order) and returns once done or after
- * {@link #AWAIT_MILLIS} ms, whichever comes first (a boundary is a few C calls); windows are cut
- * and written by the saver thread ({@code pyprof-window-saver}) at the lowest priority
- * ({@link Background}). An
- * error that comes later is a {@code pyprof.session.failed} notification and the
- * {@code Status} note. Each written window is a {@code pyprof.window.saved} notification (user
- * data: JSON {@code path}, {@code index}, {@code events}, {@code bytes}, {@code first_step},
- * {@code last_step}, {@code start_us}, {@code end_us}, {@code session}); a window that could not
- * be written is {@code pyprof.window.failed} ({@code code}, {@code message}, {@code fix}; its
- * events stay in the raw trace for {@code pyprof recover}); {@code dump(path)} ends with
- * {@code pyprof.dump.written} or {@code pyprof.dump.failed}. {@link #getLastSave()} shows the
- * last of these; {@link #awaitSaved(long)} waits for them. A step while a window is still being
- * written marks its boundary at once: the saver writes the windows one after the other, in the
- * order they ended.
+ * <p>No operation blocks its caller: each runs on the control thread
+ * ({@code pyprof-jmx-control}, in call order) and returns when done or after
+ * {@link #AWAIT_MILLIS} ms; windows are written by the saver thread ({@link Background}).
+ * Notifications (user data: a JSON object): {@code pyprof.window.saved} ({@code path},
+ * {@code index}, {@code events}, {@code bytes}, {@code first_step}, {@code last_step},
+ * {@code start_us}, {@code end_us}, {@code session}), {@code pyprof.window.failed}
+ * ({@code code}, {@code message}, {@code fix}; its events stay for {@code pyprof recover}),
+ * {@code pyprof.dump.written}, {@code pyprof.dump.failed} and {@code pyprof.session.failed};
+ * {@link #getLastSave()} shows the last.
  */
 public final class ProfilerControl extends NotificationBroadcasterSupport
     implements ProfilerControlMBean {
@@ -95,12 +69,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
   private static final long LIMIT_MAX_S = Long.getLong("pyprof.jmx.maxDurationLimitSeconds", 3600);
 
   private static final class Vars {
-    static final IFn WRITE_JSON;
-
-    static {
-      Clojure.var("clojure.core", "require").invoke(Clojure.read("clojure.data.json"));
-      WRITE_JSON = Clojure.var("clojure.data.json", "write-str");
-    }
+    static final IFn WRITE_JSON = JavaData.var("clojure.data.json", "write-str");
   }
 
   private static final ProfilerControl INSTANCE = new ProfilerControl();
@@ -139,9 +108,8 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
   }
 
   /**
-   * Registers the MBean on the platform MBean server (idempotent); returns its name. Loads what
-   * the first {@link #start} needs first ({@link #preload()}), so that the first request of a
-   * JMX client does not wait for it.
+   * Registers the MBean (idempotent) after {@link #preload()} and steady mode's
+   * {@code -Dpyprof.steady}; returns its name.
    *
    * @throws PyprofException {@code invalid-state} when the MBean server refuses the MBean
    */
@@ -166,11 +134,9 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
   }
 
   /**
-   * Loads, once, what a session's first start needs, here rather than on a JMX thread at the
-   * first request: the Clojure namespaces of sessions, of the profiler and of the statistics
-   * (compiled from their sources: seconds), the JSON reader, the error catalogue, and libmxnet
-   * (C: dlopen, {@code MXGetVersion}). A library that cannot be loaded is not an error here:
-   * {@link #start} reports it. Measured in docs/performance.md (bench/bench_jmx_start.py).
+   * Loads, once, what a first start needs (the Clojure namespaces, the JSON writer, the error
+   * catalogue, libmxnet), so that no JMX request waits for it; a library that cannot load is
+   * {@link #start}'s error.
    */
   static void preload() {
     Preloaded.DONE.getClass();
@@ -193,10 +159,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     }
   }
 
-  /**
-   * The bean as JMX clients see it: each operation and parameter named and described (api.json
-   * service_session jmx_operations: [description, [name, description] per parameter]).
-   */
+  /** The bean as JMX clients see it: operations and parameters described by api.json. */
   private static final class Described extends javax.management.StandardEmitterMBean {
     private static final Map<?, ?> OPS = (Map<?, ?>) ProfilerSession.service("jmx_operations");
 
@@ -276,8 +239,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
             saved(number, w));
         opts.put("on_save_failed", (java.util.function.Consumer<RuntimeException>) e ->
             failed(WINDOW_FAILED, e));
-        long max = maxDurationSeconds > 0 ? maxDurationSeconds : DEFAULT_MAX_S;
-        max = Math.min(max, LIMIT_MAX_S);
+        long max = Math.min(maxDurationSeconds > 0 ? maxDurationSeconds : DEFAULT_MAX_S, LIMIT_MAX_S);
         Thread.currentThread().setContextClassLoader(ProfilerControl.class.getClassLoader());
         ProfilerSession s = new ProfilerSession(opts); // checks the options: no C call
         started++;
@@ -295,12 +257,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
           }
           if (stepMs > 0) { // the first step one period after step 0 began
             long periodNanos = TimeUnit.MILLISECONDS.toNanos(stepMs);
-            synchronized (this) {
-              if (session == s && active) {
-                stepper = timer.schedule(() -> timedStep(s, periodNanos), periodNanos,
-                    TimeUnit.NANOSECONDS);
-              }
-            }
+            nextStep(s, periodNanos, periodNanos);
           }
           return null;
         });
@@ -325,26 +282,19 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     return lastTask;
   }
 
-  /**
-   * Waits for {@code task} at most {@link #AWAIT_MILLIS} ms (never holding this object's lock);
-   * true when it is done; its error, when it failed by then, as a JMX client's exception.
-   */
+  /** {@link #await(Future, long, boolean)} for {@link #AWAIT_MILLIS} ms, rethrowing. */
   private static boolean await(Future<?> task) {
     return await(task, TimeUnit.MILLISECONDS.toNanos(AWAIT_MILLIS), true);
   }
 
   /**
-   * Waits for {@code task} at most {@code nanos} (0 or less: no bound); true when it is done.
-   * Its error, when {@code rethrow}, as a JMX client's exception; else ignored (its notification
-   * and LastSave tell it).
+   * Waits for {@code task} at most {@code nanos}, never holding this object's lock; true when it
+   * is done. Its error as a JMX client's exception when {@code rethrow}, else ignored (its
+   * notification and LastSave tell it).
    */
   private static boolean await(Future<?> task, long nanos, boolean rethrow) {
     try {
-      if (nanos > 0) {
-        task.get(nanos, TimeUnit.NANOSECONDS);
-      } else {
-        task.get();
-      }
+      task.get(nanos, TimeUnit.NANOSECONDS);
       return true;
     } catch (TimeoutException e) {
       return false;
@@ -377,13 +327,9 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     Map<String, Object> data = new LinkedHashMap<>(w);
     data.put("bytes", new java.io.File(String.valueOf(w.get("path"))).length());
     data.put("session", number);
-    String text = json(data);
-    synchronized (this) {
-      Map<String, Object> last = new LinkedHashMap<>(data);
-      last.put("state", "saved");
-      lastSave = json(last);
-    }
-    notify(WINDOW_SAVED, "window " + w.get("index") + " saved: " + w.get("path"), text);
+    Map<String, Object> last = new LinkedHashMap<>(data);
+    last.put("state", "saved");
+    tell(WINDOW_SAVED, "window " + w.get("index") + " saved: " + w.get("path"), data, last);
   }
 
   /** A session's work failed off the caller's thread: a notification and the LastSave state. */
@@ -396,17 +342,17 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     String msg = String.valueOf(e.getMessage());
     int fix = msg.lastIndexOf("fix: ");
     data.put("fix", fix < 0 ? null : msg.substring(fix + 5));
-    String text = json(data);
-    synchronized (this) {
-      lastSave = text;
-    }
-    notify(type, msg, text);
+    tell(type, msg, data, data);
   }
 
-  private void notify(String type, String message, String userData) {
+  /** LastSave becomes {@code last}; a notification of {@code type} carries {@code data}. */
+  private void tell(String type, String message, Object data, Object last) {
+    synchronized (this) {
+      lastSave = json(last);
+    }
     Notification n = new Notification(type, OBJECT_NAME, sequence.incrementAndGet(),
         System.currentTimeMillis(), message);
-    n.setUserData(userData);
+    n.setUserData(json(data));
     sendNotification(n);
   }
 
@@ -455,11 +401,13 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     } catch (ExecutionException e) {
       return; // stepOn ended the session and said why
     }
-    long delay = Math.max(0, began + periodNanos - System.nanoTime());
-    synchronized (this) {
-      if (session == s && active) {
-        stepper = timer.schedule(() -> timedStep(s, periodNanos), delay, TimeUnit.NANOSECONDS);
-      }
+    nextStep(s, periodNanos, Math.max(0, began + periodNanos - System.nanoTime()));
+  }
+
+  /** Schedules the timed step of {@code s} in {@code delayNanos}, while it is open here. */
+  private synchronized void nextStep(ProfilerSession s, long periodNanos, long delayNanos) {
+    if (session == s && active) {
+      stepper = timer.schedule(() -> timedStep(s, periodNanos), delayNanos, TimeUnit.NANOSECONDS);
     }
   }
 
@@ -470,16 +418,11 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     } catch (PyprofException e) {
       if (!"open".equals(s.stateNow().get("state"))) {
         ended(s, "stopped: " + e.getMessage());
-        stopOn(s);
+        s.stop();
       }
       throw e;
     }
     return null;
-  }
-
-  /** On the control thread: stops {@code s}, its windows then written; their list. */
-  private static List<Map<String, Object>> stopOn(ProfilerSession s) {
-    return s.stop();
   }
 
   @Override
@@ -515,22 +458,24 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     active = false;
     cancelTimers();
     ProfilerSession s = session;
-    return submit(() -> stopOn(s));
+    return submit(s::stop);
   }
 
   private void cancelTimers() {
-    if (expiry != null) {
-      expiry.cancel(false);
-    }
-    if (stepper != null) {
-      stepper.cancel(false);
-    }
-    if (limits != null) {
-      limits.cancel(false);
+    for (ScheduledFuture<?> f : java.util.Arrays.asList(expiry, stepper, limits)) {
+      if (f != null) {
+        f.cancel(false);
+      }
     }
     expiry = null;
     stepper = null;
     limits = null;
+  }
+
+  private void requireSession() {
+    if (session == null) {
+      throw new IllegalStateException("no pyprof JMX session was started. fix: call start(...) first");
+    }
   }
 
   @Override
@@ -538,9 +483,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     Future<?> task;
     String out;
     synchronized (this) {
-      if (session == null) {
-        throw new IllegalStateException("no pyprof JMX session was started. fix: call start(...) first");
-      }
+      requireSession();
       ProfilerSession s = session;
       try {
         out = s.dumpPath(path); // root.outside, root.missing_directory: now
@@ -561,11 +504,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
         data.put("state", "dumped");
         data.put("path", out);
         data.put("bytes", new java.io.File(out).length());
-        String text = json(data);
-        synchronized (this) {
-          lastSave = text;
-        }
-        notify(DUMP_WRITTEN, "dump written: " + out, text);
+        tell(DUMP_WRITTEN, "dump written: " + out, data, data);
         return null;
       });
     }
@@ -573,19 +512,12 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     return out;
   }
 
-  /**
-   * The statistics of the last session's windows, read on the control thread (after the saves
-   * before it): returned when ready within {@link #AWAIT_MILLIS} ms, else a {@code pending}
-   * object (api.json service_session jmx_stats_pending); the result is kept for the next call
-   * until the session's windows change.
-   */
+  /** Read on the control thread; kept until the session's windows change. */
   @Override
   public String stats() {
     ProfilerSession s;
     synchronized (this) {
-      if (session == null) {
-        throw new IllegalStateException("no pyprof JMX session was started. fix: call start(...) first");
-      }
+      requireSession();
       s = session;
     }
     Object key = List.of(s, String.valueOf(s.stateNow().get("windows")));
@@ -601,17 +533,16 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
       if (!await(task)) {
         return json(Map.of("pending", true, "note", ProfilerSession.service("jmx_stats_pending")));
       }
-      return (String) task.get();
-    } catch (RuntimeException | ExecutionException e) {
+      return (String) task.get(); // done, and succeeded: await threw otherwise
+    } catch (RuntimeException e) {
       synchronized (this) {
         if (statsTask == task) {
           statsTask = null; // a failed read is not kept: the next call reads again
         }
       }
-      throw e instanceof RuntimeException ? (RuntimeException) e : new IllegalStateException(e);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IllegalStateException("interrupted while waiting for the statistics. fix: call stats() again", e);
+      throw e;
+    } catch (ExecutionException | InterruptedException e) {
+      throw new IllegalStateException(e);
     }
   }
 
@@ -639,11 +570,6 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
     return lastSave;
   }
 
-  /**
-   * Refused, as {@code start("steady=true")} is: begun while the service runs, steady mode would
-   * switch the profiler while the service's own binding may be inside MXNet calls (api.json
-   * service_session jmx_steady_refused names the fix, {@code -Dpyprof.steady=true}).
-   */
   @Override
   public String steadyBegin(String options) {
     throw new IllegalStateException((String) ProfilerSession.service("jmx_steady_refused"));

@@ -4,17 +4,16 @@ import clojure.java.api.Clojure;
 import clojure.lang.IFn;
 import clojure.lang.Keyword;
 import clojure.lang.PersistentHashMap;
-import clojure.lang.RT;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
- * A profiling session for services: one or more windows of MXNet's process-wide profiler, each
- * saved as its own valid Chrome trace (the design of {@code pyprof.session}, shared with Python).
- * Safe beside the service's own MXNet binding (DJL) with default options: {@code profile_api}
- * stays off unless named, or steady mode is on ({@link #notes()}, api.json service_session).
+ * A profiling session for services: windows of MXNet's process-wide profiler, each saved as its
+ * own valid Chrome trace ({@code pyprof.session}, shared with Python). Safe beside the service's
+ * own MXNet binding (DJL) by default: {@code profile_api} stays off unless named, or steady mode
+ * is on ({@link #notes()}, api.json service_session).
  *
  * <pre>{@code
  * try (ProfilerSession s = new ProfilerSession(Map.of(
@@ -26,56 +25,39 @@ import java.util.Map;
  * }   // close() stops and saves the open window
  * }</pre>
  *
- * <p>Options: {@code "path"} (window files; {@code {window}}, {@code {step}}, {@code {pid}} are
- * filled in), {@code "schedule"} (a map of {@code wait}, {@code warmup}, {@code active},
- * {@code repeat}, {@code skip_first}, read by the rules of {@code schedule.json} shared with
- * Python; default: one window from start to stop), {@code "on_trace_ready"} (a
- * {@code java.util.function.Consumer} called with each saved window, the map {@link #stop()}
- * lists), and the recording
- * keys of {@link Profiler#setConfig} except {@code filename}, {@code continuous_dump} and
- * {@code profile_process}; {@code "record_shapes"}, {@code "with_stack"}, {@code "with_flops"}
- * (booleans, off by default) give each bound executor's operator events in the windows its
- * shapes and attributes, and with {@code with_stack} its call site (the Clojure namespace
- * {@code pyprof.capture}); Python's readers derive the FLOPs from them.
+ * <p>Options: {@code "path"} (window files; {@code {window}}, {@code {step}}, {@code {pid}}
+ * filled in), {@code "schedule"} (a map of schedule.json's {@code wait}, {@code warmup},
+ * {@code active}, {@code repeat}, {@code skip_first}; default: one window from start to stop),
+ * {@code "on_trace_ready"} (a {@code Consumer} of each saved window, as {@link #stop()} lists
+ * them), {@code "steady"}, the recording keys of {@link Profiler#setConfig} but
+ * {@code filename}, {@code continuous_dump} and {@code profile_process}, and
+ * {@code "record_shapes"}, {@code "with_stack"}, {@code "with_flops"} (bound executors' shapes,
+ * attributes and call sites on their operator events, {@code pyprof.capture}).
  *
- * <p>Thread safe: any number of threads may call any method. {@link #stop()}, {@link #dump()}
- * and {@link #close()} are idempotent. A failed {@link #start()} leaves the profiler as it was
- * (usable by a new session). Every error is a {@link PyprofException} (unchecked); a failing C
- * call is its subclass {@link MXNetException}, carrying MXNet's message.
+ * <p>Thread safe; {@link #stop()}, {@link #dump()} and {@link #close()} are idempotent; a failed
+ * {@link #start()} leaves the profiler as it was. Errors: {@link PyprofException}, a failing C
+ * call its subclass {@link MXNetException}.
  */
 public final class ProfilerSession implements AutoCloseable {
   private static final class Vars {
-    static final IFn PROFILE;
-    static final IFn CHECK_OPTIONS;
-    static final IFn SCHEDULE;
-    static final IFn START;
-    static final IFn STEP;
-    static final IFn STOP;
-    static final IFn STATE;
-    static final IFn STATS;
-    static final IFn WRITE_WINDOWS;
-    static final IFn RECORDING_BYTES;
-    static final IFn ESCAPE;
-    static final IFn FIRST_FILE;
-    static final IFn SAVED;
-    static final IFn SERVICE;
+    static final IFn PROFILE = session("profile");
+    static final IFn CHECK_OPTIONS = session("check-options");
+    static final IFn SCHEDULE = session("schedule");
+    static final IFn START = session("start!");
+    static final IFn STEP = session("step!");
+    static final IFn STOP = session("stop!");
+    static final IFn STATE = session("session-state");
+    static final IFn STATS = session("session-stats");
+    static final IFn WRITE_WINDOWS = session("write-windows!");
+    static final IFn RECORDING_BYTES = session("recording-bytes");
+    static final IFn FIRST_FILE = session("first-file");
+    static final IFn SAVED = session("saved?");
+    static final IFn BOOLEAN_VALUE = JavaData.var("pyprof.util", "boolean-value");
+    static final IFn ESCAPE = JavaData.var("pyprof.session.template", "escape");
+    static final IFn SERVICE = (IFn) JavaData.var("pyprof.rules", "api").invoke("service_session");
 
-    static {
-      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.session"));
-      PROFILE = Clojure.var("pyprof.session", "profile");
-      CHECK_OPTIONS = Clojure.var("pyprof.session", "check-options");
-      SCHEDULE = Clojure.var("pyprof.session", "schedule");
-      START = Clojure.var("pyprof.session", "start!");
-      STEP = Clojure.var("pyprof.session", "step!");
-      STOP = Clojure.var("pyprof.session", "stop!");
-      STATE = Clojure.var("pyprof.session", "session-state");
-      STATS = Clojure.var("pyprof.session", "session-stats");
-      WRITE_WINDOWS = Clojure.var("pyprof.session", "write-windows!");
-      ESCAPE = Clojure.var("pyprof.session.template", "escape"); // loaded by pyprof.session
-      FIRST_FILE = Clojure.var("pyprof.session", "first-file");
-      RECORDING_BYTES = Clojure.var("pyprof.session", "recording-bytes");
-      SAVED = Clojure.var("pyprof.session", "saved?");
-      SERVICE = (IFn) Clojure.var("pyprof.rules", "api").invoke("service_session");
+    private static IFn session(String name) {
+      return JavaData.var("pyprof.session", name);
     }
   }
 
@@ -97,10 +79,9 @@ public final class ProfilerSession implements AutoCloseable {
       new java.util.concurrent.atomic.AtomicReference<>();
 
   /**
-   * Loads the Clojure namespaces behind this class now (they load on first use otherwise, which
-   * compiles them: seconds), and runs the options' check and the window cut once each (the cut
-   * on synthetic bytes in memory), so that a service's first session and first window do not
-   * pay for their first run. No C call; no file written.
+   * Loads the Clojure namespaces behind this class and runs the options' check and the window cut
+   * once (on synthetic bytes), so that a service's first session and window do not pay for it.
+   * No C call, no file.
    */
   public static void init() {
     Vars.PROFILE.getClass();
@@ -109,16 +90,11 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   /**
-   * A session (not started yet) writing under the output root of {@code -Dpyprof.outputRoot}
-   * (default {@code <java.io.tmpdir>/pyprof}, see {@link OutputRoot}); no C call.
+   * A session, not started, writing under {@link OutputRoot#fromProperty()}; no C call.
    *
-   * @param options see the class comment: {@code "path"}, {@code "schedule"} (a map) and
-   *     recording keys as {@link Profiler#setConfig} takes them
    * @throws PyprofException {@code invalid-option} or {@code invalid-config} for a bad option
-   *     (session.reserved_option, session.schedule_not_map, schedule.*, session.path_needs_window,
-   *     config.*), and for a {@code "path"} outside the root or in a directory that does not
-   *     exist (root.outside, root.missing_directory), or where no file can be written
-   *     (session.bad_path, as Python's profile checks)
+   *     (session.*, schedule.*, config.*) or a path outside the root or where no file can be
+   *     written (root.outside, root.missing_directory, session.bad_path)
    */
   public ProfilerSession(Map<String, ?> options) {
     this(options, OutputRoot.fromProperty());
@@ -137,13 +113,12 @@ public final class ProfilerSession implements AutoCloseable {
     }
     Map<String, Object> opts = new HashMap<>(options);
     // api.json service_session: no state switch of this session can abort another binding's call
-    if (!opts.containsKey("profile_api") && !opts.containsKey("profile_all")
-        && !Boolean.parseBoolean(String.valueOf(opts.get("steady"))) && Profiler.steadyActive() == null) {
+    boolean steady = on(opts.get("steady")) || Profiler.steadyActive() != null;
+    if (!steady && !opts.containsKey("profile_api") && !opts.containsKey("profile_all")) {
       ((Map<?, ?>) service("defaults")).forEach((k, v) -> opts.put((String) k, v));
       notes.add((String) service("default_note"));
     }
-    if ((on(opts.get("profile_api")) || on(opts.get("profile_all"))) && !on(opts.get("steady"))
-        && Profiler.steadyActive() == null) {
+    if (!steady && (on(opts.get("profile_api")) || on(opts.get("profile_all")))) {
       notes.add((String) service("api_note")); // the user's call, said once
     }
     for (Object k : (List<?>) service("capture_options")) {
@@ -180,10 +155,9 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   /**
-   * The window path template {@code template} resolved under the root, the root's own text
-   * escaped (grammar.json window_path: braces in its name stay literal). The first window's file
-   * is what {@link OutputRoot#resolve} checks: a field may name a directory ({pid}/w.json), and
-   * fields fill with digits only, so the template stays under the root where that file does.
+   * {@code template} under the root, the root's text escaped (grammar.json window_path). The
+   * first window's file is checked: fields fill with digits only, so the template stays under
+   * the root where that file does.
    */
   private String underRoot(String template) {
     root.resolve("path", (String) Vars.FIRST_FILE.invoke(template));
@@ -191,18 +165,15 @@ public final class ProfilerSession implements AutoCloseable {
         + root.path().relativize(root.path().resolve(template).normalize());
   }
 
-  /** An option given as on (true, "true", 1, ...), as the config grammar reads a flag. */
+  /** An option given as on, by grammar.json's boolean. */
   static boolean on(Object v) {
-    String t = String.valueOf(v).strip();
-    return v != null && !Boolean.FALSE.equals(v) && !"false".equalsIgnoreCase(t) && !"0".equals(t);
+    return Boolean.TRUE.equals(Vars.BOOLEAN_VALUE.invoke(v));
   }
 
   /**
-   * What this session does not record that its options may lead one to expect, one line each
-   * (api.json service_session): {@code profile_api} left off by default (default_note), or asked
-   * for without steady mode (api_note), and what record_shapes, with_stack and with_flops cannot
-   * give (capture_note); the last two also printed on stderr at {@link #start()}. Empty when
-   * none applies.
+   * What this session does not record that its options may lead one to expect (api.json
+   * service_session default_note, api_note, capture_note; the last two also on stderr at
+   * {@link #start()}).
    */
   public List<String> notes() {
     return java.util.Collections.unmodifiableList(notes);
@@ -214,17 +185,15 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   /**
-   * Converts Java options to pyprof.session's: "path", "schedule" become keywords (a null
-   * schedule is none: one window from start to stop); the schedule's keys stay the strings
-   * they are, as schedule.json spells them ({@code skip_first}; Python knows no
-   * {@code skip-first}, so neither does this: an unknown option, named as written).
+   * Java options as pyprof.session's: its own options as keywords, recording keys as given; the
+   * schedule's keys as schedule.json spells them ({@code skip-first} is unknown, as in Python).
    */
   static Object toClojure(Map<String, ?> options) {
     Map<Object, Object> out = new HashMap<>();
     for (Map.Entry<String, ?> e : options.entrySet()) {
       String k = e.getKey();
-      if ("path".equals(k)) {
-        out.put(Keyword.intern("path"), e.getValue()); // null is refused, not the file "null"
+      if ("path".equals(k) || "steady".equals(k)) { // a null path is refused, not "null"
+        out.put(Keyword.intern(k), e.getValue());
       } else if ("on_trace_ready".equals(k)) { // a Consumer of each saved window (Java data)
         Object f = e.getValue();
         out.put(Keyword.intern("on-trace-ready"), f instanceof java.util.function.Consumer
@@ -237,8 +206,6 @@ public final class ProfilerSession implements AutoCloseable {
                 }
               }
             : f); // anything else: session.not_callable, as Python's
-      } else if ("steady".equals(k)) { // Boolean, or "true" as JMX and -D options spell it:
-        out.put(Keyword.intern("steady"), e.getValue()); // the config grammar reads either
       } else if ("schedule".equals(k)) {
         Object v = e.getValue();
         if (v == null) {
@@ -247,12 +214,7 @@ public final class ProfilerSession implements AutoCloseable {
         if (!(v instanceof Map)) {
           throw PyprofException.catalogue("session.schedule_not_map", "value", v);
         }
-        Map<Object, Object> sched = new HashMap<>();
-        for (Map.Entry<?, ?> s : ((Map<?, ?>) v).entrySet()) {
-          Object val = s.getValue();
-          sched.put(String.valueOf(s.getKey()), val instanceof Integer ? Long.valueOf((Integer) val) : val);
-        }
-        out.put(Keyword.intern("schedule"), Vars.SCHEDULE.invoke(PersistentHashMap.create(sched)));
+        out.put(Keyword.intern("schedule"), Vars.SCHEDULE.invoke(PersistentHashMap.create((Map<?, ?>) v)));
       } else {
         out.put(k, e.getValue());
       }
@@ -262,14 +224,10 @@ public final class ProfilerSession implements AutoCloseable {
 
   /**
    * Takes ownership of the profiler and begins step 0 (C: {@code MXSetProcessProfilerConfig},
-   * {@code MXSetProcessProfilerState}). A failed start leaves the profiler as it was.
+   * {@code MXSetProcessProfilerState}); returns this session.
    *
-   * @return this session
-   * @throws PyprofException {@code invalid-state} when it was started before
-   *     (session.already_started), another session is open (session.nested), the profiler is
-   *     recording outside a session (session.profiler_running) or wrote its finished trace
-   *     (session.profiler_finished)
-   * @throws MXNetException when a C call fails
+   * @throws PyprofException {@code invalid-state} session.already_started, session.nested,
+   *     session.profiler_running, session.profiler_finished
    */
   public ProfilerSession start() {
     call(Vars.START);
@@ -282,19 +240,13 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   /**
-   * Marks the end of one step; ends a window when its last active step ends (a quiescent point,
-   * C: {@code MXNDArrayWaitAll}, {@code MXDumpProcessProfile(0)}) and returns: the window's file
-   * is cut and written by the saver thread ({@code pyprof-window-saver}, lowest priority), one
-   * window after the other in the order they ended; a step while an earlier window is still
-   * being written takes its boundary at once all the same. {@link #awaitSaved(long)} waits for
-   * the files, {@code on_trace_ready} hears each.
-   * Once the session saved {@code -Dpyprof.maxWindows} windows, or the open window recorded more
-   * than {@code -Dpyprof.maxWindowBytes} of raw trace, it stops (saving an open window: so at
-   * most one window more).
+   * Ends one step; a window ends when its last active step does (C: {@code MXNDArrayWaitAll},
+   * {@code MXDumpProcessProfile(0)}) and returns at the boundary: the saver thread
+   * ({@code pyprof-window-saver}, lowest priority) writes the windows in the order they ended.
+   * Past {@code -Dpyprof.maxWindows} windows or {@code -Dpyprof.maxWindowBytes} of raw trace in
+   * the open window, the session stops (saving that window).
    *
-   * @throws PyprofException {@code invalid-state} when the session is not open (session.not_open);
-   *     root.too_many_windows or root.window_too_large at the caps
-   * @throws MXNetException when a C call fails
+   * @throws PyprofException session.not_open; root.too_many_windows, root.window_too_large
    */
   public void step() {
     call(Vars.STEP);
@@ -302,12 +254,11 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   /**
-   * Waits until every window that ended so far is written (they are cut and written by the
-   * saver thread, api.json service_session), at most {@code timeoutMillis} (0: no bound).
+   * Waits at most {@code timeoutMillis} (0: no bound) until every window that ended is written;
+   * false when the time ran out.
    *
-   * @return true when every ended window is written; false when the time ran out
-   * @throws PyprofException the first failure of a save of this session (its window's events
-   *     stay in the raw trace; {@code pyprof recover} writes them), once
+   * @throws PyprofException the first failure of a save, once (its events stay in the raw trace:
+   *     {@code pyprof recover})
    */
   public boolean awaitSaved(long timeoutMillis) {
     boolean done = Boolean.TRUE.equals(call(s -> Vars.SAVED.invoke(s, timeoutMillis > 0 ? timeoutMillis : null)));
@@ -318,26 +269,14 @@ public final class ProfilerSession implements AutoCloseable {
     return done;
   }
 
-  /**
-   * Stops the session on pyprof's stopper thread and returns at once; the future completes with
-   * what {@link #stop()} returns once every window is written (or with its error).
-   */
+  /** {@link #stop()} on pyprof's stopper thread; returns at once. */
   public java.util.concurrent.CompletableFuture<List<Map<String, Object>>> stopAsync() {
     return java.util.concurrent.CompletableFuture.supplyAsync(this::stop, Stopper.EXECUTOR);
   }
 
-  /** Raw-trace bytes the open window has recorded so far (0 when none is open). */
-  public long recordingBytes() {
-    return ((Number) call(Vars.RECORDING_BYTES)).longValue();
-  }
-
-  /**
-   * Stops the session (keeping its windows) and throws when it passed a limit (see
-   * {@link #step()}); does nothing otherwise. Called by {@link #step()} and by
-   * {@link ProfilerControl}'s timer.
-   */
+  /** Stops the session and throws when it passed a limit of {@link #step()}; else nothing. */
   public void checkLimits() {
-    long bytes = recordingBytes();
+    long bytes = ((Number) call(Vars.RECORDING_BYTES)).longValue(); // of the open window
     long maxBytes = OutputRoot.maxWindowBytes();
     int windows = ((List<?>) stateNow().get("windows")).size();
     if (bytes > maxBytes) {
@@ -357,24 +296,16 @@ public final class ProfilerSession implements AutoCloseable {
    * Stops recording, saves an open window and gives the profiler back (C:
    * {@code MXSetProcessProfilerState}, {@code MXDumpProcessProfile(0)}). Idempotent.
    *
-   * @return every saved window, an unmodifiable list of unmodifiable maps: {@code "index"}
-   *     (Long, from 0), {@code "path"} (String), {@code "first_step"}, {@code "last_step"},
-   *     {@code "events"} (Long) and the window's real time span {@code "start_us"},
-   *     {@code "end_us"} (Long: microseconds since the epoch, the clock of the trace's
-   *     {@code ts}), and {@code "truncated"} (Boolean: true when the window stopped recording
-   *     at the raw trace's cap, api.json raw_trace max_bytes, {@code $PYPROF_RAW_MAX_BYTES})
-   * @throws MXNetException when a C call fails
+   * @return every saved window, unmodifiable maps of {@code "index"}, {@code "path"},
+   *     {@code "first_step"}, {@code "last_step"}, {@code "events"}, {@code "start_us"},
+   *     {@code "end_us"} (Long, microseconds since the epoch) and {@code "truncated"} (stopped
+   *     at the raw trace's cap, api.json raw_trace max_bytes)
    */
   public List<Map<String, Object>> stop() {
     return JavaData.maps(call(Vars.STOP));
   }
 
-  /**
-   * Stops (when open) and returns the paths of the saved window traces. Idempotent.
-   *
-   * @return an unmodifiable list of absolute paths, in window order (empty when no window was
-   *     saved)
-   */
+  /** Stops (when open); the saved windows' absolute paths in order. Idempotent. */
   public List<String> dump() {
     List<String> out = new ArrayList<>();
     for (Map<String, Object> w : stop()) {
@@ -384,11 +315,10 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   /**
-   * The absolute file {@link #dump(String)} writes for {@code path}; no C call, nothing written.
+   * The absolute file {@link #dump(String)} writes for {@code path}; nothing written.
    *
-   * @throws PyprofException root.outside, root.missing_directory; session.dump_over_window for a
-   *     window of this session, session.dump_exists for any other file there (a dump never
-   *     replaces one)
+   * @throws PyprofException root.outside, root.missing_directory, session.dump_over_window,
+   *     session.dump_exists (a dump never replaces a file)
    */
   public String dumpPath(String path) {
     String out = root.resolve("dump path", path).toString();
@@ -414,28 +344,19 @@ public final class ProfilerSession implements AutoCloseable {
   }
 
   /**
-   * Stops (when open) and writes all windows as one valid trace at {@code path} (relative:
-   * under the output root; refused outside it, as the session's {@code "path"}): metadata once,
-   * then every window's events in order (pure JVM file I/O, no C call).
+   * Stops (when open) and writes all windows as one valid trace at {@code path} (under the
+   * output root), metadata once; no C call. Returns the absolute path.
    *
-   * @return {@code path}
-   * @throws PyprofException {@code invalid-state} when no window was saved (session.no_window),
-   *     for one of the session's own window files (session.dump_over_window), for a file that
-   *     exists (session.dump_exists) or cannot be written; root.outside, root.missing_directory; and
-   *     root.dump_too_large when the windows' files hold more than {@code -Dpyprof.maxDumpBytes}
-   *     bytes
+   * @throws PyprofException session.no_window, root.dump_too_large (over
+   *     {@code -Dpyprof.maxDumpBytes}), and as {@link #dumpPath}
    */
   public String dump(String path) {
-    String out = dumpPath(path);
+    dumpPath(path); // a bad path leaves the session open
     List<String> paths = dump();
     if (paths.isEmpty()) {
       throw PyprofException.catalogue("session.no_window");
     }
-    for (String p : paths) { // the windows are the session's record (stats() reads them)
-      if (sameFile(p, out)) {
-        throw PyprofException.catalogue("session.dump_over_window", "path", out);
-      }
-    }
+    String out = dumpPath(path); // over the windows the stop saved too
     long bytes = 0;
     for (String p : paths) {
       bytes += new java.io.File(p).length();
@@ -444,44 +365,31 @@ public final class ProfilerSession implements AutoCloseable {
     if (bytes > max) {
       throw PyprofException.catalogue("root.dump_too_large", "bytes", bytes, "limit", max);
     }
-    path = out;
-    try {
-      return String.valueOf(Vars.WRITE_WINDOWS.invoke(paths, path));
-    } catch (Throwable t) {
-      throw PyprofException.wrap(t);
-    }
+    return String.valueOf(call(s -> Vars.WRITE_WINDOWS.invoke(paths, out)));
   }
 
   /**
-   * Exact statistics of the saved windows together, read from their files (no C call); the
-   * shape of {@link Profiler#stats}: an unmodifiable {@code Map<String, Object>} with
-   * {@code "operators"} (count, and {@code total_us}, {@code min_us}, {@code max_us},
-   * {@code mean_us}, {@code p50_us}, {@code p90_us}, {@code p99_us} in microseconds, per
-   * category, name and device), {@code "memory"} (bytes) and {@code "counters"}.
+   * Exact statistics of the saved windows together, as {@link Profiler#stats}; no C call.
    *
-   * @throws PyprofException {@code invalid-state} when no window was saved (session.no_window)
+   * @throws PyprofException session.no_window
    */
   public Map<String, Object> stats() {
     return JavaData.map((Map<?, ?>) call(Vars.STATS));
   }
 
   /**
-   * The session's state; no C call.
+   * The session's state, after the windows being written; no C call.
    *
-   * @return an unmodifiable map: {@code "state"} ({@code "new"}, {@code "open"} or
-   *     {@code "closed"}), {@code "step"} (Long: the current step), {@code "action"} (the
-   *     schedule's action for it: {@code "none"}, {@code "warmup"}, {@code "record"} or
-   *     {@code "record_and_save"}, as schedule.json spells them) and {@code "windows"} (the saved windows, as {@link #stop()} returns
-   *     them)
+   * @return an unmodifiable map: {@code "state"} ({@code "new"}, {@code "open"},
+   *     {@code "closed"}), {@code "step"} (Long), {@code "action"} (schedule.json's
+   *     {@code "none"}, {@code "warmup"}, {@code "record"}, {@code "record_and_save"}) and
+   *     {@code "windows"} (as {@link #stop()} returns them)
    */
   public Map<String, Object> state() {
     return JavaData.map((Map<?, ?>) call(Vars.STATE));
   }
 
-  /**
-   * {@link #state()} at once: {@code "windows"} lists the windows written so far, not those the
-   * saver thread still writes. No C call, no wait.
-   */
+  /** {@link #state()} at once: {@code "windows"} lists the windows written so far. */
   public Map<String, Object> stateNow() {
     return JavaData.map((Map<?, ?>) call(s -> Vars.STATE.invoke(s, true)));
   }
