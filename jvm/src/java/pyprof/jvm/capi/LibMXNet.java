@@ -8,26 +8,20 @@ import com.sun.jna.StringArray;
 import com.sun.jna.ptr.IntByReference;
 import com.sun.jna.ptr.PointerByReference;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
 import pyprof.jvm.MXNetException;
 import pyprof.jvm.ThreadNames;
 
 /**
- * The part of MXNet 1.9.1's C API that pyprof uses, every call behind the {@link Gate}. Names and
- * argument order are those of {@code mxnet/c_api.h} and {@code nnvm/c_api.h}; each method loads
- * libmxnet on first use, makes the call and throws {@link MXNetException} (carrying the function
- * and {@code MXGetLastError()}, read on the same thread) when it returns -1.
+ * The part of MXNet 1.9.1's C API that pyprof uses, with the names and argument order of
+ * {@code mxnet/c_api.h} and {@code nnvm/c_api.h}. Each method loads libmxnet on first use, makes
+ * the call behind the {@link Gate} and throws {@link MXNetException} (the function and {@code
+ * MXGetLastError()}, read on the same thread) when it returns -1. Switches (profiler config and
+ * state, a finished dump) run with the gate closed; profiler-object calls and pause, which MXNet
+ * keeps out of its API-call records, pass freely; every other call holds the read side.
  *
- * <p>Three kinds of call (see {@link Gate}): <em>switches</em> (profiler config and state, a
- * finished dump) run with the gate closed; <em>profiler-object calls</em>
- * ({@code MXProfile*}, pause), which MXNet keeps out of its API-call records, pass freely; every
- * other call holds the gate's read side. There is no way around the gate: the raw natives are
- * package-private.
- *
- * <p>Handles are {@code void*}: {@link Pointer} here. {@code const char**} and handle arrays are
- * passed as a {@link Pointer} built by {@link #strings} and {@link #pointers}. {@code size_t},
- * {@code uint64_t} and {@code int64_t} map to {@code long}.
+ * <p>Handles ({@code void*}) are {@link Pointer}s; {@code const char**} and handle arrays are
+ * built by {@link #strings} and {@link #pointers}; {@code size_t} and {@code [u]int64_t} are
+ * {@code long}.
  */
 public final class LibMXNet {
   /** MXNet 1.9.x: the MXAggregateProfileStatsPrintEx sort codes and names used here are 1.9's. */
@@ -46,14 +40,11 @@ public final class LibMXNet {
 
   private LibMXNet() {}
 
-  // ---------------------------------------------------------------- loading
-
   /**
-   * Loads libmxnet once per JVM and returns its absolute path. Throws {@link MXNetException} with
-   * function {@code "dlopen"} listing every path tried and the fix when none loads, or when the
-   * loaded library is not MXNet 1.9. Thread-safe. It takes its own lock and then the gate's read
-   * side (for the version check), and every gated call loads before it enters the gate, so loading
-   * never waits for a thread that waits for it.
+   * Loads libmxnet once per JVM ({@link LibraryLoader} says where) and returns its absolute path.
+   * Throws {@link MXNetException} "dlopen" when none loads, "MXGetVersion" when it is not MXNet
+   * 1.9. It takes its own lock, then the gate's read side (the version check); every gated call
+   * loads before it enters the gate, so loading never waits for a thread that waits for it.
    */
   public static String load() {
     String p = loadedPath;
@@ -67,60 +58,38 @@ public final class LibMXNet {
 
   private static String loadSlow() {
     synchronized (LOAD_LOCK) {
-      if (loadedPath != null) {
-        return loadedPath;
-      }
       if (fatal != null) {
         throw fatal;
       }
-      List<String> tried = new ArrayList<>();
-      List<LibraryLoader.Candidate> candidates = LibraryLoader.candidates(System.getenv(), tried);
-      boolean explicit = !candidates.isEmpty() && candidates.get(0).explicit;
-      for (LibraryLoader.Candidate c : candidates) {
-        if (tryLoad(c, tried)) {
-          return loadedPath;
-        }
+      if (loadedPath == null) {
+        LibraryLoader.find(LibMXNet::tryLoad);
       }
-      if (!explicit) {
-        LibraryLoader.Candidate c = LibraryLoader.fromPython(tried);
-        if (c != null && tryLoad(c, tried)) {
-          return loadedPath;
-        }
-      }
-      throw LibraryLoader.notFound(tried);
+      return loadedPath;
     }
   }
 
-  private static boolean tryLoad(LibraryLoader.Candidate c, List<String> tried) {
-    Path path = c.path;
-    if (!LibraryLoader.isFile(path)) {
-      tried.add(c + ": no such file");
-      return false;
-    }
+  /** Null once {@code path} is loaded, else why not; throws when it is not MXNet 1.9. */
+  private static String tryLoad(Path path) {
     NativeLibrary lib;
     try {
-      // MXNet's strings are UTF-8 whatever the JVM's locale: under LANG=C, JNA's default (the
-      // platform's) sent "?" for every non-ASCII character of a name
+      // MXNet's strings are UTF-8 whatever the JVM's locale (JNA's default is the platform's)
       lib = NativeLibrary.getInstance(path.toString(),
           java.util.Map.of(com.sun.jna.Library.OPTION_STRING_ENCODING, UTF8));
     } catch (UnsatisfiedLinkError e) {
-      tried.add(c + ": " + e.getMessage());
-      return false;
+      return e.getMessage();
     }
     Native.register(Natives.class, lib);
     IntByReference v = new IntByReference();
     Gate.shared(() -> Natives.MXGetVersion(v), "MXGetVersion");
     if (v.getValue() / 100 != EXPECTED_VERSION / 100) {
-      String text =
-          path + " is MXNet " + versionString(v.getValue()) + "; pyprof needs MXNet "
-              + versionString(EXPECTED_VERSION)
-              + ". fix: pip install 'mxnet==1.9.1' 'numpy<1.24', or point "
-              + LibraryLoader.ENV + " at a 1.9.1 libmxnet.so";
+      String text = path + " is MXNet " + versionString(v.getValue()) + "; pyprof needs MXNet "
+          + versionString(EXPECTED_VERSION) + ". fix: pip install 'mxnet==1.9.1' 'numpy<1.24', or "
+          + "point " + LibraryLoader.ENV + " at a 1.9.1 libmxnet.so";
       fatal = new MXNetException("MXGetVersion", text, text);
       throw fatal;
     }
     loadedPath = path.toString();
-    return true;
+    return null;
   }
 
   /** 10901 -> "1.9.1". */
@@ -390,8 +359,6 @@ public final class LibMXNet {
     }
     reader(() -> Natives.MXExecutorFree(handle), "MXExecutorFree");
   }
-
-  // ---------------------------------------------------------------- executor capture (issue 22)
 
   private static volatile ExecutorHook executorHook;
 
