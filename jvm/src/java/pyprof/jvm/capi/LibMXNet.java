@@ -27,11 +27,6 @@ public final class LibMXNet {
   /** MXNet 1.9.x: the MXAggregateProfileStatsPrintEx sort codes and names used here are 1.9's. */
   public static final int EXPECTED_VERSION = 10901;
 
-  /** {@code dev_type} codes of MXNet contexts. */
-  public static final int DEV_CPU = 1;
-
-  public static final int DEV_GPU = 2;
-
   /** MXNet's string encoding (names, keys, values, its errors), whatever the locale. */
   static final String UTF8 = "UTF-8";
   private static final Object LOAD_LOCK = new Object();
