@@ -5,7 +5,7 @@
             [pyprof.native :as native :refer [mx]])
   (:import (com.sun.jna Memory Pointer)
            (com.sun.jna.ptr IntByReference PointerByReference)
-           (pyprof.jvm.example NDArray)))
+           (pyprof.jvm.example MXNet NDArray)))
 
 (set! *warn-on-reflection* true)
 
@@ -90,7 +90,7 @@
       (if (zero? n)
         (float-array 0)
         (let [buf (Memory. (* 4 n))]
-          (mx MXNDArraySyncCopyToCPU (.pointer nd) buf n)
+          (MXNet/MXNDArraySyncCopyToCPU (.pointer nd) buf n)
           (.getFloatArray buf 0 (int n)))))))
 
 (defn ->vec

@@ -6,7 +6,7 @@
   (:import (com.sun.jna Pointer)
            (pyprof.jvm.capi LibMXNet)
            (com.sun.jna.ptr IntByReference PointerByReference)
-           (pyprof.jvm.example Executor NDArray Symbol)))
+           (pyprof.jvm.example Executor MXNet NDArray Symbol)))
 
 (set! *warn-on-reflection* true)
 
@@ -18,18 +18,18 @@
 (defn variable
   "A variable (placeholder) symbol `name` (C: MXSymbolCreateVariable)."
   ^Symbol [^String name]
-  (Symbol. (native/out-pointer #(mx MXSymbolCreateVariable name ^PointerByReference %))))
+  (Symbol. (native/out-pointer #(MXNet/MXSymbolCreateVariable name ^PointerByReference %))))
 
 (defn- compose
   "Applies operator `op-name` to `inputs` as a new symbol `name` (C: MXSymbolCreateAtomicSymbol
   on the operator's NNVM handle, then MXSymbolCompose with positional inputs)."
   ^Symbol [^String op-name ^String name inputs]
   (let [sym (Symbol. (native/out-pointer
-                      #(mx MXSymbolCreateAtomicSymbol (nd/op-handle op-name) 0 nil nil
+                      #(MXNet/MXSymbolCreateAtomicSymbol (nd/op-handle op-name) 0 nil nil
                            ^PointerByReference %)))]
     (try
       (let [args (pointers (map #(.pointer ^Symbol %) inputs))]
-        (mx MXSymbolCompose (.pointer sym) name (count inputs) nil args))
+        (MXNet/MXSymbolCompose (.pointer sym) name (count inputs) nil args))
       sym
       (catch Throwable t
         (.close sym)
@@ -46,7 +46,7 @@
   [^Symbol sym]
   (let [n (IntByReference.)
         out (PointerByReference.)]
-    (mx MXSymbolListArguments (.pointer sym) n out)
+    (MXNet/MXSymbolListArguments (.pointer sym) n out)
     (if (pos? (.getValue n))
       (vec (.getStringArray (.getValue out) 0 (.getValue n)))
       [])))

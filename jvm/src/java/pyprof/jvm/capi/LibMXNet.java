@@ -114,6 +114,14 @@ public final class LibMXNet {
     Gate.shared(call, fn);
   }
 
+  /**
+   * Makes {@code call}, a C call through another JNA mapping of the loaded libmxnet (the
+   * example's), behind the gate as a reader; throws {@link MXNetException} naming {@code fn}.
+   */
+  public static void gated(java.util.function.IntSupplier call, String fn) {
+    reader(call, fn);
+  }
+
   private static void free(java.util.function.IntSupplier call, String fn) {
     load();
     ThreadNames.touch();
@@ -262,11 +270,6 @@ public final class LibMXNet {
     reader(Natives::MXNDArrayWaitAll, "MXNDArrayWaitAll");
   }
 
-  /** {@code size} counts elements, not bytes. */
-  public static void MXNDArraySyncCopyToCPU(Pointer handle, Pointer data, long size) {
-    reader(() -> Natives.MXNDArraySyncCopyToCPU(handle, data, size), "MXNDArraySyncCopyToCPU");
-  }
-
   public static void MXNDArrayGetShapeEx(
       Pointer handle, IntByReference outDim, PointerByReference outPdata) {
     reader(() -> Natives.MXNDArrayGetShapeEx(handle, outDim, outPdata), "MXNDArrayGetShapeEx");
@@ -282,35 +285,9 @@ public final class LibMXNet {
 
   // ---------------------------------------------------------------- symbols, executors (readers)
 
-  public static void MXSymbolCreateVariable(String name, PointerByReference out) {
-    reader(() -> Natives.MXSymbolCreateVariable(name, out), "MXSymbolCreateVariable");
-  }
-
-  /** An NNVM OpHandle (from {@link #NNGetOpHandle}) is an AtomicSymbolCreator. */
-  public static void MXSymbolCreateAtomicSymbol(
-      Pointer creator, int numParam, Pointer keys, Pointer vals, PointerByReference out) {
-    reader(() -> Natives.MXSymbolCreateAtomicSymbol(creator, numParam, keys, vals, out),
-        "MXSymbolCreateAtomicSymbol");
-  }
-
-  public static void MXSymbolCompose(
-      Pointer sym, String name, int numArgs, Pointer keys, Pointer args) {
-    reader(() -> Natives.MXSymbolCompose(sym, name, numArgs, keys, args), "MXSymbolCompose");
-  }
-
-  public static void MXSymbolListArguments(
-      Pointer symbol, IntByReference outSize, PointerByReference outStrArray) {
-    reader(() -> Natives.MXSymbolListArguments(symbol, outSize, outStrArray),
-        "MXSymbolListArguments");
-  }
-
   /** The JSON stays valid until this thread's next MXNet call. */
   public static void MXSymbolSaveToJSON(Pointer symbol, PointerByReference outJson) {
     reader(() -> Natives.MXSymbolSaveToJSON(symbol, outJson), "MXSymbolSaveToJSON");
-  }
-
-  public static void MXSymbolFree(Pointer symbol) {
-    reader(() -> Natives.MXSymbolFree(symbol), "MXSymbolFree");
   }
 
   public static void MXExecutorBind(

@@ -70,8 +70,6 @@ final class Natives {
 
   static native int MXNDArrayWaitAll();
 
-  static native int MXNDArraySyncCopyToCPU(Pointer handle, Pointer data, long size);
-
   static native int MXNDArrayGetShapeEx(
       Pointer handle, IntByReference outDim, PointerByReference outPdata);
 
@@ -79,19 +77,7 @@ final class Natives {
 
   static native int MXNDArrayFree(Pointer handle);
 
-  static native int MXSymbolCreateVariable(String name, PointerByReference out);
-
-  static native int MXSymbolCreateAtomicSymbol(
-      Pointer creator, int numParam, Pointer keys, Pointer vals, PointerByReference out);
-
-  static native int MXSymbolCompose(Pointer sym, String name, int numArgs, Pointer keys, Pointer args);
-
-  static native int MXSymbolListArguments(
-      Pointer symbol, IntByReference outSize, PointerByReference outStrArray);
-
   static native int MXSymbolSaveToJSON(Pointer symbol, PointerByReference outJson);
-
-  static native int MXSymbolFree(Pointer symbol);
 
   static native int MXExecutorBind(
       Pointer symbolHandle,
