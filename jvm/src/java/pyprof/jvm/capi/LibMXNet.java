@@ -42,25 +42,22 @@ public final class LibMXNet {
    * loads before it enters the gate, so loading never waits for a thread that waits for it.
    */
   public static String load() {
-    String p = loadedPath;
-    return p != null ? p : loadSlow();
+    if (loadedPath == null) {
+      synchronized (LOAD_LOCK) {
+        if (fatal != null) {
+          throw fatal;
+        }
+        if (loadedPath == null) {
+          LibraryLoader.find(LibMXNet::tryLoad);
+        }
+      }
+    }
+    return loadedPath;
   }
 
   /** The absolute path of the loaded libmxnet, or null before {@link #load()} succeeded. */
   public static String loadedPath() {
     return loadedPath;
-  }
-
-  private static String loadSlow() {
-    synchronized (LOAD_LOCK) {
-      if (fatal != null) {
-        throw fatal;
-      }
-      if (loadedPath == null) {
-        LibraryLoader.find(LibMXNet::tryLoad);
-      }
-      return loadedPath;
-    }
   }
 
   /** Null once {@code path} is loaded, else why not; throws when it is not MXNet 1.9. */
@@ -108,18 +105,14 @@ public final class LibMXNet {
     }
   }
 
-  private static void reader(java.util.function.IntSupplier call, String fn) {
+  /**
+   * Makes {@code call}, the C function {@code fn}, as a reader of the gate: every reader here,
+   * and another JNA mapping's call of the loaded libmxnet (the example's).
+   */
+  public static void gated(java.util.function.IntSupplier call, String fn) {
     load();
     ThreadNames.touch(); // windows name the threads that call MXNet (once per thread)
     Gate.shared(call, fn);
-  }
-
-  /**
-   * Makes {@code call}, a C call through another JNA mapping of the loaded libmxnet (the
-   * example's), behind the gate as a reader; throws {@link MXNetException} naming {@code fn}.
-   */
-  public static void gated(java.util.function.IntSupplier call, String fn) {
-    reader(call, fn);
   }
 
   private static void free(java.util.function.IntSupplier call, String fn) {
@@ -153,11 +146,11 @@ public final class LibMXNet {
   // ---------------------------------------------------------------- library (readers)
 
   public static void MXGetVersion(IntByReference out) {
-    reader(() -> Natives.MXGetVersion(out), "MXGetVersion");
+    gated(() -> Natives.MXGetVersion(out), "MXGetVersion");
   }
 
   public static void MXGetGPUCount(IntByReference out) {
-    reader(() -> Natives.MXGetGPUCount(out), "MXGetGPUCount");
+    gated(() -> Natives.MXGetGPUCount(out), "MXGetGPUCount");
   }
 
   // ---------------------------------------------------------------- profiler
@@ -188,7 +181,7 @@ public final class LibMXNet {
 
   public static void MXAggregateProfileStatsPrintEx(
       PointerByReference outStr, int reset, int format, int sortBy, int ascending) {
-    reader(() -> Natives.MXAggregateProfileStatsPrintEx(outStr, reset, format, sortBy, ascending),
+    gated(() -> Natives.MXAggregateProfileStatsPrintEx(outStr, reset, format, sortBy, ascending),
         "MXAggregateProfileStatsPrintEx");
   }
 
@@ -246,7 +239,7 @@ public final class LibMXNet {
   // ---------------------------------------------------------------- operators, NDArray (readers)
 
   public static void NNGetOpHandle(String opName, PointerByReference opOut) {
-    reader(() -> Natives.NNGetOpHandle(opName, opOut), "NNGetOpHandle");
+    gated(() -> Natives.NNGetOpHandle(opName, opOut), "NNGetOpHandle");
   }
 
   public static void MXImperativeInvoke(
@@ -258,36 +251,36 @@ public final class LibMXNet {
       int numParams,
       Pointer paramKeys,
       Pointer paramVals) {
-    reader(() -> Natives.MXImperativeInvoke(creator, numInputs, inputs, numOutputs, outputs,
+    gated(() -> Natives.MXImperativeInvoke(creator, numInputs, inputs, numOutputs, outputs,
         numParams, paramKeys, paramVals), "MXImperativeInvoke");
   }
 
   public static void MXNDArrayWaitToRead(Pointer handle) {
-    reader(() -> Natives.MXNDArrayWaitToRead(handle), "MXNDArrayWaitToRead");
+    gated(() -> Natives.MXNDArrayWaitToRead(handle), "MXNDArrayWaitToRead");
   }
 
   public static void MXNDArrayWaitAll() {
-    reader(Natives::MXNDArrayWaitAll, "MXNDArrayWaitAll");
+    gated(Natives::MXNDArrayWaitAll, "MXNDArrayWaitAll");
   }
 
   public static void MXNDArrayGetShapeEx(
       Pointer handle, IntByReference outDim, PointerByReference outPdata) {
-    reader(() -> Natives.MXNDArrayGetShapeEx(handle, outDim, outPdata), "MXNDArrayGetShapeEx");
+    gated(() -> Natives.MXNDArrayGetShapeEx(handle, outDim, outPdata), "MXNDArrayGetShapeEx");
   }
 
   public static void MXNDArrayGetDType(Pointer handle, IntByReference outDtype) {
-    reader(() -> Natives.MXNDArrayGetDType(handle, outDtype), "MXNDArrayGetDType");
+    gated(() -> Natives.MXNDArrayGetDType(handle, outDtype), "MXNDArrayGetDType");
   }
 
   public static void MXNDArrayFree(Pointer handle) {
-    reader(() -> Natives.MXNDArrayFree(handle), "MXNDArrayFree");
+    gated(() -> Natives.MXNDArrayFree(handle), "MXNDArrayFree");
   }
 
   // ---------------------------------------------------------------- symbols, executors (readers)
 
   /** The JSON stays valid until this thread's next MXNet call. */
   public static void MXSymbolSaveToJSON(Pointer symbol, PointerByReference outJson) {
-    reader(() -> Natives.MXSymbolSaveToJSON(symbol, outJson), "MXSymbolSaveToJSON");
+    gated(() -> Natives.MXSymbolSaveToJSON(symbol, outJson), "MXSymbolSaveToJSON");
   }
 
   public static void MXExecutorBind(
@@ -301,7 +294,7 @@ public final class LibMXNet {
       int auxStatesLen,
       Pointer auxStates,
       PointerByReference out) {
-    reader(() -> Natives.MXExecutorBind(symbolHandle, devType, devId, len, inArgs, argGradStore,
+    gated(() -> Natives.MXExecutorBind(symbolHandle, devType, devId, len, inArgs, argGradStore,
         gradReqType, auxStatesLen, auxStates, out), "MXExecutorBind");
     ExecutorHook h = executorHook;
     if (h != null) {
@@ -313,7 +306,7 @@ public final class LibMXNet {
   public static void MXExecutorForward(Pointer handle, int isTrain) {
     ExecutorHook h = executorHook;
     long begin = h != null ? ExecutorHook.nowUs() : 0;
-    reader(() -> Natives.MXExecutorForward(handle, isTrain), "MXExecutorForward");
+    gated(() -> Natives.MXExecutorForward(handle, isTrain), "MXExecutorForward");
     if (h != null) {
       h.forward(handle, begin, ExecutorHook.nowUs());
     }
@@ -321,7 +314,7 @@ public final class LibMXNet {
 
   public static void MXExecutorOutputs(
       Pointer handle, IntByReference outSize, PointerByReference out) {
-    reader(() -> Natives.MXExecutorOutputs(handle, outSize, out), "MXExecutorOutputs");
+    gated(() -> Natives.MXExecutorOutputs(handle, outSize, out), "MXExecutorOutputs");
   }
 
   public static void MXExecutorFree(Pointer handle) {
@@ -329,7 +322,7 @@ public final class LibMXNet {
     if (h != null) {
       h.freed(handle); // before the free: the address may be reused at once
     }
-    reader(() -> Natives.MXExecutorFree(handle), "MXExecutorFree");
+    gated(() -> Natives.MXExecutorFree(handle), "MXExecutorFree");
   }
 
   private static volatile ExecutorHook executorHook;
