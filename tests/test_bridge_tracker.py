@@ -361,7 +361,7 @@ except pyprof.PyprofError as e:
                    "java_fix": e.data["java-fix"], "message": str(e), "fields": e.fields}}
 # MXNet's own failure: MXNetError with .function and .mxnet_message, Python's message
 try:
-    jvm.call("pyprof.native", "op-handle", "pyprof_no_such_op")
+    jvm.call("pyprof.example.ndarray", "op-handle", "pyprof_no_such_op")
 except pyprof.MXNetError as e:
     out["mxnet"] = {{"class": type(e).__name__, "function": e.function,
                     "mxnet_message": e.mxnet_message, "message": str(e), "fix": e.fix,

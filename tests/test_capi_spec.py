@@ -22,7 +22,7 @@ from pyprof import rules
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = rules.spec("capi.json")
-LANGUAGES = {"python", "jvm"}
+LANGUAGES = {"python", "jvm", "example"}
 
 # The C numbers of the spec, by what the ABI needs: (size in bytes, signed) on x86-64 Linux.
 NUMBERS = {"int": (4, True), "uint32_t": (4, False), "int64_t": (8, True),
@@ -273,7 +273,9 @@ def unused(spec: dict) -> list[str]:
     through _capi (fn/call/_fns[...]/create_profile_object/a profiler object's constructor).
     JVM (the library and examples/matmul): `(mx Name ...)` or `LibMXNet.Name(` outside the capi
     package, or a use of the native
-    inside LibMXNet.java other than its own wrapper (the loader's version check, the error text)."""
+    inside LibMXNet.java other than its own wrapper (the loader's version check, the error text).
+    The example's own binding (pyprof.jvm.example.MXNet): `MXNet.Name(` or `MXNet/Name` in
+    examples/matmul outside that class."""
     py = "\n".join(_sources("pyprof", exts=(".py",)).values())
     # the library binds what the dot example (examples/matmul, out of the library) calls too
     jvm_files = {**_sources("jvm", "src", exts=(".clj", ".java")),
@@ -281,6 +283,8 @@ def unused(spec: dict) -> list[str]:
     capi = "pyprof/jvm/capi/"
     outside = "\n".join(t for p, t in jvm_files.items() if capi not in p.as_posix())
     libmx = (ROOT / "jvm/src/java/pyprof/jvm/capi/LibMXNet.java").read_text(encoding="utf-8")
+    example = "\n".join(t for p, t in jvm_files.items()
+                        if "examples/matmul" in p.as_posix() and p.name != "MXNet.java")
     out = []
     for name, f in spec["functions"].items():
         n = re.escape(name)
@@ -292,6 +296,8 @@ def unused(spec: dict) -> list[str]:
             inside = len(re.findall(rf"\bNatives\.{n}\(", libmx)) > wrapper
             if not (inside or re.search(rf"\(mx {n}\b|\bLibMXNet\.{n}\(", outside)):
                 out.append(f"{name}: no JVM user")
+        if "example" in f["languages"] and not re.search(rf"\bMXNet[./]{n}\b", example):
+            out.append(f"{name}: no example user")
     return out
 
 
@@ -300,4 +306,6 @@ def test_every_bound_function_has_a_user_in_each_language_that_binds_it():
     broken = copy.deepcopy(SPEC)
     broken["functions"]["MXListAllOpNames"]["languages"] = ["python", "jvm"]
     broken["functions"]["MXExecutorForward"]["languages"] = ["jvm", "python"]
-    assert unused(broken) == ["MXListAllOpNames: no JVM user", "MXExecutorForward: no Python user"]
+    broken["functions"]["MXGetVersion"]["languages"] = ["example"]
+    assert unused(broken) == ["MXGetVersion: no example user", "MXListAllOpNames: no JVM user",
+                              "MXExecutorForward: no Python user"]

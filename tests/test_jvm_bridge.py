@@ -58,7 +58,7 @@ for name, call in [("key", lambda: p.profiler_set_config({"profile-symbolc": Tru
                    ("value", lambda: p.profiler_set_config({"profile-api": "yes"})),
                    ("state", lambda: p.profiler_set_state("go")),
                    ("dump", lambda: p.dump_profile(True)),
-                   ("c", lambda: jvm.call("pyprof.native", "op-handle", "pyprof_no_such_op")),
+                   ("c", lambda: jvm.call("pyprof.example.ndarray", "op-handle", "pyprof_no_such_op")),
                    ("ns", lambda: jvm.require("pyprof.profilr")),
                    ("fn", lambda: p.profiler_set_confg({})),
                    # a new user's finds: wrong nearest, a fix that is no Python, bare TypeErrors

@@ -1,8 +1,9 @@
 (ns pyprof.capi-spec-test
-  "The JNA direct mapping (`pyprof.jvm.capi.Natives`) against pyprof/spec/capi.json, the one list
-  of the C functions pyprof binds (tests/test_capi_spec.py checks that list against the wheel's
-  c_api.h). Every declared native method is a function the spec lists for the JVM, and its Java
-  types are what the spec's C types map to by the table below."
+  "The JNA direct mappings (`pyprof.jvm.capi.Natives`, and the dot example's
+  `pyprof.jvm.example.MXNet`) against pyprof/spec/capi.json, the one list of the C functions
+  pyprof binds (tests/test_capi_spec.py checks that list against the wheel's c_api.h). Every
+  declared native method is a function the spec lists for its language (\"jvm\", \"example\"),
+  and its Java types are what the spec's C types map to by the table below."
   (:require [clojure.string :as str]
             [clojure.test :refer [deftest is testing]]
             [pyprof.rules :as rules])
@@ -51,34 +52,35 @@
           [(.getName m) {:args (vec (.getParameterTypes m)) :returns (.getReturnType m)}])))
 
 (defn problems
-  "Where the native methods `found` (as `natives` returns them) differ from the JVM functions
-  of `spec`: a method the spec does not list for the JVM, a listed function with no method, an
-  argument count, an argument's or the return's Java type."
-  [spec found]
-  (let [typedefs (get spec "typedefs")
-        want (into (sorted-map) (filter #(some #{"jvm"} (get (val %) "languages")))
-                   (get spec "functions"))
-        name-of #(if (class? %) (.getName ^Class %) (str %))]
-    (concat
-     (for [n (keys found) :when (not (contains? want n))]
-       (str n ": a native method, not listed for jvm in capi.json"))
-     (for [n (keys want) :when (not (contains? found n))]
-       (str n ": listed for jvm in capi.json, no native method"))
-     (for [[n f] want :let [m (get found n)] :when m
-           p (let [args (get f "args")
-                   ret (java-type typedefs (get f "returns") false)]
-               (concat
-                (when (not= ret (:returns m))
-                  [(str n ": returns " (name-of (:returns m)) ", not " (name-of ret)
-                        " (" (get f "returns") ")")])
-                (if (not= (count args) (count (:args m)))
-                  [(str n ": " (count (:args m)) " parameters, " (count args) " in capi.json")]
-                  (for [[i [t arg out] actual] (map vector (range) args (:args m))
-                        :let [expected (java-type typedefs t (= out "out"))]
-                        :when (not= expected actual)]
-                    (str n " argument " i " (" arg "): " (name-of actual) ", not "
-                         (name-of expected) " (" t (when out " out") ")")))))]
-       p))))
+  "Where the native methods `found` (as `natives` returns them) differ from the functions of
+  `spec` for `language` (default \"jvm\"): a method the spec does not list for it, a listed
+  function with no method, an argument count, an argument's or the return's Java type."
+  ([spec found] (problems spec found "jvm"))
+  ([spec found language]
+   (let [typedefs (get spec "typedefs")
+         want (into (sorted-map) (filter #(some #{language} (get (val %) "languages")))
+                    (get spec "functions"))
+         name-of #(if (class? %) (.getName ^Class %) (str %))]
+     (concat
+      (for [n (keys found) :when (not (contains? want n))]
+        (str n ": a native method, not listed for " language " in capi.json"))
+      (for [n (keys want) :when (not (contains? found n))]
+        (str n ": listed for " language " in capi.json, no native method"))
+      (for [[n f] want :let [m (get found n)] :when m
+            p (let [args (get f "args")
+                    ret (java-type typedefs (get f "returns") false)]
+                (concat
+                 (when (not= ret (:returns m))
+                   [(str n ": returns " (name-of (:returns m)) ", not " (name-of ret)
+                         " (" (get f "returns") ")")])
+                 (if (not= (count args) (count (:args m)))
+                   [(str n ": " (count (:args m)) " parameters, " (count args) " in capi.json")]
+                   (for [[i [t arg out] actual] (map vector (range) args (:args m))
+                         :let [expected (java-type typedefs t (= out "out"))]
+                         :when (not= expected actual)]
+                     (str n " argument " i " (" arg "): " (name-of actual) ", not "
+                          (name-of expected) " (" t (when out " out") ")")))))]
+        p)))))
 
 (def natives-class (Class/forName "pyprof.jvm.capi.Natives"))
 
@@ -104,6 +106,15 @@
              (count found)))
       (is (= {:args [Pointer Long/TYPE] :returns Integer/TYPE} (get found "MXProfileSetCounter")))
       (is (= {:args [] :returns String} (get found "MXGetLastError"))))))
+
+(deftest the-example-s-native-methods-are-what-capi-json-declares
+  (let [found (natives (Class/forName "pyprof.jvm.example.MXNet$N"))]
+    (is (= [] (vec (problems spec found "example"))))
+    (is (= (count (filter #(some #{"example"} (get (val %) "languages")) (get spec "functions")))
+           (count found)))
+    (is (= ["MXSymbolFree: a native method, not listed for example in capi.json"]
+           (vec (problems (assoc-in spec ["functions" "MXSymbolFree" "languages"] ["jvm"]) found
+                          "example"))))))
 
 (deftest the-check-finds-a-planted-break
   (let [found (natives natives-class)]

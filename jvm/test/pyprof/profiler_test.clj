@@ -55,7 +55,7 @@
 
 (deftest a-genuine-native-error
   (testing "an operator name MXNet does not know fails in C (NNGetOpHandle), unvalidated"
-    (let [e (caught (native/op-handle "pyprof_no_such_op"))]
+    (let [e (caught (native/out-pointer #(mx NNGetOpHandle "pyprof_no_such_op" %)))]
       (is (instance? MXNetException e))
       (is (= {:pyprof/error :mxnet :fn "NNGetOpHandle"} (select-keys (ex-data e) [:pyprof/error :fn])))
       (is (re-find #"Operator pyprof_no_such_op is not registered" (:mxnet-error (ex-data e))))

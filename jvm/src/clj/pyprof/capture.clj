@@ -1,24 +1,12 @@
 (ns ^:no-doc pyprof.capture
-  "Shapes, attributes and call sites of bound executors in the JVM's sessions (issue 22): the
-  session options :record-shapes, :with-stack, :with-flops (attribution.json capture.options), on
-  the operator events of each window, under the args names of attribution.json trace_args (the
-  one source, shared with Python's pyprof.attribution.matching). :with-flops records what FLOPs
-  need, the shapes and attributes: Python derives the FLOPs and bytes when it reads the window
-  (pyprof.attribution.flops/counted: summarize --by shape, roofline, report).
-
-  Loading this namespace sets `pyprof.jvm.capi.LibMXNet`'s executor hook. Each MXExecutorBind
-  keeps, per executor: the bound arrays' shapes and dtypes (MXNDArrayGetShapeEx,
-  MXNDArrayGetDType: arguments, then auxiliary states) and the symbol's operator nodes with their
-  attributes (MXSymbolSaveToJSON); MXExecutorFree forgets it. While a window records (`resume!`
-  .. `pause!`), each MXExecutorForward is recorded: its executor, its begin and return times
-  (the trace's clock), the calling thread's name, and with :with-stack the call site and stack
-  (StackWalker: the first frame whose class is not one of capture.jvm_skip_classes, then every
-  frame outwards). The outputs' shapes are read once per executor at its first recorded forward
-  (MXExecutorOutputs; the handles it makes are freed). When a window is cut, `annotate!` gives
-  each operator event whose operators are an executor's whole symbol ([dot], or dot in
-  per-operator mode; [_sg_mkldnn_fully_connected] for a FullyConnected and the Activation oneDNN
-  fused) the args of the earliest recorded forward of such an executor made before
-  it: first in, first out, as one CPU worker runs them."
+  "Shapes, attributes and call sites of the executors bound through `LibMXNet` (its executor
+  hook) on the operator events of a JVM session's windows: the session options :record-shapes,
+  :with-stack, :with-flops (attribution.json capture.options; Python derives FLOPs and bytes from
+  the shapes and attributes), under the args names of attribution.json trace_args. A bind keeps
+  the executor's arrays' shapes and dtypes and its symbol's operator nodes; each forward made
+  while a window records (`resume!` .. `pause!`) is recorded with its times, thread and, with
+  :with-stack, its call site and stack (from the first frame outside capture.jvm_skip_classes);
+  `annotate!` gives a window's operator events the args of the forwards that ran them."
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
             [pyprof.native :as native :refer [mx]]
@@ -52,9 +40,9 @@
 
 (def options "`option-names` as a set." (set option-names))
 
-;; :executors address -> {:ins [[shape dtype]] :ops [op] :attrs {..} :outs nil}; :forwards the
+;; :executors address -> {:ins [[shape dtype]] :nodes [{:op :attrs}] :outs}; :forwards the
 ;; window's records; :active while a window records; :opts the session's options
-(defonce ^:private state (atom {:executors {} :forwards [] :active false :opts nil :unrecorded 0}))
+(defonce ^:private state (atom {:executors {} :forwards [] :active false :opts nil}))
 
 (defn- meta-of
   "[shape dtype-name] of NDArray handle `h` (C: MXNDArrayGetShapeEx, MXNDArrayGetDType)."
@@ -133,12 +121,12 @@
                  {:exec k :e (get-in @state [:executors k]) :t t :pushed pushed
                   :thread (.getName (Thread/currentThread)) :stack frames}))))))
 
-(defonce ^:private hook
+(defonce ^:private hook ; never throws: a call that is not recorded still succeeds
   (let [h (reify ExecutorHook
             (bound [_ exec sym args aux]
-              (try (bound! exec sym args aux) (catch Throwable _ (swap! state update :unrecorded inc))))
+              (try (bound! exec sym args aux) (catch Throwable _ nil)))
             (forward [_ exec t pushed]
-              (try (forward! exec t pushed) (catch Throwable _ (swap! state update :unrecorded inc))))
+              (try (forward! exec t pushed) (catch Throwable _ nil)))
             (freed [_ exec]
               (swap! state update :executors dissoc (Pointer/nativeValue exec))))]
     (LibMXNet/setExecutorHook h)

@@ -53,13 +53,18 @@
                                 PosixFilePermission/OWNER_EXECUTE}))
         "not a private directory of this user (mode 0700)"))))
 
+(defn- sibling
+  "The file beside `path` that template `k` of trace_claims names, with {stem} {suffix} `fields`."
+  ^String [^String path k fields]
+  (let [f (File. path)
+        [stem suffix] (config/splitext (.getName f))
+        name (rules/render (spec k) (assoc fields :stem stem :suffix suffix))]
+    (if-let [parent (.getParent f)] (str (File. parent ^String name)) name)))
+
 (defn- with-pid
   "`path` with `pid` in its file name (api.json trace_claims pid_example)."
   ^String [^String path pid]
-  (let [f (File. path)
-        [stem suffix] (config/splitext (.getName f))
-        name (rules/render (spec "pid_example") {:stem stem :suffix suffix :pid pid})]
-    (if-let [parent (.getParent f)] (str (File. parent ^String name)) name)))
+  (sibling path "pid_example" {:pid pid}))
 
 (defn- owner-waiting
   "The claim of `path` as pyprof.process.claim._owner_waiting: 0 when this process holds it now,
@@ -104,20 +109,17 @@
 
 (defn- written? [^String path] (.wasWritten (Tracker/current) path))
 
+(defn- exists? [^String path] (Files/exists (.toPath (File. path)) (make-array LinkOption 0)))
+
 (defn- beside-written
   "`full`, or where window `index` goes instead when an earlier session of this process wrote
   `full` and it is still there (written_example, said by window_written_note)."
   ^String [index ^String full]
-  (if-not (and (written? full) (Files/exists (.toPath (File. full)) (make-array LinkOption 0)))
+  (if-not (and (written? full) (exists? full))
     full
-    (let [f (File. full)
-          [stem suffix] (config/splitext (.getName f))
-          instead (->> (iterate inc 1)
-                       (map #(let [name (rules/render (spec "written_example")
-                                                      {:stem stem :n % :suffix suffix})]
-                               (if-let [parent (.getParent f)] (str (File. parent ^String name)) name)))
-                       (remove #(or (written? %) (Files/exists (.toPath (File. ^String %))
-                                                               (make-array LinkOption 0))))
+    (let [instead (->> (iterate inc 1)
+                       (map #(sibling full "written_example" {:n %}))
+                       (remove #(or (written? %) (exists? %)))
                        first)]
       (binding [*out* *err*]
         (println (rules/render (spec "window_written_note") {:index index :path full :instead instead})))

@@ -1,13 +1,7 @@
 (ns ^:no-doc pyprof.tracker
-  "The process's one record of what was asked of MXNet's profiler singleton (MXNet has no
-  getters), seen from Clojure: `pyprof.jvm.Tracker/current`, which is Python's
-  `pyprof.process.tracker.TRACKER` (through a proxy) when JPype hosts this JVM, else this JVM's own
-  `pyprof.jvm.LocalTracker`. Fields are keywords here (:ever-ran), snake_case strings at the
-  interface (\"ever_ran\"); `config` is a map of C strings, `kept-parts` a vector.
-
-  Internal to the profiler layer (pyprof.profiler, pyprof.trace-file, pyprof.session): every read
-  is a fresh `snapshot`, every change an `update!` under the tracker's lock (`with-lock`), which
-  comes before the API gates in the lock order (docs/concurrency.md)."
+  "The process's tracker (`pyprof.jvm.Tracker/current`, which documents it) seen from the
+  profiler layer: fields as keywords (:ever-ran for \"ever_ran\"), each read a fresh `snapshot`,
+  each change an `update!` under the tracker's lock (`with-lock`)."
   (:require [clojure.string :as str])
   (:import (pyprof.jvm Tracker)))
 
@@ -16,27 +10,23 @@
 (defn- field-key [^String field] (keyword (str/replace field "_" "-")))
 (defn- field-name ^String [k] (str/replace (name k) "-" "_"))
 
-(def ^:private kept (field-key "kept_parts"))
-
 (defn- from-tracker
   "A field's value as the profiler layer uses it: config a Clojure map, kept parts a vector,
   Booleans the canonical ones (a Boolean is false in Clojure only when it is Boolean/FALSE)."
   [k v]
   (cond (= k :config) (when v (into {} v))
-        (= k kept) (vec v)
+        (= k :kept-parts) (vec v)
         (instance? Boolean v) (boolean v)
         :else v))
 
 (defn snapshot
-  "Every field now: {:config :running :ever-ran :paused :finished :session :internal
-  :repair-on-finish :kept-parts}."
+  "Every field now, by keyword."
   []
   (into {} (map (fn [[f v]] (let [k (field-key f)] [k (from-tracker k v)])))
         (.read (Tracker/current))))
 
 (defn owner
-  "The calling thread's identity as an owner (`pyprof.jvm.Tracker/owner`): what :internal
-  holds while the thread makes a session's own calls."
+  "The calling thread's identity (`pyprof.jvm.Tracker/owner`), as :internal holds it."
   []
   (.owner (Tracker/current)))
 

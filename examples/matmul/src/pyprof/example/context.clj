@@ -2,9 +2,9 @@
   "Device contexts: plain maps `{:device-type :cpu|:gpu, :device-id n}`."
   (:require [clojure.string :as str]
             [pyprof.example.gpu :as gpu]
-            [pyprof.native :as native]
+            [pyprof.native :as native :refer [mx]]
             [pyprof.rules :as rules])
-  (:import (pyprof.jvm.capi LibMXNet)))
+  (:import (com.sun.jna.ptr IntByReference)))
 
 (set! *warn-on-reflection* true)
 
@@ -49,13 +49,20 @@
       (when-let [fields (gpu/unsupported card-name [major minor] (gpu/describe-build (native/load!)))]
         (throw (rules/error "device.gpu_unsupported" (assoc fields :device_id device-id)))))))
 
+(defn gpu-count
+  "Number of GPUs this MXNet build sees (C: MXGetGPUCount); 0 on a CPU-only build."
+  ^long []
+  (let [out (IntByReference.)]
+    (mx MXGetGPUCount out)
+    (.getValue out)))
+
 (defn gpu
   "A GPU context (device id 0 unless given). Checks MXGetGPUCount first, so a CPU-only build
   fails here with one clear message (:no-gpu, device.no_gpu) instead of inside MXNet; then that
   the build has kernels for the card (device.gpu_unsupported)."
   ([] (gpu 0))
   ([device-id]
-   (let [n (try (native/gpu-count)
+   (let [n (try (gpu-count)
                 (catch pyprof.jvm.MXNetException e
                   ;; a CPU build can fail here rather than return 0; no library at all still throws
                   (if (= "dlopen" (.function e)) (throw e) 0)))]
@@ -74,7 +81,7 @@
 (defn dev-type
   "MXNet's dev_type code of a context (cpu 1, gpu 2)."
   ^long [{:keys [device-type]}]
-  (case device-type :cpu LibMXNet/DEV_CPU :gpu LibMXNet/DEV_GPU))
+  (case device-type :cpu 1 :gpu 2))
 
 (defn ->str
   "A context as MXNet's operator parameter `ctx` spells it: \"cpu(0)\", \"gpu(1)\"."

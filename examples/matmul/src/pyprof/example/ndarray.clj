@@ -5,7 +5,7 @@
             [pyprof.native :as native :refer [mx]])
   (:import (com.sun.jna Memory Pointer)
            (com.sun.jna.ptr IntByReference PointerByReference)
-           (pyprof.jvm.example NDArray)))
+           (pyprof.jvm.example MXNet NDArray)))
 
 (set! *warn-on-reflection* true)
 
@@ -18,6 +18,17 @@
                     {:pyprof/error :invalid-option :shape shape})))
   (str "(" (clojure.string/join "," shape) ")"))
 
+(defonce ^:private op-handles (atom {}))
+
+(defn op-handle
+  "The NNVM operator handle (also an AtomicSymbolCreator) for `op-name`, e.g. \"dot\"
+  (C: NNGetOpHandle). Operators live as long as the process: handles are cached, never freed."
+  ^Pointer [^String op-name]
+  (or (get @op-handles op-name)
+      (let [h (native/out-pointer #(mx NNGetOpHandle op-name ^PointerByReference %))]
+        (swap! op-handles assoc op-name h)
+        h)))
+
 (defn- invoke-op
   "Runs operator `op-name` imperatively with no inputs and string `params`; returns its outputs."
   [^String op-name params]
@@ -26,7 +37,7 @@
         vp (native/strings (map params ks))
         n-out (IntByReference. 0)
         outs (PointerByReference.)]
-    (mx MXImperativeInvoke (native/op-handle op-name) 0 nil n-out outs (count ks) kp vp)
+    (mx MXImperativeInvoke (op-handle op-name) 0 nil n-out outs (count ks) kp vp)
     (mapv #(NDArray. %) (.getPointerArray (.getValue outs) 0 (.getValue n-out)))))
 
 (defn random-uniform
@@ -68,7 +79,9 @@
 (defn ->float-array
   "The values of the float32 array `nd`, row-major (C: MXNDArraySyncCopyToCPU, which waits)."
   ^floats [^NDArray nd]
-  (let [dtype (native/int-out #(mx MXNDArrayGetDType (.pointer nd) ^IntByReference %))]
+  (let [dtype (let [out (IntByReference.)]
+                (mx MXNDArrayGetDType (.pointer nd) out)
+                (.getValue out))]
     (when-not (= float32 dtype)
       (throw (ex-info (str "->float-array needs a float32 array, got MXNet dtype code " dtype
                            ". fix: create the array as float32 (the default)")
@@ -77,7 +90,7 @@
       (if (zero? n)
         (float-array 0)
         (let [buf (Memory. (* 4 n))]
-          (mx MXNDArraySyncCopyToCPU (.pointer nd) buf n)
+          (MXNet/MXNDArraySyncCopyToCPU (.pointer nd) buf n)
           (.getFloatArray buf 0 (int n)))))))
 
 (defn ->vec

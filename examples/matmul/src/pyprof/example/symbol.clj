@@ -1,28 +1,35 @@
 (ns pyprof.example.symbol
   "The few symbol operations the example needs. Symbols are `pyprof.jvm.example.Symbol` (AutoCloseable)."
   (:require [pyprof.example.context :as context]
+            [pyprof.example.ndarray :as nd]
             [pyprof.native :as native :refer [mx]])
   (:import (com.sun.jna Pointer)
+           (pyprof.jvm.capi LibMXNet)
            (com.sun.jna.ptr IntByReference PointerByReference)
-           (pyprof.jvm.example Executor NDArray Symbol)))
+           (pyprof.jvm.example Executor MXNet NDArray Symbol)))
 
 (set! *warn-on-reflection* true)
+
+(defn- pointers
+  "A native array of the handles `ps` (nil when empty). Keep it reachable during the call."
+  ^Pointer [ps]
+  (LibMXNet/pointers (into-array Pointer ps)))
 
 (defn variable
   "A variable (placeholder) symbol `name` (C: MXSymbolCreateVariable)."
   ^Symbol [^String name]
-  (Symbol. (native/out-pointer #(mx MXSymbolCreateVariable name ^PointerByReference %))))
+  (Symbol. (native/out-pointer #(MXNet/MXSymbolCreateVariable name ^PointerByReference %))))
 
 (defn- compose
   "Applies operator `op-name` to `inputs` as a new symbol `name` (C: MXSymbolCreateAtomicSymbol
   on the operator's NNVM handle, then MXSymbolCompose with positional inputs)."
   ^Symbol [^String op-name ^String name inputs]
   (let [sym (Symbol. (native/out-pointer
-                      #(mx MXSymbolCreateAtomicSymbol (native/op-handle op-name) 0 nil nil
+                      #(MXNet/MXSymbolCreateAtomicSymbol (nd/op-handle op-name) 0 nil nil
                            ^PointerByReference %)))]
     (try
-      (let [args (native/pointers (map #(.pointer ^Symbol %) inputs))]
-        (mx MXSymbolCompose (.pointer sym) name (count inputs) nil args))
+      (let [args (pointers (map #(.pointer ^Symbol %) inputs))]
+        (MXNet/MXSymbolCompose (.pointer sym) name (count inputs) nil args))
       sym
       (catch Throwable t
         (.close sym)
@@ -39,7 +46,7 @@
   [^Symbol sym]
   (let [n (IntByReference.)
         out (PointerByReference.)]
-    (mx MXSymbolListArguments (.pointer sym) n out)
+    (MXNet/MXSymbolListArguments (.pointer sym) n out)
     (if (pos? (.getValue n))
       (vec (.getStringArray (.getValue out) 0 (.getValue n)))
       [])))
@@ -61,8 +68,8 @@
                       {:pyprof/error :invalid-option :arguments names
                        :missing (vec missing) :unknown (vec extra)})))
     (let [n (count names)
-          in-args (native/pointers (map #(.pointer ^NDArray (by-name %)) names))
-          no-grads (native/pointers (repeat n Pointer/NULL))
+          in-args (pointers (map #(.pointer ^NDArray (by-name %)) names))
+          no-grads (pointers (repeat n Pointer/NULL))
           grad-req (int-array n)]
       (Executor. (native/out-pointer
                   #(mx MXExecutorBind (.pointer sym) (int (context/dev-type ctx))

@@ -12,7 +12,7 @@
     (is (= (context/cpu id) (context/context "cpu" id) (context/context :cpu id)))))
 
 (deftest gpu-on-this-build
-  (if (zero? (native/gpu-count))
+  (if (zero? (context/gpu-count))
     (let [e (is (thrown? clojure.lang.ExceptionInfo (context/gpu)))]
       (is (= :no-gpu (:pyprof/error (ex-data e))))
       (is (str/starts-with?

@@ -3,8 +3,8 @@
             [clojure.java.io :as io]
             [clojure.string :as str]
             [clojure.test :refer [deftest is are testing]]
+            [pyprof.example.context :as context]
             [pyprof.example.matmul :as matmul]
-            [pyprof.native :as native]
             [pyprof.test-util :refer [java-child temp-dir]]))
 
 (deftest options
@@ -128,7 +128,7 @@
     (is (= 2 exit))
     (is (= "" out))
     (is (= "error: begin (3) must be < end (1). fix: pass a begin below end (see --help)" (str/trim err))))
-  (when (zero? (native/gpu-count))  ; a CPU build (scripts/setup.sh --gpu installs a CUDA one)
+  (when (zero? (context/gpu-count))  ; a CPU build (scripts/setup.sh --gpu installs a CUDA one)
     (let [{:keys [exit err]} (java-child ["-m" "pyprof.example.matmul" "--size" "256" "--ctx" "gpu"
                                           "--output" (str (temp-dir) "/g.json")])]
       (is (= 1 exit))

@@ -45,13 +45,12 @@
                         (catch FileAlreadyExistsException _ false)))]
         (if made target (recur (inc n)))))))
 
-(defn- partial-info [w] (json/read-str (slurp (raw/partial-path w))))
-
-(defn- range-bytes
-  "Bytes of raw trace a window's .partial spans."
-  ^long [info]
-  (max 0 (- (long (or (info "end") (.length (io/file ^String (info "raw")))))
-            (long (info "start")))))
+(defn- partial-bytes
+  "Bytes of raw trace the .partial of window `w` spans."
+  ^long [w]
+  (let [info (json/read-str (slurp (raw/partial-path w)))]
+    (max 0 (- (long (or (info "end") (.length (io/file ^String (info "raw")))))
+              (long (info "start"))))))
 
 (defn place-beside!
   "Writes window `w` of dead process `p` beside its path (`link-beside!`), deletes the .partial;
@@ -98,6 +97,24 @@
 (defn- outside? [within w]
   (and within (not (.startsWith (.toPath (.getAbsoluteFile (io/file w))) (path within)))))
 
+(defn- recover!
+  "Writes window `w` of dead process `p` beside its path (`place-beside!`) and deletes the dead
+  process's temporary files there; nil, or what to report: [w why fields]."
+  [^String w ^long p]
+  (try
+    (let [n (partial-bytes w)
+          limit (cap/recover-max-bytes)]
+      (if (> n limit)
+        [w "too_large" {:bytes n :limit limit :env (spec "recover_max_env")}]
+        (let [dest (place-beside! w p)]
+          (binding [*out* *err*]
+            (println (rules/render (spec "recovered_note") {:window w :pid p :path dest})))
+          nil)))
+    (catch Exception e
+      [w "failed" {:error (str (.getMessage e))}])
+    (finally
+      (rawdir/clean-dir-of! (str (.getParent (io/file w))) p))))
+
 (defn sweep-dir!
   "Recovers or reports the windows of dead process `p` in raw-trace directory `dir`; true when the
   directory may be deleted. A process with a window outside `within` (nil: anywhere) is left as
@@ -123,23 +140,7 @@
               (rawdir/clean-dir-of! (str (.getParent (io/file w))) who))
             (empty? ws))))
       :else
-      (let [reports (vec (for [w (windows dir)
-                               :let [r (try
-                                         (let [n (range-bytes (partial-info w))
-                                               limit (cap/recover-max-bytes)]
-                                           (if (> n limit)
-                                             [w "too_large" {:bytes n :limit limit
-                                                             :env (spec "recover_max_env")}]
-                                             (let [dest (place-beside! w p)]
-                                               (binding [*out* *err*]
-                                                 (println (rules/render (spec "recovered_note")
-                                                                        {:window w :pid p :path dest})))
-                                               nil)))
-                                         (catch Exception e
-                                           [w "failed" {:error (str (.getMessage e))}]))
-                                     _ (rawdir/clean-dir-of! (str (.getParent (io/file w))) p)]
-                               :when r]
-                           r))]
+      (let [reports (vec (keep #(recover! % p) (windows dir)))]
         (report! dir p reports)
         (empty? reports)))))
 

@@ -16,17 +16,15 @@ import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * The {@link Tracker} of a JVM on its own: the fields in an immutable map replaced by each write
- * (a read never waits), a {@link ReentrantLock}, the Java thread id as {@link #owner}; the claims
- * as one locked {@link FileChannel} per claimed path, never opened twice.
+ * (a read never waits); the claims as one locked {@link FileChannel} per claimed path.
  */
 public final class LocalTracker implements Tracker {
   private static final List<String> BOOLEANS =
       List.of("running", "ever_ran", "paused", "finished", "repair_on_finish");
 
-  /** The one local tracker of this JVM. */
   static final LocalTracker INSTANCE = new LocalTracker(null);
 
-  /** This process's tracker ({@link Tracker#current}). */
+  /** {@link Tracker#current}. */
   static volatile Tracker current = INSTANCE;
 
   private final ReentrantLock lock = new ReentrantLock();
@@ -80,9 +78,8 @@ public final class LocalTracker implements Tracker {
     return Thread.currentThread().getId();
   }
 
-  /** The claimed trace paths and the locked channels of their claim files (one per JVM). */
+  // one per process, whichever instance is current: POSIX locks belong to the process
   private static final Map<String, FileChannel> CLAIMS = new HashMap<>();
-  /** Window files this process's sessions wrote (one set per process, as the claims). */
   private static final java.util.Set<String> WRITTEN = java.util.concurrent.ConcurrentHashMap.newKeySet();
 
   @Override

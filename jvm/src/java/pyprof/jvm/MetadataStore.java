@@ -4,15 +4,11 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The metadata events ({@code ph} M: MXNet's {@code process_name} per device, written only in
- * the first dump of a process) this process has read from its raw traces, which every window
- * and finished file carries first. One fact with one owner: a JVM on its own keeps them itself
- * ({@code pyprof.session.raw}); when JPype hosts this JVM, {@code pyprof.jvm.start()} installs
- * ({@link #use}) a proxy over Python's {@code pyprof.process.rawfile.METADATA}, so that a session
- * of either language sees the metadata the other read (the JVM may have read the process's
- * first raw file, the only one with the process names).
- *
- * <p>Events are maps with string keys, as {@code pyprof.trace.reader} reads them.
+ * The metadata events ({@code ph} M: MXNet's {@code process_name} per device, in the first dump
+ * of a process only) read from this process's raw traces, which every window carries first. A
+ * JVM on its own keeps them itself ({@code pyprof.raw-file}); a JPype-hosted JVM uses a proxy over
+ * Python's {@code pyprof.process.rawfile.METADATA} ({@link #use}), so that either language's
+ * sessions see what the other read. Events are maps with string keys.
  */
 public interface MetadataStore {
   /**
@@ -31,7 +27,7 @@ public interface MetadataStore {
     Installed.store = store;
   }
 
-  /** Where {@link #use} keeps the installed store. */
+  /** Holds the installed store (an interface has no mutable field). */
   final class Installed {
     static volatile MetadataStore store;
 

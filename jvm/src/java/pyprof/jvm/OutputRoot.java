@@ -11,11 +11,7 @@ import java.nio.file.attribute.PosixFilePermissions;
 /**
  * The one directory {@link ProfilerControl} (JMX) and {@link ProfilerSession} write under: the
  * constructor's argument, else {@code -Dpyprof.outputRoot}, else {@code <java.io.tmpdir>/pyprof},
- * created owner-only when missing. A path outside it (absolute, {@code ..}, or a symbolic link
- * on the way) is refused ({@code root.outside}), as is a directory missing under it
- * ({@code root.missing_directory}). Limits, system properties (positive integers): {@code
- * pyprof.maxWindows} (1000 windows per session), {@code pyprof.maxWindowBytes} (256 MiB of raw
- * trace per window), {@code pyprof.maxDumpBytes} (1 GiB per {@code dump(path)}).
+ * created owner-only when missing; and the limits on what they write there.
  */
 public final class OutputRoot {
   /** System property naming the root directory. */
@@ -23,7 +19,7 @@ public final class OutputRoot {
 
   private final Path root;
 
-  /** The root {@code directory} (created owner-only when missing). */
+  /** Throws root.null, root.unusable. */
   public OutputRoot(String directory) {
     if (directory == null) {
       throw PyprofException.catalogue("root.null", "what", "the output root", "expected",
@@ -38,8 +34,7 @@ public final class OutputRoot {
     try {
       Files.createDirectory(dir, PosixFilePermissions.asFileAttribute(
           PosixFilePermissions.fromString("rwx------")));
-    } catch (FileAlreadyExistsException e) {
-      // there already, or made concurrently: checked below
+    } catch (FileAlreadyExistsException e) { // checked below
     } catch (IOException e) {
       throw unusable(directory, "cannot create it (" + e + ")");
     }
@@ -70,9 +65,9 @@ public final class OutputRoot {
   }
 
   /**
-   * The file {@code path} names (relative: under the root), checked to be under the root in a
-   * directory that exists; {@code what} names it in errors. Throws root.bad_text, root.outside,
-   * root.file_in_the_way, root.missing_directory.
+   * The file {@code path} names (relative: under the root), in a directory that exists under the
+   * root, no link on the way leading out; {@code what} names it in errors. Throws root.bad_text,
+   * root.outside, root.file_in_the_way, root.missing_directory.
    */
   public Path resolve(String what, String path) {
     if (path == null) {
@@ -116,19 +111,19 @@ public final class OutputRoot {
     return real.resolve(p.getFileName());
   }
 
-  /** {@code -D<property>} as a positive long, else {@code dflt}. */
+  /** {@code -D<property>} as a positive long, else {@code dflt}; throws root.bad_limit. */
   static long limit(String property, long dflt) {
     String v = System.getProperty(property);
     if (v == null || v.isBlank()) {
       return dflt;
     }
+    long n = -1;
     try {
-      long n = Long.parseLong(v.strip());
-      if (n > 0) {
-        return n;
-      }
-    } catch (NumberFormatException e) {
-      // reported below
+      n = Long.parseLong(v.strip());
+    } catch (NumberFormatException e) { // reported below
+    }
+    if (n > 0) {
+      return n;
     }
     throw PyprofException.catalogue("root.bad_limit", "property", property, "value", v,
         "default", dflt);

@@ -8,26 +8,22 @@ import clojure.lang.Keyword;
 import clojure.lang.PersistentArrayMap;
 
 /**
- * The one unchecked exception type of pyprof's JVM layer.
- *
- * <p>{@link #kind()} says what went wrong: {@code "invalid-config"}, {@code "invalid-option"},
- * {@code "invalid-state"}, {@code "session-finished"}, {@code "no-gpu"}, {@code "invalid-device"}
- * (rejected before any C call) or {@code "mxnet"} (a failing C call: the subclass
- * {@link MXNetException}, carrying MXNet's own message). An error of pyprof's catalogue
- * ({@code pyprof/spec/errors.json}, shared with the Python package) carries its code in
- * {@code :pyprof/code} ({@link #code()}), its fix in {@code :fix} (Clojure calls) and
- * {@code :java-fix} (Java calls), and its fields. Messages end in {@code fix: ...}: errors raised by
- * Java methods, and every error through the facades ({@link #wrap}), name Java calls; errors of the
- * Clojure functions name Clojure calls. It is a {@link ExceptionInfo}, so Clojure code catches it
- * as one and reads the same data with {@code ex-data}: {@code {:pyprof/error :invalid-state ...}}.
- * The JPype bridge turns it into the matching Python error.
+ * The one unchecked exception type of pyprof's JVM layer, an {@link ExceptionInfo}: Clojure reads
+ * its data with {@code ex-data} ({@code {:pyprof/error :invalid-state ...}}) and the JPype bridge
+ * turns it into the matching Python error. {@link #kind()}: {@code "invalid-config"}, {@code
+ * "invalid-option"}, {@code "invalid-state"}, {@code "session-finished"}, {@code "no-gpu"},
+ * {@code "invalid-device"} (rejected before any C call) or {@code "mxnet"} ({@link
+ * MXNetException}). An error of the catalogue {@code pyprof/spec/errors.json} carries {@link
+ * #code()}, its fields, {@code :fix} (Clojure calls) and {@code :java-fix} (Java calls). Messages
+ * end in {@code fix: ...}, naming Java calls from Java methods and the facades ({@link #wrap}),
+ * Clojure calls from Clojure functions.
  */
 public class PyprofException extends ExceptionInfo {
   private static final long serialVersionUID = 1L;
   static final Keyword ERROR = Keyword.intern("pyprof", "error");
-  static final Keyword CODE = Keyword.intern("pyprof", "code");
-  static final Keyword FIX = Keyword.intern("fix");
-  static final Keyword JAVA_FIX = Keyword.intern("java-fix");
+  private static final Keyword CODE = Keyword.intern("pyprof", "code");
+  private static final Keyword FIX = Keyword.intern("fix");
+  private static final Keyword JAVA_FIX = Keyword.intern("java-fix");
 
   public PyprofException(String message, IPersistentMap data, Throwable cause) {
     super(message, data == null ? PersistentArrayMap.EMPTY : data, cause);
@@ -43,26 +39,19 @@ public class PyprofException extends ExceptionInfo {
     return new PyprofException("invalid-state", message);
   }
 
-  static PyprofException option(String message) {
-    return new PyprofException("invalid-option", message);
-  }
-
-  /**
-   * {@code pyprof.rules/error} and {@code message}, resolved on first use (loading them reads the
-   * spec files).
-   */
+  /** {@code pyprof.rules}' functions, resolved on first use (they read the spec). */
   private static final class Rules {
     static final IFn ERROR;
+    static final IFn MESSAGE;
     static final IFn RENDER;
     static final clojure.lang.IDeref CATALOGUE;
-    static final IFn MESSAGE;
 
     static {
       Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.rules"));
       ERROR = Clojure.var("pyprof.rules", "error");
+      MESSAGE = Clojure.var("pyprof.rules", "message");
       RENDER = Clojure.var("pyprof.rules", "render");
       CATALOGUE = (clojure.lang.IDeref) Clojure.var("pyprof.rules", "catalogue");
-      MESSAGE = Clojure.var("pyprof.rules", "message");
     }
   }
 
@@ -71,10 +60,7 @@ public class PyprofException extends ExceptionInfo {
     Rules.MESSAGE.getClass();
   }
 
-  /**
-   * The fix of catalogue error {@code code} (a fix without fields, e.g. {@code "mxnet.call_failed"}),
-   * as Java calls spell it.
-   */
+  /** The fix of catalogue error {@code code} (a fix without fields), naming Java calls. */
   static String fix(String code) {
     Object template = Clojure.var("clojure.core", "get-in").invoke(Rules.CATALOGUE.deref(),
         clojure.lang.PersistentVector.create("errors", code, "fix"));
@@ -94,25 +80,29 @@ public class PyprofException extends ExceptionInfo {
     }
     PyprofException e = (PyprofException) Rules.ERROR.invoke(code,
         PersistentArrayMap.createAsIfByAssoc(kvs));
-    return new PyprofException(javaMessage(e.getMessage(), e.getData()), e.getData(), null);
+    return new PyprofException(phrased(e.getMessage(), e.getData(), "java"), e.getData(), null);
   }
 
   /**
-   * {@code message} as Java callers read it: a catalogue error ({@code :pyprof/code} in
-   * {@code data}) rendered again in Java (values as Java literals, API names as Java calls,
-   * {@code pyprof.rules/message}); another error with its Clojure-phrased fix ({@code :fix}, e.g.
-   * {@code (dump-profile false)}) replaced by the Java-phrased one ({@code :java-fix}); unchanged
-   * when neither applies.
+   * {@code message} as callers in {@code language} ("java", "clojure") read it: a catalogue error
+   * rendered again ({@code pyprof.rules/message}), else its fix swapped for the other language's
+   * ({@code :fix}, {@code :java-fix}), else unchanged.
    */
-  static String javaMessage(String message, IPersistentMap data) {
-    String rendered = rendered(data, "java");
-    return rendered != null ? rendered : swapFix(message, data.valAt(FIX), data.valAt(JAVA_FIX));
-  }
-
-  /** {@code message} as Clojure callers read it (the reverse of {@link #javaMessage}). */
-  static String clojureMessage(String message, IPersistentMap data) {
-    String rendered = rendered(data, "clojure");
-    return rendered != null ? rendered : swapFix(message, data.valAt(JAVA_FIX), data.valAt(FIX));
+  static String phrased(String message, IPersistentMap data, String language) {
+    String rendered = rendered(data, language);
+    if (rendered != null) {
+      return rendered;
+    }
+    boolean java = language.equals("java");
+    Object from = data.valAt(java ? FIX : JAVA_FIX);
+    Object to = data.valAt(java ? JAVA_FIX : FIX);
+    if (message == null || !(from instanceof String) || !(to instanceof String)) {
+      return message;
+    }
+    String marker = "fix: " + from;
+    int at = message.lastIndexOf(marker);
+    return at < 0 ? message
+        : message.substring(0, at) + "fix: " + to + message.substring(at + marker.length());
   }
 
   /** The catalogue message of {@code data}'s code in {@code language}, or null for none. */
@@ -128,18 +118,6 @@ public class PyprofException extends ExceptionInfo {
     }
   }
 
-  private static String swapFix(String message, Object from, Object to) {
-    if (message == null || !(from instanceof String) || !(to instanceof String)) {
-      return message;
-    }
-    String marker = "fix: " + from;
-    int at = message.lastIndexOf(marker);
-    if (at < 0) {
-      return message;
-    }
-    return message.substring(0, at) + "fix: " + to + message.substring(at + marker.length());
-  }
-
   /** This error with the same data, cause and stack trace, and {@code message}. */
   private PyprofException withMessage(String message) {
     if (message == null || message.equals(getMessage())) {
@@ -152,7 +130,7 @@ public class PyprofException extends ExceptionInfo {
 
   /** This error with its fix naming Java calls (itself when it already does, or has no fix). */
   public PyprofException inJava() {
-    return withMessage(javaMessage(getMessage(), getData()));
+    return withMessage(phrased(getMessage(), getData(), "java"));
   }
 
   /** The message as a JMX client reads it: API names as the MBean's options take them. */
@@ -163,7 +141,7 @@ public class PyprofException extends ExceptionInfo {
 
   /** This error with its fix naming Clojure calls (itself when it already does, or has no fix). */
   public PyprofException inClojure() {
-    return withMessage(clojureMessage(getMessage(), getData()));
+    return withMessage(phrased(getMessage(), getData(), "clojure"));
   }
 
   /** {@code "invalid-state"}, {@code "mxnet"}, ...: the name of {@code :pyprof/error}. */
@@ -198,7 +176,7 @@ public class PyprofException extends ExceptionInfo {
     if (t instanceof clojure.lang.IExceptionInfo) {
       IPersistentMap d = ((clojure.lang.IExceptionInfo) t).getData();
       if (d != null && d.containsKey(ERROR)) {
-        return new PyprofException(javaMessage(t.getMessage(), d), d, t);
+        return new PyprofException(phrased(t.getMessage(), d, "java"), d, t);
       }
     }
     if (t instanceof RuntimeException) {

@@ -10,50 +10,28 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * The Java threads whose MXNet calls a window names (trace.json {@code thread_names}): each
- * registered thread's {@link Thread#getName()} under its {@code pthread_t}. MXNet 1.9.1 stamps an
- * event with {@code std::hash<std::thread::id>} of the thread that made it, which libstdc++
- * computes from the thread's {@code pthread_t} ({@link #tid}); a window gets one
- * {@code thread_name} metadata event for each registered thread among its events
- * ({@link WindowCutter}).
+ * registered thread's name under its {@code pthread_t}, from which {@link #tid} computes the
+ * {@code tid} MXNet 1.9.1 stamps on its events; {@link WindowCutter} writes one {@code
+ * thread_name} event per registered thread among a window's events. A thread registers on its
+ * first call through {@code LibMXNet} ({@link #touch()}), or itself ({@link #register()}, {@link
+ * Profiler#nameThread()}: DJL's workers), again after it renames itself.
  *
- * <p>A thread that calls MXNet through pyprof ({@code pyprof.jvm.capi.LibMXNet}) registers
- * itself on its first call ({@link #touch()}: one thread-local read afterwards). A thread of
- * another binding (DJL's workers) calls {@link #register()} itself ({@link Profiler#nameThread()}),
- * once, at its start; again after it renames itself. Registering costs one native call and one
- * map entry; nothing else runs on the caller's thread.
- *
- * <p>Linux only (glibc and libstdc++, as the MXNet wheels): elsewhere {@link #available()} is
- * false and nothing is registered. A {@code pthread_t} is reused once its thread ends: a new
- * thread that registers replaces the old name, an unregistered one with a reused id shows the
- * old name. At most {@link #LIMIT} threads are held: past it the ended ones are dropped, and a
- * thread that still finds no room is not named.
+ * <p>Linux only (glibc and libstdc++, as the MXNet wheels). A reused {@code pthread_t} keeps the
+ * old name until its new thread registers. At most {@link #LIMIT} threads are held: past it the
+ * ended ones are dropped, and a thread that still finds no room is not named.
  */
 public final class ThreadNames {
   /** The most threads held at once. */
   public static final int LIMIT = 4096;
 
-  private static final ConcurrentHashMap<Long, Entry> NAMES = new ConcurrentHashMap<>();
+  /** pthread_t -> the thread's name when it registered, and the thread. */
+  private static final ConcurrentHashMap<Long, Map.Entry<String, WeakReference<Thread>>> NAMES =
+      new ConcurrentHashMap<>();
   private static final ThreadLocal<Boolean> SEEN = new ThreadLocal<>();
   private static final boolean AVAILABLE = link();
 
   private ThreadNames() {}
 
-  private static final class Entry {
-    final String name;
-    final WeakReference<Thread> thread;
-
-    Entry(String name, Thread thread) {
-      this.name = name;
-      this.thread = new WeakReference<>(thread);
-    }
-
-    boolean ended() {
-      Thread t = thread.get();
-      return t == null || !t.isAlive();
-    }
-  }
-
-  /** libc's {@code pthread_self}, bound by JNA's direct mapping. */
   private static final class C {
     static native long pthread_self();
   }
@@ -76,18 +54,12 @@ public final class ThreadNames {
     return AVAILABLE;
   }
 
-  /**
-   * The calling thread's {@code pthread_t} ({@code pthread_self()}), an unsigned 64-bit value
-   * held in a long; 0 where {@link #available()} is false.
-   */
+  /** The calling thread's {@code pthread_t} (unsigned, in a long); 0 where not available. */
   public static long self() {
     return AVAILABLE ? C.pthread_self() : 0L;
   }
 
-  /**
-   * Registers the calling thread under its current {@link Thread#getName()} (again: its new
-   * name) and returns its {@code pthread_t} ({@link #self()}); 0 when it cannot be named.
-   */
+  /** Registers the calling thread under its name now; its {@code pthread_t}, 0 if not named. */
   public static long register() {
     if (!AVAILABLE) {
       return 0L;
@@ -95,13 +67,16 @@ public final class ThreadNames {
     Thread t = Thread.currentThread();
     long id = C.pthread_self();
     if (NAMES.size() >= LIMIT && !NAMES.containsKey(id)) {
-      NAMES.values().removeIf(Entry::ended);
+      NAMES.values().removeIf(e -> {
+        Thread old = e.getValue().get();
+        return old == null || !old.isAlive();
+      });
       if (NAMES.size() >= LIMIT) {
         SEEN.set(Boolean.TRUE);
         return 0L;
       }
     }
-    NAMES.put(id, new Entry(t.getName(), t));
+    NAMES.put(id, Map.entry(t.getName(), new WeakReference<>(t)));
     SEEN.set(Boolean.TRUE);
     return id;
   }
@@ -113,23 +88,19 @@ public final class ThreadNames {
     }
   }
 
-  /**
-   * The registered threads now, by the {@code tid} MXNet writes for each ({@link #tid} with
-   * {@code seed}; the unsigned value's bits in a long) to its name. A copy.
-   */
+  /** A copy of the registered threads' names by the {@code tid} ({@link #tid}) MXNet writes. */
   public static Map<Long, String> byTid(long seed) {
     Map<Long, String> out = new HashMap<>();
-    for (Map.Entry<Long, Entry> e : NAMES.entrySet()) {
-      out.put(tid(e.getKey(), seed), e.getValue().name);
+    for (Map.Entry<Long, Map.Entry<String, WeakReference<Thread>>> e : NAMES.entrySet()) {
+      out.put(tid(e.getKey(), seed), e.getValue().getKey());
     }
     return out;
   }
 
   /**
-   * The {@code tid} MXNet 1.9.1 writes for the thread {@code pthread}:
-   * {@code std::hash<std::thread::id>}, which libstdc++ computes as
-   * {@code std::_Hash_bytes(&pthread, 8, seed)} (its 64-bit murmur hash; {@code seed} trace.json
-   * {@code thread_names} {@code hash_seed}), an unsigned value's bits in a long.
+   * The {@code tid} MXNet 1.9.1 writes for thread {@code pthread}: libstdc++'s
+   * {@code std::hash<std::thread::id>}, {@code std::_Hash_bytes(&pthread, 8, seed)} (64-bit
+   * murmur; {@code seed}: trace.json {@code thread_names.hash_seed}), unsigned in a long.
    */
   public static long tid(long pthread, long seed) {
     final long mul = (0xc6a4a793L << 32) + 0x5bd1e995L;

@@ -2,7 +2,6 @@ package pyprof.jvm.example;
 
 import com.sun.jna.Pointer;
 import pyprof.jvm.NativeHandle;
-import pyprof.jvm.capi.LibMXNet;
 
 /** An MXNet symbol (SymbolHandle). Closing calls {@code MXSymbolFree} once. */
 public final class Symbol extends NativeHandle {
@@ -12,6 +11,6 @@ public final class Symbol extends NativeHandle {
 
   @Override
   protected void free(Pointer p) {
-    LibMXNet.MXSymbolFree(p);
+    MXNet.MXSymbolFree(p);
   }
 }

@@ -6,12 +6,11 @@ import java.util.function.IntSupplier;
 import pyprof.jvm.PyprofException;
 
 /**
- * The API gate of the JVM layer, as Python's {@code pyprof.native.gate} (which documents why):
- * every C call of {@link LibMXNet} that runs MXNet's API hooks holds the read side of one
- * {@link ReentrantReadWriteLock}; the calls that can change {@code IsProfiling(kAPI)} (config,
- * state, a finished dump) hold the write side, so no call is in flight while API profiling
- * switches. Lock order: the library load lock, a tracker or object lock, the peer gate
- * (Python's, in a JPype-hosted JVM), then this gate, which takes no other lock.
+ * The API gate of the JVM layer, as Python's {@code pyprof.native.gate} (which says why): the
+ * calls of {@link LibMXNet} that run MXNet's API hooks hold the read side of one lock; those that
+ * can change {@code IsProfiling(kAPI)} (config, state, a finished dump) hold the write side. Lock
+ * order: the library load lock, a tracker or object lock, the peer gate (Python's, in a
+ * JPype-hosted JVM), then this gate, which takes no other lock (docs/concurrency.md).
  */
 public final class Gate {
   /** The gate a switch closes before this one (Python's, in a JPype-hosted JVM). */

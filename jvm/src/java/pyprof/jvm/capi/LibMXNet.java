@@ -8,35 +8,24 @@ import com.sun.jna.StringArray;
 import com.sun.jna.ptr.IntByReference;
 import com.sun.jna.ptr.PointerByReference;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.List;
 import pyprof.jvm.MXNetException;
 import pyprof.jvm.ThreadNames;
 
 /**
- * The part of MXNet 1.9.1's C API that pyprof uses, every call behind the {@link Gate}. Names and
- * argument order are those of {@code mxnet/c_api.h} and {@code nnvm/c_api.h}; each method loads
- * libmxnet on first use, makes the call and throws {@link MXNetException} (carrying the function
- * and {@code MXGetLastError()}, read on the same thread) when it returns -1.
+ * The part of MXNet 1.9.1's C API that pyprof uses, with the names and argument order of
+ * {@code mxnet/c_api.h} and {@code nnvm/c_api.h}. Each method loads libmxnet on first use, makes
+ * the call behind the {@link Gate} and throws {@link MXNetException} (the function and {@code
+ * MXGetLastError()}, read on the same thread) when it returns -1. Switches (profiler config and
+ * state, a finished dump) run with the gate closed; profiler-object calls and pause, which MXNet
+ * keeps out of its API-call records, pass freely; every other call holds the read side.
  *
- * <p>Three kinds of call (see {@link Gate}): <em>switches</em> (profiler config and state, a
- * finished dump) run with the gate closed; <em>profiler-object calls</em>
- * ({@code MXProfile*}, pause), which MXNet keeps out of its API-call records, pass freely; every
- * other call holds the gate's read side. There is no way around the gate: the raw natives are
- * package-private.
- *
- * <p>Handles are {@code void*}: {@link Pointer} here. {@code const char**} and handle arrays are
- * passed as a {@link Pointer} built by {@link #strings} and {@link #pointers}. {@code size_t},
- * {@code uint64_t} and {@code int64_t} map to {@code long}.
+ * <p>Handles ({@code void*}) are {@link Pointer}s; {@code const char**} and handle arrays are
+ * built by {@link #strings} and {@link #pointers}; {@code size_t} and {@code [u]int64_t} are
+ * {@code long}.
  */
 public final class LibMXNet {
   /** MXNet 1.9.x: the MXAggregateProfileStatsPrintEx sort codes and names used here are 1.9's. */
   public static final int EXPECTED_VERSION = 10901;
-
-  /** {@code dev_type} codes of MXNet contexts. */
-  public static final int DEV_CPU = 1;
-
-  public static final int DEV_GPU = 2;
 
   /** MXNet's string encoding (names, keys, values, its errors), whatever the locale. */
   static final String UTF8 = "UTF-8";
@@ -46,18 +35,24 @@ public final class LibMXNet {
 
   private LibMXNet() {}
 
-  // ---------------------------------------------------------------- loading
-
   /**
-   * Loads libmxnet once per JVM and returns its absolute path. Throws {@link MXNetException} with
-   * function {@code "dlopen"} listing every path tried and the fix when none loads, or when the
-   * loaded library is not MXNet 1.9. Thread-safe. It takes its own lock and then the gate's read
-   * side (for the version check), and every gated call loads before it enters the gate, so loading
-   * never waits for a thread that waits for it.
+   * Loads libmxnet once per JVM ({@link LibraryLoader} says where) and returns its absolute path.
+   * Throws {@link MXNetException} "dlopen" when none loads, "MXGetVersion" when it is not MXNet
+   * 1.9. It takes its own lock, then the gate's read side (the version check); every gated call
+   * loads before it enters the gate, so loading never waits for a thread that waits for it.
    */
   public static String load() {
-    String p = loadedPath;
-    return p != null ? p : loadSlow();
+    if (loadedPath == null) {
+      synchronized (LOAD_LOCK) {
+        if (fatal != null) {
+          throw fatal;
+        }
+        if (loadedPath == null) {
+          LibraryLoader.find(LibMXNet::tryLoad);
+        }
+      }
+    }
+    return loadedPath;
   }
 
   /** The absolute path of the loaded libmxnet, or null before {@link #load()} succeeded. */
@@ -65,62 +60,28 @@ public final class LibMXNet {
     return loadedPath;
   }
 
-  private static String loadSlow() {
-    synchronized (LOAD_LOCK) {
-      if (loadedPath != null) {
-        return loadedPath;
-      }
-      if (fatal != null) {
-        throw fatal;
-      }
-      List<String> tried = new ArrayList<>();
-      List<LibraryLoader.Candidate> candidates = LibraryLoader.candidates(System.getenv(), tried);
-      boolean explicit = !candidates.isEmpty() && candidates.get(0).explicit;
-      for (LibraryLoader.Candidate c : candidates) {
-        if (tryLoad(c, tried)) {
-          return loadedPath;
-        }
-      }
-      if (!explicit) {
-        LibraryLoader.Candidate c = LibraryLoader.fromPython(tried);
-        if (c != null && tryLoad(c, tried)) {
-          return loadedPath;
-        }
-      }
-      throw LibraryLoader.notFound(tried);
-    }
-  }
-
-  private static boolean tryLoad(LibraryLoader.Candidate c, List<String> tried) {
-    Path path = c.path;
-    if (!LibraryLoader.isFile(path)) {
-      tried.add(c + ": no such file");
-      return false;
-    }
+  /** Null once {@code path} is loaded, else why not; throws when it is not MXNet 1.9. */
+  private static String tryLoad(Path path) {
     NativeLibrary lib;
     try {
-      // MXNet's strings are UTF-8 whatever the JVM's locale: under LANG=C, JNA's default (the
-      // platform's) sent "?" for every non-ASCII character of a name
+      // MXNet's strings are UTF-8 whatever the JVM's locale (JNA's default is the platform's)
       lib = NativeLibrary.getInstance(path.toString(),
           java.util.Map.of(com.sun.jna.Library.OPTION_STRING_ENCODING, UTF8));
     } catch (UnsatisfiedLinkError e) {
-      tried.add(c + ": " + e.getMessage());
-      return false;
+      return e.getMessage();
     }
     Native.register(Natives.class, lib);
     IntByReference v = new IntByReference();
     Gate.shared(() -> Natives.MXGetVersion(v), "MXGetVersion");
     if (v.getValue() / 100 != EXPECTED_VERSION / 100) {
-      String text =
-          path + " is MXNet " + versionString(v.getValue()) + "; pyprof needs MXNet "
-              + versionString(EXPECTED_VERSION)
-              + ". fix: pip install 'mxnet==1.9.1' 'numpy<1.24', or point "
-              + LibraryLoader.ENV + " at a 1.9.1 libmxnet.so";
+      String text = path + " is MXNet " + versionString(v.getValue()) + "; pyprof needs MXNet "
+          + versionString(EXPECTED_VERSION) + ". fix: pip install 'mxnet==1.9.1' 'numpy<1.24', or "
+          + "point " + LibraryLoader.ENV + " at a 1.9.1 libmxnet.so";
       fatal = new MXNetException("MXGetVersion", text, text);
       throw fatal;
     }
     loadedPath = path.toString();
-    return true;
+    return null;
   }
 
   /** 10901 -> "1.9.1". */
@@ -144,7 +105,11 @@ public final class LibMXNet {
     }
   }
 
-  private static void reader(java.util.function.IntSupplier call, String fn) {
+  /**
+   * Makes {@code call}, the C function {@code fn}, as a reader of the gate: every reader here,
+   * and another JNA mapping's call of the loaded libmxnet (the example's).
+   */
+  public static void gated(java.util.function.IntSupplier call, String fn) {
     load();
     ThreadNames.touch(); // windows name the threads that call MXNet (once per thread)
     Gate.shared(call, fn);
@@ -181,11 +146,11 @@ public final class LibMXNet {
   // ---------------------------------------------------------------- library (readers)
 
   public static void MXGetVersion(IntByReference out) {
-    reader(() -> Natives.MXGetVersion(out), "MXGetVersion");
+    gated(() -> Natives.MXGetVersion(out), "MXGetVersion");
   }
 
   public static void MXGetGPUCount(IntByReference out) {
-    reader(() -> Natives.MXGetGPUCount(out), "MXGetGPUCount");
+    gated(() -> Natives.MXGetGPUCount(out), "MXGetGPUCount");
   }
 
   // ---------------------------------------------------------------- profiler
@@ -216,7 +181,7 @@ public final class LibMXNet {
 
   public static void MXAggregateProfileStatsPrintEx(
       PointerByReference outStr, int reset, int format, int sortBy, int ascending) {
-    reader(() -> Natives.MXAggregateProfileStatsPrintEx(outStr, reset, format, sortBy, ascending),
+    gated(() -> Natives.MXAggregateProfileStatsPrintEx(outStr, reset, format, sortBy, ascending),
         "MXAggregateProfileStatsPrintEx");
   }
 
@@ -274,7 +239,7 @@ public final class LibMXNet {
   // ---------------------------------------------------------------- operators, NDArray (readers)
 
   public static void NNGetOpHandle(String opName, PointerByReference opOut) {
-    reader(() -> Natives.NNGetOpHandle(opName, opOut), "NNGetOpHandle");
+    gated(() -> Natives.NNGetOpHandle(opName, opOut), "NNGetOpHandle");
   }
 
   public static void MXImperativeInvoke(
@@ -286,67 +251,36 @@ public final class LibMXNet {
       int numParams,
       Pointer paramKeys,
       Pointer paramVals) {
-    reader(() -> Natives.MXImperativeInvoke(creator, numInputs, inputs, numOutputs, outputs,
+    gated(() -> Natives.MXImperativeInvoke(creator, numInputs, inputs, numOutputs, outputs,
         numParams, paramKeys, paramVals), "MXImperativeInvoke");
   }
 
   public static void MXNDArrayWaitToRead(Pointer handle) {
-    reader(() -> Natives.MXNDArrayWaitToRead(handle), "MXNDArrayWaitToRead");
+    gated(() -> Natives.MXNDArrayWaitToRead(handle), "MXNDArrayWaitToRead");
   }
 
   public static void MXNDArrayWaitAll() {
-    reader(Natives::MXNDArrayWaitAll, "MXNDArrayWaitAll");
-  }
-
-  /** {@code size} counts elements, not bytes. */
-  public static void MXNDArraySyncCopyToCPU(Pointer handle, Pointer data, long size) {
-    reader(() -> Natives.MXNDArraySyncCopyToCPU(handle, data, size), "MXNDArraySyncCopyToCPU");
+    gated(Natives::MXNDArrayWaitAll, "MXNDArrayWaitAll");
   }
 
   public static void MXNDArrayGetShapeEx(
       Pointer handle, IntByReference outDim, PointerByReference outPdata) {
-    reader(() -> Natives.MXNDArrayGetShapeEx(handle, outDim, outPdata), "MXNDArrayGetShapeEx");
+    gated(() -> Natives.MXNDArrayGetShapeEx(handle, outDim, outPdata), "MXNDArrayGetShapeEx");
   }
 
   public static void MXNDArrayGetDType(Pointer handle, IntByReference outDtype) {
-    reader(() -> Natives.MXNDArrayGetDType(handle, outDtype), "MXNDArrayGetDType");
+    gated(() -> Natives.MXNDArrayGetDType(handle, outDtype), "MXNDArrayGetDType");
   }
 
   public static void MXNDArrayFree(Pointer handle) {
-    reader(() -> Natives.MXNDArrayFree(handle), "MXNDArrayFree");
+    gated(() -> Natives.MXNDArrayFree(handle), "MXNDArrayFree");
   }
 
   // ---------------------------------------------------------------- symbols, executors (readers)
 
-  public static void MXSymbolCreateVariable(String name, PointerByReference out) {
-    reader(() -> Natives.MXSymbolCreateVariable(name, out), "MXSymbolCreateVariable");
-  }
-
-  /** An NNVM OpHandle (from {@link #NNGetOpHandle}) is an AtomicSymbolCreator. */
-  public static void MXSymbolCreateAtomicSymbol(
-      Pointer creator, int numParam, Pointer keys, Pointer vals, PointerByReference out) {
-    reader(() -> Natives.MXSymbolCreateAtomicSymbol(creator, numParam, keys, vals, out),
-        "MXSymbolCreateAtomicSymbol");
-  }
-
-  public static void MXSymbolCompose(
-      Pointer sym, String name, int numArgs, Pointer keys, Pointer args) {
-    reader(() -> Natives.MXSymbolCompose(sym, name, numArgs, keys, args), "MXSymbolCompose");
-  }
-
-  public static void MXSymbolListArguments(
-      Pointer symbol, IntByReference outSize, PointerByReference outStrArray) {
-    reader(() -> Natives.MXSymbolListArguments(symbol, outSize, outStrArray),
-        "MXSymbolListArguments");
-  }
-
   /** The JSON stays valid until this thread's next MXNet call. */
   public static void MXSymbolSaveToJSON(Pointer symbol, PointerByReference outJson) {
-    reader(() -> Natives.MXSymbolSaveToJSON(symbol, outJson), "MXSymbolSaveToJSON");
-  }
-
-  public static void MXSymbolFree(Pointer symbol) {
-    reader(() -> Natives.MXSymbolFree(symbol), "MXSymbolFree");
+    gated(() -> Natives.MXSymbolSaveToJSON(symbol, outJson), "MXSymbolSaveToJSON");
   }
 
   public static void MXExecutorBind(
@@ -360,7 +294,7 @@ public final class LibMXNet {
       int auxStatesLen,
       Pointer auxStates,
       PointerByReference out) {
-    reader(() -> Natives.MXExecutorBind(symbolHandle, devType, devId, len, inArgs, argGradStore,
+    gated(() -> Natives.MXExecutorBind(symbolHandle, devType, devId, len, inArgs, argGradStore,
         gradReqType, auxStatesLen, auxStates, out), "MXExecutorBind");
     ExecutorHook h = executorHook;
     if (h != null) {
@@ -372,7 +306,7 @@ public final class LibMXNet {
   public static void MXExecutorForward(Pointer handle, int isTrain) {
     ExecutorHook h = executorHook;
     long begin = h != null ? ExecutorHook.nowUs() : 0;
-    reader(() -> Natives.MXExecutorForward(handle, isTrain), "MXExecutorForward");
+    gated(() -> Natives.MXExecutorForward(handle, isTrain), "MXExecutorForward");
     if (h != null) {
       h.forward(handle, begin, ExecutorHook.nowUs());
     }
@@ -380,7 +314,7 @@ public final class LibMXNet {
 
   public static void MXExecutorOutputs(
       Pointer handle, IntByReference outSize, PointerByReference out) {
-    reader(() -> Natives.MXExecutorOutputs(handle, outSize, out), "MXExecutorOutputs");
+    gated(() -> Natives.MXExecutorOutputs(handle, outSize, out), "MXExecutorOutputs");
   }
 
   public static void MXExecutorFree(Pointer handle) {
@@ -388,10 +322,8 @@ public final class LibMXNet {
     if (h != null) {
       h.freed(handle); // before the free: the address may be reused at once
     }
-    reader(() -> Natives.MXExecutorFree(handle), "MXExecutorFree");
+    gated(() -> Natives.MXExecutorFree(handle), "MXExecutorFree");
   }
-
-  // ---------------------------------------------------------------- executor capture (issue 22)
 
   private static volatile ExecutorHook executorHook;
 

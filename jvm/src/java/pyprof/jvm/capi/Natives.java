@@ -5,17 +5,10 @@ import com.sun.jna.ptr.IntByReference;
 import com.sun.jna.ptr.PointerByReference;
 
 /**
- * The raw JNA direct mapping of the part of MXNet 1.9.1's C API that pyprof uses, hidden from
- * everything outside this package: callers go through {@link LibMXNet}, whose methods pass the
- * {@link Gate}. Names and argument order are those of {@code mxnet/c_api.h} and
- * {@code nnvm/c_api.h}; every function returns 0 on success and -1 on failure.
- * {@code uint32_t}/{@code int} map to {@code int}; {@code size_t}, {@code uint64_t} and
- * {@code int64_t} to {@code long}. Registered by {@link LibMXNet#load()}.
- *
- * <p>The one list of these functions is {@code pyprof/spec/capi.json} (its C declarations and
- * the languages that bind each): {@code jvm/test/pyprof/capi_spec_test.clj} checks every native
- * method here against it, and {@code tests/test_capi_spec.py} checks it against the wheel's
- * {@code c_api.h}. A new binding is added there first.
+ * The raw JNA direct mapping behind {@link LibMXNet} (registered by its {@code load}), hidden in
+ * this package so that no call bypasses the {@link Gate}. Each function returns 0, or -1 on
+ * failure. The one list of them is {@code pyprof/spec/capi.json}, checked against this class by
+ * {@code jvm/test/pyprof/capi_spec_test.clj}: a new binding is added there first.
  */
 final class Natives {
   private Natives() {}
@@ -77,8 +70,6 @@ final class Natives {
 
   static native int MXNDArrayWaitAll();
 
-  static native int MXNDArraySyncCopyToCPU(Pointer handle, Pointer data, long size);
-
   static native int MXNDArrayGetShapeEx(
       Pointer handle, IntByReference outDim, PointerByReference outPdata);
 
@@ -86,19 +77,7 @@ final class Natives {
 
   static native int MXNDArrayFree(Pointer handle);
 
-  static native int MXSymbolCreateVariable(String name, PointerByReference out);
-
-  static native int MXSymbolCreateAtomicSymbol(
-      Pointer creator, int numParam, Pointer keys, Pointer vals, PointerByReference out);
-
-  static native int MXSymbolCompose(Pointer sym, String name, int numArgs, Pointer keys, Pointer args);
-
-  static native int MXSymbolListArguments(
-      Pointer symbol, IntByReference outSize, PointerByReference outStrArray);
-
   static native int MXSymbolSaveToJSON(Pointer symbol, PointerByReference outJson);
-
-  static native int MXSymbolFree(Pointer symbol);
 
   static native int MXExecutorBind(
       Pointer symbolHandle,
