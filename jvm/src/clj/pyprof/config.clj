@@ -19,8 +19,6 @@
   []
   (mapv :name (spec)))
 
-(defn- spec-by-name [] (into {} (map (juxt :name identity)) (spec)))
-
 (defn edit-distance
   "Levenshtein distance between `a` and `b`, in code points."
   ^long [^String a ^String b]
@@ -89,17 +87,12 @@
   (let [b (util/boolean-value v)]
     (if (nil? b) (throw (rules/error "session.not_boolean" {:option option :value v})) b)))
 
-(defn- bool->c [v]
-  (let [b (util/boolean-value v)]
-    (cond (true? b) rules/c-true
-          (false? b) rules/c-false)))
-
 (defn- value->c
   "The C string for `v` under key spec `ks`, or nil when not acceptable."
   [{:keys [type choices min_exclusive max_inclusive name]} v]
   (let [v (if (or (keyword? v) (symbol? v)) (clojure.core/name v) v)]
     (case type
-      "bool" (bool->c v)
+      "bool" (case (util/boolean-value v) true rules/c-true false rules/c-false nil)
       "string" (let [s (cond (string? v) v
                              (instance? java.io.File v) (str v)
                              (instance? java.nio.file.Path v) (str v))]
@@ -126,7 +119,7 @@
   [options]
   (when-not (map? options)
     (throw (rules/error "config.not_a_map" {:value options})))
-  (let [by-name (spec-by-name)
+  (let [by-name (into {} (map (juxt :name identity)) (spec))
         check (fn [out [k v]]
                 (let [c-key (util/key->c k)
                       ks (or (by-name c-key)

@@ -9,7 +9,7 @@
             [clojure.string :as str]
             [pyprof.claim :as claim]
             [pyprof.config :as config]
-            [pyprof.native :as native :refer [mx]]
+            [pyprof.native :refer [mx]]
             [pyprof.objects]
             [pyprof.output :as output]
             [pyprof.rules :as rules]

@@ -7,7 +7,7 @@
             [clojure.string :as str]
             [pyprof.rules :as rules]
             [pyprof.trace.reader :as reader])
-  (:import (java.util ArrayList Arrays Collections HashMap LinkedHashMap List Map)))
+  (:import (java.util ArrayList Arrays HashMap LinkedHashMap List Map)))
 
 (set! *warn-on-reflection* true)
 

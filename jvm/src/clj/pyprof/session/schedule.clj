@@ -14,7 +14,7 @@
 
 (def actions "The actions a schedule returns for a step." (set (map kw action-names)))
 
-(def transitions
+(def ^:private transitions
   "{[previous-action next-action] [operation ...]}, every pair of actions."
   (into {} (for [{:strs [from to do]} (spec "transitions")] [[(kw from) (kw to)] (mapv kw do)])))
 
@@ -24,10 +24,9 @@
 
 (defn operations
   "The operations from action `prev` to `cur`, in order (`steady?`: a steady session's)."
-  ([prev cur] (transitions [prev cur]))
-  ([prev cur steady?]
-   (cond->> (transitions [prev cur])
-     steady? (mapv #(get steady-operations % %)))))
+  [prev cur steady?]
+  (cond->> (transitions [prev cur])
+    steady? (mapv #(get steady-operations % %))))
 
 (def default-action "Each step's action without a schedule." (kw (spec "without_schedule")))
 (def initial-action "The action before step 0." (kw (spec "before_first_step")))
@@ -38,11 +37,6 @@
         (spec "parameters")))
 
 (def parameter-names "The parameters' names as schedule.json spells them." (mapv :name parameters))
-
-(defn- step-count
-  "An integer option's value: a long, or a BigInt past the range of long."
-  [v]
-  (if (<= Long/MIN_VALUE v Long/MAX_VALUE) (long v) (bigint v)))
 
 (defn schedule
   "A step schedule (fn step -> action): after :skip-first steps, cycles of :wait, :warmup and
@@ -64,7 +58,7 @@
                               (when-not (and (integer? v) (>= v min))
                                 (throw (rules/error "schedule.bad_value"
                                                     {:option name :value v :min min})))
-                              (assoc m key (step-count v))))
+                              (assoc m key v)))
                           {} parameters)
            {:strs [steps action]} (spec "skip_first")
            skip (values (kw steps))
@@ -103,7 +97,7 @@
      (not (== 1 (values (kw (spec "cycles"))))) ; one window each
      (loop [step 0, prev initial-action, saves 0]
        (let [cur (if (< step steps) (check-action (sched step) step) final-action)
-             saves (cond-> saves (some #{:save} (operations prev cur)) inc)]
+             saves (cond-> saves (some #{:save} (operations prev cur false)) inc)]
          (cond (> saves 1) true
                (>= step steps) false
                :else (recur (inc step) cur saves)))))))
