@@ -307,18 +307,9 @@
 
 ;; ------------------------------------------------------------------ user-side objects
 
-(defmacro ^:private re-export
-  "Interns the vars `syms` of `ns` here, with their metadata."
-  [ns & syms]
-  `(do ~@(for [s syms]
-           `(let [v# (var ~(symbol (name ns) (name s)))]
-              (doto (intern *ns* '~s @v#)
-                (reset-meta! (merge (dissoc (meta v#) :ns :name) {:ns *ns* :name '~s})))))))
-
-(re-export pyprof.objects
-           domain task frame event counter start stop with-duration with-task with-frame
-           with-event set-counter increment decrement counter-value marker-scopes
-           mark)
+;; pyprof.objects' public vars, re-exported with their metadata (macros stay macros)
+(doseq [[s v] (ns-publics 'pyprof.objects)]
+  (reset-meta! (intern *ns* s @v) (assoc (meta v) :ns *ns*)))
 
 ;; ------------------------------------------------------------------ exit
 
