@@ -273,18 +273,16 @@
 (defn- save-op!
   "Writes the window that ended at the last :stop; a deferring session hands it to the saver."
   [s]
-  (let [st (::state s)]
-    (when-let [ended (:ended @st)]
+  (let [st (::state s)
+        limit (:exit-limit @st)]
+    (when-let [{:keys [window end] :as ended} (:ended @st)]
       (swap! st assoc :ended nil)
       (cond
-        (when-let [limit (:exit-limit @st)]
-          (when (> (- (long (:end ended)) (long (get-in ended [:window :start]))) (long limit))
-            (leave-for-recovery! s ended limit)
-            true))
-        nil
+        (and limit (> (- (long end) (long (:start window))) (long limit)))
+        (leave-for-recovery! s ended limit)
         ;; at exit the hook's thread cuts it, at the process's priority, not the saver's
-        (and (::defer s) (not (:exit-limit @st)))
-        (do (raw/reserve! (get-in ended [:window :start]) (:end ended))
+        (and (::defer s) (not limit))
+        (do (raw/reserve! (:start window) end)
             (swap! st assoc :saving (saver/submit! #(write-window! s ended true))))
         :else (write-window! s ended false)))))
 

@@ -204,9 +204,7 @@
                                  mean)
      :last-bytes (peek vs) :first-ts-us (first ts) :last-ts-us (peek ts)}))
 
-(defn- note ^String [kind fields]
-  (reduce (fn [^String s [k v]] (.replace s (str "{" (name k) "}") (str v)))
-          (get-in spec ["notes" kind]) fields))
+(defn- note ^String [kind fields] (rules/render (get-in spec ["notes" kind]) fields))
 
 (defn- repr
   "A phase as the notes quote it (Python's repr of a string)."
@@ -226,8 +224,8 @@
                                    :phases (str/join ", " (map repr (sort code-point-compare (keys unknown-phases))))}))
       (seq merged) (conj (str (count merged) " bulk-merged name(s) (" (listed identity merged) "): "
                               bulk-note))
-      (seq ones) (conj (str/replace (one-operator (if (= 1 (count ones)) "note" "note_many"))
-                                    "{names}" (listed #(str "'" % "'") ones))))))
+      (seq ones) (conj (rules/render (one-operator (if (= 1 (count ones)) "note" "note_many"))
+                                     {:names (listed #(str "'" % "'") ones)})))))
 
 ;; ------------------------------------------------------------------ API
 
