@@ -16,12 +16,9 @@
 (defn- beside
   "The file named by `pattern` ({pid}, {index}, {name}) in the directory of `path`."
   ^Path [^String path ^String pattern index]
-  (let [full (Paths/get (output/abspath path) (make-array String 0))
-        name (-> pattern
-                 (str/replace "{pid}" (str (.pid (java.lang.ProcessHandle/current))))
-                 (str/replace "{index}" (str index))
-                 (str/replace "{name}" (str (.getFileName full))))]
-    (.resolveSibling full name)))
+  (let [full (Paths/get (output/abspath path) (make-array String 0))]
+    (.resolveSibling full (rules/render pattern {:pid (.pid (java.lang.ProcessHandle/current))
+                                                 :index index :name (.getFileName full)}))))
 
 (defn keep!
   "Keeps the bytes of `path` in its `index`-th part; returns the part, or nil when there is no
