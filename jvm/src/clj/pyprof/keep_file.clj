@@ -1,8 +1,7 @@
 (ns ^:no-doc pyprof.keep-file
-  "The trace file a config names again while MXNet writes it: its events are kept in parts beside
-  it (a hard link, else a rename after the dump timer stopped), as Python's
-  pyprof.process.keep_file, which documents it (api.json keep_filename); the finished dump joins
-  them (pyprof.raw-file/join-traces!). Internal: pyprof.profiler calls it under its lock."
+  "The trace file a config names again while MXNet writes it: its events kept in parts beside
+  it (a hard link, else a rename), as Python's pyprof.process.keep_file (api.json
+  keep_filename); the finished dump joins them."
   (:require [clojure.string :as str]
             [pyprof.output :as output]
             [pyprof.rules :as rules])
@@ -12,28 +11,23 @@
 
 (set! *warn-on-reflection* true)
 
-(def spec "api.json keep_filename." (rules/api "keep_filename"))
+(def ^:private spec (rules/api "keep_filename"))
 
 (defn- beside
   "The file named by `pattern` ({pid}, {index}, {name}) in the directory of `path`."
   ^Path [^String path ^String pattern index]
-  (let [full (Paths/get (output/abspath path) (make-array String 0))
-        name (-> pattern
-                 (str/replace "{pid}" (str (.pid (java.lang.ProcessHandle/current))))
-                 (str/replace "{index}" (str index))
-                 (str/replace "{name}" (str (.getFileName full))))]
-    (.resolveSibling full name)))
+  (let [full (Paths/get (output/abspath path) (make-array String 0))]
+    (.resolveSibling full (rules/render pattern {:pid (.pid (java.lang.ProcessHandle/current))
+                                                 :index index :name (.getFileName full)}))))
 
 (defn keep!
-  "Keeps the bytes of `path` in its `index`-th part just before a config to `path`; returns the
-  part, or nil when there is no file. Without hard links, `(stop-timer! scratch)` configures MXNet
-  to a scratch path first."
+  "Keeps the bytes of `path` in its `index`-th part; returns the part, or nil when there is no
+  file. Without hard links, `(stop-timer! scratch)` points MXNet elsewhere first."
   [^String path index stop-timer!]
   (let [part (beside path (spec "part_name") index)
         file (Paths/get (output/abspath path) (make-array String 0))
         linked (try (Files/createLink part file) :linked
                     (catch NoSuchFileException _ :none)
-                    ;; no hard links on this file system
                     (catch UnsupportedOperationException _ :no-links)
                     (catch FileSystemException _ :no-links))]
     (case linked
@@ -52,7 +46,7 @@
   "Calls `config!`, retried for up to `wait-s` seconds while MXNet fails with \"auto_remove_ ==
   false\" (a stopped dump timer not exited yet)."
   [config! wait-s]
-  ;; seconds as a double: a dump_period of 1e10 s overflowed nanoseconds in a long
+  ;; doubles: the nanoseconds of a 1e10 s dump_period overflow a long
   (let [now #(/ (System/nanoTime) 1e9)
         deadline (+ (double (now)) (double wait-s))]
     (loop []
@@ -79,8 +73,8 @@
       [(Long/parseLong (.group m "pid")) (Long/parseLong (.group m "index")) (.group m "name")])))
 
 (defn join-leftover!
-  "Joins a dead process's kept `parts` and `path` into `path` byte for byte (temporary file, then
-  moved), then deletes the parts; throws IOException leaving them as they were."
+  "Joins a dead process's kept `parts` and `path` into `path` byte for byte, then deletes the
+  parts; an IOException leaves them as they were."
   [parts ^String path]
   (let [full (Paths/get (output/abspath path) (make-array String 0))
         temp (beside (str full) (str (get (rules/api "raw_trace") "temp_prefix")

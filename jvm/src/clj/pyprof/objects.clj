@@ -1,8 +1,7 @@
 (ns pyprof.objects
-  "The profiler's user-side objects (domains, tasks, frames, events, counters, markers) with the
-  semantics of Python's `pyprof.objects`, which documents them; `pyprof.profiler` re-exports
-  every public var. Errors are the catalogue's (object.*, counter.*, marker.scope, and the
-  JVM's own object.wrong_kind and object.not_an_object), as `pyprof.jvm.PyprofException`."
+  "The profiler's user-side objects (domains, tasks, frames, events, counters, markers), as
+  Python's `pyprof.objects`; `pyprof.profiler` re-exports them. Errors: object.*, counter.*,
+  marker.scope."
   (:require [pyprof.native :as native :refer [mx]]
             [pyprof.rules :as rules])
   (:import (com.sun.jna.ptr PointerByReference)
@@ -107,8 +106,7 @@
      (try ~@body (finally (stop d#)))))
 
 (defmacro with-task
-  "Runs `body` as a new task `name` in `domain` (a domain or its name), created, started, stopped
-  and destroyed around it."
+  "Runs `body` in a new task `name` of `domain` (a domain or its name), closed after it."
   [domain name & body]
   `(let [d# ~domain]
      (with-open [t# (task (if (instance? ProfileDomain d#) d# (domain d#)) ~name)]

@@ -1,8 +1,6 @@
 (ns ^:no-doc pyprof.output
-  "Checks of a trace file's path before MXNet is told to write there and around each dump, as
-  Python's `pyprof.process.output` (MXNet 1.9.1 never checks that it could write). Rules: api.json
-  names and output_paths; problems and fixes: errors.json path_problems
-  (`pyprof.rules/path-problem`)."
+  "Checks of a trace file's path before MXNet writes there and after each dump (MXNet never
+  checks), as Python's `pyprof.process.output`; problems from errors.json path_problems."
   (:require [clojure.java.io :as io]
             [clojure.string :as str]
             [pyprof.rules :as rules])
@@ -14,16 +12,14 @@
 (set! *warn-on-reflection* true)
 
 (defn cwd
-  "The process's working directory, which MXNet resolves a relative trace file against:
-  /proc/self/cwd (in a JVM that JPype hosts, Python may have changed it since the JVM started,
-  and user.dir never follows), else user.dir."
+  "The process's working directory: /proc/self/cwd (under JPype Python may change it, user.dir
+  never follows), else user.dir."
   ^java.nio.file.Path []
   (try (Files/readSymbolicLink (Paths/get "/proc/self/cwd" (make-array String 0)))
        (catch Exception _ (Paths/get (System/getProperty "user.dir") (make-array String 0)))))
 
 (defn abspath
-  "`path` made absolute against the process's working directory (`cwd`) and normalised
-  lexically (grammar.json paths), as pyprof.process.output.absolute."
+  "`path` made absolute against `cwd`, normalised lexically (grammar.json paths)."
   ^String [^String path]
   (str (.normalize (.resolve (cwd) path))))
 
@@ -39,30 +35,27 @@
   (= (abspath a) (abspath b)))
 
 (defn- min-free-bytes
-  "Free bytes a trace's file system must have: $PYPROF_MIN_FREE_BYTES (an integer >= 0; 0 turns it
-  off), else api.json output_paths.min_free_bytes."
+  "Free bytes a trace's file system must have: $PYPROF_MIN_FREE_BYTES (0: no check), else
+  api.json output_paths.min_free_bytes."
   ^long []
   (let [raw (some-> (System/getenv (rules/output-paths "min_free_env")) .trim)]
     (if (and (seq raw) (re-matches #"[0-9]+" raw))
       (Long/parseLong raw)
       (long (rules/output-paths "min_free_bytes")))))
 
-(def ^:private ^java.nio.charset.Charset file-names
-  "The JVM's encoding of file names, from the locale at start-up (US-ASCII under LANG=C)."
+(def ^:private ^java.nio.charset.Charset file-names ; the start-up locale's (LANG=C: US-ASCII)
   (java.nio.charset.Charset/forName (System/getProperty "sun.jnu.encoding" "UTF-8")))
 
-(defn name-problem
-  "A file name (the text after the last '/') longer than api.json output_paths max_name_bytes
-  of UTF-8, as a path problem, or nil (pyprof.process.output.name_problem)."
+(defn- name-problem
+  "A file name over api.json output_paths max_name_bytes of UTF-8, as a path problem, or nil."
   [^String path]
   (let [size (alength (.getBytes (subs path (inc (.lastIndexOf path "/"))) "UTF-8"))
         most (rules/output-paths "max_name_bytes")]
     (when (> size most) (rules/path-problem "name_too_long" {:bytes size :max most}))))
 
 (defn text-problem
-  "A NUL or a lone surrogate in a path, or a character the JVM cannot put in a file name (its
-  locale's encoding has none, in the path or the working directory it is relative to), as a
-  path problem, or nil."
+  "A NUL or lone surrogate in a path, or a character the JVM's file-name encoding lacks (in the
+  path or the working directory), as a path problem, or nil."
   [^String text]
   (let [nul (.indexOf text "\u0000")
         base (when-not (str/starts-with? text "/") (str (cwd))) ; what a relative path is under
@@ -87,7 +80,7 @@
         (.getReason ^FileSystemException e)
         :else (or (.getMessage e) (.getSimpleName (class e)))))
 
-(defn file-in-the-way
+(defn- file-in-the-way
   "The nearest existing ancestor of `directory` when it is not a directory, else nil."
   [^String directory]
   (let [exists? #(Files/exists (.toPath ^File %) (into-array LinkOption [LinkOption/NOFOLLOW_LINKS]))
@@ -101,9 +94,8 @@
     (rules/path-problem "missing_directory" {:directory directory})))
 
 (defn file-problem
-  "What keeps MXNet from writing a trace at `path`, or nil, as pyprof.process.output.file_problem:
-  the text, a missing directory, a directory or special file at `path`, no file creatable there (a
-  hidden probe), fewer than `min-free` bytes free."
+  "What keeps MXNet from writing a trace at `path` as a path problem, or nil: the text, a missing
+  directory, a directory or special file there, no file creatable (a probe), too little space."
   ([path] (file-problem path (min-free-bytes)))
   ([^String path min-free]
    (or (text-problem path)
@@ -140,9 +132,7 @@
     (when (.isFile f) (.length f))))
 
 (defn session-raw-trace?
-  "True for a session raw trace of this process (api.json raw_trace), as
-  pyprof.process.output.session_raw_trace: keep_filename keeps none, and a plain run or dump after
-  the session is refused (state.after_session)."
+  "True for a session raw trace of this process (api.json raw_trace)."
   [^String path]
   (let [spec (rules/api "raw_trace")
         f (io/file path)
@@ -152,8 +142,8 @@
          (str/starts-with? parent (str (spec "dir_prefix") (.pid (java.lang.ProcessHandle/current)) "-")))))
 
 (defn outside?
-  "True when `path` is not under the directory `root` (a real path): lexically, or through a
-  symbolic link on the way (the real path of its nearest existing parent)."
+  "True when `path` is not under the directory `root` (a real path), lexically or through a
+  link on the way."
   [^String root ^String path]
   (let [r (Paths/get root (make-array String 0))
         p (Paths/get (abspath path) (make-array String 0))
@@ -164,10 +154,8 @@
         (not (.startsWith (.toRealPath existing (make-array LinkOption 0)) r)))))
 
 (defn holds-no-trace?
-  "True when the file `f` holds no trace, by its first bytes (api.json output_paths
-  trace_markers: not empty, no gzip, no marker), as pyprof.process.output.holds_no_trace; false
-  when there is none. One that is no regular file (a FIFO, a directory), or cannot be read,
-  holds none of ours."
+  "True when the file `f` exists and holds no trace by its first bytes (not empty, no gzip, no
+  api.json output_paths trace_markers); a FIFO, directory or unreadable file holds none."
   [f]
   (let [p (.toPath (io/file f))
         head (cond (not (Files/exists p (make-array LinkOption 0))) (byte-array 0)
@@ -182,16 +170,14 @@
                   (not-any? #(str/includes? text %) (rules/output-paths "trace_markers"))))))
 
 (defn replace-problem
-  "The path problem not_a_trace when `path` names an existing file that holds no trace
-  (`holds-no-trace?`), which MXNet's config or a session's save would replace; else nil, as
-  pyprof.process.output.replace_problem. After `file-problem` passed."
+  "The path problem not_a_trace when `path` holds no trace that a write would replace, or nil."
   [^String path]
   (when (holds-no-trace? (abspath path))
     (rules/path-problem "not_a_trace" {:path path :bytes (rules/output-paths "trace_probe_bytes")})))
 
 (defn check-config-path!
-  "config.missing_directory or config.bad_path for `path` given as config key `key` (`given`: as
-  the caller wrote it), as pyprof.process.output.check_config_path."
+  "config.missing_directory or config.bad_path for `path` of config key `key` (`given`: as
+  written)."
   [key given ^String path]
   (let [directory (parent-directory path)]
     (when-not (or (.isDirectory (io/file directory)) (file-in-the-way directory))
@@ -201,8 +187,7 @@
       (throw (rules/error "config.bad_path" (merge {:value path :key key :given given} problem))))))
 
 (defn- ends-finished?
-  "True when the file at `path` ends with MXNet's closing bytes (api.json output_paths
-  mxnet_footer)."
+  "True when the file at `path` ends with api.json output_paths mxnet_footer."
   [^String path]
   (let [f (io/file (abspath path))
         want (.getBytes ^String (rules/output-paths "mxnet_footer") "UTF-8")
@@ -215,8 +200,7 @@
              (java.util.Arrays/equals buf want))))))
 
 (defn check-dumped!
-  "After MXDumpProcessProfile: dump.lost when the file is gone or a finished one (`final?`) lacks
-  its closing bytes, as pyprof.process.output.check_dumped."
+  "dump.lost when the dumped file is gone, or a finished one (`final?`) lacks its closing bytes."
   [^String path final?]
   (when-let [problem (cond (nil? (size path)) (or (file-problem path) (rules/path-problem "gone" {}))
                            (and final? (not (ends-finished? path))) (rules/path-problem "cut" {}))]

@@ -1,17 +1,15 @@
 (ns pyprof.profiler
   "MXNet's process-wide profiler, mirroring the retired `org.apache.clojure-mxnet.profiler`
-  namespace (profiler-set-config, profiler-set-state, dump-profile) plus aggregate statistics,
-  pause/resume and the user-side objects of `pyprof.objects`, re-exported; the JVM side of
-  Python's `pyprof.profiler`, which documents the rules. Errors: a catalogue error
-  (errors.json, `pyprof.rules/error`: a `pyprof.jvm.PyprofException`, ex-data :pyprof/error
-  kind, :pyprof/code, :fix, :java-fix and the fields), or for a failing C call
-  `pyprof.jvm.MXNetException` (ex-data {:pyprof/error :mxnet :fn :mxnet-error}). One profiler
-  singleton per process; only the worker process is profiled here."
+  (profiler-set-config, profiler-set-state, dump-profile), plus dumps, pause/resume and
+  `pyprof.objects` re-exported; the rules are Python's `pyprof.profiler`. Errors: catalogue
+  errors (`pyprof.jvm.PyprofException`, ex-data :pyprof/error :pyprof/code :fix :java-fix and
+  the fields), `pyprof.jvm.MXNetException` for a failing C call (ex-data {:pyprof/error :mxnet
+  :fn :mxnet-error}). Only the worker process is profiled here."
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
             [pyprof.claim :as claim]
             [pyprof.config :as config]
-            [pyprof.native :as native :refer [mx]]
+            [pyprof.native :refer [mx]]
             [pyprof.objects]
             [pyprof.output :as output]
             [pyprof.rules :as rules]
@@ -24,14 +22,11 @@
 
 (def ^:private worker (rules/processes "worker"))
 
-;; What this process has asked of the profiler singleton (MXNet has no getters), for errors
-;; that name the fix and for session ownership: pyprof.tracker, the one tracker of the process
-;; (Python's, through the bridge, when JPype hosts this JVM; else this JVM's own). Its lock is
-;; held around each check and the call it guards.
+;; MXNet has no getters: pyprof.tracker (Python's under JPype) holds what the process asked;
+;; its lock is held around each check and the call it guards.
 
 (defn state
-  "What this process has asked of the profiler: {:running :paused :finished :ever-ran :session}
-  (one tracker, Python's calls included in a JPype-hosted JVM)."
+  "What this process has asked of the profiler: {:running :paused :finished :ever-ran :session}."
   []
   (select-keys (tracker/snapshot) [:running :paused :finished :ever-ran :session]))
 
@@ -41,7 +36,7 @@
   (:config (tracker/snapshot)))
 
 (defmacro ^:no-doc -as-owner
-  "Internal (pyprof.session): run `body` as the session `name`, past the ownership check."
+  "Runs `body` as the session `name`, past the ownership check."
   [name & body]
   `(tracker/with-lock
      (let [prev# (:internal (tracker/snapshot))]
@@ -50,10 +45,8 @@
             (finally (tracker/write! {:internal prev#}))))))
 
 (defn- check-owner
-  "As pyprof.profiler._check_owner: refuses `call` (:api/x, an errors.json api entry: each
-  language's message names its own call) while a session owns the profiler; with `steady-code`
-  (steady.set_state, steady.finished_dump) also in steady mode, as
-  pyprof.process.steady_checks. The owner's own calls pass."
+  "Refuses `call` (:api/x) while a session owns the profiler, and with `steady-code` in steady
+  mode; the owner's own calls pass."
   ([call] (check-owner call nil))
   ([call steady-code]
    (let [{:keys [session steady internal]} (tracker/snapshot)
@@ -64,7 +57,7 @@
        (throw (rules/error steady-code {:call call :steady steady}))))))
 
 (defn- check-steady-config
-  "In steady mode refuses a config that changes a mode key (api.json steady mode_keys)."
+  "steady.config_mode for a config that changes a mode key (api.json steady mode_keys)."
   [c-opts]
   (let [{:keys [steady config]} (tracker/snapshot)]
     (when steady
@@ -77,14 +70,12 @@
                                                     :keys (str/join ", " changed)})))))))
 
 (defn- trace-name
-  "The trace file of the effective configuration (for messages: MXNet's default file when none
-  was configured)."
+  "The trace file of the effective configuration (MXNet's default when none)."
   []
   (get (or (:config (tracker/snapshot)) (config/effective {})) "filename"))
 
 (defn- process-code
-  "The C code of `profile-process`, as pyprof.profiler._process_code: process.invalid, or
-  process.server_in_jvm (the JVM holds no kvstore handle)."
+  "The C code of `profile-process`; process.invalid, process.server_in_jvm (no kvstore here)."
   [profile-process]
   (let [p (when (or (string? profile-process) (keyword? profile-process)) (name profile-process))
         code (or (get rules/processes p)
@@ -95,20 +86,17 @@
     code))
 
 (defn- check-not-after-session
-  "As pyprof.profiler._check_not_after_session: refuses a plain run or dump (`call`, an :api/x)
-  while MXNet still names a closed session's raw trace."
+  "state.after_session for `call` while MXNet still names a closed session's raw trace."
   [call]
   (let [{:keys [steady internal]} (tracker/snapshot)]
     (when (and (nil? steady) (not= internal (tracker/owner)) (output/session-raw-trace? (trace-name)))
       (throw (rules/error "state.after_session" {:call call :trace (trace-name)})))))
 
 (defn profiler-set-config
-  "Configures the profiler (C: MXSetProcessProfilerConfig), as Python's set_config: `options`
-  with keyword or C string keys, checked against profiler_config.json; keys left out reset to
-  their C default except :filename once the profiler ran (api.json keep_filename). :dump-period
-  is in seconds. Returns the map of C strings sent. Throws ex-info :invalid-config (config.*,
-  config.filename_claimed, config.claim_failed), :session-finished, :invalid-state (a session
-  open, steady mode, :profile-process :server)."
+  "Configures the profiler (C: MXSetProcessProfilerConfig): `options` with keyword or C string
+  keys (profiler_config.json; :dump-period in seconds); keys left out reset to their C default
+  but :filename once the profiler ran. Returns the C strings sent. Throws config.*,
+  state.finished_config, state.session_owns, steady.config_mode, process.*."
   [options]
   (let [c-opts (config/validate options)]
     (process-code (get c-opts "profile_process" "worker"))
@@ -118,21 +106,18 @@
       (let [{:keys [finished running config ever-ran]} (tracker/snapshot)
             _ (when finished (throw (rules/error "state.finished_config" {:trace (trace-name)})))
             current ((or config (config/effective {})) "filename")
-            ;; api.json keep_filename: once the profiler ran, a config without it keeps it
-            ;; (never a session's raw trace: internal, and deleted by now)
+            ;; api.json keep_filename (never a session's raw trace: deleted by now)
             keeps (and ever-ran (not (output/session-raw-trace? current)))
             c-opts (if (and keeps (not (contains? c-opts "filename")))
                      (assoc c-opts "filename" current)
                      c-opts)
-            ;; another file, by grammar.json paths ("./a.json" is "a.json")
             moves (not (output/same-file? (get c-opts "filename" current) current))
             target ((config/effective c-opts) "filename") ; the C default when left out
-            ;; api.json trace_claims, before MXNet deletes the file (a session's raw trace is
-            ;; private)
+            ;; api.json trace_claims, before MXNet deletes the file
             new-claim (and (not (output/session-raw-trace? target)) (claim/claim! "filename" target))]
         (try
           (cond (and moves (or running keeps))
-                (trace-file/switch-file! c-opts) ; finish the old file (and join its kept parts)
+                (trace-file/switch-file! c-opts)
                 (and keeps (not moves))
                 (trace-file/configure-same-file! c-opts)
                 :else (trace-file/send-config! c-opts))
@@ -146,9 +131,9 @@
         c-opts))))
 
 (defn profiler-set-state
-  "Starts (:run) or stops (:stop, the default) recording (C: MXSetProcessProfilerState); running
-  also un-pauses. Throws state.invalid, state.finished_run, state.session_owns, steady.set_state,
-  state.after_session (:run after a session, before a config), process.*."
+  "Starts (:run, also un-pausing) or stops (:stop, the default) recording (C:
+  MXSetProcessProfilerState). Throws state.invalid, state.finished_run, state.session_owns,
+  steady.set_state, state.after_session, process.*."
   ([] (profiler-set-state :stop))
   ([state] (profiler-set-state state :worker))
   ([state profile-process]
@@ -169,13 +154,11 @@
      nil)))
 
 (defn dump-profile
-  "Writes the trace to the configured file (C: MXDumpProcessProfile), as Python's dump.
-  `finished` (default true; false: an intermediate dump) ends the trace: valid JSON, no second
-  trace in this process; any other value is :invalid-option state.dump_finished_arg, as in
-  Python (the retired package took 1 for finished, mxnet.profiler for intermediate). Throws
-  ex-info :invalid-state (state.dump_before_run, dump.unwritable, dump.lost,
-  state.session_owns, steady.finished_dump) and :session-finished (state.finished_dump,
-  state.trace_finished_by_dumps)."
+  "Writes the trace to the configured file (C: MXDumpProcessProfile). `finished` (a boolean,
+  default true; false: an intermediate dump) ends the trace for this process. Throws
+  state.dump_finished_arg, state.dump_before_run, state.finished_dump, state.session_owns,
+  state.trace_finished_by_dumps, steady.finished_dump, dump.unwritable,
+  dump.intermediate_finishes, dump.lost."
   ([] (dump-profile true))
   ([finished] (dump-profile finished :worker))
   ([finished profile-process]
@@ -184,23 +167,20 @@
              finished
              (throw (rules/error "state.dump_finished_arg" {:value finished})))]
      (tracker/with-lock
-       (check-owner (if f :api/dump :api/dump_intermediate))
-       (when f (check-owner :api/dump "steady.finished_dump"))
+       (check-owner (if f :api/dump :api/dump_intermediate) (when f "steady.finished_dump"))
        (when (:finished (tracker/snapshot))
          (throw (rules/error "state.finished_dump" {:trace (trace-name)})))
        (check-not-after-session (if f :api/dump :api/dump_intermediate))
        (when-let [path (get (:config (tracker/snapshot)) "filename")]
          (when-let [problem (output/file-problem path)]
-           ;; nothing dumped: MXNet keeps its queued events for another filename
            (throw (rules/error "dump.unwritable" (merge {:path path} problem)))))
-       (let [{:keys [ever-ran config]} (tracker/snapshot)] ; MXNet would close the file for good
+       (let [{:keys [ever-ran config]} (tracker/snapshot)] ; MXNet would close the file
          (when (and (not f) ever-ran (= rules/c-false (get config "continuous_dump")))
            (throw (rules/error "dump.intermediate_finishes" {:call :api/dump_intermediate
                                                              :trace (trace-name)}))))
        (try
          (mx MXDumpProcessProfile (if f 1 0) (int worker) nil)
          (catch MXNetException e
-           ;; MXNet itself knows whether anything ran (Python, in a JPype-hosted JVM, may have).
            (when-not (trace-file/hasnt-run? e)
              (throw e))
            (let [mxnet {:fn (.function e) :mxnet-error (.mxnetMessage e)}]
@@ -212,16 +192,14 @@
                                    (assoc mxnet :trace (trace-name)) e)))
              (throw (rules/error "state.dump_before_run" mxnet e)))))
        (when f (tracker/put! :finished true :running false))
-       (when-let [path (trace-name)] ; (an intermediate dump never finishes: refused without
-         ;; continuous_dump); kept parts are joined even when the check reports a lost dump
+       (when-let [path (trace-name)] ; kept parts are joined even after a lost dump
          (try (output/check-dumped! path f)
               (finally (try (when f (trace-file/finish-file! path))
-                            ;; the trace is finished: its files are free again
                             (finally (when f (claim/release! nil))))))))
      nil)))
 
 (def default-dumps-options
-  "api.json dumps_defaults, kebab-case keys, names as keywords."
+  "api.json dumps_defaults, kebab-case keys and keyword values."
   (into {} (map (fn [[k v]] [(keyword (str/replace k "_" "-")) (if (string? v) (keyword v) v)]))
         rules/dumps-defaults))
 
@@ -233,11 +211,9 @@
         (throw (rules/error code {:value v :choices (rules/choices table)})))))
 
 (defn dumps
-  "MXNet's aggregate statistics (C: MXAggregateProfileStatsPrintEx), as Python's dumps; needs
-  :aggregate-stats. Options over `default-dumps-options`: :reset, :format (:table text or :json
-  data with string keys; MXNet's units, ms and kB), :sort-by (:total :avg :min :max :count),
-  :ascending (another key: dumps.unknown_option, naming the nearest). Throws :invalid-option
-  (dumps.*) and :invalid-state (dumps.no_aggregate_stats)."
+  "MXNet's aggregate statistics (C: MXAggregateProfileStatsPrintEx); needs :aggregate-stats.
+  Options over `default-dumps-options`: :reset, :format (:table text, :json data with string
+  keys; ms and kB), :sort-by (:total :avg :min :max :count), :ascending. Throws dumps.*."
   ([] (dumps {}))
   ([opts]
    (when-let [k (first (remove (set (keys default-dumps-options)) (keys opts)))]
@@ -255,7 +231,7 @@
                (when (and cfg (not= rules/c-true (get cfg "aggregate_stats")))
                  (throw (rules/error "dumps.no_aggregate_stats")))
                (when (and ever-ran (not finished) (= rules/c-false (get cfg "continuous_dump")))
-                 (throw (rules/error "dumps.finishes_trace" {:trace (trace-name)})))) ; MXNet would
+                 (throw (rules/error "dumps.finishes_trace" {:trace (trace-name)}))))
              (try
                (mx MXAggregateProfileStatsPrintEx out (if reset 1 0) (int fmt) (int sort-code)
                    (if ascending 1 0))
@@ -268,7 +244,7 @@
      (when (empty? s)
        (throw (rules/error "dumps.empty")))
      (if (= fmt (rules/dumps-formats "json"))
-       (json/read-str (str/replace s (re-pattern (rules/api "dumps_json_key_line")) ; unescaped
+       (json/read-str (str/replace s (re-pattern (rules/api "dumps_json_key_line")) ; unescaped keys
                                    (fn [[_ indent k]] (str indent (json/write-str k) ": {"))))
        s))))
 
@@ -290,21 +266,18 @@
   ([profile-process] (set-paused! profile-process false)))
 
 (defn name-thread!
-  "Names the calling thread in the windows written from now on (trace.json thread_names): its
-  MXNet calls' events get a thread_name metadata event with its `Thread.getName()`. Threads
-  that call MXNet through pyprof are named on their first call; a thread of another binding
-  (DJL's workers) calls this once at its start, and again after it renames itself. Cheap: one
-  native call. Returns whether the thread is named (false off Linux, or past
-  `pyprof.jvm.ThreadNames/LIMIT` living named threads). `pyprof.jvm.Profiler/nameThread`."
+  "Names the calling thread (its `Thread.getName()`) in the windows written from now on
+  (trace.json thread_names). pyprof's own callers are named at their first call; another
+  binding's threads (DJL's workers) call this at start and after a rename. False when not
+  named (off Linux, past `pyprof.jvm.ThreadNames/LIMIT` living threads)."
   []
   (not= 0 (pyprof.jvm.ThreadNames/register)))
 
 (def ^:private profiling-option-keys [:config :dump])
 
 (defn- profiling-options
-  "[options body] of `with-profiling`'s forms, checked as they compile: a leading map literal is
-  the options (keys :config, :dump; else profiling.unknown_option); a leading symbol or keyword
-  before a body (the retired `opts` and `:options expr` forms) is profiling.options_not_map."
+  "[options body] of `with-profiling`'s forms: a leading map literal is the options; a leading
+  symbol or keyword (the retired forms) is profiling.options_not_map."
   [[head & more :as forms]]
   (cond (map? head)
         (if-let [k (first (remove (set profiling-option-keys) (keys head)))]
@@ -316,10 +289,9 @@
         :else [nil forms]))
 
 (defmacro with-profiling
-  "Runs `body` with the profiler running and always stops it afterwards. One options form: an
-  optional leading map literal, its values any expressions: :config (applied with
-  `profiler-set-config`), :dump (truthy: (dump-profile true) after stopping). Other options are
-  refused as the form compiles (profiling.unknown_option, profiling.options_not_map).
+  "Runs `body` with the profiler running; always stops it. An optional leading map literal of
+  expressions: :config (`profiler-set-config`), :dump (truthy: (dump-profile true) after
+  stopping); profiling.unknown_option, profiling.options_not_map as the form compiles.
 
     (with-profiling {:config {:filename \"t.json\"} :dump true} (work))
     (with-profiling {:config (:config opts)} (work))"
@@ -335,46 +307,35 @@
 
 ;; ------------------------------------------------------------------ user-side objects
 
-(defmacro ^:private re-export
-  "Interns each var `syms` of `ns` here with its value and metadata."
-  [ns & syms]
-  `(do ~@(for [s syms]
-           `(let [v# (var ~(symbol (name ns) (name s)))]
-              (doto (intern *ns* '~s @v#)
-                (reset-meta! (merge (dissoc (meta v#) :ns :name) {:ns *ns* :name '~s})))))))
-
-;; pyprof.objects (the Python reference re-exports its objects from pyprof.profiler too).
-(re-export pyprof.objects
-           domain task frame event counter start stop with-duration with-task with-frame
-           with-event set-counter increment decrement counter-value marker-scopes
-           mark)
+;; pyprof.objects' public vars, re-exported with their metadata (macros stay macros)
+(doseq [[s v] (ns-publics 'pyprof.objects)]
+  (reset-meta! (intern *ns* s @v) (assoc (meta v) :ns *ns*)))
 
 ;; ------------------------------------------------------------------ exit
 
 (defonce ^:private exit-actions (atom (sorted-map)))
 
 (defn ^:no-doc -on-exit!
-  "Internal (pyprof.session): run `f` at JVM exit, before a plain trace is finished; in key order."
+  "Runs `f` at JVM exit, in key order, before a plain trace is finished."
   [k f]
   (swap! exit-actions assoc (str k) f))
 
 (defn ^:no-doc jpype-host?
-  "True in a JVM that JPype started inside Python (Python then owns MXNet's shutdown)."
+  "True in a JVM that JPype started (Python then owns the exit)."
   []
   (try (Class/forName "org.jpype.JPypeContext" false (ClassLoader/getSystemClassLoader)) true
        (catch Throwable _ false)))
 
 (defn ^:no-doc -run-exit-actions!
-  "Internal: the exit actions, in key order, each failure one line on stderr. The shutdown hook
-  runs them; in a JPype-hosted JVM, which has none, Python's exit does (pyprof.jvm)."
+  "The exit actions in key order, a failure one line on stderr (under JPype, Python's exit runs
+  them)."
   []
   (doseq [[k f] @exit-actions]
     (try (f) (catch Throwable e
                (binding [*out* *err*] (println (str "pyprof: at exit, " k ": " (ex-message e))))))))
 
 (defn ^:no-doc at-exit!
-  "The shutdown hook: the exit actions, then stop and (dump-profile true) for a trace the profiler
-  ran into but never finished."
+  "The shutdown hook: the exit actions, then finishes a plain trace left unfinished."
   []
   (-run-exit-actions!)
   (try
@@ -384,12 +345,12 @@
         (tracker/with-lock
           (when running (profiler-set-state :stop))
           (dump-profile true))))
-    (catch Throwable e  ; a trace that cannot be finished is said, as Python's exit handler does
+    (catch Throwable e
       (binding [*out* *err*]
         (println (str "pyprof: could not finish the trace at exit: " (ex-message e)))))))
 
-(defonce ^:private unknown-variables-said ; a misspelt PYPROF_* has no effect: say so
-  (when-not (jpype-host?) ; (Python said it at `import pyprof`)
+(defonce ^:private unknown-variables-said ; a misspelt PYPROF_* (Python's import says it)
+  (when-not (jpype-host?)
     (binding [*out* *err*] (run! println (config/unknown-variables (System/getenv))))))
 
 (defonce ^:private exit-hook

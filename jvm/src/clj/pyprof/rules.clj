@@ -1,9 +1,6 @@
 (ns ^:no-doc pyprof.rules
-  "The rules the JVM layer shares with the Python package, read from the pyprof/spec files on
-  the classpath (`api.json`, `errors.json`, ...), as Python's `pyprof.rules`. `error` renders a
-  catalogue entry as a `pyprof.jvm.PyprofException` (an ex-info: \"<message> fix: <fix>\",
-  values as Clojure literals; ex-data :pyprof/error, :pyprof/code, :fix, :java-fix and the
-  fields)."
+  "The pyprof/spec files on the classpath, as Python's `pyprof.rules`; `error` renders an
+  errors.json entry as a `pyprof.jvm.PyprofException`."
   (:require [clojure.data.json :as json]
             [clojure.java.io :as io]
             [clojure.string :as str])
@@ -12,8 +9,8 @@
 (set! *warn-on-reflection* true)
 
 (def read-spec
-  "The spec file `name` of pyprof/spec, parsed once per JVM (string keys; `opts` go to
-  `clojure.data.json/read`); :missing-spec when it is not on the classpath."
+  "The spec file `name`, parsed once (`opts` to `clojure.data.json/read`); :missing-spec when it
+  is not on the classpath."
   (memoize
    (fn [name & opts]
      (let [url (or (io/resource name)
@@ -23,13 +20,9 @@
        (with-open [r (io/reader url)]
          (apply json/read r opts))))))
 
-(def api
-  "api.json: the constants (string keys, as in the file)."
-  (read-spec "api.json"))
+(def api "api.json." (read-spec "api.json"))
 
-(def catalogue
-  "errors.json (string keys)."
-  (read-spec "errors.json"))
+(def catalogue "errors.json." (read-spec "errors.json"))
 
 (defn- codes
   "A name -> C code table of api.json, in code order."
@@ -51,24 +44,17 @@
   [table]
   (mapv key (sort-by val table)))
 
-(def name-max-bytes
-  "Bytes of UTF-8 MXNet keeps of a profiler object's name (api.json names)."
-  (long (get-in api ["names" "max_bytes"])))
-(def name-forbidden-chars
-  "Characters a name may not hold (api.json names)."
-  (vec (get-in api ["names" "forbidden_chars"])))
-(def name-forbidden-below
-  "Code points below this may not be in a name."
-  (long (get-in api ["names" "forbidden_below"])))
-(def name-shown-chars
-  "Characters of a too-long name that its error shows."
-  (long (get-in api ["names" "shown_chars"])))
+;; api.json names: a profiler object's name
+(def ^:private names (api "names"))
+(def name-max-bytes "UTF-8 bytes MXNet keeps." (long (names "max_bytes")))
+(def name-forbidden-chars "Characters refused." (vec (names "forbidden_chars")))
+(def name-forbidden-below "Code points refused below this." (long (names "forbidden_below")))
+(def name-shown-chars "Characters a too-long name's error shows." (long (names "shown_chars")))
 
 (defn lone-surrogate
-  "[index \"U+DCFF\"] of the first lone surrogate in `s` (index in code points), or nil, as
-  pyprof.rules.lone_surrogate."
+  "[index \"U+DCFF\"] of the first lone surrogate in `s` (index in code points), or nil."
   [^String s]
-  (let [[lo hi] (get-in api ["names" "surrogates"]) ; the code points of lone surrogates
+  (let [[lo hi] (names "surrogates")
         n (.length s)]
     (loop [i 0, index 0]
       (when (< i n)
@@ -77,13 +63,9 @@
             [index (format "U+%04X" c)]
             (recur (+ i (Character/charCount c)) (inc index))))))))
 
-(def output-paths
-  "api.json output_paths."
-  (api "output_paths"))
+(def output-paths "api.json output_paths." (api "output_paths"))
 
-(def config-values
-  "api.json config_values: accepted spellings of booleans and the C strings."
-  (api "config_values"))
+(def config-values "api.json config_values: booleans, C strings." (api "config_values"))
 (def c-true "The C string of true." (config-values "c_true"))
 (def c-false "The C string of false." (config-values "c_false"))
 
@@ -101,8 +83,7 @@
        "\""))
 
 (defn- java-literal
-  "A value as Java source writes it (strings quoted, null, List.of(...), Map.of(...); a keyword or
-  symbol as the string of its name)."
+  "A value as Java source writes it (a keyword or symbol as the string of its name)."
   [v]
   (cond (nil? v) "null"
         (or (keyword? v) (symbol? v)) (java-string (name v))
@@ -126,8 +107,8 @@
         :else (str v)))
 
 (defn- literal
-  "A value as a literal of `language` (\"clojure\": `pr-str`, a string with its control
-  characters escaped as Java's, which Clojure's reader reads too; \"java\": `java-literal`)."
+  "A value as a literal of `language` (\"clojure\": `pr-str`, control characters escaped as
+  Java's, which Clojure reads too)."
   [v language]
   (cond (#{"java" "jmx"} language) (java-literal v)
         (and (string? v) (or (some #(or (< (int %) 0x20) (<= 0x7f (int %) 0x9f)) v)
@@ -141,9 +122,9 @@
   (if (and (#{"java" "jmx"} language) (or (keyword? v) (symbol? v))) (name v) (str v)))
 
 (defn render
-  "Fills a catalogue template: `{f}` as text (a sequential value as its items' literals,
-  comma-joined; a keyword :api/x as the API name `{api.x}`), `{f!r}` as a literal, `{api.x}` as
-  the API name in `language` (\"clojure\", \"java\", \"jmx\": else Java's)."
+  "Fills a catalogue template: `{f}` as text (a sequence as its items' literals, comma-joined;
+  :api/x as `{api.x}`), `{f!r}` as a literal, `{api.x}` as the API name in `language`
+  (\"clojure\", \"java\", \"jmx\": else Java's)."
   ([template fields] (render template fields "clojure"))
   ([template fields language]
    (str/replace template #"\{(api\.)?([a-z_]+)(!r)?\}"
@@ -169,14 +150,14 @@
               (str "no error " code " in errors.json. fix: add it to pyprof/spec/errors.json")))))
 
 (defn message
-  "The message of catalogue entry `code` with `fields` in `language`: \"<message> fix: <fix>\"
-  (`pyprof.jvm.PyprofException/inJava`)."
+  "\"<message> fix: <fix>\" of entry `code` with `fields` in `language`."
   [code fields language]
   (let [{:strs [message fix]} (entry code)]
     (str (render message fields language) " fix: " (render fix fields language))))
 
 (defn error
-  "The PyprofException (not thrown) for catalogue entry `code` with `fields` (keyword -> value)."
+  "The PyprofException (not thrown) for entry `code` with `fields`: ex-data :pyprof/error (its
+  kind), :pyprof/code, :fix, :java-fix and the fields."
   ([code] (error code {} nil))
   ([code fields] (error code fields nil))
   ([code fields cause]
@@ -192,8 +173,7 @@
   (render (get-in catalogue ["accepted" form]) fields "clojure"))
 
 (defn path-problem
-  "The fields :problem and :path_fix of errors.json path_problems `code`, as
-  pyprof.rules.path_problem."
+  "The fields :problem and :path_fix of errors.json path_problems `code`."
   [code fields]
   (let [entry (get-in catalogue ["path_problems" code])]
     {:problem (render (entry "problem") fields "clojure")

@@ -1,9 +1,7 @@
 (ns pyprof.session
-  "Profiling sessions with a step schedule: many windows per process, each saved as its own
-  valid Chrome trace. The JVM side of Python's `pyprof.session`, whose module docstring gives
-  the design; the parts are `pyprof.session.*` and schedule.json. At JVM exit (not in a JVM
-  hosted by JPype) open sessions are stopped and their windows saved. Thread safe: one
-  session's calls are serialised on it."
+  "Sessions with a step schedule: many windows per process, each saved as a valid trace (the
+  design of Python's `pyprof.session`; rules in schedule.json). Open sessions are stopped and
+  saved at JVM exit (not under JPype). Thread safe: a session's calls are serialised on it."
   (:require [pyprof.capture :as capture]
             [pyprof.claim :as claim]
             [pyprof.config :as config]
@@ -24,12 +22,12 @@
 (set! *warn-on-reflection* true)
 
 (def actions
-  "The actions of schedule.json: :none :warmup :record :record-and-save."
+  "schedule.json's actions: :none :warmup :record :record-and-save."
   sched/actions)
 
 (def ^{:arglists '([] [opts])} schedule
-  "A step schedule (fn step -> action), as Python's `pyprof.session.schedule`; defaults {:wait 0
-  :warmup 0 :active 1 :repeat 0 :skip-first 0}."
+  "A step schedule (fn step -> action); defaults {:wait 0 :warmup 0 :active 1 :repeat 0
+  :skip-first 0}."
   sched/schedule)
 
 (def ^{:arglists '([])} raw-trace-path
@@ -38,9 +36,7 @@
 
 ;; ------------------------------------------------------------------ sessions
 
-(def ^:private reserved
-  "api.json reserved_session_keys: C key -> why a session does not take it."
-  (rules/api "reserved_session_keys"))
+(def ^:private reserved (rules/api "reserved_session_keys"))
 
 (defn- callable?
   "A function as Python's callable() sees one (maps, keywords, ... are data)."
@@ -51,47 +47,43 @@
 (defonce ^:private counter (atom 0))
 
 (defn- fill-path
-  "The absolute path of window `window` starting at `step` (grammar.json window_path, paths)."
+  "The absolute path of window `window` starting at `step`."
   [parts window step]
   (output/abspath (template/fill parts {"window" window "step" step "pid" (raw/pid)})))
 
 (declare make-session stop!)
 
 (defn profile
-  "A new session (not started), as Python's `pyprof.session.profile`. Options (all optional):
+  "A new session (not started). Options (all optional):
     :schedule        (schedule {...}) or any fn step -> action; default: one window
-    :path            window template (grammar.json window_path): {window} {step} {pid},
-                     {window:02d}, {{ }}; default \"pyprof_trace_{window}.json\"
-    :on-trace-ready  called with each saved window map {:index :path :first-step :last-step
-                     :events :start-us :end-us} (times: microseconds since the epoch)
+    :path            window template (grammar.json window_path: {window} {step} {pid},
+                     {window:02d}, {{ }}); default \"pyprof_trace_{window}.json\"
+    :on-trace-ready  called with each saved window {:index :path :first-step :last-step
+                     :events :start-us :end-us} (microseconds since the epoch)
     :steady          true: begin steady mode (`pyprof.steady`) at `start!`
     :record-shapes, :with-stack, :with-flops
-                     bound executors' shapes and attributes (:with-stack: call sites) on the
-                     windows' operator events (`pyprof.capture`); each window map gets
-                     :attribution. FLOPs are derived from them by Python's readers
-    recording keys as in `profiler-set-config`.
-  Throws ex-info (errors.json): session.unknown_option, session.reserved_option, config errors,
-  session.not_callable, session.not_boolean, template.*, session.bad_path,
-  session.path_needs_window."
+                     executors' shapes and attributes (and call sites) on the windows'
+                     operator events (`pyprof.capture`); windows get :attribution
+    and the recording keys of `profiler-set-config`.
+  Throws session.unknown_option, session.reserved_option, session.not_callable,
+  session.not_boolean, session.bad_path, session.path_needs_window, template.*, config.*."
   ([] (profile {}))
   ([opts] (make-session opts true)))
 
 (defn ^:no-doc check-options
-  "Throws what `profile` throws for `opts` except session.bad_path (pyprof.jvm.ProfilerSession
-  checks the path under its output root). Returns nil."
+  "Throws what `profile` throws for `opts` but session.bad_path (ProfilerSession checks the path
+  under its root)."
   [opts]
   (make-session opts false)
   nil)
 
 (defn ^:no-doc first-file
-  "Internal (pyprof.jvm.ProfilerSession): the first window's file of the window path template
-  `text`, as written (relative stays relative)."
+  "The first window's file of the template `text`, relative if it is (ProfilerSession)."
   [text]
   (template/fill (template/parse text) {"window" 0 "step" 0 "pid" (raw/pid)}))
 
 (defn ^:no-doc option-names
-  "Every option a session takes, as C spells it (the choices of session.unknown_option): its
-  own, the capture options and the recording keys it does not reserve."
+  "Every option a session takes, as C spells it (session.unknown_option's choices)."
   []
   (concat ["schedule" "on_trace_ready" "path" "steady"] capture/option-names
           (remove reserved (config/key-names))))
@@ -102,30 +94,27 @@
   (let [{:keys [schedule on-trace-ready path] :or {path "pyprof_trace_{window}.json"}} opts
         all-rec (dissoc opts :schedule :on-trace-ready :path :steady ::within ::defer-saves
                         ::on-save-failed)
-        c-of (into {} (map (juxt identity config/check-session-key!)) (keys all-rec)) ; C names
+        c-of (into {} (map (juxt identity config/check-session-key!)) (keys all-rec))
         rec (into {} (remove #(capture/options (c-of (key %)))) all-rec)
         _ (doseq [k (keys rec) :let [c (c-of k)]]
-            (when-not (some #{c} (config/key-names)) ; the own options and recording keys
+            (when-not (some #{c} (config/key-names))
               (throw (config/unknown-option-error k c (option-names)))))
         c-opts (config/validate rec)
-        ;; steady and issue 22's options (pyprof.capture): C name -> on, by the config grammar
         attribution (into {} (for [[k v] all-rec :when (capture/options (c-of k))]
                                [(c-of k) (config/flag! (c-of k) v)]))
         steady (and (contains? opts :steady) (config/flag! "steady" (:steady opts)))
-        ;; nil is none; false, a map, ... are not functions
         _ (doseq [[option v expected] [[:schedule schedule :api/fn_schedule]
                                        [:on-trace-ready on-trace-ready :api/fn_on_trace_ready]]]
             (when (and (some? v) (not (callable? v)))
               (throw (rules/error "session.not_callable"
                                   {:option option :value v :expected expected}))))
         _ (when-not (or (string? path) (instance? java.io.File path) (instance? java.nio.file.Path path))
-            (throw (rules/error "session.path_not_text" {:value path}))) ; nil, 5: not "" or "5"
-        parts (template/parse (str path)) ; template.* errors
+            (throw (rules/error "session.path_not_text" {:value path})))
+        parts (template/parse (str path))
         ;; a NUL or lone surrogate always (Paths/get would refuse it untold)
         _ (when-let [problem (output/text-problem (str path))]
             (throw (rules/error "session.bad_path" (merge {:value (str path)} problem))))
-        ;; windows are written there, and MXNet is silent when it cannot write: checked now,
-        ;; as pyprof.session.profile does, when asked
+        ;; MXNet is silent when it cannot write
         first-path (fill-path parts 0 0)
         _ (when-let [problem (and check-file? (or (output/file-problem first-path)
                                                    (output/replace-problem first-path)))]
@@ -139,11 +128,11 @@
      ::attribution (when (some true? (vals attribution)) attribution)
      ::schedule (or schedule (constantly sched/default-action))
      ::on-trace-ready on-trace-ready
-     ::path first-path ; the first window's file
+     ::path first-path
      ::template parts
      ::template-text (str path)
-     ::within (::within opts) ; the Java facade's output root: leftovers outside it stay as they are
-     ;; the Java facade's: windows cut on the saver thread (pyprof.session.saver), failures to this
+     ;; the Java facade's: its output root, windows cut on the saver thread, failures to this
+     ::within (::within opts)
      ::defer (boolean (::defer-saves opts))
      ::on-save-failed (::on-save-failed opts)
      ::steady steady
@@ -156,15 +145,13 @@
 (defn- action-for [s step]
   (sched/check-action ((::schedule s) step) step))
 
-;; The operations of schedule.json's transition table (its "operations" say what each does).
-;; :stop, :open and :run make profiler calls and run as the session's owner; :save cuts the
-;; window's file outside (the profiler lock is not held while a large window is written).
-;; The session's state holds the :window recording now and the :ended one (stopped, not cut).
+;; schedule.json's operations. :stop, :open and :run run as the session's owner; :save cuts the
+;; window outside the profiler lock.
 
-(declare save-op! await-saves! owner-operations)
+(declare save-op! saved? owner-operations)
 
 (defn- note-windows!
-  "Names the windows not saved yet in the raw trace's directory (crash recovery)."
+  "Names the windows not saved yet beside the raw trace (crash recovery)."
   [s]
   (let [{:keys [window ended]} @(::state s)]
     (raw/note-windows! (keep :path [(:window ended) window]))))
@@ -178,21 +165,20 @@
   "Stops (`paused?`, steady mode: pauses) recording; the open window ends here."
   ([s] (stop-op! s false))
   ([s paused?]
-  (let [st (::state s)]
-    (when (:running @st)
-      (swap! st assoc :running false :cap-paused false)
-      (swap! st assoc :stopped-us (raw/quiesce! paused?))
-      (when (::attribution s) (capture/pause!)))
-    (when-let [w (:window @st)]
-      (when (:ended @st) (save-op! s)) ; a table that stops twice before saving
-      (let [{:keys [step final stopped-us]} @st
-            end (raw/size)]
-        (swap! st assoc :window nil
-               :ended {:window w :end end :end-us (or stopped-us (raw/now-us))
-                       :last-step (max (:first-step w) (- step (if final 0 1)))
-                       :forwards (when (::attribution s) (capture/take!))})
-        ;; recovery reads the window's range only
-        (raw/write-partial! (:path w) (:start w) (:index w) (:start-us w) end))))))
+   (let [st (::state s)]
+     (when (:running @st)
+       (swap! st assoc :running false :cap-paused false)
+       (swap! st assoc :stopped-us (raw/quiesce! paused?))
+       (when (::attribution s) (capture/pause!)))
+     (when-let [w (:window @st)]
+       (when (:ended @st) (save-op! s)) ; a table that stops twice before saving
+       (let [{:keys [step final stopped-us]} @st
+             end (raw/size)]
+         (swap! st assoc :window nil
+                :ended {:window w :end end :end-us (or stopped-us (raw/now-us))
+                        :last-step (max (:first-step w) (- step (if final 0 1)))
+                        :forwards (when (::attribution s) (capture/take!))})
+         (raw/write-partial! (:path w) (:start w) (:index w) (:start-us w) end))))))
 
 (defn- open-op!
   "Opens a window at the raw trace's current end (the profiler stopped, drained)."
@@ -204,13 +190,13 @@
       (when (::attribution s) (capture/take!)) ; a warm-up's forwards: their events are in no window
       (when (raw/rotation-due?)
         (save-op! s) ; a window that ended but is not cut yet lives in the old raw file
-        (await-saves! s)
+        (saved? s)
         (raw/rotate!))
       (raw/drain!)
       (let [{:keys [opened step ended]} @st
             start (raw/size)
             path (fill-path (::template s) opened step)
-            ;; the Java facade's root holds every window (a link on the way may lead out)
+            ;; a link on the way may lead out of the Java facade's root
             _ (when (some-> (::within s) (output/outside? path))
                 (throw (rules/error "root.outside" {:what "window file" :path path
                                                     :root (::within s)})))
@@ -219,7 +205,7 @@
         (swap! st assoc :opened (inc opened)
                :window (let [t (raw/now-us)]
                          {:index opened :start start :first-step step :start-us t
-                          :steps [[step t]] ; [step began-us], the step marks
+                          :steps [[step t]] ; [step began-us]
                           :path path}))
         (write-partial! s)))))
 
@@ -235,9 +221,9 @@
        (swap! st assoc :running true)))))
 
 (defn- write-window!
-  "Cuts the window `ended` (as :stop left it) into its file and records it; returns the window
-  map. Deferred (on the saver thread), calls on-trace-ready itself; a failure there keeps the
-  window's .partial for `pyprof recover`, says so in one line and goes to ::on-save-failed."
+  "Cuts the window `ended` into its file and records it; returns the window map. Deferred (on
+  the saver thread) it calls on-trace-ready itself, and a failure keeps the .partial for
+  `pyprof recover`, says so and goes to ::on-save-failed."
   [s {:keys [window end end-us last-step forwards]} deferred?]
   (let [st (::state s)
         {:keys [index start first-step path start-us steps]} window]
@@ -245,20 +231,19 @@
       (let [n (raw/cut! start end path (sched/step-events index steps last-step end-us (raw/pid)))
             attribution (when (::attribution s)
                           (try (capture/annotate! path forwards)
-                               (catch Exception e ; the window stays as cut, as Python's
+                               (catch Exception e ; the window stays as cut
                                  (binding [*out* *err*]
                                    (println (rules/render (get-in capture/spec-capture ["annotate_note"])
                                                           {:index index :path path :why (str e)})))
                                  nil)))
             _ (raw/delete-partial! path)
-            _ (claim/release-window! path) ; written: free again
+            _ (claim/release-window! path)
             _ (claim/window-written! path) ; no later session of this process replaces it
             _ (note-windows! s)
             w (cond-> {:index index :path path :first-step first-step :last-step last-step :events n
                        :start-us start-us :end-us end-us :truncated (boolean (:truncated window))}
                 attribution (assoc :attribution attribution))]
         (swap! st #(cond-> (update % :windows conj w) (not deferred?) (update :saved-now conj w)))
-        ;; the window recording now: its .partial gets the metadata of the range just cut
         (when (:window @st) (write-partial! s))
         (when-let [f (and deferred? (::on-trace-ready s))] (f w))
         w)
@@ -274,8 +259,7 @@
 (def ^:private raw-spec (rules/api "raw_trace"))
 
 (defn- leave-for-recovery!
-  "At exit, a window too large to cut in the exit's bound (api.json raw_trace exit_max_bytes):
-  its .partial and the raw trace stay for `pyprof recover`; one line says so."
+  "At exit, a window over api.json raw_trace exit_max_bytes stays for `pyprof recover`, said."
   [s {:keys [window end]} limit]
   (let [{:keys [index path start]} window]
     (raw/keep-for-recovery! path)
@@ -287,36 +271,26 @@
                               :path path})))))
 
 (defn- save-op!
-  "Writes the window that ended at the last :stop as a valid trace; a deferring session (the
-  Java facade's) hands it to the saver thread, in order, and returns at once."
+  "Writes the window that ended at the last :stop; a deferring session hands it to the saver."
   [s]
-  (let [st (::state s)]
-    (when-let [ended (:ended @st)]
+  (let [st (::state s)
+        limit (:exit-limit @st)]
+    (when-let [{:keys [window end] :as ended} (:ended @st)]
       (swap! st assoc :ended nil)
       (cond
-        (when-let [limit (:exit-limit @st)]
-          (when (> (- (long (:end ended)) (long (get-in ended [:window :start]))) (long limit))
-            (leave-for-recovery! s ended limit)
-            true))
-        nil
+        (and limit (> (- (long end) (long (:start window))) (long limit)))
+        (leave-for-recovery! s ended limit)
         ;; at exit the hook's thread cuts it, at the process's priority, not the saver's
-        (and (::defer s) (not (:exit-limit @st)))
-        (do (raw/reserve! (get-in ended [:window :start]) (:end ended)) ; the saver reads it
+        (and (::defer s) (not limit))
+        (do (raw/reserve! (:start window) end)
             (swap! st assoc :saving (saver/submit! #(write-window! s ended true))))
         :else (write-window! s ended false)))))
-
-(defn- await-saves!
-  "Waits for the windows handed to the saver (`timeout-ms` nil: no bound); true when all are
-  written."
-  ([s] (await-saves! s nil))
-  ([s timeout-ms] (saver/await! (:saving @(::state s)) timeout-ms)))
 
 (def ^:private owner-operations {:stop #'stop-op!, :open #'open-op!, :run #'run-op!,
                                  :pause #(stop-op! % true), :resume #(run-op! % true)})
 
 (defn- enforce-cap!
-  "At the cap (`pyprof.session.cap/check`) pauses MXNet; a step also stops it, as Python's
-  _enforce_cap. Run as the owner."
+  "At the cap (`pyprof.session.cap/check`) pauses MXNet; a step also stops it. As the owner."
   [s watchdog?]
   (let [st (::state s)
         {:keys [running cap-paused window step]} @st]
@@ -331,8 +305,7 @@
         (swap! st assoc :stopped-us (raw/quiesce! (:steady @st)))))))
 
 (defn- transition!
-  "Performs schedule.json's operations from action `prev` to `cur`, then calls on-trace-ready with
-  each window saved."
+  "Performs the operations from action `prev` to `cur`; on-trace-ready gets each window saved."
   [s prev cur final?]
   (let [st (::state s)]
     (swap! st assoc :final final? :saved-now [])
@@ -345,15 +318,14 @@
       (doseq [w (:saved-now @st)] (f w)))))
 
 (defn start!
-  "Takes ownership of the profiler and begins step 0; a failed start leaves the profiler as it was
-  and the session unstarted."
+  "Takes the profiler and begins step 0; a failed start leaves the profiler as it was.
+  session.already_started, session.nested."
   [s]
   (locking s
     (let [st (::state s)]
       (when-not (= :new (:state @st))
         (throw (rules/error "session.already_started" {:session (::name s)})))
-      (cap/max-bytes) ; a bad $PYPROF_RAW_MAX_BYTES fails here, before anything runs
-      ;; dead processes' leftovers: waited for at most start_wait_seconds, outside the lock
+      (cap/max-bytes) ; a bad $PYPROF_RAW_MAX_BYTES fails before anything runs
       (leftovers/start-sweep! (str (.getParent (java.io.File. ^String (::path s)))) (::within s))
       (profiler/-as-owner (::name s)
         (when-let [other (:session (profiler/state))]
@@ -361,7 +333,7 @@
         (swap! st assoc :claimed (claim/claim-window-path! (::template-text s)
                                                            (template/canonical (::template s))
                                                            (::template s)))
-        (try ; api.json trace_claims: the claim is given back by stop!, or here if this fails
+        (try ; the claim is given back by stop!, or here
           (when (and (::steady s) (nil? (steady/active)))
             (steady/begin-as! (::recording s) (::name s)))
           (if (steady/active)
@@ -371,26 +343,26 @@
           (catch Throwable t (some-> (:claimed @st) claim/release!) (throw t)))
         (tracker/put! :session (::name s)))
       (swap! st assoc :state :open
-             :watchdog (cap/watchdog ; every watch_seconds, as the owner
+             :watchdog (cap/watchdog
                         #(profiler/-as-owner (::name s)
                            (when (= :open (:state @st)) (enforce-cap! s true)))))
       (swap! open-sessions conj s)
       (try
         (transition! s (:action @st) (action-for s 0) false)
-        (catch Throwable t ; gives the profiler back, the session closed, as Python's start
+        (catch Throwable t ; the profiler given back, the session closed
           (try (stop! s) (catch Throwable _))
           (throw t)))
       s)))
 
 (defn step!
-  "Marks the end of one step; saves a window when its last active step ends."
+  "Ends one step; saves a window when its last active step ends. session.not_open."
   [s]
   (locking s
     (let [st (::state s)]
       (when-not (= :open (:state @st))
         (throw (rules/error "session.not_open" {:state (name (:state @st))})))
       (let [n (:step (swap! st update :step inc))]
-        (when (and (:window @st) (:running @st)) ; a step mark
+        (when (and (:window @st) (:running @st))
           (swap! st update-in [:window :steps] conj [n (raw/now-us)]))
         (profiler/-as-owner (::name s) (enforce-cap! s false))
         (transition! s (:action @st) (action-for s n) false)))
@@ -406,15 +378,15 @@
         (try
           (transition! s (:action @st) sched/final-action true)
           (finally
-            (await-saves! s) ; the raw trace is read until then
+            (saved? s) ; the raw trace is read until then
             (swap! st assoc :state :closed)
             (some-> (:claimed @st) claim/release!)
-            (claim/release-window!) ; a window not saved (one session at a time)
+            (claim/release-window!) ; a window not saved
             (when-let [w (:watchdog @st)] ((:stop w)))
             (swap! open-sessions disj s)
             (let [t (tracker/update!
                      (fn [t] (if (= (:session t) (::name s)) (assoc t :session nil) t)))]
-              (when-not (:session t) ; the last session closed: delete the raw trace
+              (when-not (:session t) ; the last session closed
                 (try (raw/release!)
                      (catch Exception e
                        (binding [*out* *err*]
@@ -423,33 +395,32 @@
       (:windows @st))))
 
 (defn windows
-  "The windows saved so far (maps as given to :on-trace-ready), after any still being written."
+  "The windows saved so far (as given to :on-trace-ready), after any still being written."
   [s]
-  (await-saves! s)
+  (saved? s)
   (:windows @(::state s)))
 
 (defn session-state
   "{:state (:new :open :closed) :step n :action a :windows [...]}, after any window still being
-  written (`now?` true: at once, with the windows written so far)."
+  written (`now?`: at once)."
   ([s] (session-state s false))
   ([s now?]
-   (when-not now? (await-saves! s))
+   (when-not now? (saved? s))
    (select-keys @(::state s) [:state :step :action :windows])))
 
 (defn ^:no-doc saved?
-  "Internal (pyprof.jvm.ProfilerSession): waits at most `timeout-ms` for the windows handed to
-  the saver; true when every ended window is written."
-  [s timeout-ms]
-  (await-saves! s timeout-ms))
+  "Waits at most `timeout-ms` (nil: no bound) for the windows handed to the saver; true when
+  all are written."
+  ([s] (saved? s nil))
+  ([s timeout-ms] (saver/await! (:saving @(::state s)) timeout-ms)))
 
 (defn ^:no-doc recording-bytes
-  "Internal (pyprof.jvm.ProfilerSession): raw-trace bytes the open window has recorded (0 when
-  none)."
+  "Raw-trace bytes the open window has recorded (0 when none)."
   [s]
   (if-let [w (:window @(::state s))] (max 0 (- (raw/size) (long (:start w)))) 0))
 
 (defn session-stats
-  "Statistics (`pyprof.stats/stats`) of all saved windows together; session.no_window when none."
+  "`pyprof.stats/stats` of all saved windows together; session.no_window when none."
   ([s] (session-stats s {}))
   ([s opts]
    (let [ws (windows s)]
@@ -458,14 +429,11 @@
      (stats/stats (mapv :path ws) opts))))
 
 (defmacro with-session
-  "Runs `body` with `binding` bound to a started session made from `opts` (see `profile`); always
-  stops it."
+  "Runs `body` with `binding` bound to a started session of `opts` (`profile`); always stops it."
   [[binding opts] & body]
   `(let [~binding (start! (profile ~opts))]
      (try ~@body
           (finally (stop! ~binding)))))
-
-;; ------------------------------------------------------------------ one file of many windows
 
 (defn write-windows!
   "Writes the trace files `paths` as one valid trace at `out` (metadata once, first); returns
@@ -478,11 +446,9 @@
 
 ;; ------------------------------------------------------------------ exit
 
-;; Run by pyprof.profiler's shutdown hook, before it finishes a plain trace.
-;; Exit actions run in key order: save the open windows first, then finish the raw trace.
+;; In key order: the open windows first, then the raw trace.
 (defn- stop-at-exit!
-  "Stops `s` at exit: its windows written (an open one of more raw bytes than exit_max_bytes left
-  for recovery), one line on stderr for each window written now."
+  "Stops `s` at exit, one line on stderr for each window written now."
   [s]
   (let [st (::state s)
         before (count (:windows @st))]

@@ -1,23 +1,17 @@
 (ns pyprof.stats
-  "Per-operator statistics of valid traces (the windows a JVM session wrote, or any valid Trace
-  Event Format file): the fields of Python's `pyprof.trace.stats(...).to_dict()` (whose module
-  `pyprof.trace.statistics` documents how calls are counted), equal within a relative
-  tolerance of 1e-12 (`stats-tolerance`; integers exactly). Phases, pairing scopes, categories,
-  bulk names and notes are data in trace.json. Damaged or foreign traces are Python's: the
-  reader (`pyprof.trace.reader`) refuses them with a one-line error naming `pyprof repair`.
-  Times in microseconds, memory in bytes."
+  "Statistics of valid traces (the JVM's windows): the fields of Python's
+  `pyprof.trace.stats(...).to_dict()`, within `stats-tolerance`; rules (phases, pairs,
+  categories, bulk names, notes) from trace.json. Damaged traces are refused naming `pyprof
+  repair`. Times in microseconds, memory in bytes."
   (:require [clojure.data.json :as json]
             [clojure.string :as str]
             [pyprof.rules :as rules]
             [pyprof.trace.reader :as reader])
-  (:import (java.util ArrayList Arrays Collections HashMap LinkedHashMap List Map)))
+  (:import (java.util ArrayList Arrays HashMap LinkedHashMap List Map)))
 
 (set! *warn-on-reflection* true)
 
-(def stats-tolerance
-  "Relative tolerance of the JVM's floating-point statistics against Python's
-  (jvm/test/pyprof/stats_test.clj checks every valid fixture with it)."
-  1e-12)
+(def stats-tolerance "Relative tolerance of the figures against Python's." 1e-12)
 
 (def ^:private spec (rules/read-spec "trace.json"))
 (def ^:private phases (spec "phases"))
@@ -27,20 +21,17 @@
   (set (for [[_ p] (spec "pairs") :when (some #{"tid"} (p "scope")) ph [(p "begin") (p "end")]] ph)))
 (def ^:private counted-only (set (spec "counted_only_roles")))
 (def ^:private categories (spec "categories"))
-(def async-copy-categories "Async b/e categories that copy a B/E pair; never counted."
-  (set (categories "async_copies")))
+(def ^:private async-copy-categories (set (categories "async_copies")))
 (def ^:private ^String memory-prefix (categories "memory_prefix"))
-(def bulk-note "What bulk segment names mean (trace.json bulk.note)." ((spec "bulk") "note"))
+(def bulk-note "trace.json bulk.note." ((spec "bulk") "note"))
 (def ^:private bulk-re
   (re-pattern (str "(?d)" (str/join "|" (map #(str "(?:" (% "pattern") ")") ((spec "bulk") "names"))))))
 
-(def ^:private one-operator
-  "trace.json bulk.one_operator: bulk segments of one operator, e.g. \"[dot]\", and their note."
-  ((spec "bulk") "one_operator"))
+(def ^:private one-operator ((spec "bulk") "one_operator")) ; e.g. "[dot]"
 (def ^:private one-operator-re (re-pattern (str "(?d)" (one-operator "pattern"))))
 
 (defn- listed
-  "The first 3 of `names`, each through `f`, then \", ...\" when there are more (as Python's)."
+  "The first 3 of `names`, each through `f`, then \", ...\" when there are more."
   [f names]
   (str (str/join ", " (map f (take 3 names))) (when (> (count names) 3) ", ...")))
 
@@ -67,8 +58,7 @@
         :else (str v)))
 
 (defn percentile
-  "The `p`th percentile (0..100) of `sorted` (a sorted array or vector of numbers, not empty),
-  linear interpolation between the closest ranks."
+  "The `p`th percentile (0..100) of `sorted` (numbers, not empty), linear between closest ranks."
   ^double [sorted p]
   (let [n (count sorted)
         h (/ (* (dec n) (double p)) 100.0)
@@ -81,8 +71,7 @@
 (defn- number [x] (when (number? x) x))
 
 (defn- async-id
-  "What pairs an async event besides pid and cat: `id`, else `id2` (local and global apart), within
-  its `scope`."
+  "What pairs an async event besides pid and cat: `id`, else `id2`, within its `scope`."
   [ev]
   (let [i (get ev "id2")
         ident (cond (contains? ev "id") (get ev "id")
@@ -176,7 +165,7 @@
         :else (pair! st wanted? ev ph cat (get ev "ts"))))))
 
 (defn- end-file!
-  "Counts the file's unmatched begins and pools its durations by [category name device]."
+  "Counts the file's unmatched begins; pools its durations by [category name device]."
   [{:keys [^Map durations ^Map counts]} {:keys [^Map open ^Map by-pid ^Map pid-names] :as st}]
   (doseq [[k n] (:counts st)] (inc! counts k n))
   (inc! counts :unmatched-begin (reduce + 0 (map #(.size ^List %) (.values open))))
@@ -215,9 +204,7 @@
                                  mean)
      :last-bytes (peek vs) :first-ts-us (first ts) :last-ts-us (peek ts)}))
 
-(defn- note ^String [kind fields]
-  (reduce (fn [^String s [k v]] (.replace s (str "{" (name k) "}") (str v)))
-          (get-in spec ["notes" kind]) fields))
+(defn- note ^String [kind fields] (rules/render (get-in spec ["notes" kind]) fields))
 
 (defn- repr
   "A phase as the notes quote it (Python's repr of a string)."
@@ -237,13 +224,13 @@
                                    :phases (str/join ", " (map repr (sort code-point-compare (keys unknown-phases))))}))
       (seq merged) (conj (str (count merged) " bulk-merged name(s) (" (listed identity merged) "): "
                               bulk-note))
-      (seq ones) (conj (str/replace (one-operator (if (= 1 (count ones)) "note" "note_many"))
-                                    "{names}" (listed #(str "'" % "'") ones))))))
+      (seq ones) (conj (rules/render (one-operator (if (= 1 (count ones)) "note" "note_many"))
+                                     {:names (listed #(str "'" % "'") ones)})))))
 
 ;; ------------------------------------------------------------------ API
 
 (defn read-events
-  "The events of the valid trace file at `path`, in a vector (`pyprof.trace.reader`)."
+  "The events of the valid trace file at `path`, in a vector."
   [path]
   (reader/read-events path))
 
@@ -253,8 +240,7 @@
 (defn- many? [x] (or (sequential? x) (instance? java.util.List x)))
 
 (defn- category-names
-  "The names of option `option` (trace.json categories): a collection of strings, a map's keys;
-  nil gives `none`."
+  "The category names of `option` (strings, or a map's keys); nil gives `none`."
   [option v none]
   (cond (nil? v) none
         (string? v) (throw (rules/error "trace.categories_not_collection"
@@ -279,10 +265,9 @@
      :bad-counter-values n :unknown-phases {\"Q\" n} :phase-counts {\"B\" n}
      :notes [\"...\"]}
 
-  Options: `:categories` keeps only those, `:exclude-categories` leaves some out (collections of
-  strings, e.g. #{\"operator\"}, or a map's keys; nil: all kept, none left out); a category
-  that is no string is its JSON text (trace.json categories). Throws trace.no_paths,
-  trace.not_a_path, trace.categories_not_collection, trace.category_not_name, trace.cannot_open, trace.not_valid (fix: `pyprof repair`)."
+  Options `:categories` (kept) and `:exclude-categories`: collections of strings, e.g.
+  #{\"operator\"} (nil: all kept, none left out). Throws trace.no_paths, trace.not_a_path,
+  trace.categories_not_collection, trace.category_not_name, trace.cannot_open, trace.not_valid."
   ([paths] (stats paths {}))
   ([paths {:keys [categories exclude-categories]}]
    (let [sources (cond (path-like? paths) [paths]

@@ -1,9 +1,7 @@
 (ns pyprof.steady
-  "Steady mode, the JVM side of Python's `pyprof.session.steady` (which documents it; api.json
-  steady, schedule.json steady): the profiler switches to run once, at `begin!`, and nothing
-  changes MXNet's `Profiler::IsProfiling` until `end!` or exit (a change mid-call aborts the
-  process at c_api_profile.cc:140). `-Dpyprof.steady=true` begins it at start-up
-  (`from-property!`). The fact is the tracker's :steady field: in a JPype-hosted JVM Python's."
+  "Steady mode (Python's `pyprof.session.steady`): the profiler runs once, at `begin!`, and
+  nothing changes MXNet's `Profiler::IsProfiling` until `end!` or exit (a change mid-call aborts
+  at c_api_profile.cc:140). `-Dpyprof.steady=true` begins it at start-up."
   (:require [pyprof.config :as config]
             [pyprof.native :refer [mx]]
             [pyprof.output :as output]
@@ -22,14 +20,13 @@
   (:steady (tracker/snapshot)))
 
 (defn- on-raw?
-  "True when the profiler records into a session raw trace of this process (this JVM's or
-  Python's)."
+  "True when the profiler records into a session raw trace of this process."
   []
   (let [file (get (profiler/current-config) "filename")]
     (boolean (and file (or (= file (raw/raw-trace-path)) (output/session-raw-trace? file))))))
 
 (defn begin-as!
-  "`begin!` on behalf of `by` (a session's name, the system property); throws the same."
+  "`begin!` on behalf of `by` (a session's name, the system property)."
   [opts by]
   (let [{:keys [filename]} opts
         rec (dissoc opts :filename "filename")
@@ -53,16 +50,15 @@
 
 (defn begin!
   "Begins steady mode before the service's MXNet threads start: configures with `opts`
-  (recording keys as in profiler-set-config; with :filename into that file, else into pyprof's
-  raw trace), runs and pauses (C: MXSetProcessProfilerConfig, MXSetProcessProfilerState 1,
-  MXProcessProfilePause 1). Throws steady.already, steady.session_open, steady.profiler_running,
-  session.profiler_finished, config errors."
+  (recording keys; :filename, else pyprof's raw trace), runs and pauses (C:
+  MXSetProcessProfilerConfig, MXSetProcessProfilerState 1, MXProcessProfilePause 1). Throws
+  steady.already, steady.session_open, steady.profiler_running, session.profiler_finished,
+  config.*."
   ([] (begin! {}))
   ([opts] (begin-as! opts "(pyprof.steady/begin! ...)")))
 
 (defn from-property!
-  "Begins steady mode when -Dpyprof.steady (api.json steady property) is true, with the default
-  recording options; true when steady mode is on afterwards."
+  "Begins steady mode when -Dpyprof.steady is true; true when steady mode is on."
   []
   (let [p (spec "property")]
     (when (and (Boolean/parseBoolean (System/getProperty p)) (nil? (active)))
@@ -70,14 +66,13 @@
     (some? (active))))
 
 (defn check-session!
-  "Internal (pyprof.session/start!): in steady mode a session records only on the raw trace with
-  steady mode's options (`c-opts`); steady.other_layer, steady.own_file, steady.options_differ."
+  "A session in steady mode records only on the raw trace with its options (`c-opts`);
+  steady.other_layer, steady.own_file, steady.options_differ."
   [c-opts]
   (let [{:keys [steady config]} (tracker/snapshot)
         current (or config (config/effective {}))
         file (get current "filename")]
     (when (and (not= file (raw/raw-trace-path)) (output/session-raw-trace? file))
-      ;; begun by Python (JPype hosts this JVM): its windows are Python's
       (throw (rules/error "steady.other_layer" {:call :api/session_start :steady steady
                                                 :layer "Python" :trace file
                                                 :end (get-in rules/catalogue ["api" "steady_end" "python"])})))
@@ -92,10 +87,9 @@
                              :current (into (sorted-map) (select-keys current differ))}))))))
 
 (defn end!
-  "Ends steady mode (the caller's MXNet threads ended): waits, stops, finishes a :filename trace or
-  deletes the raw trace when no session is open; idempotent (C: MXNDArrayWaitAll,
-  MXSetProcessProfilerState 0, MXDumpProcessProfile 1). steady.session_open while a session is
-  open."
+  "Ends steady mode after the MXNet threads ended: waits, stops, finishes a :filename trace or
+  deletes the raw trace; idempotent (C: MXNDArrayWaitAll, MXSetProcessProfilerState 0,
+  MXDumpProcessProfile 1). steady.session_open while a session is open."
   []
   (let [raw? (tracker/with-lock
                (let [{:keys [steady session]} (tracker/snapshot)]
@@ -117,7 +111,7 @@
     nil))
 
 (defn- at-exit!
-  "At JVM exit, steady mode not ended: finishes the trace without a stop (pause, finished dump)."
+  "At exit in steady mode: finishes the trace without a stop."
   []
   (let [{:keys [steady finished]} (tracker/snapshot)]
     (when (and steady (not finished))

@@ -1,6 +1,6 @@
 (ns ^:no-doc pyprof.trace-file
-  "What pyprof does around MXNet's trace file for `pyprof.profiler`, under the tracker's lock:
-  Python's pyprof.profiler _switch_file, _configure_same_file and _finish_file."
+  "What `pyprof.profiler` does around MXNet's trace file, under the tracker's lock (Python's
+  _switch_file, _configure_same_file, _finish_file)."
   (:require [clojure.string :as str]
             [pyprof.config :as config]
             [pyprof.keep-file :as keep-file]
@@ -16,7 +16,7 @@
 (def ^:private worker (rules/processes "worker"))
 
 (defn join-kept!
-  "Joins the parts kept of `path` with it; false when there are none (Python's _join_kept)."
+  "Joins the parts kept of `path` with it; false when there are none."
   [path]
   (let [parts (:kept-parts (tracker/snapshot))]
     (when (seq parts)
@@ -25,8 +25,8 @@
       true)))
 
 (defn finish-file!
-  "After a dump that finished `path`: joins its kept parts, or rewrites it valid (Python's
-  keep_file.finish; api.json finished_dump: a file too big, or whose rewrite fails, is said)."
+  "After a dump that finished `path`: joins its kept parts, or rewrites it valid (api.json
+  finished_dump: a file too big, or a failed rewrite, is said)."
   [path]
   (when-not (join-kept! path)
     (when-let [size (output/size path)]
@@ -40,7 +40,7 @@
 
 (defn send-config!
   "MXSetProcessProfilerConfig with `c-opts`, retried while a stopped dump timer exits (api.json
-  timer_exit, as Python's _send_config)."
+  timer_exit)."
   [c-opts]
   (let [ks (keys c-opts)
         period #(Double/parseDouble (str (get % "dump_period" "1")))
@@ -57,12 +57,10 @@
   (str/includes? (.mxnetMessage e) "hasn't been run"))
 
 (defn switch-file!
-  "A new filename while profiling runs, or stopped once it has run, as
-  pyprof.profiler._switch_file: the old file gets the events so far and is rewritten as a valid
-  trace."
+  "A new filename once the profiler ran: the old file gets the events so far, rewritten valid."
   [c-opts]
   (let [{:keys [paused running]} (tracker/snapshot)
-        config (or (:config (tracker/snapshot)) (config/effective {})) ; never configured: default
+        config (or (:config (tracker/snapshot)) (config/effective {}))
         ^String old (config "filename")
         dumped (and (nil? (output/file-problem old))
                     (try (mx MXDumpProcessProfile 0 (int worker) nil)
@@ -75,20 +73,18 @@
       (cond (not running) (mx MXSetProcessProfilerState (int (rules/states "stop"))
                               (int worker) nil)
             paused (mx MXProcessProfilePause 1 (int worker) nil)))
-    ;; parts kept by earlier configs are joined with it; else it is rewritten
     (when (and (not (join-kept! old)) dumped (output/size old))
       (raw-file/rewrite-trace! old))))
 
 (defn configure-same-file!
-  "A config naming the file being written, as Python's _configure_same_file: its events are kept in
-  a part first (pyprof.keep-file)."
+  "A config naming the file being written: its events are kept in a part first."
   [c-opts]
   (let [^String path (c-opts "filename")
         config (:config (tracker/snapshot))]
     (when (and (not= rules/c-false (get config "continuous_dump"))
                (nil? (output/size path))
                (nil? (output/file-problem path)))
-      ;; nothing dumped yet: dump now, so that no timer write lands between link and config
+      ;; dump now, so that no timer write lands between link and config
       (try (mx MXDumpProcessProfile 0 (int worker) nil)
            (catch MXNetException e (when-not (hasnt-run? e) (throw e)))))
     (when-let [part (keep-file/keep! path (count (:kept-parts (tracker/snapshot)))
@@ -96,4 +92,4 @@
                                        (send-config! (assoc config "filename" scratch
                                                             "continuous_dump" rules/c-false))))]
       (tracker/update! update :kept-parts conj part))
-    (send-config! c-opts))) ; retried while a dump timer (stopped here or before) exits
+    (send-config! c-opts)))

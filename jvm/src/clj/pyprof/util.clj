@@ -1,6 +1,5 @@
 (ns ^:no-doc pyprof.util
-  "Clojure options as the strings MXNet's C API takes, by the grammar both languages implement
-  (pyprof/spec/grammar.json): numbers and booleans spelt in strings, the one float format."
+  "Options as the strings MXNet's C API takes, by pyprof/spec/grammar.json."
   (:require [clojure.string :as str]
             [pyprof.rules :as rules])
   (:import (java.math BigDecimal MathContext RoundingMode)))
@@ -8,19 +7,15 @@
 (set! *warn-on-reflection* true)
 
 (defn key->c
-  "A config key as C spells it: a keyword or symbol by its name, kebab-case to snake_case; a string
-  untouched; else config.bad_key_type."
+  "A config key as C spells it (a keyword or symbol's name in snake_case, a string as is); else
+  config.bad_key_type."
   ^String [k]
   (cond
     (string? k) k
     (or (keyword? k) (symbol? k)) (str/replace (name k) \- \_)
     :else (throw (rules/error "config.bad_key_type" {:key k}))))
 
-;; ------------------------------------------------------------------ numbers (grammar.json)
-
-(def grammar
-  "grammar.json (string keys)."
-  (rules/read-spec "grammar.json"))
+(def grammar "grammar.json." (rules/read-spec "grammar.json"))
 
 (def ^:private number-regex (re-pattern (get-in grammar ["number" "regex"])))
 
@@ -33,15 +28,13 @@
     (loop [j (count s)] (if (and (> j start) (ws? (dec j))) (recur (dec j)) (subs s start j)))))
 
 (defn- ratio->double
-  "The ratio `r` as a double, through its quotient to 34 digits (Clojure's own conversion rounds
-  to 16 digits first, which can land one ulp off)."
+  "The ratio `r` as a double through a 34-digit quotient (Clojure's rounds to 16 digits first)."
   ^double [^clojure.lang.Ratio r]
   (.doubleValue (.divide (BigDecimal. (.numerator r)) (BigDecimal. (.denominator r))
                          MathContext/DECIMAL128)))
 
 (defn number
-  "`v` as a finite double by grammar.json `native_numbers` and `number` (a number, or a string of
-  the decimal regex after `trim`), or nil."
+  "`v` as a finite double by grammar.json `native_numbers` and `number`, or nil."
   [v]
   (let [d (cond (ratio? v) (ratio->double v)
                 (number? v) (.doubleValue ^Number v)
@@ -61,9 +54,8 @@
                   (some #{word} bool_false) false)))))
 
 (defn c-float
-  "A finite double as the C string pyprof sends (grammar.json float_text): the fewest significant
-  digits that read back as `d`, plain notation (1e-05 -> \"0.00001\", -0.0 -> \"-0\").
-  Double/toString before JDK 19 is not always the shortest."
+  "A finite double as the C string sent (grammar.json float_text): the fewest digits that read
+  back as `d`, plain (1e-05 -> \"0.00001\"); Double/toString before JDK 19 is not the shortest."
   ^String [^double d]
   (if (zero? d)
     (if (neg? (Math/copySign 1.0 d)) "-0" "0")

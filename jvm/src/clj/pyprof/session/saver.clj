@@ -1,8 +1,6 @@
 (ns ^:no-doc pyprof.session.saver
-  "The background saver of the Java facade's sessions (api.json service_session): one daemon
-  thread, `pyprof-window-saver`, at the lowest priority (`pyprof.jvm.Background`), that cuts and
-  writes ended windows in the order they ended, so that a service's step returns after the
-  boundary (a few C calls) and not after the window's file is written."
+  "The saver of the Java facade's sessions: one daemon thread at the lowest priority that writes
+  ended windows in order, so that a service's step does not wait for a window's file."
   (:import (java.util.concurrent ExecutorService ExecutionException Future TimeUnit TimeoutException)
            (pyprof.jvm Background)))
 
@@ -18,8 +16,8 @@
   (.submit executor ^Callable (fn [] (f))))
 
 (defn await!
-  "Waits until `fut` (a Future of `submit!`, or nil) is done, at most `timeout-ms` (nil: no
-  bound); true when done. A task's failure is its own to report."
+  "Waits at most `timeout-ms` (nil: no bound) for `fut` (of `submit!`, or nil); true when done.
+  A task reports its own failure."
   ([fut] (await! fut nil))
   ([^Future fut timeout-ms]
    (cond

@@ -1,75 +1,55 @@
 (ns ^:no-doc pyprof.session.schedule
-  "Step schedules of sessions, read from `schedule.json`, the file Python's
-  `pyprof.session.scheduling` reads too (actions, parameters, the phases of a cycle, the
-  transition table of operations). File names become keywords with dashes (`record_and_save` ->
-  :record-and-save)."
+  "Step schedules by `schedule.json` (as Python's `pyprof.session.scheduling`); its names as
+  keywords with dashes (:record-and-save)."
   (:require [clojure.string :as str]
             [pyprof.rules :as rules]))
 
 (set! *warn-on-reflection* true)
 
-(def spec "schedule.json, string keys as in the file." (rules/read-spec "schedule.json"))
+(def ^:private spec (rules/read-spec "schedule.json"))
 
 (defn- kw [s] (keyword (str/replace s "_" "-")))
 
-(def actions
-  "The actions a schedule returns for a step."
-  (set (map kw (keys (spec "actions")))))
+(def ^:private action-names (vec (keys (spec "actions")))) ; schedule.bad_action's choices
 
-(def ^:private action-names
-  "The file's action names, in its order (the choices of schedule.bad_action)."
-  (vec (keys (spec "actions"))))
+(def actions "The actions a schedule returns for a step." (set (map kw action-names)))
 
-(def transitions
-  "{[previous-action next-action] [operation ...]}, every pair of actions once (Python's
-  pyprof.session.scheduling checks the table when it loads)."
+(def ^:private transitions
+  "{[previous-action next-action] [operation ...]}, every pair of actions."
   (into {} (for [{:strs [from to do]} (spec "transitions")] [[(kw from) (kw to)] (mapv kw do)])))
 
 (def steady-operations
-  "Steady mode (schedule.json steady): an operation -> the one a steady session performs in its
-  place (:stop -> :pause, :run -> :resume)."
+  "An operation -> the one a steady session performs instead (:stop -> :pause, :run -> :resume)."
   (into {} (map (fn [[k v]] [(kw k) (kw v)])) (get-in spec ["steady" "operations"])))
 
 (defn operations
-  "The operations a session performs, in order, from action `prev` to `cur` (with `steady?`,
-  through `steady-operations`)."
-  ([prev cur] (transitions [prev cur]))
-  ([prev cur steady?]
-   (cond->> (transitions [prev cur])
-     steady? (mapv #(get steady-operations % %)))))
+  "The operations from action `prev` to `cur`, in order (`steady?`: a steady session's)."
+  [prev cur steady?]
+  (cond->> (transitions [prev cur])
+    steady? (mapv #(get steady-operations % %))))
 
-(def default-action "Every step's action in a session without a schedule." (kw (spec "without_schedule")))
-(def initial-action "The action before step 0 (start! moves from it)." (kw (spec "before_first_step")))
+(def default-action "Each step's action without a schedule." (kw (spec "without_schedule")))
+(def initial-action "The action before step 0." (kw (spec "before_first_step")))
 (def final-action "The action after stop!." (kw (spec "after_stop")))
 
 (def ^:private parameters
   (mapv (fn [{:strs [name min default]}] {:key (kw name) :name name :min min :default default})
         (spec "parameters")))
 
-(def ^:no-doc parameter-names
-  "The parameters' names as schedule.json spells them (what JMX's start takes at top level)."
-  (mapv :name parameters))
-
-(defn- step-count
-  "An integer option's value: a long, or a BigInt past the range of long."
-  [v]
-  (if (<= Long/MIN_VALUE v Long/MAX_VALUE) (long v) (bigint v)))
+(def parameter-names "The parameters' names as schedule.json spells them." (mapv :name parameters))
 
 (defn schedule
-  "A step schedule (fn step -> action), as Python's pyprof.session.schedule: after :skip-first
-  steps, cycles of :wait, :warmup and :active steps repeat :repeat times (0 = for ever); each
-  cycle's active steps form one window. Defaults {:wait 0 :warmup 0 :active 1 :repeat 0
-  :skip-first 0}; keys are keywords (:skip_first too, as profiler-set-config takes
-  :profile_api), or strings as schedule.json spells them (\"skip_first\", as the Java facade
-  passes them). schedule.unknown_option, schedule.bad_value."
+  "A step schedule (fn step -> action): after :skip-first steps, cycles of :wait, :warmup and
+  :active steps repeat :repeat times (0: for ever), each cycle's active steps one window.
+  Defaults {:wait 0 :warmup 0 :active 1 :repeat 0 :skip-first 0}; keys are keywords (:skip_first
+  too) or strings as schedule.json spells them. schedule.unknown_option, schedule.bad_value."
   ([] (schedule {}))
   ([opts]
    (let [known (mapv :key parameters)
          unknown (remove (set (concat known (map :name parameters) (map (comp keyword :name) parameters)))
                          (keys opts))]
      (when (seq unknown)
-       ;; the options as the caller wrote them, the choices in the same spelling (:skip-first
-       ;; for a keyword, "skip_first" for a string key, as the Java facade passes them)
+       ;; the choices spelt as the caller spells keys
        (throw (rules/error "schedule.unknown_option"
                            {:options (vec unknown)
                             :choices (if (every? keyword? unknown) known (mapv :name parameters))})))
@@ -78,7 +58,7 @@
                               (when-not (and (integer? v) (>= v min))
                                 (throw (rules/error "schedule.bad_value"
                                                     {:option name :value v :min min})))
-                              (assoc m key (step-count v))))
+                              (assoc m key v)))
                           {} parameters)
            {:strs [steps action]} (spec "skip_first")
            skip (values (kw steps))
@@ -109,24 +89,23 @@
   a)
 
 (defn saves-many?
-  "True when `sched` saves more than one window: for `schedule`'s, by its cycles (0: for ever);
-  for another fn, within its first `steps` (10000) steps."
+  "True when `sched` saves more than one window: `schedule`'s by its cycles, another fn within
+  its first `steps` (10000) steps."
   ([sched] (saves-many? sched 10000))
   ([sched steps]
    (if-let [values (:pyprof.session/schedule (meta sched))]
      (not (== 1 (values (kw (spec "cycles"))))) ; one window each
      (loop [step 0, prev initial-action, saves 0]
        (let [cur (if (< step steps) (check-action (sched step) step) final-action)
-             saves (cond-> saves (some #{:save} (operations prev cur)) inc)]
+             saves (cond-> saves (some #{:save} (operations prev cur false)) inc)]
          (cond (> saves 1) true
                (>= step steps) false
                :else (recur (inc step) cur saves)))))))
 
 (defn step-events
-  "The step marks of window `window` (schedule.json step_marks, as Python's
-  pyprof.session.stepmarks.step_events): one instant per step of `starts` ([step began-us] in
-  order, microseconds since the epoch) up to `last-step`, the last one running to `end-us`; on
-  the process's main thread (tid = pid, as Linux numbers it)."
+  "The step marks of window `window` (schedule.json step_marks): an instant per step of `starts`
+  ([step began-us], us since the epoch) up to `last-step`, the last running to `end-us`; on the
+  main thread (tid = pid)."
   [window starts last-step end-us pid]
   (let [{:strs [name cat ph scope]} (spec "step_marks")
         kept (vec (filter #(<= (first %) last-step) starts))]

@@ -1,7 +1,6 @@
 (ns ^:no-doc pyprof.session.template
   "Window-path templates by grammar.json `window_path`, as Python's `pyprof.session.template`:
-  literal text, fields {window} {step} {pid} ({window:02d}: padding and width), escapes {{ and }};
-  tests/grammar/window_path_cases.json holds the cases both languages run."
+  text, fields {window} {step} {pid} ({window:02d}), escapes {{ and }}."
   (:require [clojure.string :as str]
             [pyprof.rules :as rules]))
 
@@ -9,15 +8,13 @@
 
 (def ^:private spec (get (rules/read-spec "grammar.json") "window_path"))
 (def fields "The field names, as in grammar.json." (set (keys (spec "fields"))))
-(def window-field "The field a schedule saving several windows needs." (spec "needs_window_field"))
 (def ^:private token (re-pattern (spec "token")))
 (def ^:private field (re-pattern (str "(?s)" (spec "field"))))
 (def ^:private fmt (re-pattern (spec "spec")))
 
 (defn parse
   "The template `text` as a vector of strings and field maps {:name :fill :width};
-  template.unknown_field, template.bad_spec, template.unbalanced (:invalid-option), naming the
-  index in code points."
+  template.unknown_field, template.bad_spec, template.unbalanced."
   [^String text]
   (let [m (re-matcher token text)]
     (loop [pos 0, parts []]
@@ -26,7 +23,6 @@
         (let [_ (.find m (int pos))
               tok (.group m)
               inside (.group m 1)
-              ;; the index in code points, as Python counts the characters of a str
               fail #(throw (rules/error %1 (merge {:path text :position (.codePointCount text 0 (int pos))}
                                                   %2)))]
           (recur (.end m)
@@ -43,14 +39,18 @@
                              (#{"{" "}"} tok) (fail "template.unbalanced" {:brace tok})
                              :else tok))))))))
 
+(defn escape
+  "`text` as template text that fills to itself (every brace doubled)."
+  ^String [^String text]
+  (-> text (str/replace "{" "{{") (str/replace "}" "}}")))
+
 (defn has?
   "True when the parsed template `parts` hold the field `name` (an escaped `{{window}}` is text)."
   [parts name]
   (boolean (some #(and (map? %) (= name (:name %))) parts)))
 
 (defn fill
-  "The parsed `parts` with each field replaced by its value in `values` (field name -> non-negative
-  integer)."
+  "The parsed `parts` with each field's value in `values` (name -> integer >= 0)."
   ^String [parts values]
   (str/join (map (fn [p]
                    (if (string? p)
@@ -60,16 +60,13 @@
                  parts)))
 
 (defn canonical
-  "The template `parts` written one way for what they name, as Python's Template.canonical: a
-  field as {name} when its width is 1 or less, every literal brace doubled."
+  "The template `parts` written one way for what they name: a field as {name} when its width is
+  1 or less, every literal brace doubled."
   ^String [parts]
   (str/join (map (fn [p]
-                   (cond (string? p) (-> p (str/replace "{" "{{") (str/replace "}" "}}"))
+                   (cond (string? p) (escape p)
                          (<= (:width p) 1) (str "{" (:name p) "}")
                          :else (str "{" (:name p) ":" (when (= \0 (:fill p)) "0") (:width p) "d}")))
                  parts)))
 
-(defn escape
-  "`text` as template text that fills to itself (every brace doubled)."
-  ^String [^String text]
-  (-> text (str/replace "{" "{{") (str/replace "}" "}}")))
+
