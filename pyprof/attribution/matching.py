@@ -528,6 +528,7 @@ def _annotate_held(kept: Any, path: str, calls: Sequence[Call], options: dict[st
     begins, ends = at[0::2], at[1::2]
     ops = _held_operator_events(kept, flat, begins, ends)
     samples = CounterSamples(parts=CounterSamples.held_parts(kept, flat, begins, ends))
+    kept.forget_read()  # what was read ahead is in ops and samples now
     wanted: dict[int, dict] = {}
 
     def event(index: int) -> dict:

@@ -470,6 +470,10 @@ class Kept:
             got = {**got, **dict(zip(missing, self.events(missing)))}
         return [got[g] for g in numbers]
 
+    def forget_read(self) -> None:
+        """Let go of the events read ahead (:meth:`read` reads them again)."""
+        self._read, self._found, self.ahead = {}, [], None
+
     def find(self, needle: bytes) -> list[int]:
         """The numbers of the events of runs whose bytes hold ``needle``, ascending."""
         if self.ahead is not None and needle == self.ahead[0]:
