@@ -528,7 +528,6 @@ def _annotate_held(kept: Any, path: str, calls: Sequence[Call], options: dict[st
     begins, ends = at[0::2], at[1::2]
     ops = _held_operator_events(kept, flat, begins, ends)
     samples = CounterSamples(parts=CounterSamples.held_parts(kept, flat, begins, ends))
-    kept.forget_read()  # what was read ahead is in ops and samples now
     wanted: dict[int, dict] = {}
 
     def event(index: int) -> dict:
@@ -537,8 +536,12 @@ def _annotate_held(kept: Any, path: str, calls: Sequence[Call], options: dict[st
             got = wanted[index] = kept.events([index])[0]
         return got
 
-    report, changed = _match_args(calls, options, threads, env, ops, samples, event,
-                                  lambda found: wanted.update(zip(sorted(found), kept.events(sorted(found)))))
+    def prefetch(found: Any) -> None:
+        numbers = sorted(found)
+        wanted.update(zip(numbers, kept.read(numbers)))  # the begins read ahead, changed now
+        kept.forget_read()
+
+    report, changed = _match_args(calls, options, threads, env, ops, samples, event, prefetch)
     kept.write(path, changed)
     return report
 

@@ -335,6 +335,7 @@ class Kept:
         self.batches: list[tuple] = []
         self._read: dict[int, dict[str, Any]] = {}  # events read ahead (not to be changed)
         self._found: list[int] = []  # the numbers of events holding the needle read ahead
+        self._plain: dict[int, bool] = {}  # by a run's first event: no },{" inside its events
 
     def add_run(self, run: _cutter.Run, data: bytes, where: np.ndarray,
                 changed: list[dict[int, int]], sep: int = 1) -> None:
@@ -362,6 +363,7 @@ class Kept:
             wanted = np.union1d(found, np.flatnonzero(np.isin(run.ph[order], self._codes)) + b[0])
             numbers = wanted.astype(np.int64).tolist()
             self._read.update(zip(numbers, self.events(numbers)))
+            self._plain[b[0]] = data.find(b'},{"') < 0  # for write(): nothing to line inside
 
     def add_events(self, events: list[dict[str, Any]]) -> None:
         self.batches.append((self.size, events))
@@ -393,7 +395,10 @@ class Kept:
                 continue
             data, where = b[2], b[3]
             # views of the held bytes where they are on lines (nothing in them to replace)
-            view = memoryview(data) if b[6] > 1 and data.find(b'},{"') < 0 else data
+            plain = self._plain.get(first)
+            if plain is None:
+                plain = data.find(b'},{"') < 0
+            view = memoryview(data) if b[6] > 1 and plain else data
             at, pieces = 0, []
             for g in sorted(k for k in events if first <= k < first + n):
                 j = g - first
@@ -463,7 +468,8 @@ class Kept:
                 yield from enumerate(b[1], b[0])
 
     def read(self, numbers: Sequence[int]) -> list[dict[str, Any]]:
-        """:meth:`events`, those read ahead as read then: not to be changed."""
+        """:meth:`events`, those read ahead as read then (the same dicts each time: change
+        them only once done reading them, then :meth:`forget_read`)."""
         got = self._read
         missing = [g for g in numbers if g not in got]
         if missing:
@@ -472,7 +478,7 @@ class Kept:
 
     def forget_read(self) -> None:
         """Let go of the events read ahead (:meth:`read` reads them again)."""
-        self._read, self._found, self.ahead = {}, [], None
+        self._read, self._found, self.ahead = {}, [], None  # _plain stays: write() reads it
 
     def find(self, needle: bytes) -> list[int]:
         """The numbers of the events of runs whose bytes hold ``needle``, ascending."""

@@ -274,8 +274,9 @@ result = [raised, sorted(os.listdir("out"))]
     assert r[0] is True and not [f for f in r[1] if f.startswith(".pyprof-")], r
 
 
+@pytest.mark.parametrize("ahead", [None, (b'"name":"c"', frozenset("B"))])
 @pytest.mark.parametrize("run", ["plain", "listed", "empty"])
-def test_a_held_window_written_with_changed_events_is_the_writers_bytes(run, tmp_path):
+def test_a_held_window_written_with_changed_events_is_the_writers_bytes(run, ahead, tmp_path):
     # Kept.write puts its runs on lines as held (no copy of the window); the bytes are those of
     # the window read back, its events replaced, written by TraceWriter.write_all: lists of
     # objects inside events, in changed events, and an empty event {} (no line for it)
@@ -287,7 +288,7 @@ def test_a_held_window_written_with_changed_events_is_the_writers_bytes(run, tmp
     path = tmp_path / "raw.json"
     path.write_text(raw(*body, header=True))
     known = orjson.loads("{" + META.split("{", 1)[1])  # a part of dicts before the run
-    keep = rawcut.Kept()
+    keep = rawcut.Kept(ahead=ahead)  # read ahead: whether a run needs lining is known then
     rawcut.cut(str(path), 0, None, {b"m": known}, str(tmp_path / "unused.json"), [MARK], keep=keep)
     assert keep.held
     n = keep.size
