@@ -85,7 +85,7 @@ class Call:
 
     __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
                  "producers", "slots", "thread", "stack", "block", "source", "invocation", "fresh",
-                 "unproven", "training")
+                 "unproven", "training", "nbytes")
 
     def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
                  in_meta: list | None, out_meta: list | None, keys: list, vals: list,
@@ -109,6 +109,8 @@ class Call:
         #: MXNet's is_train was set when the call ran (autograd.record(), train_mode()): what
         #: some operators allocate depends on it (attribution.json matching.hidden_outputs)
         self.training = False
+        #: what the call allocates (matching.expected_bytes), once known; -1: not yet
+        self.nbytes: int | None = -1
 
     @property
     def name(self) -> str:

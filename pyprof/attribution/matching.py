@@ -546,6 +546,47 @@ def _annotate_held(kept: Any, path: str, calls: Sequence[Call], options: dict[st
     return report
 
 
+def expected_bytes(calls: Sequence[Call]) -> None:
+    """Set each call's :attr:`Call.nbytes` (what the memory counter should rise by): done by the
+    matching where not done before, by a session while MXNet appends the window's last events."""
+    sizes: dict = {}
+    for c in calls:
+        if c.nbytes == -1:
+            c.nbytes = _nbytes_of(c, sizes)
+
+
+def _nbytes_of(c: Call, sizes: dict) -> int | None:
+    # by what it reads of the call: a model's forwards repeat the same calls
+    try:
+        key = (c.source, c.op, _meta_key(c.in_meta), _meta_key(c.out_meta), c.fresh,
+               tuple(c.keys), tuple(c.vals), c.training)
+        got = sizes.get(key, sizes)
+    except TypeError:  # something unhashable: computed each time
+        return _call_bytes(c)
+    if got is sizes:
+        got = sizes[key] = _call_bytes(c)
+    return got
+
+
+def _call_bytes(c: Call) -> int | None:
+    # a CachedOp allocates its graph's arrays by its memory plan, ahead of its nodes: the
+    # counter neither checks nor chooses a node's match
+    if c.source not in _ALLOCATING:
+        return None
+    s, d = c.shapes("out"), c.dtypes("out")
+    if c.fresh is not None and s is not None:
+        keep = [k for k, f in enumerate(c.fresh) if f]
+        s, d = [s[k] for k in keep], [d[k] for k in keep]
+    got = _nbytes(s, d)
+    if got is None or c.source != _CALL:
+        return got
+    # what the operator allocates beyond the outputs it returns (matching.hidden_outputs)
+    extra = hidden_of(c)
+    if extra is None:
+        return None
+    return got + (_nbytes([list(x[0]) for x in extra], [dtype_name(x[1]) for x in extra]) or 0)
+
+
 def _match_args(calls: Sequence[Call], options: dict[str, bool], threads: dict[int, str] | None,
                 env: dict[str, str] | None, ops: list[_Event], samples: CounterSamples,
                 event: Callable[[int], dict], prefetch: Callable[[Any], None] | None = None,
@@ -565,43 +606,12 @@ def _match_args(calls: Sequence[Call], options: dict[str, bool], threads: dict[i
         return checked_rise(op)[0]
 
     sizes: dict = {}
-    asked: dict[int, int | None] = {}  # by call: the matching asks, then the memory check
 
     def nbytes(c: Call) -> int | None:
-        got = asked.get(id(c), asked)
-        if got is asked:
-            got = asked[id(c)] = _nbytes_of(c)
+        got = c.nbytes
+        if got == -1:
+            got = c.nbytes = _nbytes_of(c, sizes)
         return got
-
-    def _nbytes_of(c: Call) -> int | None:
-        # by what it reads of the call: a model's forwards repeat the same calls
-        try:
-            key = (c.source, c.op, _meta_key(c.in_meta), _meta_key(c.out_meta), c.fresh,
-                   tuple(c.keys), tuple(c.vals), c.training)
-            got = sizes.get(key, sizes)
-        except TypeError:  # something unhashable: computed each time
-            return _call_bytes(c)
-        if got is sizes:
-            got = sizes[key] = _call_bytes(c)
-        return got
-
-    def _call_bytes(c: Call) -> int | None:
-        # a CachedOp allocates its graph's arrays by its memory plan, ahead of its nodes: the
-        # counter neither checks nor chooses a node's match
-        if c.source not in _ALLOCATING:
-            return None
-        s, d = c.shapes("out"), c.dtypes("out")
-        if c.fresh is not None and s is not None:
-            keep = [k for k, f in enumerate(c.fresh) if f]
-            s, d = [s[k] for k in keep], [d[k] for k in keep]
-        got = _nbytes(s, d)
-        if got is None or c.source != _CALL:
-            return got
-        # what the operator allocates beyond the outputs it returns (matching.hidden_outputs)
-        extra = hidden_of(c)
-        if extra is None:
-            return None
-        return got + (_nbytes([list(x[0]) for x in extra], [dtype_name(x[1]) for x in extra]) or 0)
 
     found, ops = match(calls, None, env=env, rise=rise, nbytes=nbytes, ops=ops)
     if prefetch is not None:
