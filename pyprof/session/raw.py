@@ -161,17 +161,7 @@ class RawTrace:
 
         Afterwards nothing more is appended until the profiler runs again: the raw file's size
         is an exact boundary between events."""
-        try:
-            _capi.wait_all()
-        finally:
-            profiler.set_state("stop")
-            at = now_us()
-            try:
-                if stopped is not None:
-                    stopped()
-            finally:
-                profiler.dump(False)
-        return at
+        return RawTrace._quiesce(lambda: profiler.set_state("stop"), stopped)
 
     @staticmethod
     def quiesce_paused(stopped: Callable[[], None] | None = None) -> int:
@@ -179,10 +169,14 @@ class RawTrace:
         running, so MXNet's IsProfiling does not change), append everything to the raw file;
         return when recording paused (microseconds since the epoch). Paused, MXNet adds no
         event, so the raw file's size is an exact boundary too."""
+        return RawTrace._quiesce(profiler.pause, stopped)
+
+    @staticmethod
+    def _quiesce(halt: Callable[[], Any], stopped: Callable[[], None] | None) -> int:
         try:
             _capi.wait_all()
         finally:
-            profiler.pause()
+            halt()
             at = now_us()
             try:
                 if stopped is not None:
