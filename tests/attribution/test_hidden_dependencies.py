@@ -173,6 +173,9 @@ with pyprof.profile(schedule=pyprof.schedule(warmup=1, active=1, repeat=1), path
         [t.join() for t in ts]
         p.step()
 result = p.windows[0].attribution.as_dict()
+events = json.load(open(p.windows[0].path))["traceEvents"]
+result["failed_exact"] = sum(1 for e in events if (e.get("args") or {}).get("pyprof.memory_check") is False
+                             and e["args"].get("pyprof.match") == "exact")
 """
 
 
@@ -182,7 +185,8 @@ def test_a_warm_up_steps_calls_are_not_the_windows(tmp_path):
     # calls, labelled exact, failing the memory check)
     rep = run_scenario(_WARMUP, tmp_path, timeout=120)
     assert rep["calls"] == rep["events"] == rep["matched"] == 180 and rep["unmatched_calls"] == 0, rep
-    # the memory check: the counter model's misses (0 to 8 a run here) are written ambiguous,
-    # never exact (a label is a proof); the bug this guards against left 90 calls unmatched
-    failed = rep["memory_checked"] - rep["memory_passed"]
-    assert failed < 10 and rep["ambiguous"] >= failed and rep["memory_checked"] >= 150, rep
+    # the memory check: how many of its samples the counter model misses is the load's (0 to 8
+    # a run on a quiet machine, 28 in one of 20 runs beside two busy loops and a clean-clone
+    # run); a miss is written ambiguous, never exact (a label is a proof)
+    assert rep["memory_checked"] > 0 and rep["failed_exact"] == 0, rep
+    assert rep["ambiguous"] >= rep["memory_checked"] - rep["memory_passed"], rep

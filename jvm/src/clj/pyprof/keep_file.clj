@@ -17,8 +17,8 @@
   "The file named by `pattern` ({pid}, {index}, {name}) in the directory of `path`."
   ^Path [^String path ^String pattern index]
   (let [full (Paths/get (output/abspath path) (make-array String 0))]
-    (.resolveSibling full (rules/render pattern {:pid (.pid (java.lang.ProcessHandle/current))
-                                                 :index index :name (.getFileName full)}))))
+    (.resolveSibling full ^String (rules/render pattern {:pid (.pid (java.lang.ProcessHandle/current))
+                                                         :index index :name (.getFileName full)}))))
 
 (defn keep!
   "Keeps the bytes of `path` in its `index`-th part; returns the part, or nil when there is no
