@@ -117,8 +117,13 @@ class _Taken:
         except BaseException as exc:  # raised on the stopping thread by result()
             self._got = exc
 
+    def join(self) -> None:
+        """Wait for the thread, if begun (a stop that fails: its error is the one raised)."""
+        if self._thread is not None:
+            self._thread.join()
+
     def result(self) -> Any:
-        if self._thread is None:  # never begun (the stop failed before MXNet stopped)
+        if self._thread is None:  # never begun: no thread to be had
             return self._recorder.take()
         self._thread.join()
         if isinstance(self._got, BaseException):
@@ -414,7 +419,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
                 try:
                     self._stopped_us = quiesce(taken.start)
                 except BaseException:
-                    taken.result()  # joined: no thread outlives the stop
+                    taken.join()  # no thread outlives the stop; the stop's error stands
                     raise
             else:
                 self._stopped_us = quiesce()

@@ -40,7 +40,22 @@ try:
     error = None
 except RuntimeError as exc:
     error = str(exc)
-result = {"takers": takers, "reports": reports, "error": error,
+# a stop whose append fails while its take fails too: the append's error is the stop's
+from pyprof.session import raw as _raw
+real_dump = _raw.profiler.dump
+def failing_dump(*a, **k):
+    raise RuntimeError("planted in the append")
+p = pyprof.profile(path="both.json", record_shapes=True)
+p.start()
+(a + 1).wait_to_read()
+_raw.profiler.dump = failing_dump
+try:
+    p.stop()
+    both = None
+except RuntimeError as exc:
+    both = str(exc)
+_raw.profiler.dump = real_dump
+result = {"takers": takers, "reports": reports, "error": error, "both": both,
           "left": [t.name for t in threading.enumerate() if t.name == "pyprof-take"]}
 """
 
@@ -51,3 +66,4 @@ def test_calls_taken_during_the_append_are_the_calls_taken_after(tmp_path):
     assert r["reports"]["always"] == r["reports"]["never"], r
     assert r["reports"]["always"] == [600, 600, 0], r  # every dot and add
     assert r["error"] == "planted in take" and r["left"] == [], r
+    assert r["both"] == "planted in the append", r
