@@ -18,7 +18,7 @@ own stamp (``ts``). The rise is *certain* when its predecessor in time order is
 certainly updated before it and every other sample is certainly before that predecessor or
 after it (same thread: program order; other threads: disjoint intervals). Otherwise the check
 cannot be made from the trace, and says why (``attribution.json matching.memory_unchecked``).
-Pure Python over a window's events; no C function is called.
+NumPy over a window's samples (a device's, in time order); no C function is called.
 """
 
 from __future__ import annotations
@@ -44,24 +44,34 @@ _BY_HANDLE: dict[int, str] = {}
 #: Why a match's memory check could not be made: reason key -> its words.
 UNCHECKED: dict[str, str] = {k: v for k, v in _M["memory_unchecked"].items() if k != "about"}
 _PREFIX = _M["memory_counter"].split("{")[0]
-_NEG = float("-inf")
 #: Phases whose stamp a thread takes itself, in program order with its counter samples.
 _STAMPED = frozenset("BEXbeCin")
 _STAMPED_CODES = np.array(sorted(map(ord, _STAMPED)), np.uint8)
+_EXACT = 2.0 ** 53
+_NONE = np.empty(0)
 
 
-def _groups(keys: np.ndarray, values: np.ndarray, width: int = 1) -> dict[Any, list]:
-    """key -> its ``width`` values a key (flat, sorted by key then values), the key -1 as None."""
+def _columns(columns: list) -> list[np.ndarray]:
+    """``columns`` (sequences of numbers) as float64 arrays where each number is exactly one
+    below 2**53 in size (stamps in microseconds are), else all as arrays of Python objects,
+    compared as Python compares them."""
+    out = [np.asarray(c, np.float64) for c in columns]
+    if any(len(a) and not np.abs(a).max() < _EXACT for a in out):
+        out = [np.array(c.tolist() if isinstance(c, np.ndarray) else list(c), object)
+               for c in columns]
+    return out
+
+
+def _by_key(keys: np.ndarray, *columns: np.ndarray) -> dict[Any, tuple[np.ndarray, ...]]:
+    """key -> its rows of ``columns``, in their order; the key -1 as None."""
     if not len(keys):
         return {}
-    rows = values.reshape(len(keys), width)
-    order = np.lexsort(tuple(rows[:, w] for w in range(width - 1, -1, -1)) + (keys,))
-    keys, rows = keys[order], rows[order]
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
     cut = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-    starts = [0, *cut.tolist()]
-    ends = [*cut.tolist(), len(keys)]
-    flat = rows.ravel().tolist()
-    return {(None if k == -1 else k): flat[a * width:b * width]
+    starts, ends = [0, *cut.tolist()], [*cut.tolist(), len(keys)]
+    cols = [c[order] for c in columns]
+    return {(None if k == -1 else k): tuple(c[a:b] for c in cols)
             for k, a, b in zip(keys[starts].tolist(), starts, ends)}
 
 
@@ -106,12 +116,6 @@ def hidden_of(c: Any, training: bool | None = None) -> list[tuple] | None:
     return hidden(op, c.in_meta, c.out_meta, c.attrs(), c.training if training is None else training)
 
 
-def _holds(xs: Sequence, x: Any) -> bool:
-    """Whether the sorted ``xs`` holds ``x``."""
-    k = bisect.bisect_left(xs, x)
-    return k < len(xs) and xs[k] == x
-
-
 #: what the bytes of a counter sample's event hold (its name's beginning)
 SAMPLE_NEEDLE = b'"name":' + orjson.dumps(_PREFIX)[:-1]
 
@@ -124,32 +128,39 @@ class CounterSamples:
     def __init__(self, events: Sequence[dict[str, Any]] = (), paired: Sequence | None = None, *,
                  parts: tuple[dict, dict, dict] | None = None) -> None:
         bounds, slices, raw = self.collect(events, paired) if parts is None else parts
-        for b in bounds.values():
-            b.sort()
-        for v in slices.values():
-            v.sort()
-        #: tid -> (begins, ends) of its slices, sorted: who else holds a boundary's stamp
-        self._edges: dict[Any, tuple[list, list]] = {
-            tid: ([b for b, _ in v], sorted(e for _, e in v)) for tid, v in slices.items()}
+        for v in raw.values():
+            v.sort(key=lambda x: (x[0], x[1]))
+        b_tids, s_tids, devices = list(bounds), list(slices), list(raw)
+        cols = _columns([*bounds.values(), *(x for v in slices.values() for x in v),
+                         *([x[0] for x in v] for v in raw.values())])
+        #: tid -> the stamps of its events, sorted
+        self._bounds = {tid: np.sort(c) for tid, c in zip(b_tids, cols)}
+        #: tid -> (begins, ends) of its slices in (begin, end) order, and its ends sorted: who
+        #: else holds a boundary's stamp
+        self._slices: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        for k, tid in enumerate(s_tids):
+            b, e = cols[len(b_tids) + 2 * k], cols[len(b_tids) + 2 * k + 1]
+            order = np.lexsort((e, b))
+            self._slices[tid] = (b[order], e[order], np.sort(e))
         #: device -> (stamps, tids, certain rises or None), in time order
-        self.series: dict[str, tuple[list, list, list]] = {}
-        for device, s in raw.items():
-            s.sort(key=lambda x: (x[0], x[1]))
-            self.series[device] = self._rises(s, bounds, slices)
+        self.series: dict[str, tuple[list, list, list]] = {
+            d: self._rises(raw[d], c) for d, c in zip(devices, cols[len(b_tids) + 2 * len(s_tids):])}
 
     @staticmethod
     def collect(events: Sequence[dict[str, Any]], paired: Sequence | None = None
                 ) -> tuple[dict, dict, dict]:
-        """What the samples are made of (``parts``): tid -> the stamps of its events (program
-        order), tid -> (begin, end) of its B/E and X slices, device -> its samples
-        ``(ts, event index, tid, value)``."""
+        """What the samples are made of (``parts``): tid -> the stamps of its events, tid ->
+        (begins, ends) of its B/E and X slices, device -> its samples ``(ts, event index, tid,
+        value)``; each in any order."""
         bounds: dict[Any, list] = {}
-        slices: dict[Any, list] = {}
+        slices: dict[Any, tuple[list, list]] = {}
         raw: dict[str, list] = {}
         for i, ev, closed in (closed_slices(events) if paired is None else paired):
             if closed is not None:
                 b, bev, dur = closed
-                slices.setdefault(bev.get("tid"), []).append((bev["ts"], bev["ts"] + dur))
+                got = slices.setdefault(bev.get("tid"), ([], []))
+                got[0].append(bev["ts"])
+                got[1].append(bev["ts"] + dur)
             ph, name, ts = ev.get("ph"), ev.get("name"), ev.get("ts")
             if not isinstance(ts, (int, float)) or ph not in _STAMPED:
                 continue
@@ -182,13 +193,14 @@ class CounterSamples:
         ph, ts, ok, ids, run = flat
         tid = ids[:, 1]
         stamped = np.isin(ph, _STAMPED_CODES) & run
-        bounds = _groups(tid[stamped & ok], ts[stamped & ok])
-        slices = {k: list(zip(v[0::2], v[1::2])) for k, v in _groups(
-            tid[begins], np.stack((ts[begins], ts[ends]), 1).ravel(), 2).items()}
+        plain = stamped & ok
+        bounds: dict[Any, Any] = {k: v[0] for k, v in _by_key(tid[plain], ts[plain]).items()}
+        slices = _by_key(tid[begins], ts[begins], ts[ends])
+        more: dict[Any, list] = {}  # stamps read one by one
         raw: dict[str, list] = {}
         odd = np.flatnonzero(stamped & ~ok).tolist()  # a time that is no plain integer
         for i, ev in zip(odd, kept.events(odd)):
-            CounterSamples.stamp(i, ev, bounds, raw)
+            CounterSamples.stamp(i, ev, more, raw)
         samples = [i for i in kept.find(SAMPLE_NEEDLE) if ok[i]]
         for i, ev in zip(samples, kept.read(samples)):
             ph_, name, t = ev.get("ph"), ev.get("name"), ev.get("ts")
@@ -198,71 +210,77 @@ class CounterSamples:
                 if isinstance(value, (int, float)):
                     raw.setdefault(name[len(_PREFIX):], []).append((t, i, ev.get("tid"), value))
         for i, ev in kept.dicts():
-            CounterSamples.stamp(i, ev, bounds, raw)
+            CounterSamples.stamp(i, ev, more, raw)
+        for k, v in more.items():
+            bounds[k] = [*bounds[k].tolist(), *v] if k in bounds else v
         return bounds, slices, raw
 
-    def _rises(self, s: list, bounds: dict[Any, list], slices: dict[Any, list]) -> tuple[list, list, list]:
+    def _rises(self, s: list, ts: np.ndarray) -> tuple[list, list, list]:
+        # s: a device's samples (ts, event index, tid, value) in time order; ts: their stamps
         n = len(s)
-        lo, last = [], {}  # lo: the stamp after which the sample's update certainly came
-        left, right, inf = bisect.bisect_left, bisect.bisect_right, float("inf")
-        tid_of = None
-        for ts, _, tid, _ in s:
-            if tid != tid_of:  # a device's samples come in runs of one thread
-                tid_of, b, v = tid, bounds.get(tid, ()), slices.get(tid, ())
-            k = left(b, ts)  # events stamped strictly before this sample
-            low = b[k - 1] if k else _NEG
-            prev = last.get(tid, _NEG)
-            if prev > low:
-                low = prev
-            k = right(v, (ts, inf))  # the latest slice begun by then
-            if k:
-                begin, end = v[k - 1]
-                if end >= ts and (begin < ts or not _holds(self._edges[tid][1], ts)):
-                    # inside it (the check's own premise): after its begin; unless another
-                    # slice ends in the begin's microsecond, whose sample it may be
-                    if begin > low:
-                        low = begin
-            lo.append(low)
-            last[tid] = ts
-        stamps = [x[0] for x in s]
-        tids = [x[2] for x in s]
-        values = [x[3] for x in s]
+        stamps, tids, values = [x[0] for x in s], [x[2] for x in s], [x[3] for x in s]
+        if not n:
+            return stamps, tids, []
+        codes: dict[Any, int] = {}
+        code = np.array([codes.setdefault(t, len(codes)) for t in tids], np.int64)
+        lo = np.full(n, -np.inf, ts.dtype)  # the stamp after which k's update certainly came
+        for tid, c in codes.items():
+            at = np.flatnonzero(code == c)
+            t = ts[at]
+            low = np.full(len(at), -np.inf, ts.dtype)
+            b = self._bounds.get(tid)
+            if b is not None and len(b):  # its thread's last event stamped strictly before
+                k = np.searchsorted(b, t, "left")
+                low = np.where(k > 0, b[np.maximum(k - 1, 0)], low)
+            low[1:] = np.where(t[:-1] > low[1:], t[:-1], low[1:])  # its thread's last sample
+            if tid in self._slices:
+                begin, end, ends = self._slices[tid]
+                k = np.searchsorted(begin, t, "right")  # the latest slice begun by then
+                vb, ve = begin[np.maximum(k - 1, 0)], end[np.maximum(k - 1, 0)]
+                e = np.minimum(np.searchsorted(ends, t, "left"), len(ends) - 1)
+                # inside it (the check's own premise): after its begin; unless another slice
+                # ends in the begin's microsecond, whose sample it may be
+                inside = (k > 0) & (ve >= t) & ((vb < t) | (ends[e] != t)) & (vb > low)
+                low = np.where(inside, vb, low)
+            lo[at] = low
+        idx = np.arange(n)
         # later[k] > 0: a later sample of another thread may have been updated before k (its
-        # lo is not after k's stamp): each sample q marks the samples k < q with ts >= lo[q]
-        diff = [0] * (n + 1)
-        later = [0] * n
-        for q in range(n):
-            a = left(stamps, lo[q], 0, q)
-            if a < q:
-                diff[a] += 1
-                diff[q] -= 1
-                for k in range(a, right(stamps, lo[q], 0, q)):
-                    later[k] -= tids[k] == tids[q]  # its own thread's: program order
-        run = 0
-        for k in range(n):
-            run += diff[k]
-            later[k] += run
+        # lo is not after k's stamp): each sample q marks the samples k < q with ts >= lo[q],
+        # less those of q's thread stamped at lo[q] (program order)
+        a = np.minimum(np.searchsorted(ts, lo, "left"), idx)
+        r = np.minimum(np.searchsorted(ts, lo, "right"), idx)
+        diff = np.zeros(n + 1, np.int64)
+        np.add.at(diff, a, 1)
+        np.add.at(diff, idx, -1)
+        later = np.cumsum(diff[:n])
+        w = r - a
+        if w.any():
+            qs = np.repeat(idx, w)
+            ks = np.arange(len(qs)) - np.repeat(np.cumsum(w) - w, w) + np.repeat(a, w)
+            np.add.at(later, ks[code[ks] == code[qs]], -1)
+        # the first sample of the run of one thread's samples that ends at p
+        change = np.flatnonzero(code[1:] != code[:-1]) + 1
+        start = np.zeros(n, np.int64)
+        start[change] = change
+        start = np.maximum.accumulate(start)
+        p = idx[:-1]
+        # p = k - 1's update certainly came before k's (program order, or stamped before k's
+        # lo), and every sample stamped at or after p's lo is of p's thread
+        ok = (later[1:] == 0) & ((code[p] == code[1:]) | (ts[p] < lo[1:]).astype(bool)) \
+            & (a[p] >= start[p])
         rises: list = [None] * n
-        for k in range(1, n):
-            p = k - 1
-            # p's update certainly came before k's (program order, or stamped before k's lo)
-            ok = later[k] == 0 and (tids[p] == tids[k] or stamps[p] < lo[k])
-            q = p - 1
-            while ok and q >= 0 and stamps[q] >= lo[p]:  # an earlier sample not surely before p
-                ok = tids[q] == tids[p]
-                q -= 1
-            if ok:
-                rises[k] = values[k] - values[p]
+        for k in (np.flatnonzero(ok) + 1).tolist():
+            rises[k] = values[k] - values[k - 1]
         return stamps, tids, rises
 
     def _edge_shared(self, tid: Any, start: Any, end: Any, first: Any, last: Any) -> bool:
         # stamps are whole microseconds: a sample stamped at the event's begin (end) where
         # another slice of the thread ends (begins) in that microsecond may be that slice's
-        begins, ends = self._edges.get(tid, ((), ()))
+        begins, _, ends = self._slices.get(tid, (_NONE, _NONE, _NONE))
         own = 1 if start == end else 0  # a zero-length slice ends at its own begin
 
-        def count(xs: list, x: Any) -> int:
-            return bisect.bisect_right(xs, x) - bisect.bisect_left(xs, x)
+        def count(xs: np.ndarray, x: Any) -> int:
+            return int(np.searchsorted(xs, x, "right") - np.searchsorted(xs, x, "left"))
         return (first == start and count(ends, start) > own
                 or last == end and count(begins, end) > own)
 
