@@ -796,7 +796,9 @@ class Tail:
                 if len(buf) >= TAIL_RUN and (at := buf.rfind(_SEPARATOR)) > 0:
                     at = _with_end(buf, 0, at)
                     if at > 0:
-                        yield bytes(buf[:at])
+                        with memoryview(buf) as view:
+                            run = view[:at].tobytes()  # one copy (bytes(buf[:at]) made two)
+                        yield run
                         pos += at + len(_SEPARATOR)
                         del buf[:at + len(_SEPARATOR)]
         yield from _runs(self.raw, pos, max(pos, self._hi()))
