@@ -119,8 +119,10 @@ def test_killed_sessions_leave_nothing_and_every_flushed_event_is_recovered(tmp_
         # the next start: recovers the dead process's windows, deletes its directory
         r = run_scenario("""
 import os, pyprof
+from pyprof.session import rawdir
 with pyprof.profile(path="next.json"):
     pass
+rawdir.wait_removed()  # this process's own directory, deleted on its thread once closed
 result = sorted(os.listdir(os.environ["PYPROF_RAW_DIR"]))
 """, work, env={"PYPROF_RAW_DIR": str(rawbase), **SWEEP_WAIT})
         assert r == [], "no raw-trace directory is left"

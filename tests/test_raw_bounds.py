@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -325,3 +326,51 @@ def test_a_failed_recovery_deletes_its_temporary_file_and_is_reported_once(tmp_p
     assert not [n for n in os.listdir(tmp_path) if n.startswith((".pyprof-", "w.recovered"))]
     assert leftovers.sweep_dir(str(leftover), pid) is False
     assert capsys.readouterr().err == "", "reported once"
+
+
+def test_a_closed_sessions_directory_is_renamed_at_once_and_deleted_on_a_thread(
+        tmp_path, monkeypatch):
+    from pyprof.session import rawdir
+    made = tmp_path / "pyprof-raw-1-2-abc"
+    made.mkdir()
+    (made / "raw.json").write_bytes(b"x" * 1000)
+    (tmp_path / "pyprof-raw-1-2-abc_gone0").mkdir()  # a name taken: the next one is used
+    removed = threading.Event()
+    threads = []
+    remove = rawdir.remove_dir
+
+    def slow(path):  # held until the caller has returned
+        threads.append(threading.current_thread().name)
+        removed.wait(10)
+        remove(path)
+    monkeypatch.setattr(rawdir, "remove_dir", slow)
+    rawdir.remove_dir_later(str(made))
+    assert not made.exists()  # the next session may make it again now
+    gone = tmp_path / "pyprof-raw-1-2-abc_gone1"
+    assert (gone / "raw.json").exists() and rawdir.DIR_NAME.match(gone.name)  # a sweep's, if we die
+    removed.set()
+    rawdir.wait_removed()
+    assert not gone.exists() and threads == ["pyprof-raw-delete"]
+
+
+def test_a_session_stop_leaves_the_raw_traces_deletion_to_its_thread(tmp_path):
+    r = run_scenario("""
+        import os, threading, mxnet as mx, pyprof
+        from pyprof.session import rawdir
+        names, remove = [], rawdir.remove_dir
+        def recorded(path):
+            names.append((threading.current_thread().name, os.path.basename(path)))
+            remove(path)
+        rawdir.remove_dir = recorded
+        p = pyprof.profile(path="w_{window}.json")
+        p.start()
+        (mx.nd.ones((4, 4)) + 1).wait_to_read()
+        p.stop()
+        raw = os.path.dirname(pyprof.session.raw_trace_path())
+        after = os.path.exists(raw)
+        rawdir.wait_removed()
+        result = {"names": names, "raw": os.path.basename(raw), "after": after,
+                  "left": [n for n in os.listdir(os.path.dirname(raw)) if n.startswith(raw)]}
+    """, tmp_path, env={"PYPROF_RAW_DIR": str(tmp_path / "rawbase")})
+    assert r["after"] is False and r["left"] == []
+    assert r["names"] == [["pyprof-raw-delete", r["raw"] + "_gone0"]]

@@ -142,14 +142,15 @@ class RawTrace:
 
     def release(self) -> None:
         """When the last session closed (stopped, every window cut): delete the private
-        directory. The next session makes it again; MXNet's next dump then starts a new file."""
+        directory (renamed at once, deleted on a thread: :func:`rawdir.remove_dir_later`). The
+        next session makes it again; MXNet's next dump then starts a new file."""
         if self.path is None or TRACKER.running or os.environ.get(str(_raw_dir.SPEC["keep_env"])):
             return
         if self.left_for_recovery:  # at exit: kept for pyprof recover
             self._move_kept()
             return
         self.harvest(self.size())
-        _raw_dir.remove_dir(os.path.dirname(self.path))
+        _raw_dir.remove_dir_later(os.path.dirname(self.path))
         self.scanned = 0
 
     # -- boundaries (called as the session's owner) -----------------------------------------
@@ -262,6 +263,7 @@ class RawTrace:
         """At exit: finish the raw file (MXNet's destructor then writes nothing) and delete it
         with its directory (kept, renamed, when a window was left for recovery)."""
         t = TRACKER
+        _raw_dir.wait_removed()  # a closed session's directory is gone before the exit
         if self.path is None or self.finished or t.finished:
             return
         self._move_kept()

@@ -11,11 +11,13 @@ then it is deleted; the sweep is :mod:`pyprof.session.leftovers`. Package-intern
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import re
 import shutil
 import sys
 import tempfile
+import threading
 
 from ..process import keep_file as _keep_file
 from .. import rules
@@ -92,6 +94,43 @@ def remove_dir(path: str) -> None:
         except OSError:
             continue  # the timer made the file again: once more
     shutil.rmtree(path, ignore_errors=True)
+
+
+_removing: list[threading.Thread] = []  # remove_dir_later's threads not joined yet
+
+
+def remove_dir_later(path: str) -> None:
+    """:func:`remove_dir` on a thread of its own (``pyprof-raw-delete``): deleting a raw trace
+    takes milliseconds a MB of it on some file systems, none of them the caller's. The
+    directory is renamed first, so its path is free at once for the next session; the new
+    name (``<path>_gone<n>``) is still a raw directory of this process (:data:`DIR_NAME`), so
+    the next start's sweep deletes it should the process die first. :func:`wait_removed`
+    joins the threads (at exit). Where the rename or the thread fails: removed here."""
+    for n in itertools.count():
+        gone = f"{path}_gone{n}"
+        if not os.path.lexists(gone):
+            break
+    try:
+        os.rename(path, gone)
+    except FileNotFoundError:
+        return
+    except OSError:
+        remove_dir(path)
+        return
+    thread = threading.Thread(target=remove_dir, args=(gone,), name="pyprof-raw-delete",
+                              daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had (interpreter shutdown)
+        remove_dir(gone)
+        return
+    _removing[:] = [t for t in _removing if t.is_alive()] + [thread]
+
+
+def wait_removed() -> None:
+    """Join :func:`remove_dir_later`'s threads: their directories are gone."""
+    while _removing:
+        _removing.pop().join()
 
 
 def owned(path: str) -> bool:
