@@ -143,8 +143,11 @@ class CounterSamples:
             order = np.lexsort((e, b))
             self._slices[tid] = (b[order], e[order], np.sort(e))
         #: device -> (stamps, tids, certain rises or None), in time order
-        self.series: dict[str, tuple[list, list, list]] = {
-            d: self._rises(raw[d], c) for d, c in zip(devices, cols[len(b_tids) + 2 * len(s_tids):])}
+        self.series: dict[str, tuple[list, list, list]] = {}
+        #: device -> tid -> (stamps, numbers in the series) of its samples, in time order
+        self._threads: dict[str, dict[Any, tuple[list, list]]] = {}
+        for d, c in zip(devices, cols[len(b_tids) + 2 * len(s_tids):]):
+            self.series[d] = self._rises(raw[d], c, self._threads.setdefault(d, {}))
 
     @staticmethod
     def collect(events: Sequence[dict[str, Any]], paired: Sequence | None = None
@@ -215,8 +218,9 @@ class CounterSamples:
             bounds[k] = [*bounds[k].tolist(), *v] if k in bounds else v
         return bounds, slices, raw
 
-    def _rises(self, s: list, ts: np.ndarray) -> tuple[list, list, list]:
-        # s: a device's samples (ts, event index, tid, value) in time order; ts: their stamps
+    def _rises(self, s: list, ts: np.ndarray, threads: dict) -> tuple[list, list, list]:
+        # s: a device's samples (ts, event index, tid, value) in time order; ts: their stamps;
+        # threads: filled with each tid's stamps and numbers
         n = len(s)
         stamps, tids, values = [x[0] for x in s], [x[2] for x in s], [x[3] for x in s]
         if not n:
@@ -226,6 +230,8 @@ class CounterSamples:
         lo = np.full(n, -np.inf, ts.dtype)  # the stamp after which k's update certainly came
         for tid, c in codes.items():
             at = np.flatnonzero(code == c)
+            numbers = at.tolist()
+            threads[tid] = ([stamps[k] for k in numbers], numbers)
             t = ts[at]
             low = np.full(len(at), -np.inf, ts.dtype)
             b = self._bounds.get(tid)
@@ -291,9 +297,9 @@ class CounterSamples:
         series = self.series.get(device)
         if not series:
             return None, "no_samples"
-        stamps, tids, rises = series
-        lo, hi = bisect.bisect_left(stamps, start), bisect.bisect_right(stamps, end)
-        inside = [k for k in range(lo, hi) if tids[k] == tid]
+        stamps, _, rises = series
+        own, numbers = self._threads[device].get(tid, ((), ()))
+        inside = numbers[bisect.bisect_left(own, start):bisect.bisect_right(own, end)]
         if inside and inside[0] == 0:
             return None, "first_sample"  # the value before it is not in the window
         if any(rises[k] is None for k in inside):

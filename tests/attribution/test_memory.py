@@ -132,9 +132,24 @@ def test_the_certain_rises_are_the_rules_by_brute_force():
                 ev.append(_c(stamp(), tid, value))
             else:
                 ev.append({"ph": "i", "name": "m", "ts": stamp(), "pid": 0, "tid": tid})
-        got = CounterSamples(ev).series.get("cpu/0", ([], [], []))[2]
+        samples = CounterSamples(ev)
+        got = samples.series.get("cpu/0", ([], [], []))[2]
         want = _certain_rises(ev)
         assert got == want, f"trace {n}"
+        for _ in range(5):  # an event's rise: its thread's samples inside it, by a scan
+            tid, start = rng.choice((1, 2, 3, None)), rng.randint(0, 30) + base
+            end = start + rng.randint(0, 6)
+            stamps, tids, rises = samples.series.get("cpu/0", ([], [], []))
+            inside = [k for k, (t, i) in enumerate(zip(stamps, tids)) if i == tid and start <= t <= end]
+            r = samples.rise("cpu/0", tid, start, end)
+            if not stamps:
+                assert r == (None, "no_samples")
+            elif inside and inside[0] == 0:
+                assert r == (None, "first_sample")
+            elif any(rises[k] is None for k in inside):
+                assert r == (None, "interleaved")
+            else:
+                assert r in ((sum(rises[k] for k in inside), None), (None, "shared_stamp"))
         checked += len(want)
         certain += sum(r is not None for r in want)
     assert checked > 20000 and 1000 < certain < checked - 1000  # both outcomes, often
