@@ -85,7 +85,7 @@ class Call:
 
     __slots__ = ("seq", "t_us", "pushed_us", "op", "inputs", "outputs", "in_meta", "out_meta", "keys", "vals",
                  "producers", "slots", "thread", "stack", "block", "source", "invocation", "fresh",
-                 "unproven", "training", "nbytes")
+                 "unproven", "training", "nbytes", "key")
 
     def __init__(self, seq: int, t_us: int, pushed_us: int, op: int, inputs: list, outputs: list,
                  in_meta: list | None, out_meta: list | None, keys: list, vals: list,
@@ -111,6 +111,9 @@ class Call:
         self.training = False
         #: what the call allocates (matching.expected_bytes), once known; -1: not yet
         self.nbytes: int | None = -1
+        #: its shapes, dtypes and attributes as one hashable value (matching.call_key, which
+        #: the expected bytes, FLOPs and args are kept by), once made; -1: not yet
+        self.key: tuple | None | int = -1
 
     @property
     def name(self) -> str:

@@ -376,11 +376,11 @@ def _counts(name: str, c: Call, memo: dict | None = None) -> tuple[int | None, i
     """(FLOPs, bytes) of call ``c`` of operator ``name`` (None where unknown); ``memo`` keeps
     them by operator, shapes, dtypes and attributes (a model's forwards repeat the same calls)."""
     if memo is not None:
-        try:
-            key = (name, _meta_key(c.in_meta), _meta_key(c.out_meta), tuple(c.keys), tuple(c.vals))
-            got = memo.get(key)
-        except TypeError:  # something unhashable: computed each time
+        ck = call_key(c)
+        if ck is None:  # something unhashable: computed each time
             return _counts(name, c)
+        key = (name, ck)
+        got = memo.get(key)
         if got is None:
             got = memo[key] = _counts(name, c)
         return got
@@ -406,11 +406,13 @@ def _meta_key(meta: list | None) -> tuple | None:
 def _args_key(c: Call, label: str, names: list[str]) -> tuple | None:
     """What :func:`_args` reads of one call ``c`` (code objects by identity: equal code of
     two files would name one file), or None when something in it cannot be a key."""
+    ck = call_key(c)
+    if ck is None:
+        return None
     try:
         stack = None if c.stack is None else tuple(
             id(x) if type(x) is _CODE else x for x in c.stack)
-        key = (label, tuple(names), c.thread, c.block, c.source, stack, _meta_key(c.in_meta),
-               _meta_key(c.out_meta), tuple(c.keys), tuple(c.vals))
+        key = (label, tuple(names), c.thread, c.block, c.source, stack, ck)
         hash(key)
     except TypeError:
         return None
@@ -555,11 +557,27 @@ def expected_bytes(calls: Sequence[Call]) -> None:
             c.nbytes = _nbytes_of(c, sizes)
 
 
+def call_key(c: Call) -> tuple | None:
+    """Call ``c``'s shapes, dtypes and attributes as one hashable value (made once, kept on
+    the call), or None when something in them cannot be a key."""
+    got = c.key
+    if got == -1:
+        try:
+            got = (_meta_key(c.in_meta), _meta_key(c.out_meta), tuple(c.keys), tuple(c.vals))
+            hash(got)
+        except TypeError:
+            got = None
+        c.key = got
+    return got
+
+
 def _nbytes_of(c: Call, sizes: dict) -> int | None:
     # by what it reads of the call: a model's forwards repeat the same calls
     try:
-        key = (c.source, c.op, _meta_key(c.in_meta), _meta_key(c.out_meta), c.fresh,
-               tuple(c.keys), tuple(c.vals), c.training)
+        ck = call_key(c)
+        if ck is None:
+            raise TypeError
+        key = (c.source, c.op, ck, c.fresh, c.training)
         got = sizes.get(key, sizes)
     except TypeError:  # something unhashable: computed each time
         return _call_bytes(c)
@@ -627,13 +645,12 @@ def _match_args(calls: Sequence[Call], options: dict[str, bool], threads: dict[i
         ev = changed[index] = event(index)
         names = node_names(segment_ops(ev["name"]) or [], group)
         key = _args_key(c, label, names) if len(group) == 1 else None
-        got = None if key is None else made.get(key)
-        if got is None:
+        args = None if key is None else made.get(key)  # never changed: shared
+        if args is None:
             args = _args(group, label, options, names, threads, memo)
             if key is not None:
-                made[key] = dict(args)
-        else:
-            args = dict(got)
+                made[key] = args
+        extra: dict[str, Any] = {}  # the memory check's, after args' own keys
         op = by_index[index]
         want = nbytes(c)
         got, why = checked_rise(op)
@@ -649,13 +666,13 @@ def _match_args(calls: Sequence[Call], options: dict[str, bool], threads: dict[i
             ok = got == want
             checked += 1
             passed += ok
-            args[ARGS["memory_check"]] = ok
+            extra[ARGS["memory_check"]] = ok
             if not ok and label == _LABELS["exact"]:  # the counter contradicts it: not proven
-                label = args[ARGS["match"]] = _LABELS["ambiguous"]
+                label = extra[ARGS["match"]] = _LABELS["ambiguous"]
                 found[index] = (c, label, group)
         else:
             unchecked[why] = unchecked.get(why, 0) + 1
-        ev["args"] = {**(ev.get("args") or {}), **args}
+        ev["args"] = {**(ev.get("args") or {}), **args, **extra}
     counted = [o for o in ops if o.name not in BOOKKEEPING]
     unmatched: dict[str, int] = {}
     for o in counted:
