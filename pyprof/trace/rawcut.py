@@ -32,6 +32,7 @@ Each gives the same events (``tests/trace/test_rawcut.py``); the JVM's
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import re
@@ -386,6 +387,7 @@ class Kept:
             return
         # on lines here (runs joined by Run.lines()): the window's bytes written as held
         parts = []
+        numbers = sorted(events)
         for b in self.batches:
             first, n = b[0], (len(b[1]) if len(b) == 2 else len(b[5]))
             if len(b) == 2:
@@ -400,7 +402,7 @@ class Kept:
                 plain = data.find(b'},{"') < 0
             view = memoryview(data) if b[6] > 1 and plain else data
             at, pieces = 0, []
-            for g in sorted(k for k in events if first <= k < first + n):
+            for g in numbers[bisect.bisect_left(numbers, first):bisect.bisect_left(numbers, first + n)]:
                 j = g - first
                 pieces += [view[at:where[j]], _lined(orjson.dumps(events[g]))]
                 at = where[j + 1] - b[6] if j + 1 < n else len(data)  # less the separator
