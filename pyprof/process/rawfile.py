@@ -71,20 +71,41 @@ def read_range(raw: str, start: int, end: int | None, metadata: dict[bytes, dict
 
 
 #: When a session's stop cuts its window on a second thread while MXNet appends the window's
-#: last events (:func:`follow`): ``"auto"``, when a core is free (the 1-minute load average
-#: below the CPUs this process may run on, less a half: a busy machine gives the two threads
-#: one core's time, MXNet's append then waits as long as the cut would have); ``"always"``;
-#: ``"never"``.
+#: last events (:func:`follow`): ``"auto"``, when a core is free (:func:`core_free`; on a busy
+#: machine the two threads share one core's time, MXNet's append then waits as long as the cut
+#: would have); ``"always"``; ``"never"``.
 FOLLOW = "auto"
 
 
 def core_free() -> bool:
-    """Whether a core is free for a second thread (:data:`FOLLOW` ``"auto"``)."""
+    """Whether a core is free for a second thread now (:data:`FOLLOW` ``"auto"``): no other
+    thread of any process runnable beyond the CPUs this process may run on, less the two the
+    stop uses. Read from the kernel's count of runnable threads (``/proc/loadavg``, the fewest
+    of three reads: a kernel worker's moment is no load); where there is none, the 1-minute
+    load average below the CPUs less a half. The load average lags: right after a program's
+    busy loop (a window's own steps) it says busy while the cores are idle."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cpus = os.cpu_count() or 1
-    return os.getloadavg()[0] < cpus - 0.5
+    others = _runnable_others()
+    if others is None:
+        return os.getloadavg()[0] < cpus - 0.5
+    return others <= cpus - 2
+
+
+def _runnable_others() -> int | None:
+    """Threads runnable now other than the caller (``/proc/loadavg``'s fourth field, the
+    fewest of three reads), or None where the kernel does not say."""
+    got = None
+    try:
+        for _ in range(3):
+            with open("/proc/loadavg", "rb") as f:
+                running = int(f.read().split()[3].split(b"/")[0]) - 1  # less the reader
+            got = running if got is None else min(got, running)
+    except (OSError, ValueError, IndexError):
+        return None
+    return got
 
 
 def follow(raw: str, start: int, out: str, keep: Any = None) -> Any:

@@ -5,6 +5,7 @@ runs of a plain MXNet trace (else the cut is not faster)."""
 
 from __future__ import annotations
 
+import io
 import time
 from pathlib import Path
 
@@ -210,12 +211,25 @@ result = seen
     assert [w[4] for w in r] == [False, True]  # the second held for its annotation
 
 
-@pytest.mark.parametrize("load, begun", [(0.2, True), (1.4, True), (1.6, False), (9.0, False)])
-def test_the_cut_follows_mxnets_append_only_with_a_core_free(load, begun, tmp_path, monkeypatch):
-    # FOLLOW "auto" on 2 CPUs: a second thread only below a load of 1.5 (else MXNet's append
-    # and the cut share one core's time); "never" and "always" as they say
+@pytest.mark.parametrize("others, load, begun", [
+    ("0", 9.0, True), ("0 1 0", 9.0, True), ("1", 0.2, False), ("1 2 1", 0.2, False),
+    ("3", 0.2, False), (None, 0.2, True), (None, 1.4, True), (None, 1.6, False)])
+def test_the_cut_follows_mxnets_append_only_with_a_core_free(others, load, begun, tmp_path,
+                                                            monkeypatch):
+    # FOLLOW "auto" on 2 CPUs: a second thread only when no other thread is runnable now (the
+    # fewest of three reads of the kernel's count; else MXNet's append and the cut share one
+    # core's time), whatever the load average after the program's own busy steps; without the
+    # kernel's count, below a load average of 1.5; "never" and "always" as they say
     from pyprof.process import rawfile
 
+    reads = iter(others.split() if others else [])
+
+    def loadavg(path, mode="r"):
+        assert path == "/proc/loadavg"
+        if others is None:
+            raise FileNotFoundError(path)
+        return io.BytesIO(b"0.50 0.40 0.30 %d/120 4242\n" % (int(next(reads, others[-1])) + 1))
+    monkeypatch.setattr(rawfile, "open", loadavg, raising=False)
     monkeypatch.setattr(rawfile.os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(rawfile.os, "getloadavg", lambda: (load, 0.0, 0.0))
     (tmp_path / "raw.json").write_bytes(b"")
