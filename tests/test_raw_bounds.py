@@ -17,6 +17,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from child import ROOT, load_trace, operator_pairs, run_cli, run_scenario
 
 from pyprof import rules
@@ -374,3 +375,17 @@ def test_a_session_stop_leaves_the_raw_traces_deletion_to_its_thread(tmp_path):
     """, tmp_path, env={"PYPROF_RAW_DIR": str(tmp_path / "rawbase")})
     assert r["after"] is False and r["left"] == []
     assert r["names"] == [["pyprof-raw-delete", r["raw"] + "_gone0"]]
+
+
+@pytest.mark.timeout(60)  # an exit that waits without a bound fails here, not by hanging CI
+def test_the_exit_waits_for_a_hung_deletion_at_most_its_bound(tmp_path, monkeypatch):
+    from pyprof.session import rawdir
+    made = tmp_path / "pyprof-raw-1-2-abc"
+    made.mkdir()
+    never = threading.Event()
+    monkeypatch.setattr(rawdir, "remove_dir", lambda path: never.wait())  # a hung file system
+    rawdir.remove_dir_later(str(made))
+    rawdir.wait_removed(timeout=0.1)  # returns: the directory is left to the next start's sweep
+    gone = tmp_path / "pyprof-raw-1-2-abc_gone0"
+    assert gone.exists() and rawdir.DIR_NAME.match(gone.name)
+    never.set()

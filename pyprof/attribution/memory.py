@@ -55,7 +55,10 @@ def _columns(columns: list) -> list[np.ndarray]:
     """``columns`` (sequences of numbers) as float64 arrays where each number is exactly one
     below 2**53 in size (stamps in microseconds are), else all as arrays of Python objects,
     compared as Python compares them."""
-    out = [np.asarray(c, np.float64) for c in columns]
+    try:
+        out = [np.asarray(c, np.float64) for c in columns]
+    except OverflowError:  # an integer past any float64: compared as Python compares it
+        out = [np.full(1, np.inf)]
     if any(len(a) and not np.abs(a).max() < _EXACT for a in out):
         out = [np.array(c.tolist() if isinstance(c, np.ndarray) else list(c), object)
                for c in columns]

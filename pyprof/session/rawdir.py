@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 
 from ..process import keep_file as _keep_file
 from .. import rules
@@ -97,6 +98,9 @@ def remove_dir(path: str) -> None:
 
 
 _removing: list[threading.Thread] = []  # remove_dir_later's threads not joined yet
+#: How long the exit waits for them (a hung file system never holds the exit): a directory
+#: still there is this process's, deleted by the next start's sweep.
+EXIT_WAIT_SECONDS = 10.0
 
 
 def remove_dir_later(path: str) -> None:
@@ -127,10 +131,12 @@ def remove_dir_later(path: str) -> None:
     _removing[:] = [t for t in _removing if t.is_alive()] + [thread]
 
 
-def wait_removed() -> None:
-    """Join :func:`remove_dir_later`'s threads: their directories are gone."""
+def wait_removed(timeout: float = EXIT_WAIT_SECONDS) -> None:
+    """Join :func:`remove_dir_later`'s threads, ``timeout`` seconds in all at most: their
+    directories are gone, or left to the next start's sweep."""
+    deadline = time.monotonic() + timeout
     while _removing:
-        _removing.pop().join()
+        _removing.pop().join(max(0.0, deadline - time.monotonic()))
 
 
 def owned(path: str) -> bool:

@@ -153,3 +153,13 @@ def test_the_certain_rises_are_the_rules_by_brute_force():
         checked += len(want)
         certain += sum(r is not None for r in want)
     assert checked > 20000 and 1000 < certain < checked - 1000  # both outcomes, often
+
+
+def test_stamps_past_any_float_are_compared_exactly():
+    big = 10 ** 400  # no float64 holds it: the stamps are compared as Python integers
+    ev = ([_c(big + 5, 1, 1000)] + _slice("relu", big + 10, big + 14, 1)
+          + [_c(big + 13, 1, 1100)] + _slice("DeleteVariable", big + 20, big + 22, 2)
+          + [_c(big + 21, 2, 1060)])
+    s = CounterSamples(ev)
+    assert s.series["cpu/0"][2] == _certain_rises(ev) == [None, 100, -40]
+    assert s.rise("cpu/0", 1, big + 10, big + 14) == (100, None)
