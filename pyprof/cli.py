@@ -6,6 +6,7 @@ Exit status: 0 ok, 1 an error in the work (one line on stderr with the fix), 2 u
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import os
 import sys
@@ -38,11 +39,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     groups = [g for g, names in GROUPS.items() if command in names] or list(GROUPS)
     for group in groups:
         importlib.import_module(group).register(sub)
+    parser.set_defaults(_commands=sub.choices)  # each command's parser, for _unrecognized
     if command in (None, "config") or len(groups) == len(GROUPS):
         p = sub.add_parser("config", help="list the profiler configuration keys (the shared spec)")
         p.add_argument("--format", choices=("markdown", "json"), default="markdown")
         p.set_defaults(func=_config)
     return parser
+
+
+def _unrecognized(parser: argparse.ArgumentParser, extra: list[str]) -> None:
+    """Exits 2 with the command's own usage (argparse gives the top level's), naming the
+    nearest option of each misspelt one."""
+    options = [o for a in parser._actions for o in a.option_strings]  # noqa: SLF001
+    near = [m[0] for arg in extra if arg.startswith("-")
+            for m in [difflib.get_close_matches(arg.split("=", 1)[0], options, n=1)] if m]
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
 
 
 def _config(args: argparse.Namespace) -> int:
@@ -58,7 +70,9 @@ def _config(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = next((a for a in argv if not a.startswith("-")), None)
-    args = build_parser(command).parse_args(argv)
+    args, extra = build_parser(command).parse_known_args(argv)
+    if extra:
+        _unrecognized(args._commands[args.command], extra)
     from .errors import PyprofError
 
     try:

@@ -39,7 +39,7 @@ import os
 import sys
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
 from .native import capi as _capi
 from . import config, rules
@@ -102,12 +102,24 @@ def _flag(environ: Mapping[str, str], name: str) -> bool:
 def config_from_environment(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ``set_config`` keywords the PYPROF_* variables ask for (validated)."""
     env = os.environ if environ is None else environ
-    kwargs: dict[str, Any] = dict(parse_mode(env.get("PYPROF_MODE") or DEFAULT_MODE))
-    kwargs["filename"] = os.path.abspath(env.get("PYPROF_FILENAME") or "profile.json")
+
+    def read(name: str, keys: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+        raw = env.get(name) or ""
+        try:
+            out = keys(raw)
+            config.validate(out)
+            return out
+        except ConfigError as exc:  # the error names the variable the value came from
+            problem = str(exc).split(" fix: ", 1)[0]
+            raise rules.error("env.bad_variable", name=name, raw=raw, problem=problem,
+                              fix=exc.fix) from None
+
+    kwargs: dict[str, Any] = read("PYPROF_MODE", lambda v: parse_mode(v or DEFAULT_MODE))
+    kwargs.update(read("PYPROF_FILENAME",
+                       lambda v: {"filename": os.path.abspath(v or "profile.json")}))
     kwargs["aggregate_stats"] = _flag(env, "PYPROF_AGGREGATE_STATS")
     kwargs["continuous_dump"] = True
-    if env.get("PYPROF_DUMP_PERIOD"):
-        kwargs["dump_period"] = env["PYPROF_DUMP_PERIOD"]
+    kwargs.update(read("PYPROF_DUMP_PERIOD", lambda v: {"dump_period": v} if v else {}))
     config.validate(kwargs)
     return kwargs
 

@@ -54,7 +54,11 @@ def test_native_engine_reads_kernels_and_memory_in_bytes(both_engines):
     assert dot["kernels"]["forward"][0]["calls"] == 10
     doc = json.loads(rep.to_json())
     assert doc["units"] == {"time": "ms", "memory": "bytes"}
-    assert "peak mem (bytes)" in rep.to_markdown()
+    md = rep.to_markdown()
+    assert "peak mem (bytes)" in md
+    # the published wheel reports PROFILER off although its profiler works: the header says so
+    off = doc["environment"]["runtime_features"]["PROFILER"] is False
+    assert off == ("✖ PROFILER is a build flag the published wheels leave off" in md)
     assert both_engines["python"].find("dot")[0].get("memory") is None
 
 

@@ -49,3 +49,18 @@ def test_unknown_command_is_a_usage_error_listing_the_choices():
     out = subprocess.run([sys.executable, "-m", "pyprof", "sumarize"], capture_output=True, text=True)
     assert out.returncode == 2
     assert "invalid choice: 'sumarize'" in out.stderr and "summarize" in out.stderr
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["summarize", "t.json", "--formt", "json"], "unrecognized arguments: --formt json; "
+                                                 "did you mean --format?"),
+    (["validate", "t.json", "--no-progess=1"], "unrecognized arguments: --no-progess=1; "
+                                               "did you mean --no-progress?"),
+    (["config", "--zzz"], "unrecognized arguments: --zzz")])
+def test_a_misspelt_option_gets_its_commands_usage_and_the_nearest(argv, said, capsys):
+    # a new user's find: the top level's usage, and no hint, for a command's misspelt option
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith(f"usage: pyprof {argv[0]} ")
+    assert err.rstrip().splitlines()[-1] == f"pyprof {argv[0]}: error: {said}"

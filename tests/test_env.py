@@ -33,6 +33,21 @@ def test_config_from_environment():
     assert kw["dump_period"] == "0.5" and kw["continuous_dump"] is True
     with pytest.raises(pyprof.ConfigError, match="PYPROF_AGGREGATE_STATS"):
         env.config_from_environment({"PYPROF_AGGREGATE_STATS": "yes"})
+
+
+@pytest.mark.parametrize("name, raw, problem", [
+    ("PYPROF_MODE", "symbolc", "unknown profiler mode 'symbolc'"),
+    ("PYPROF_MODE", ",", "empty profiler mode ','"),
+    ("PYPROF_FILENAME", "/nonexistent-dir/run.json", "directory '/nonexistent-dir' does not exist"),
+    ("PYPROF_DUMP_PERIOD", "abc", "invalid value 'abc' for profiler config key 'dump_period'")])
+def test_a_bad_variable_is_named_in_its_error(name, raw, problem):
+    # a new user's find: the error of a bad PYPROF_MODE at import never said PYPROF_MODE
+    with pytest.raises(pyprof.ConfigError) as info:
+        env.config_from_environment({name: raw})
+    text = str(info.value)
+    assert text.startswith(f"invalid {name}={raw!r}: ") and problem in text.split(" fix: ")[0]
+    assert info.value.code == "env.bad_variable"
+    assert info.value.fix.startswith(f"in {name}: ") and text.count(" fix: ") == 1
     with pytest.raises(pyprof.ConfigError, match="dump_period"):
         env.config_from_environment({"PYPROF_DUMP_PERIOD": "-1"})
 

@@ -172,6 +172,9 @@ def _markdown(rep: Report) -> str:
              "bytes (native engine only).", "", "## Runtime features", ""]
     feats = env.get("runtime_features", {})
     lines.append(", ".join(f"{'✔' if on else '✖'} {name}" for name, on in feats.items()) or "—")
+    if feats.get("PROFILER") is False:  # a new user read it as "no profiler" (observed: it works)
+        lines += ["", "✖ PROFILER is a build flag the published wheels leave off; MXNet's "
+                  "built-in profiler, which these figures come from, works without it."]
     native = s["profiler"] == "native"
     head = ["Operator", "Inputs", "Fwd median", "Fwd p90", "Fwd p99", "Fwd IQR",
             "Bwd median", "Bwd p99"]

@@ -82,7 +82,9 @@ def _repair(args: argparse.Namespace) -> int:
         print(f"{res.path}: valid, nothing to repair")
     else:
         fixed = "; ".join(res.fixed) or "nothing wrong"
-        print(f"wrote {res.out}: {res.events} events ({fixed})")
+        pairs = res.slices.complete  # the count changes by one per pair: say why
+        joined = f"; {pairs} B/E pair(s) written as one X event each" if pairs else ""
+        print(f"wrote {res.out}: {res.events} events ({fixed}{joined})")
     return 0
 
 

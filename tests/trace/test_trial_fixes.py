@@ -361,3 +361,16 @@ def test_merge_of_one_file_twice_names_the_label_option(fx, tmp_path, capsys):
     assert "--label on the command line, labels=[...] in Python" in err
     assert main(["merge", str(fx("small.json")), str(fx("small.json")), "--label", "a,b", "-o",
                  str(tmp_path / "m.json")]) == 0
+
+
+def test_repair_line_says_why_the_count_of_a_sound_trace_changed(tmp_path, capsys):
+    # a new user's find: "8 events (nothing wrong)" for a 9-event input, the pair's rewrite unsaid
+    p = tmp_path / "pair.json"
+    p.write_text(json.dumps({"traceEvents": [
+        {"name": "dot", "cat": "operator", "ph": "B", "ts": 10, "pid": 1, "tid": 1},
+        {"name": "dot", "cat": "operator", "ph": "E", "ts": 30, "pid": 1, "tid": 1},
+        {"name": "add", "cat": "operator", "ph": "X", "ts": 40, "dur": 5, "pid": 1, "tid": 1}]}))
+    assert main(["repair", str(p), "-o", str(tmp_path / "out.json")]) == 0
+    assert capsys.readouterr().out.strip() == (
+        f"wrote {tmp_path / 'out.json'}: 2 events "
+        "(nothing wrong; 1 B/E pair(s) written as one X event each)")
