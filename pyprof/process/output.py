@@ -54,9 +54,20 @@ def text_problem(text: str) -> dict[str, str] | None:
     return None
 
 
+def directory_problem(path: str) -> dict[str, str] | None:
+    """A path (or window-path template) ending in '/', which names a directory: normalising it
+    would write a file named like the directory."""
+    if path.endswith("/"):
+        return rules.path_problem("no_file_name", path=path, example=path + "profile.json")
+    return None
+
+
 def name_problem(path: str) -> dict[str, str] | None:
-    """A file name (the text after the last '/') longer than api.json ``output_paths``
-    ``max_name_bytes`` of UTF-8: pyprof writes beside the file under longer names."""
+    """A path naming a directory (:func:`directory_problem`), or a file name (the text after
+    the last '/') longer than api.json ``output_paths`` ``max_name_bytes`` of UTF-8: pyprof
+    writes beside the file under longer names."""
+    if (problem := directory_problem(path)) is not None:
+        return problem
     size = len(path.rsplit("/", 1)[-1].encode("utf-8"))
     if size > (most := rules.API["output_paths"]["max_name_bytes"]):
         return rules.path_problem("name_too_long", bytes=size, max=most)

@@ -201,6 +201,9 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
             raise rules.error("session.path_not_text", value=path)  # was a bare TypeError
         self._template = _template.parse(os.fspath(path))
+        text = os.fspath(path)  # checked in the JVM's order: the text, then a directory's '/'
+        if (problem := _output.text_problem(text) or _output.directory_problem(text)) is not None:
+            raise rules.error("session.bad_path", value=os.fspath(path), **problem)
         self._cwd = os.getcwd()
         self._path = self._window_path(window=0, step=0)  # the first window's file
         problem = _output.file_problem(self._path) or _output.replace_problem(self._path)

@@ -105,6 +105,8 @@ bad_path("config filename is a device", "/dev/null", "is not a regular file")
 bad_path("config filename is a fifo", "{dir}/p.fifo", "is not a regular file", pre=[{"call": "make_fifo", "args": {"path": "p.fifo"}}])
 bad_path("config filename with NUL", "{dir}/a\0b.json", "NUL character at character")
 bad_path("config filename with a lone surrogate", "{dir}/\udcff.json", "lone surrogate U+DCFF at character")
+# a new user's find: "sub/" was written as a file named "sub"
+bad_path("config filename ending in a slash", "{dir}/sub/", "names a directory, not a file")
 # a file that is no trace would be deleted by MXNet's config (a new user's find: filename="train.py")
 case("config filename names a file that is no trace", [{"call": "write_file", "args": {"path": "train.py", "text": "import mxnet\n"}}, err("set_config", {"filename": "{dir}/train.py"}, "config.bad_path", message_has=["exists and is no trace", "move"]), {"call": "files", "expect": {"ok": ["train.py"]}}])
 case("config filename under a file", [{"call": "write_file", "args": {"path": "f.txt", "text": "x"}}, err("set_config", {"filename": "{dir}/f.txt/t.json"}, "config.bad_path", message_has=["is a file, not a directory"])])
@@ -142,7 +144,8 @@ def bad_window(java_code):
 for name, path, words, java_code in [("a directory", "{dir}", "is a directory", None), ("in /proc", "/proc/w_{window}.json", "/proc", "root.outside"),
                                      ("in a missing directory", "{dir}/no/w_{window}.json", "does not exist", "root.missing_directory"),
                                      ("with NUL", "{dir}/w\0_{window}.json", "NUL", None),
-                                     ("with a lone surrogate", "{dir}/w\udcff_{window}.json", "surrogate", None)]:
+                                     ("with a lone surrogate", "{dir}/w\udcff_{window}.json", "surrogate", None),
+                                     ("ending in a slash", "{dir}/w_{window}/", "names a directory, not a file", None)]:
     case(f"session window path {name}", [err("profile", {"path": path}, bad_window(java_code), message_has=[words])])
 case("session window path under a file", [{"call": "write_file", "args": {"path": "f.txt", "text": "x"}}, err("profile", {"path": "{dir}/f.txt/sub/w_{window}.json"}, bad_window("root.file_in_the_way"), message_has=["is a file, not a directory"])])
 # grammar.json window_path: refused when the session is made, in every language

@@ -188,7 +188,8 @@
               (let [e (try (invoke "start" [(str "step_seconds=" step) 5] ["java.lang.String" "long"]) nil
                            (catch Exception e e))
                     msg (str (.getMessage (.getCause ^Exception e)))]
-                (is (str/includes? msg (str "step_seconds must be at least 0.001 (1 ms), got " step))
+                (is (str/includes? msg (str "step_seconds must be at least 0.001 (1 ms) and at most the"
+                                            " session's maximum duration, 5 s, got " step))
                     msg))))
           (finally (.close conn))))
       (finally
@@ -216,6 +217,20 @@
                 " would be dropped. fix: give the schedule's options once: all beside the other options"
                 " (wait=1,active=2) or all in the schedule map")
            (refused "{\"schedule\": {\"wait\": 1}, \"active\": 2}")))
+    ;; a tester's finds: a step no timer reaches, and bad -D values that made a session die at
+    ;; once, or one that could not be stopped, were taken
+    (doseq [step ["Infinity" "1e400" "6"]]
+      (is (= (str "step_seconds must be at least 0.001 (1 ms) and at most the session's maximum"
+                  " duration, 5 s, got " step ". fix: pass a step of 1 ms or more, e.g. step_seconds=1")
+             (refused (str "step_seconds=" step)))))
+    (doseq [[property value] [["pyprof.jmx.maxDurationSeconds" "-5"] ["pyprof.jmx.maxDurationLimitSeconds" "0"]
+                              ["pyprof.maxWindows" "0"] ["pyprof.maxWindowBytes" "abc"]]]
+      (try
+        (System/setProperty property value)
+        (is (str/starts-with? (str (refused "path=limits_{window}.json"))
+                              (str "-D" property "=\"" value "\" is not a positive integer. fix: set -D"
+                                   property " to a positive integer")))
+        (finally (System/clearProperty property))))
     (is (= false (.isActive ctl)) "a refused start starts nothing")
     (testing "the Java facade refuses a schedule key beside its schedule map, as Python's pyprof.profile does"
       (is (= "session.unknown_option"

@@ -165,8 +165,42 @@
              (java-error #(.step s))))
       (is (= ["session.no_window" "invalid-state" "no window was saved yet. fix: profile at least one active step"]
              (java-error #(.dump s "all.json"))))
+      (is (= "new" (get (.state s) "state")) "a dump with nothing to save leaves the session as it was")
       (is (= ["session.no_window" "invalid-state" "no window was saved yet. fix: profile at least one active step"]
              (java-error #(.stats s)))))))
+
+(deftest a-breakers-finds-are-pyprof-errors-before-anything-runs
+  ;; a tester's finds: each was a bare JVM exception, a misnamed problem or a session that
+  ;; started and could not be stopped
+  (let [java-error (fn [f] (when-let [^PyprofException e (thrown f)] [(.code e) (.getMessage e)]))
+        root (str (temp-dir))]
+    (is (= "new" (get (.state (ProfilerSession. {:path "k_{window}.json"} root)) "state"))
+        "a Clojure caller's keyword keys, as Profiler/setConfig takes them")
+    (is (= ["session.not_callable" (str "on_save_failed must be a function, got \"hi\". fix: pass a"
+                                        " Consumer<RuntimeException> of each failed save")]
+           (java-error #(ProfilerSession. {"on_save_failed" "hi"} root))))
+    (is (= "trace.not_a_path" (first (java-error #(pyprof.jvm.Profiler/stats nil)))))
+    (doseq [p ["." "" "sub/.."]]
+      (is (= ["root.is_root" (str "the path " (pr-str p) " names the output root " (pr-str root)
+                                  " itself, a directory, not a file in it. fix: name a file under"
+                                  " the root, e.g. \"run1.json\"")]
+             (java-error #(ProfilerSession. {"path" p} root)))))
+    (is (= ["session.bad_path" (str "invalid window path \"sub/\": \"sub/\" ends in '/', so it names"
+                                    " a directory, not a file. fix: name a file in it, e.g."
+                                    " \"sub/profile.json\"")]
+           (java-error #(ProfilerSession. {"path" "sub/"} root))))
+    (let [s (ProfilerSession. {"path" "n_{window}.json"} root)
+          [code message] (java-error #(.dumpPath s (str (apply str (repeat 300 "a")) ".json")))]
+      (is (= "session.bad_dump_path" code))
+      (is (str/includes? message "its file name is 305 bytes of UTF-8, more than the 200"))
+      (is (= "new" (get (.state s) "state"))))
+    (doseq [[property value] [["pyprof.maxWindows" "0"] ["pyprof.maxWindowBytes" "abc"]
+                              ["pyprof.maxDumpBytes" "-1"]]]
+      (try
+        (System/setProperty property value)
+        (is (= "root.bad_limit" (first (java-error #(ProfilerSession. {} root))))
+            "a bad limit is the constructor's error, never a step's after the session started")
+        (finally (System/clearProperty property))))))
 
 (defn- load-trace [path]
   (with-open [r (io/reader path)] (json/read r)))
@@ -197,6 +231,11 @@
         java (ProfilerSession. {"path" (str dir "/j_{window}.json") "profile_imperative" true})]
     (prn [:windows (mapv #(select-keys % [:index :first-step :last-step]) windows) @ready])
     (prn [:failed-start failed failed-step (:session (profiler/state))])
+    (let [w (.start (ProfilerSession. {"path" (str dir "/wait_{window}.json")
+                                       "schedule" {"wait" 1 "active" 1}}))]
+      ;; a tester's find: a dump during the wait closed the session, so its fix could not be followed
+      (prn [:dump-in-wait (try (.dump w (str dir "/d.json")) (catch PyprofException e (.code e)))
+            (get (.state w) "state") (do (.step w) (work) (count (.stop w)))]))
     (.start java)
     (work)
     (prn [:java (count (.dump java)) (count (.dump java)) (count (.stop java)) (boolean (seq (.stats java)))])
@@ -217,6 +256,7 @@
             [:restart-open "session.already_started"]
             [:windows [{:index 0 :first-step 2 :last-step 3} {:index 1 :first-step 6 :last-step 7}] [0 1]]
             [:failed-start "schedule.bad_action" "session.not_open" nil]
+            [:dump-in-wait "session.no_window" "open" 1]
             [:java 1 1 1 true]
             [:java-second-start ["invalid-state" "session.already_started"]]
             [:step-after ["session.not_open" (str "step on a session that is closed. fix: call"

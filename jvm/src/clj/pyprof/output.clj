@@ -46,12 +46,21 @@
 (def ^:private ^java.nio.charset.Charset file-names ; the start-up locale's (LANG=C: US-ASCII)
   (java.nio.charset.Charset/forName (System/getProperty "sun.jnu.encoding" "UTF-8")))
 
+(defn directory-problem
+  "A path (or window-path template) ending in /, which names a directory, as a path problem, or
+  nil: normalising it would write a file named like the directory."
+  [^String path]
+  (when (str/ends-with? path "/")
+    (rules/path-problem "no_file_name" {:path path :example (str path "profile.json")})))
+
 (defn- name-problem
-  "A file name over api.json output_paths max_name_bytes of UTF-8, as a path problem, or nil."
+  "A path naming a directory (`directory-problem`), or a file name over api.json output_paths
+  max_name_bytes of UTF-8, as a path problem, or nil."
   [^String path]
   (let [size (alength (.getBytes (subs path (inc (.lastIndexOf path "/"))) "UTF-8"))
         most (rules/output-paths "max_name_bytes")]
-    (when (> size most) (rules/path-problem "name_too_long" {:bytes size :max most}))))
+    (or (directory-problem path)
+        (when (> size most) (rules/path-problem "name_too_long" {:bytes size :max most})))))
 
 (defn text-problem
   "A NUL or lone surrogate in a path, or a character the JVM's file-name encoding lacks (in the

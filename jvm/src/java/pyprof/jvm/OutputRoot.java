@@ -67,7 +67,7 @@ public final class OutputRoot {
   /**
    * The file {@code path} names (relative: under the root), in a directory that exists under the
    * root, no link on the way leading out; {@code what} names it in errors. Throws root.bad_text,
-   * root.outside, root.file_in_the_way, root.missing_directory.
+   * root.is_root, root.outside, root.file_in_the_way, root.missing_directory.
    */
   public Path resolve(String what, String path) {
     if (path == null) {
@@ -81,7 +81,11 @@ public final class OutputRoot {
       throw PyprofException.catalogue("root.bad_text", "what", what, "path", path, "reason",
           e.getReason());
     }
-    if (!p.startsWith(root) || p.equals(root) || p.getFileName() == null) {
+    if (p.equals(root)) { // "", "." or "sub/..": not outside, but no file either
+      throw PyprofException.catalogue("root.is_root", "what", what, "path", path, "root",
+          root.toString());
+    }
+    if (!p.startsWith(root) || p.getFileName() == null) {
       throw PyprofException.catalogue("root.outside", "what", what, "path", path, "root",
           root.toString());
     }

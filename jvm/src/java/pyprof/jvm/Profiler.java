@@ -284,7 +284,8 @@ public final class Profiler {
    *     trace.not_valid for a damaged or foreign one (fix: {@code pyprof repair})
    */
   public static Map<String, Object> stats(String... paths) {
-    return JavaData.map((Map<?, ?>) call(() -> Vars.STATS.invoke(java.util.Arrays.asList(paths))));
+    return JavaData.map((Map<?, ?>) call(() -> Vars.STATS.invoke(
+        paths == null ? null : java.util.Arrays.asList(paths)))); // null: trace.no_paths
   }
 
   /** A map of C strings as an unmodifiable {@code Map<String, String>} sorted by key. */

@@ -65,8 +65,6 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
   public static final long AWAIT_MILLIS =
       ((Number) ProfilerSession.service("await_millis")).longValue();
 
-  private static final long DEFAULT_MAX_S = Long.getLong("pyprof.jmx.maxDurationSeconds", 600);
-  private static final long LIMIT_MAX_S = Long.getLong("pyprof.jmx.maxDurationLimitSeconds", 3600);
 
   private static final class Vars {
     static final IFn WRITE_JSON = JavaData.var("clojure.data.json", "write-str");
@@ -222,12 +220,16 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
                 .replace("{key}", key));
           }
         }
+        // Checked before anything starts: a bad option or -D value leaves no session running.
+        long defaultMax = OutputRoot.limit("pyprof.jmx.maxDurationSeconds", 600); // checked always
+        long max = Math.min(maxDurationSeconds > 0 ? maxDurationSeconds : defaultMax, limitSeconds());
         Object stepSeconds = opts.remove("step_seconds");
-        // Checked before anything starts: a bad option must leave no session running.
         double step = stepSeconds == null ? 0 : Double.parseDouble(String.valueOf(stepSeconds));
-        if (stepSeconds != null && !(step >= 0.001)) { // the timer counts whole milliseconds
-          throw new IllegalArgumentException("step_seconds must be at least 0.001 (1 ms), got "
-              + stepSeconds + ". fix: pass a step of 1 ms or more, e.g. step_seconds=1");
+        // the timer counts whole milliseconds; a step past the session's end would never come
+        if (stepSeconds != null && !(step >= 0.001 && step <= max)) {
+          throw new IllegalArgumentException("step_seconds must be at least 0.001 (1 ms) and at "
+              + "most the session's maximum duration, " + max + " s, got " + stepSeconds
+              + ". fix: pass a step of 1 ms or more, e.g. step_seconds=1");
         }
         long stepMs = (long) (step * 1000);
         JmxOptions.liftSchedule(opts);
@@ -239,7 +241,6 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
             saved(number, w));
         opts.put("on_save_failed", (java.util.function.Consumer<RuntimeException>) e ->
             failed(WINDOW_FAILED, e));
-        long max = Math.min(maxDurationSeconds > 0 ? maxDurationSeconds : DEFAULT_MAX_S, LIMIT_MAX_S);
         Thread.currentThread().setContextClassLoader(ProfilerControl.class.getClassLoader());
         ProfilerSession s = new ProfilerSession(opts); // checks the options: no C call
         started++;
@@ -366,6 +367,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
         s.checkLimits();
       } catch (RuntimeException e) {
         ended(s, "stopped: " + e.getMessage());
+        s.stop(); // idempotent: whatever the limit's error, nothing is left recording
       }
       return null;
     });
@@ -620,7 +622,16 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
 
   @Override
   public long getDefaultMaxDurationSeconds() {
-    return DEFAULT_MAX_S;
+    try {
+      return Math.min(OutputRoot.limit("pyprof.jmx.maxDurationSeconds", 600), limitSeconds());
+    } catch (PyprofException e) {
+      throw forJmx(e);
+    }
+  }
+
+  /** {@code -Dpyprof.jmx.maxDurationLimitSeconds} (3600): no session runs longer. */
+  private static long limitSeconds() {
+    return OutputRoot.limit("pyprof.jmx.maxDurationLimitSeconds", 3600);
   }
 
   @Override

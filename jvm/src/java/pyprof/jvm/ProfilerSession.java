@@ -54,6 +54,7 @@ public final class ProfilerSession implements AutoCloseable {
     static final IFn SAVED = session("saved?");
     static final IFn BOOLEAN_VALUE = JavaData.var("pyprof.util", "boolean-value");
     static final IFn ESCAPE = JavaData.var("pyprof.session.template", "escape");
+    static final IFn FILE_PROBLEM = JavaData.var("pyprof.output", "file-problem");
     static final IFn SERVICE = (IFn) JavaData.var("pyprof.rules", "api").invoke("service_session");
 
     private static IFn session(String name) {
@@ -74,6 +75,10 @@ public final class ProfilerSession implements AutoCloseable {
 
   private final Object session;
   private final OutputRoot root;
+  // read once, here: a bad -D value is the constructor's error, never a later step's
+  private final long maxWindows = OutputRoot.maxWindows();
+  private final long maxWindowBytes = OutputRoot.maxWindowBytes();
+  private final long maxDumpBytes = OutputRoot.maxDumpBytes();
   private final List<String> notes = new ArrayList<>();
   private final java.util.concurrent.atomic.AtomicReference<RuntimeException> saveFailure =
       new java.util.concurrent.atomic.AtomicReference<>();
@@ -93,8 +98,10 @@ public final class ProfilerSession implements AutoCloseable {
    * A session, not started, writing under {@link OutputRoot#fromProperty()}; no C call.
    *
    * @throws PyprofException {@code invalid-option} or {@code invalid-config} for a bad option
-   *     (session.*, schedule.*, config.*) or a path outside the root or where no file can be
-   *     written (root.outside, root.missing_directory, session.bad_path)
+   *     (session.*, schedule.*, config.*), a path outside the root or where no file can be
+   *     written (root.outside, root.missing_directory, session.bad_path), or a bad
+   *     {@code -Dpyprof.maxWindows}, {@code maxWindowBytes} or {@code maxDumpBytes}
+   *     (root.bad_limit)
    */
   public ProfilerSession(Map<String, ?> options) {
     this(options, OutputRoot.fromProperty());
@@ -128,6 +135,10 @@ public final class ProfilerSession implements AutoCloseable {
       }
     }
     Object onFailed = opts.remove("on_save_failed");
+    if (onFailed != null && !(onFailed instanceof java.util.function.Consumer)) {
+      throw PyprofException.catalogue("session.not_callable", "option", "on_save_failed",
+          "value", onFailed, "expected", "a Consumer<RuntimeException> of each failed save");
+    }
     Object path = opts.get("path");
     try {
       // the options' errors in the caller's words first; the path's file is checked once resolved
@@ -143,7 +154,7 @@ public final class ProfilerSession implements AutoCloseable {
             public Object invoke(Object t) {
               RuntimeException e = PyprofException.wrap((Throwable) t);
               saveFailure.compareAndSet(null, e);
-              if (onFailed instanceof java.util.function.Consumer) {
+              if (onFailed != null) {
                 ((java.util.function.Consumer<Object>) onFailed).accept(e);
               }
               return null;
@@ -190,8 +201,14 @@ public final class ProfilerSession implements AutoCloseable {
    */
   static Object toClojure(Map<String, ?> options) {
     Map<Object, Object> out = new HashMap<>();
-    for (Map.Entry<String, ?> e : options.entrySet()) {
-      String k = e.getKey();
+    for (Map.Entry<?, ?> e : options.entrySet()) {
+      // a Clojure caller's keyword keys by name, as Profiler.setConfig takes them
+      Object key = e.getKey() instanceof Keyword ? ((Keyword) e.getKey()).getName() : e.getKey();
+      if (!(key instanceof String)) {
+        out.put(key, e.getValue()); // pyprof.session names the key that is not a name
+        continue;
+      }
+      String k = (String) key;
       if ("path".equals(k) || "steady".equals(k)) { // a null path is refused, not "null"
         out.put(Keyword.intern(k), e.getValue());
       } else if ("on_trace_ready".equals(k)) { // a Consumer of each saved window (Java data)
@@ -277,14 +294,12 @@ public final class ProfilerSession implements AutoCloseable {
   /** Stops the session and throws when it passed a limit of {@link #step()}; else nothing. */
   public void checkLimits() {
     long bytes = ((Number) call(Vars.RECORDING_BYTES)).longValue(); // of the open window
-    long maxBytes = OutputRoot.maxWindowBytes();
     int windows = ((List<?>) stateNow().get("windows")).size();
-    if (bytes > maxBytes) {
+    if (bytes > maxWindowBytes) {
       stop();
       throw PyprofException.catalogue("root.window_too_large", "index", windows, "bytes", bytes,
-          "limit", maxBytes);
+          "limit", maxWindowBytes);
     }
-    long maxWindows = OutputRoot.maxWindows();
     if (windows >= maxWindows) {
       windows = stop().size();
       throw PyprofException.catalogue("root.too_many_windows", "windows", windows,
@@ -318,7 +333,8 @@ public final class ProfilerSession implements AutoCloseable {
    * The absolute file {@link #dump(String)} writes for {@code path}; nothing written.
    *
    * @throws PyprofException root.outside, root.missing_directory, session.dump_over_window,
-   *     session.dump_exists (a dump never replaces a file)
+   *     session.dump_exists (a dump never replaces a file), session.bad_dump_path (a name too
+   *     long, no file creatable there, too little space)
    */
   public String dumpPath(String path) {
     String out = root.resolve("dump path", path).toString();
@@ -330,6 +346,11 @@ public final class ProfilerSession implements AutoCloseable {
     if (java.nio.file.Files.exists(java.nio.file.Paths.get(out),
         java.nio.file.LinkOption.NOFOLLOW_LINKS)) { // nothing is replaced without a word
       throw PyprofException.catalogue("session.dump_exists", "path", out);
+    }
+    Map<?, ?> problem = (Map<?, ?>) Vars.FILE_PROBLEM.invoke(out); // a name too long, no space
+    if (problem != null) {
+      throw PyprofException.catalogue("session.bad_dump_path", "value", path, "problem",
+          problem.get(Keyword.intern("problem")), "path_fix", problem.get(Keyword.intern("path_fix")));
     }
     return out;
   }
@@ -347,11 +368,17 @@ public final class ProfilerSession implements AutoCloseable {
    * Stops (when open) and writes all windows as one valid trace at {@code path} (under the
    * output root), metadata once; no C call. Returns the absolute path.
    *
-   * @throws PyprofException session.no_window, root.dump_too_large (over
+   * @throws PyprofException session.no_window (when no window was saved and none is being
+   *     recorded, the session is left as it was), root.dump_too_large (over
    *     {@code -Dpyprof.maxDumpBytes}), and as {@link #dumpPath}
    */
   public String dump(String path) {
     dumpPath(path); // a bad path leaves the session open
+    Map<String, Object> now = state(); // after the windows being written
+    if (((List<?>) now.get("windows")).isEmpty()
+        && !String.valueOf(now.get("action")).startsWith("record")) {
+      throw PyprofException.catalogue("session.no_window"); // nor will stopping save one: kept open
+    }
     List<String> paths = dump();
     if (paths.isEmpty()) {
       throw PyprofException.catalogue("session.no_window");
@@ -361,9 +388,9 @@ public final class ProfilerSession implements AutoCloseable {
     for (String p : paths) {
       bytes += new java.io.File(p).length();
     }
-    long max = OutputRoot.maxDumpBytes();
-    if (bytes > max) {
-      throw PyprofException.catalogue("root.dump_too_large", "bytes", bytes, "limit", max);
+    if (bytes > maxDumpBytes) {
+      throw PyprofException.catalogue("root.dump_too_large", "bytes", bytes, "limit",
+          maxDumpBytes);
     }
     return String.valueOf(call(s -> Vars.WRITE_WINDOWS.invoke(paths, out)));
   }
