@@ -219,6 +219,9 @@
            (refused "{\"schedule\": {\"wait\": 1}, \"active\": 2}")))
     ;; a tester's finds: a step no timer reaches, and bad -D values that made a session die at
     ;; once, or one that could not be stopped, were taken
+    (is (= (str "options must be a JSON object or key=value pairs, got [1,2]. fix: pass key=value"
+                " pairs or a JSON object such as {\"step_seconds\": 1}")
+           (refused "[1,2]")) "a JSON array named as a whole, not cut at its first comma")
     (doseq [step ["Infinity" "1e400" "6"]]
       (is (= (str "step_seconds must be at least 0.001 (1 ms) and at most the session's maximum"
                   " duration, 5 s, got " step ". fix: pass a step of 1 ms or more, e.g. step_seconds=1")

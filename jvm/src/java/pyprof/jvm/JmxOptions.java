@@ -26,6 +26,10 @@ final class JmxOptions {
     if (s.isEmpty()) {
       return out;
     }
+    if (s.startsWith("[") || s.startsWith("\"")) { // JSON, but no object: named as a whole
+      throw new IllegalArgumentException("options must be a JSON object or key=value pairs, got "
+          + s + ". fix: pass key=value pairs or a JSON object such as {\"step_seconds\": 1}");
+    }
     if (s.startsWith("{")) {
       Object parsed;
       try {
