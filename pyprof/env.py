@@ -110,9 +110,9 @@ def config_from_environment(environ: Mapping[str, str] | None = None) -> dict[st
             config.validate(out)
             return out
         except ConfigError as exc:  # the error names the variable the value came from
-            problem = str(exc).split(" fix: ", 1)[0]
+            problem = str(exc).split(" fix: ", 1)[0].removesuffix(".")
             raise rules.error("env.bad_variable", name=name, raw=raw, problem=problem,
-                              fix=exc.fix) from None
+                              variable_fix=exc.fix) from None
 
     kwargs: dict[str, Any] = read("PYPROF_MODE", lambda v: parse_mode(v or DEFAULT_MODE))
     kwargs.update(read("PYPROF_FILENAME",

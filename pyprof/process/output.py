@@ -45,29 +45,21 @@ def min_free_bytes() -> int:
 
 
 def text_problem(text: str) -> dict[str, str] | None:
-    """A NUL or a lone surrogate in a path (C would cut it / it has no UTF-8 encoding)."""
+    """A NUL or a lone surrogate in a path (C would cut it / it has no UTF-8 encoding), or a
+    trailing '/' (it names a directory: normalising would write a file named like it)."""
     if "\0" in text:
         return rules.path_problem("nul", index=text.index("\0"))
     bad = rules.lone_surrogate(text)
     if bad is not None:
         return rules.path_problem("not_unicode", index=bad[0], point=bad[1])
-    return None
-
-
-def directory_problem(path: str) -> dict[str, str] | None:
-    """A path (or window-path template) ending in '/', which names a directory: normalising it
-    would write a file named like the directory."""
-    if path.endswith("/"):
-        return rules.path_problem("no_file_name", path=path, example=path + "profile.json")
+    if text.endswith("/"):
+        return rules.path_problem("no_file_name", path=text, example=text + "profile.json")
     return None
 
 
 def name_problem(path: str) -> dict[str, str] | None:
-    """A path naming a directory (:func:`directory_problem`), or a file name (the text after
-    the last '/') longer than api.json ``output_paths`` ``max_name_bytes`` of UTF-8: pyprof
-    writes beside the file under longer names."""
-    if (problem := directory_problem(path)) is not None:
-        return problem
+    """A file name (the text after the last '/') longer than api.json ``output_paths``
+    ``max_name_bytes`` of UTF-8: pyprof writes beside the file under longer names."""
     size = len(path.rsplit("/", 1)[-1].encode("utf-8"))
     if size > (most := rules.API["output_paths"]["max_name_bytes"]):
         return rules.path_problem("name_too_long", bytes=size, max=most)

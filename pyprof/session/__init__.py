@@ -201,8 +201,7 @@ class profile:  # noqa: N801 - named like torch.profiler.profile, used as a cont
         if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
             raise rules.error("session.path_not_text", value=path)  # was a bare TypeError
         self._template = _template.parse(os.fspath(path))
-        text = os.fspath(path)  # checked in the JVM's order: the text, then a directory's '/'
-        if (problem := _output.text_problem(text) or _output.directory_problem(text)) is not None:
+        if (problem := _output.text_problem(os.fspath(path))) is not None:  # the JVM's order
             raise rules.error("session.bad_path", value=os.fspath(path), **problem)
         self._cwd = os.getcwd()
         self._path = self._window_path(window=0, step=0)  # the first window's file

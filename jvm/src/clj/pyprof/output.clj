@@ -46,25 +46,16 @@
 (def ^:private ^java.nio.charset.Charset file-names ; the start-up locale's (LANG=C: US-ASCII)
   (java.nio.charset.Charset/forName (System/getProperty "sun.jnu.encoding" "UTF-8")))
 
-(defn directory-problem
-  "A path (or window-path template) ending in /, which names a directory, as a path problem, or
-  nil: normalising it would write a file named like the directory."
-  [^String path]
-  (when (str/ends-with? path "/")
-    (rules/path-problem "no_file_name" {:path path :example (str path "profile.json")})))
-
 (defn- name-problem
-  "A path naming a directory (`directory-problem`), or a file name over api.json output_paths
-  max_name_bytes of UTF-8, as a path problem, or nil."
+  "A file name over api.json output_paths max_name_bytes of UTF-8, as a path problem, or nil."
   [^String path]
   (let [size (alength (.getBytes (subs path (inc (.lastIndexOf path "/"))) "UTF-8"))
         most (rules/output-paths "max_name_bytes")]
-    (or (directory-problem path)
-        (when (> size most) (rules/path-problem "name_too_long" {:bytes size :max most})))))
+    (when (> size most) (rules/path-problem "name_too_long" {:bytes size :max most}))))
 
 (defn text-problem
-  "A NUL or lone surrogate in a path, or a character the JVM's file-name encoding lacks (in the
-  path or the working directory), as a path problem, or nil."
+  "A NUL or lone surrogate in a path, a character the JVM's file-name encoding lacks (in the
+  path or the working directory), or a trailing / (a directory), as a path problem, or nil."
   [^String text]
   (let [nul (.indexOf text "\u0000")
         base (when-not (str/starts-with? text "/") (str (cwd))) ; what a relative path is under
@@ -75,6 +66,8 @@
                                     (rules/path-problem "not_unicode" {:index index :point point}))
       (some-> base (str/includes? "\ufffd")) ; a name the locale could not decode
       (rules/path-problem "cwd_not_in_file_names" {:cwd base :encoding (str file-names)})
+      (str/ends-with? text "/")
+      (rules/path-problem "no_file_name" {:path text :example (str text "profile.json")})
       :else (when-let [i (first (remove #(.canEncode (.newEncoder file-names) ^String (char-at %))
                                         (range (.codePointCount text 0 (.length text)))))]
               (rules/path-problem "not_in_file_names" {:index i :char (char-at i)

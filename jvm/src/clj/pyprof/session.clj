@@ -112,8 +112,7 @@
             (throw (rules/error "session.path_not_text" {:value path})))
         parts (template/parse (str path))
         ;; a NUL or lone surrogate always (Paths/get would refuse it untold)
-        _ (when-let [problem (or (output/text-problem (str path))
-                                 (output/directory-problem (str path)))]
+        _ (when-let [problem (output/text-problem (str path))]
             (throw (rules/error "session.bad_path" (merge {:value (str path)} problem))))
         ;; MXNet is silent when it cannot write
         first-path (fill-path parts 0 0)

@@ -11,7 +11,7 @@ import java.nio.file.attribute.PosixFilePermissions;
 /**
  * The one directory {@link ProfilerControl} (JMX) and {@link ProfilerSession} write under: the
  * constructor's argument, else {@code -Dpyprof.outputRoot}, else {@code <java.io.tmpdir>/pyprof},
- * created owner-only when missing; and the limits on what they write there.
+ * created owner-only when missing. What they may write there: {@link Limits}.
  */
 public final class OutputRoot {
   /** System property naming the root directory. */
@@ -81,13 +81,9 @@ public final class OutputRoot {
       throw PyprofException.catalogue("root.bad_text", "what", what, "path", path, "reason",
           e.getReason());
     }
-    if (p.equals(root)) { // "", "." or "sub/..": not outside, but no file either
-      throw PyprofException.catalogue("root.is_root", "what", what, "path", path, "root",
-          root.toString());
-    }
-    if (!p.startsWith(root) || p.getFileName() == null) {
-      throw PyprofException.catalogue("root.outside", "what", what, "path", path, "root",
-          root.toString());
+    if (!p.startsWith(root) || p.equals(root) || p.getFileName() == null) { // "." is no file
+      throw PyprofException.catalogue(p.equals(root) ? "root.is_root" : "root.outside", "what",
+          what, "path", path, "root", root.toString());
     }
     Path parent = p.getParent();
     Path existing = parent;
@@ -113,39 +109,6 @@ public final class OutputRoot {
           "directory", String.valueOf(parent), "root", root.toString());
     }
     return real.resolve(p.getFileName());
-  }
-
-  /** {@code -D<property>} as a positive long, else {@code dflt}; throws root.bad_limit. */
-  static long limit(String property, long dflt) {
-    String v = System.getProperty(property);
-    if (v == null || v.isBlank()) {
-      return dflt;
-    }
-    long n = -1;
-    try {
-      n = Long.parseLong(v.strip());
-    } catch (NumberFormatException e) { // reported below
-    }
-    if (n > 0) {
-      return n;
-    }
-    throw PyprofException.catalogue("root.bad_limit", "property", property, "value", v,
-        "default", dflt);
-  }
-
-  /** Windows a service session may save ({@code -Dpyprof.maxWindows}, default 1000). */
-  public static long maxWindows() {
-    return limit("pyprof.maxWindows", 1000);
-  }
-
-  /** Raw-trace bytes one window may record ({@code -Dpyprof.maxWindowBytes}, 256 MiB). */
-  public static long maxWindowBytes() {
-    return limit("pyprof.maxWindowBytes", 256L << 20);
-  }
-
-  /** Bytes of window files one {@code dump(path)} may write (-Dpyprof.maxDumpBytes, 1 GiB). */
-  public static long maxDumpBytes() {
-    return limit("pyprof.maxDumpBytes", 1L << 30);
   }
 
   @Override

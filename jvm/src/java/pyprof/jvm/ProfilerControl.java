@@ -221,8 +221,9 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
           }
         }
         // Checked before anything starts: a bad option or -D value leaves no session running.
-        long defaultMax = OutputRoot.limit("pyprof.jmx.maxDurationSeconds", 600); // checked always
-        long max = Math.min(maxDurationSeconds > 0 ? maxDurationSeconds : defaultMax, limitSeconds());
+        long defaultMax = Limits.jmxDefaultSeconds(); // checked even when not used
+        long max = maxDurationSeconds > 0 ? Math.min(maxDurationSeconds, Limits.jmxLimitSeconds())
+            : defaultMax;
         Object stepSeconds = opts.remove("step_seconds");
         double step = stepSeconds == null ? 0 : Double.parseDouble(String.valueOf(stepSeconds));
         // the timer counts whole milliseconds; a step past the session's end would never come
@@ -623,15 +624,10 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
   @Override
   public long getDefaultMaxDurationSeconds() {
     try {
-      return Math.min(OutputRoot.limit("pyprof.jmx.maxDurationSeconds", 600), limitSeconds());
+      return Limits.jmxDefaultSeconds();
     } catch (PyprofException e) {
       throw forJmx(e);
     }
-  }
-
-  /** {@code -Dpyprof.jmx.maxDurationLimitSeconds} (3600): no session runs longer. */
-  private static long limitSeconds() {
-    return OutputRoot.limit("pyprof.jmx.maxDurationLimitSeconds", 3600);
   }
 
   @Override

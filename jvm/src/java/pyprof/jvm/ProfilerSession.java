@@ -76,9 +76,9 @@ public final class ProfilerSession implements AutoCloseable {
   private final Object session;
   private final OutputRoot root;
   // read once, here: a bad -D value is the constructor's error, never a later step's
-  private final long maxWindows = OutputRoot.maxWindows();
-  private final long maxWindowBytes = OutputRoot.maxWindowBytes();
-  private final long maxDumpBytes = OutputRoot.maxDumpBytes();
+  private final long maxWindows = Limits.maxWindows();
+  private final long maxWindowBytes = Limits.maxWindowBytes();
+  private final long maxDumpBytes = Limits.maxDumpBytes();
   private final List<String> notes = new ArrayList<>();
   private final java.util.concurrent.atomic.AtomicReference<RuntimeException> saveFailure =
       new java.util.concurrent.atomic.AtomicReference<>();
