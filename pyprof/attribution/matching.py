@@ -7,7 +7,9 @@ operator), made before the event started, whose producers have all ended by then
 earliest *ready time* (the call's return, or its producers' last end when later; ties: the
 earlier call). A call's producers are its inputs' (views inherit their source's: one engine
 variable) and, for an operator that requests temp space, the call that took the same one of
-the calling thread's round-robin copies before it (``matching.resources``); a producer whose operator
+the calling thread's round-robin copies before it (``matching.resources``), and, for a call
+writing the caller's arrays (``out=``), the calls that read them since their last write, and
+that write; a producer whose operator
 has no event in the window (a hybridized block's node inside an ``ImperativeBulk``) counts as
 ended. A device with one FIFO
 worker (MXNet's CPU default) runs its operators in the order they became ready, so the match
@@ -180,15 +182,39 @@ def _ready(c: Call, deps: list, ended: dict, after: dict, first: int, start: Any
 
 
 def _dependencies(calls: Sequence[Call], chain: dict[int, int]) -> dict[int, list]:
-    """call seq -> [(producer seq, engine variable)]: its inputs' and its temp-space copy's."""
+    """call seq -> [(producer seq, engine variable)]: its inputs' and its temp-space copy's;
+    and for a call writing the caller's arrays (``out=``, in place: :attr:`Call.fresh` False),
+    the calls before it that read such an array since its last write, and that write: MXNet's
+    engine runs a write to a variable after the reads and the write pushed before it."""
     deps: dict[int, list] = {}
-    for c in calls:
+    writes = any(c.fresh is not None and c.outputs for c in calls)
+    readers: dict[Any, list[int]] = {}  # handle -> the calls reading it since its last write
+    writer: dict[Any, int] = {}  # handle -> the call that wrote it last
+    for c in sorted(calls, key=lambda c: c.seq) if writes else calls:
         slots = getattr(c, "slots", ()) or ()
         d = [(p, ("out", p, slots[i] if i < len(slots) else -1)) for i, p in enumerate(c.producers)]
         if c.seq in chain:
             d.append((chain[c.seq], ("temp", chain[c.seq])))
+        if writes:
+            if c.fresh is not None:
+                for h in c.outputs or ():
+                    d += [(r, ("read", h)) for r in readers.get(h, ()) if r != c.seq]
+                    if (w := writer.get(h)) is not None and w not in c.producers:
+                        d.append((w, ("write", h)))
+            for h in c.inputs or ():
+                readers.setdefault(h, []).append(c.seq)
+            for h in c.outputs or ():
+                readers[h], writer[h] = [], c.seq
         deps[c.seq] = d
     return deps
+
+
+_RANDOM: dict[str, list[str]] = _M["resources"]["random"]
+
+
+def _takes_random(name: str) -> bool:
+    """The operator takes one of MXNet's random resources (``matching.resources.random``)."""
+    return name in _RANDOM["names"] or name.startswith(tuple(_RANDOM["prefixes"]))
 
 
 def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
@@ -221,6 +247,9 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
         grads = {c.seq for c in calls if c.seq in unseen and c.source == _AUTOGRAD}
         unsure = {k for k, v in deps.items() if any(d[0] in grads for d in v)}
         deps = {k: [d for d in v if d[0] not in unseen] for k, v in deps.items()}
+    randoms = {c.seq for c in calls if _takes_random(c.name)}
+    if len(randoms) > 1:  # they wait for each other in an order the calls do not tell
+        unsure |= randoms
     # the engine bulk's events list no operators: their candidates are the runs MXNet's engine
     # cut of the calls without an event of their own (segments.bulk_runs), in call order
     runs = {r[0].seq: r for r in bulk_runs(calls, unseen, env)} if ENGINE_BULK in names else {}
