@@ -7,9 +7,9 @@ operator), made before the event started, whose producers have all ended by then
 earliest *ready time* (the call's return, or its producers' last end when later; ties: the
 earlier call). A call's producers are its inputs' (views inherit their source's: one engine
 variable) and, for an operator that requests temp space, the call that took the same one of
-the calling thread's round-robin copies before it (``matching.resources``), and, for a call
-writing the caller's arrays (``out=``), the calls that read them since their last write, and
-that write; a producer whose operator
+the calling thread's round-robin copies before it (``matching.resources``); a call writing
+the caller's arrays (``out=``) that earlier calls read or wrote, and calls taking the random
+resource, have no known ready moment (they tie with the other ready calls); a producer whose operator
 has no event in the window (a hybridized block's node inside an ``ImperativeBulk``) counts as
 ended. A device with one FIFO
 worker (MXNet's CPU default) runs its operators in the order they became ready, so the match
@@ -182,31 +182,38 @@ def _ready(c: Call, deps: list, ended: dict, after: dict, first: int, start: Any
 
 
 def _dependencies(calls: Sequence[Call], chain: dict[int, int]) -> dict[int, list]:
-    """call seq -> [(producer seq, engine variable)]: its inputs' and its temp-space copy's;
-    and for a call writing the caller's arrays (``out=``, in place: :attr:`Call.fresh` False),
-    the calls before it that read such an array since its last write, and that write: MXNet's
-    engine runs a write to a variable after the reads and the write pushed before it."""
+    """call seq -> [(producer seq, engine variable)]: its inputs' and its temp-space copy's."""
     deps: dict[int, list] = {}
-    writes = any(c.fresh is not None and c.outputs for c in calls)
-    readers: dict[Any, list[int]] = {}  # handle -> the calls reading it since its last write
-    writer: dict[Any, int] = {}  # handle -> the call that wrote it last
-    for c in sorted(calls, key=lambda c: c.seq) if writes else calls:
+    for c in calls:
         slots = getattr(c, "slots", ()) or ()
         d = [(p, ("out", p, slots[i] if i < len(slots) else -1)) for i, p in enumerate(c.producers)]
         if c.seq in chain:
             d.append((chain[c.seq], ("temp", chain[c.seq])))
-        if writes:
-            if c.fresh is not None:
-                for h in c.outputs or ():
-                    d += [(r, ("read", h)) for r in readers.get(h, ()) if r != c.seq]
-                    if (w := writer.get(h)) is not None and w not in c.producers:
-                        d.append((w, ("write", h)))
-            for h in c.inputs or ():
-                readers.setdefault(h, []).append(c.seq)
-            for h in c.outputs or ():
-                readers[h], writer[h] = [], c.seq
         deps[c.seq] = d
     return deps
+
+
+def _writes_after_reads(calls: Sequence[Call]) -> set[int]:
+    """The calls writing the caller's arrays (``out=``, in place: :attr:`Call.fresh` False)
+    that calls before them read since their last write, or wrote: MXNet's engine runs such a
+    write after those reads and that write, which the rule cannot take as producers (a freed
+    array's address may be a new array's), so when the call became ready is not known."""
+    if not any(c.fresh is not None and c.outputs for c in calls):
+        return set()
+    out: set[int] = set()
+    readers: dict[Any, set[int]] = {}  # handle -> the calls reading it since its last write
+    written: set[Any] = set()
+    for c in sorted(calls, key=lambda c: c.seq):
+        if c.fresh is not None and any(
+                not new and (readers.get(h, set()) - {c.seq} or h in written)
+                for h, new in zip(c.outputs or (), c.fresh)):
+            out.add(c.seq)
+        for h in c.inputs or ():
+            readers.setdefault(h, set()).add(c.seq)
+        for h in c.outputs or ():
+            readers[h] = set()
+            written.add(h)
+    return out
 
 
 _RANDOM: dict[str, list[str]] = _M["resources"]["random"]
@@ -250,6 +257,7 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     randoms = {c.seq for c in calls if _takes_random(c.name)}
     if len(randoms) > 1:  # they wait for each other in an order the calls do not tell
         unsure |= randoms
+    unsure |= _writes_after_reads(calls)
     # the engine bulk's events list no operators: their candidates are the runs MXNet's engine
     # cut of the calls without an event of their own (segments.bulk_runs), in call order
     runs = {r[0].seq: r for r in bulk_runs(calls, unseen, env)} if ENGINE_BULK in names else {}

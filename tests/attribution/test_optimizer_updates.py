@@ -83,12 +83,7 @@ _ag.grad_chunk = lambda h, chunk: None  # a gradient's engine variable unknown: 
 _SILENTLY_UNLINKED = """
 from pyprof.attribution import capture as _c, matching as _m
 _c.Recorder._link = lambda self, writers: True  # the gradient link removed, unnoticed (planted)
-_deps = _m._dependencies
-def _reads_only(calls, chain):  # and an update's wait for the weight's readers (the forward's
-    for c in calls:             # and backward's reads, which also order it after the backward)
-        c.fresh = None
-    return _deps(calls, chain)
-_m._dependencies = _reads_only
+_m._writes_after_reads = lambda calls: set()  # and the weights' readers, which also tie updates
 """
 
 _BIG = [256, 3872]
