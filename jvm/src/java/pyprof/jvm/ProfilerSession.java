@@ -337,6 +337,11 @@ public final class ProfilerSession implements AutoCloseable {
    *     long, no file creatable there, too little space)
    */
   public String dumpPath(String path) {
+    return dumpPath(path, true);
+  }
+
+  /** {@link #dumpPath(String)}; {@code probe}: with the file-system check (a probe file). */
+  private String dumpPath(String path, boolean probe) {
     String out = root.resolve("dump path", path).toString();
     for (Object w : (List<?>) stateNow().get("windows")) {
       if (sameFile(String.valueOf(((Map<?, ?>) w).get("path")), out)) {
@@ -347,7 +352,7 @@ public final class ProfilerSession implements AutoCloseable {
         java.nio.file.LinkOption.NOFOLLOW_LINKS)) { // nothing is replaced without a word
       throw PyprofException.catalogue("session.dump_exists", "path", out);
     }
-    Map<?, ?> problem = (Map<?, ?>) Vars.FILE_PROBLEM.invoke(out); // a name too long, no space
+    Map<?, ?> problem = probe ? (Map<?, ?>) Vars.FILE_PROBLEM.invoke(out) : null; // no space...
     if (problem != null) {
       throw PyprofException.catalogue("session.bad_dump_path", "value", path, "problem",
           problem.get(Keyword.intern("problem")), "path_fix", problem.get(Keyword.intern("path_fix")));
@@ -383,7 +388,7 @@ public final class ProfilerSession implements AutoCloseable {
     if (paths.isEmpty()) {
       throw PyprofException.catalogue("session.no_window");
     }
-    String out = dumpPath(path); // over the windows the stop saved too
+    String out = dumpPath(path, false); // over the windows the stop saved too (probed above)
     long bytes = 0;
     for (String p : paths) {
       bytes += new java.io.File(p).length();
