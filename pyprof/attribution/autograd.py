@@ -26,6 +26,7 @@ from typing import Any
 from .. import rules
 from ..native import capi
 from .calls import CODES, HANDLES, Call, as_call, holds, seq_of
+from .views import SEQ_BASE
 
 
 _SPEC = rules.spec("attribution.json")["capture"]
@@ -200,7 +201,7 @@ def with_hidden(f: Call) -> list | None:
 
 def derive(heads: list[int], head_grads: list, calls: list, invocations: list, cache: dict,
            by_handle: dict[int, dict], grad: Callable[[int], bool],
-           writers: dict | None = None) -> tuple[list, list[BackwardNode]]:
+           writers: dict | None = None, views: Any = None) -> tuple[list, list[BackwardNode]]:
     """The gradient graph of one backward, in MXNet's run order.
 
     Args:
@@ -215,11 +216,15 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
         writers: filled, when given, with each variable's handle -> (the node writing its
             gradient, that node's output), or None where no node of a known operator does (a
             hybridized block's backward, a head's own gradient).
+        views: the views the calls may read (:class:`pyprof.attribution.views.Views`): a taped
+            one is its forward node (``Reshape``, ``slice``), one off the tape a leaf.
 
     Returns: (the head gradients MXNet makes: per head without one, its (shape, dtype) meta;
     the backward nodes in run order). Nodes whose operator the table does not know are left
     out (their gradients still flow, so their consumers' nodes are made)."""
     by_seq = {c.seq: c for c in calls}
+    if views is not None:
+        by_seq.update(views.nodes())
     outs_of: dict[tuple[int, int], tuple[Any, int]] = {}  # (producer seq, slot) -> (inv, output)
     for inv in invocations:
         for k, (j, i) in enumerate(inv.graph.heads):
@@ -238,7 +243,10 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
     def inputs(f: Any) -> list:
         if f in inv_set:
             return [source(e, h) for h, e in zip(f.inputs, f.in_meta)]
-        return [source((None, None, p, s), h) for h, p, s in zip(f.inputs, f.producers, f.slots)]
+        if views is None or f.seq >= SEQ_BASE:  # (a view's node: its source resolved when made)
+            return [source((None, None, p, s), h) for h, p, s in zip(f.inputs, f.producers, f.slots)]
+        return [views.resolve(h, f.seq, p, s) or source((None, None, p, s), h)
+                for h, p, s in zip(f.inputs, f.producers, f.slots)]
 
     inv_set = set(invocations)
     # forward topological order: depth first, post order, from the heads (DFSVisit)

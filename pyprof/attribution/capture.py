@@ -57,7 +57,7 @@ from typing import Any
 
 from .. import rules
 from ..native import capi, shim
-from . import autograd, cachedop, executor, store
+from . import autograd, cachedop, executor, store, views
 from .calls import HANDLES, UNKNOWN_WRITER as _UNKNOWN_WRITER, Call, as_call, dtype_name, load_handles, seq_of
 
 
@@ -99,6 +99,7 @@ class Recorder:
         self._taped: list[cachedop.Invocation] = []  # autograd recorded them; not backwarded yet
         self._recording: dict[int, bool] = {}  # thread ident -> autograd records (as last set)
         self._tape = autograd.Tape()  # the seq spans autograd recorded imperative calls in
+        self._views = views.Views(MAX_CALLS)  # the views a backward may read
         self._training = autograd.Tape()  # the seq spans MXNet's is_train was set in
         self._blind: list[int] = []  # first seqs of backwards whose gradients were not linked
         self._unrecorded = 0  # the Python hooks' calls whose recording failed (see unrecorded)
@@ -134,7 +135,7 @@ class Recorder:
             return False
         capi.hook_mxnet("MXNDArrayFree", self._store.make_free if native else self._make_free)
         for name in VIEWS:
-            capi.hook_mxnet(name, self._make_view)
+            capi.hook_mxnet(name, lambda raw, n=name: self._make_view(raw, n))
         for name in _CACHED_INVOKE:
             capi.hook_mxnet(name, lambda raw: self._make_invoke(raw, self._resolve_cached))
         capi.hook_mxnet("MXExecutorForward", lambda raw: self._make_invoke(raw, self._executors.resolve))
@@ -167,6 +168,7 @@ class Recorder:
         self._graphs.clear()
         self._executors.clear()
         self._recording.clear()
+        self._views.clear()
         self._training = autograd.Tape()
 
     def resume(self) -> None:
@@ -211,6 +213,7 @@ class Recorder:
             # a forward of this window backwarded in the next gets no backward calls
             calls, self.calls, self._taped = self.calls, [], []
             self._tape.clear()
+            self._views.clear()
             blind, self._blind = self._blind, []
             training = self._training.all_spans(self._store.seq())
             self._training.clear()
@@ -246,23 +249,45 @@ class Recorder:
             return raw(h)
         return free
 
-    def _make_view(self, raw: Callable[..., int]) -> Callable[..., int]:
-        active, cache = self._active, self._cache
+    def _make_view(self, raw: Callable[..., int], name: str) -> Callable[..., int]:
+        active, cache, recording, tapes = self._active, self._cache, self._recording, views.TAPES[name]
 
         def view(*a: Any) -> int:
             rc = raw(*a)  # (source handle, ..., NDArrayHandle* out): the out is a view of the source
             if rc == 0 and active[0]:
                 try:
-                    e = cache.get(getattr(a[0], "value", a[0]))
-                    if e is not None:  # a source never seen has no producer: nor has its view
+                    src = getattr(a[0], "value", a[0])
+                    e = cache.get(src)
+                    t = threading.get_ident()
+                    rec = recording.get(t)
+                    if rec is None:  # not set since the recorder was installed: asked once
+                        rec = recording[t] = cachedop.autograd_recording()
+                    if rec and tapes is not None:  # autograd tapes it (its source on the tape)
+                        self._taped_view(tapes, src, e, a[-1]._obj.value, t, a)
+                    elif e is not None:  # a source never seen has no producer: nor has its view
                         h = a[-1]._obj.value
                         s, d = self._store.meta(h) if self.shapes else (None, -1)
                         s = self._shapes.setdefault(s, s)
                         cache[h] = (s, d, e[2], e[3])  # one dict store, as the free's pop
+                        if e[2] >= 0:  # off the tape, where its source's producer is on it
+                            self._views.add(None, h, (e[2], e[3]), self._store.seq(), t, src, e, (s, d), a)
                 except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
                     self._unrecorded += 1
             return rc
         return view
+
+    def _taped_view(self, kind: str, src: int, e: tuple | None, h: int, thread: int, a: tuple) -> None:
+        """View ``h`` of ``src`` (cache entry ``e``) made while autograd records: its cache
+        entry, and its nodes kept for the backward (:class:`pyprof.attribution.views.Views`)."""
+        meta, shapes = self._store.meta, self._shapes
+        if e is None or e[1] == -1:  # its shape is the nodes' (and the source alive for has_grad)
+            sh, d = meta(src)
+            e = self._cache[src] = (shapes.setdefault(sh, sh), d, -1, -1) if e is None else (sh, d, e[2], e[3])
+        s, d = meta(h)
+        s = shapes.setdefault(s, s)
+        key = (e[2], e[3]) if e[2] >= 0 else (-1, self._views.tag())
+        self._cache[h] = (s, d, *key)
+        self._views.add(kind, h, key, self._store.seq(), thread, src, e, (s, d), a)
 
     def _meta(self, h: int) -> tuple:
         """The cache entry of input handle ``h``, queried and cached when not seen before."""
@@ -371,7 +396,8 @@ class Recorder:
             writers: dict = {}
             start = self._store.seq()
             made, nodes = autograd.derive(*autograd.backward_heads(a), calls, taped, self._cache,
-                                          autograd.by_handle(), autograd.has_grad, writers)
+                                          autograd.by_handle(), self._has_grad, writers, self._views)
+            unproven = self._views.consume(thread)  # a view not kept: the graph may be wrong
             reached = {id(n.fwd) for n in nodes}
             nodes += [autograd.BackwardNode(None, None, None, [], inv) for inv in reversed(taped)
                       if id(inv) not in reached]  # not reached from the heads: as before
@@ -386,7 +412,9 @@ class Recorder:
                     if (s := self._store.reserve(1)) < 0:
                         return
                     n.seq = s
-                    self.calls.append(autograd.node_call(n, t_us, pushed_us, thread, heads, self.shapes))
+                    c = autograd.node_call(n, t_us, pushed_us, thread, heads, self.shapes)
+                    c.unproven = unproven
+                    self.calls.append(c)
                     continue
                 g = n.fwd.graph
                 plan = cachedop.plan_for(g, n.needs)
@@ -399,6 +427,11 @@ class Recorder:
                                                       autograd.head_writers(n, heads)))
             if not self._link(writers):
                 self._blind.append(start)
+
+    def _has_grad(self, h: int) -> bool:
+        """Whether leaf ``h`` is a variable with a gradient: asked of MXNet only while the
+        handle lives (every input a call read is cached until its free), never of a freed one."""
+        return self._cache.get(h) is not None and autograd.has_grad(h)
 
     def _link(self, writers: dict) -> bool:
         """Give the gradients a backward writes their writers: each variable's gradient array
@@ -456,6 +489,8 @@ class Recorder:
                             p, k = links.get(shim.chunk_of(h), (p, k))
                         prod.append(p)
                         slots.append(k)
+                        if e is None:  # cached until its free: alive when a backward asks (_has_grad)
+                            cache[h] = (None, -1, p, k)
                     fin = fout = None
                     for j, h in enumerate(outs):
                         cache[h] = (None, -1, seq, j)
@@ -518,6 +553,7 @@ def _after_fork_in_child() -> None:
         r._lock = threading.Lock()
         r._active[0] = False
         r.calls, r._taped = [], []
+        r._views = views.Views(MAX_CALLS)  # (its lock too)
         r._store.drain(True)
 
 

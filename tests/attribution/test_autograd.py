@@ -205,3 +205,29 @@ def test_dot_and_reshape_backward_nodes_carry_mxnets_inputs(tmp_path):
     # microsecond two slices share: memory_unchecked shared_stamp)
     assert False not in [b[3] for b in r["backward"]], r["report"]["memory_unchecked"]
     assert r["report"]["unmatched_events"] == {} and r["report"]["matched"] == r["report"]["calls"]
+
+
+_FREED = """
+import json, pyprof, mxnet as mx
+from pyprof.attribution import autograd
+asked = []
+has_grad = autograd.has_grad
+autograd.has_grad = lambda h: asked.append(h) or has_grad(h)
+w = mx.nd.random.uniform(shape=(4, 5)); w.attach_grad()
+with pyprof.profile(path="f.json", record_shapes=OPTION) as p:
+    x = mx.nd.array([[1, 2, 3, 4]]); hx = x.handle.value
+    with mx.autograd.record():
+        loss = mx.nd.dot(x, w).sum()
+    del x                                     # freed before the backward: its handle dangles
+    loss.backward(); mx.nd.waitall()
+result = {"asked": asked, "x": hx, "w": w.handle.value, "grad": w.grad.asnumpy().tolist()}
+"""
+
+
+@pytest.mark.parametrize("option", ["True", "False"])
+def test_a_freed_leaf_is_never_asked_for_its_gradient(tmp_path, option):
+    # MXNDArrayGetGrad reads the NDArray behind the handle: a freed one is memory MXNet gave back
+    r = run_scenario(_FREED.replace("OPTION", option).replace(
+        "record_shapes=False", "with_stack=True"), tmp_path, timeout=120)
+    assert r["w"] in r["asked"] and r["x"] not in r["asked"], r
+    assert r["grad"][0] == [1.0] * 5
