@@ -32,6 +32,8 @@ from .views import SEQ_BASE
 _SPEC = rules.spec("attribution.json")["capture"]
 #: attribution.json capture.autograd: the head gradient, sum and zeros operators.
 AUTOGRAD: dict[str, Any] = _SPEC["autograd"]
+#: The backward operators that allocate nothing for an output MXNet leaves uncomputed.
+_UNREAD = frozenset(AUTOGRAD["unread_not_allocated"])
 #: attribution.json capture.backward less its about: forward operator -> its backward node.
 TABLE: dict[str, dict] = {k: v for k, v in _SPEC["backward"].items() if k != "about"}
 
@@ -343,8 +345,9 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
             m = in_meta[i] if in_meta is not None else None
             grads.setdefault(_key(ins[i]), []).append((node, slot, m))
             # a gradient nothing reads and no variable takes (a leaf without attach_grad: the
-            # first convolution's data) is not computed: MXNet's kNullOp, nothing allocated
-            if slot < len(node.unread):  # (without shapes: one flag)
+            # first convolution's data) is not computed: MXNet's kNullOp, allocated or not by
+            # the operator (capture.autograd unread_not_allocated)
+            if slot < len(node.unread) and node.op in _UNREAD:  # (without shapes: one flag)
                 node.unread[slot] = ins[i][0] == "v" and not leaf_grad.get(ins[i][1], False)
         none = {int(r[1:]) for r in spec.get("no_gradient", ())} if spec is not None else set()
         for i in set(range(len(ins))) - set(idx) - none:  # an FGradient's zeros_like (pick's index)

@@ -231,3 +231,30 @@ def test_a_freed_leaf_is_never_asked_for_its_gradient(tmp_path, option):
         "record_shapes=False", "with_stack=True"), tmp_path, timeout=120)
     assert r["w"] in r["asked"] and r["x"] not in r["asked"], r
     assert r["grad"][0] == [1.0] * 5
+
+
+_DATA = """
+import json, pyprof, mxnet as mx
+from pyprof.attribution.matching import ARGS
+x = mx.nd.random.uniform(shape=(3, 4)); c = mx.nd.ones((3, 5))      # data: no attach_grad
+w = mx.nd.random.uniform(shape=(4, 5)); w.attach_grad()
+def step():
+    with mx.autograd.record():
+        loss = (c * mx.nd.dot(x, w)).sum()
+    loss.backward()
+step(); mx.nd.waitall()
+with pyprof.profile(path="d.json", record_shapes=True, profile_memory=True) as p:
+    step(); mx.nd.waitall()
+a = lambda e: e.get("args") or {}
+result = {e["name"]: [a(e).get(ARGS["match"]), a(e).get(ARGS["memory_check"])]
+          for e in json.load(open("d.json"))["traceEvents"]
+          if e.get("ph") in ("B", "X") and e.get("name") in ("_backward_dot", "_backward_broadcast_mul")}
+"""
+
+
+def test_an_fcompute_backward_allocates_the_gradient_of_a_leaf_without_one(tmp_path):
+    # MXNet leaves the data's gradient uncomputed (kNullOp), but an FCompute operator gets every
+    # output through NDArray::data(), which allocates: the counter rises by both outputs
+    r = run_scenario(_DATA, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, timeout=120)
+    assert set(r) == {"_backward_dot", "_backward_broadcast_mul"}, r
+    assert all(label == "exact" and check is not False for label, check in r.values()), r
