@@ -258,3 +258,49 @@ def test_an_fcompute_backward_allocates_the_gradient_of_a_leaf_without_one(tmp_p
     r = run_scenario(_DATA, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, timeout=120)
     assert set(r) == {"_backward_dot", "_backward_broadcast_mul"}, r
     assert all(label == "exact" and check is not False for label, check in r.values()), r
+
+
+_LAYERS = """
+import json, pyprof, mxnet as mx
+from mxnet import gluon
+from pyprof.attribution.matching import ARGS
+x = mx.nd.random.uniform(shape=(4, 8, 8, 8)); idx = mx.nd.array([[1, 2], [3, 4]])  # data
+w = mx.nd.ones((6, 3)); w.attach_grad()
+layers = {"fc": gluon.nn.Dense(10), "conv": gluon.nn.Conv2D(4, 3), "bn": gluon.nn.BatchNorm(),
+          "emb": gluon.nn.Embedding(8, 3), "ln": gluon.nn.LayerNorm()}
+for n in layers.values():
+    n.initialize()
+def step():
+    for k, n in [*layers.items(), ("take", None)]:
+        with mx.autograd.record():
+            loss = (n(idx if k == "emb" else x) if n is not None else mx.nd.take(w, idx)).sum()
+        loss.backward()
+for _ in range(6):  # every temp-space copy grown (an operator growing one allocates in its event)
+    step()
+mx.nd.waitall()
+with pyprof.profile(path="l.json", record_shapes=True, profile_memory=True) as p:
+    step(); mx.nd.waitall()
+a = lambda e: e.get("args") or {}
+result = {e["name"]: [a(e).get(ARGS["input_dims"]), a(e).get(ARGS["output_dims"]), a(e).get(ARGS["match"]),
+                      a(e).get(ARGS["memory_check"])]
+          for e in json.load(open("l.json"))["traceEvents"]
+          if e.get("ph") in ("B", "X") and e.get("name", "").startswith("_backward") and e["name"] != "_backward_sum"}
+"""
+
+_X, _W = [4, 8, 8, 8], [10, 512]
+_LAYERS_WANT = {
+    "_backward_FullyConnected": [[[4, 10], _X, _W], [_X, _W, [10]]],
+    "_backward_Convolution": [[[4, 4, 6, 6], _X, [4, 8, 3, 3], [4]], [_X, [4, 8, 3, 3], [4]]],
+    "_backward_BatchNorm": [[_X, [8], [8], _X, [8], [8], [8], [8]], [_X, [8], [8]]],
+    "_backward_Embedding": [[[2, 2, 3], [2, 2]], [[2, 2], [8, 3]]],          # g0, the indices
+    "_backward_LayerNorm": [[_X, _X, [8], [4, 8, 8, 1], [4, 8, 8, 1]], [_X, [8], [8]]],  # + mean, std
+    "_backward_take": [[[2, 2, 3], [2, 2]], [[6, 3], [2, 2]]],
+}
+
+
+def test_layers_on_data_get_mxnets_backward_nodes_and_allocations(tmp_path):
+    # the data's gradient: skipped by the oneDNN operators (unread_not_allocated), allocated by
+    # the FCompute ones (Embedding, take); the counter agrees with each
+    r = run_scenario(_LAYERS, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, timeout=240)
+    assert {k: v[:2] for k, v in r.items()} == _LAYERS_WANT, r
+    assert all(v[2] == "exact" and v[3] is not False for v in r.values()), r
