@@ -72,12 +72,14 @@ class Tape:
         else:  # a span opened before the recorder knew (recording at install) starts at 0
             self.spans.setdefault(thread, []).append((self.open.pop(thread, 0), seq))
 
-    def taken(self, thread: int, seq: int) -> list[tuple[int, int]]:
-        """The thread's spans up to ``seq``, forgotten (a backward consumes its tape)."""
-        spans = self.spans.pop(thread, [])
+    def taken(self, thread: int, seq: int, keep: bool = False) -> list[tuple[int, int]]:
+        """The thread's spans up to ``seq``, forgotten (a backward consumes its tape) unless
+        ``keep`` (``retain_graph``)."""
+        spans = list(self.spans.get(thread, [])) if keep else self.spans.pop(thread, [])
         if thread in self.open:
             spans.append((self.open[thread], seq))
-            self.open[thread] = seq
+            if not keep:
+                self.open[thread] = seq
         return spans
 
     def all_spans(self, seq: int) -> dict[int, list[tuple[int, int]]]:
@@ -242,13 +244,21 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
                 return outs_of[(e[2], e[3])]
         return ("v", h)
 
+    def read(h: int, seq: int, e: tuple | None) -> Any:
+        """The entry handle ``h`` is to a reader at ``seq`` that read it as cache entry ``e``:
+        a view kept (:meth:`pyprof.attribution.views.Views.resolve`), else its producer's."""
+        if views is not None and e is not None:
+            v = views.resolve(h, seq, e[2], e[3])
+            if v is not None:
+                return v
+        return source(e, h)
+
     def inputs(f: Any) -> list:
         if f in inv_set:
-            return [source(e, h) for h, e in zip(f.inputs, f.in_meta)]
-        if views is None or f.seq >= SEQ_BASE:  # (a view's node: its source resolved when made)
+            return [read(h, f.first, e) for h, e in zip(f.inputs, f.in_meta)]
+        if f.seq >= SEQ_BASE:  # a view's node: its source resolved when it was made
             return [source((None, None, p, s), h) for h, p, s in zip(f.inputs, f.producers, f.slots)]
-        return [views.resolve(h, f.seq, p, s) or source((None, None, p, s), h)
-                for h, p, s in zip(f.inputs, f.producers, f.slots)]
+        return [read(h, f.seq, (None, None, p, s)) for h, p, s in zip(f.inputs, f.producers, f.slots)]
 
     inv_set = set(invocations)
     # forward topological order: depth first, post order, from the heads (DFSVisit)
@@ -282,7 +292,7 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
             return True
         return False
 
-    head_src = [source(cache.get(h), h) for h in heads]
+    head_src = [read(h, SEQ_BASE - 1, cache.get(h)) for h in heads]  # (after every view)
     for s in head_src:
         visit(s)
     grads: dict[Any, list] = {}  # forward entry (key) -> gradient entries (node, output)
@@ -327,6 +337,13 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
         if spec is not None and spec.get("clone"):
             for x in ins:
                 grads.setdefault(_key(x), []).append(ograds[0])
+            continue
+        if spec is not None and spec.get("per_input"):  # one node per input (add_n's identity)
+            for i, x in enumerate(ins):
+                m = in_meta[i] if in_meta is not None else None
+                node = BackwardNode(spec["op"], [ograds[0][2]] if in_meta is not None else None,
+                                    [m] if in_meta is not None else None, [ograds[0]], f)
+                grads.setdefault(_key(x), []).append((node, 0, m))
             continue
         outs = spec.get("outputs", ["i*"]) if spec is not None else ["i*"]
         idx = list(range(len(ins))) if outs == ["i*"] else [int(r[1:]) for r in outs]
@@ -443,7 +460,7 @@ def head_call(seq: int, t_us: int, pushed_us: int, meta: tuple, thread: int,
                 [], [], (), thread, None, (), None, _SOURCE)
 
 
-def head_writers(n: BackwardNode, heads: list[int]) -> list[tuple[int, int]]:
+def head_writers(n: BackwardNode, heads: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Per output of the CachedOp invocation whose backward is ``n``, the (seq, output) of the
     call that wrote its gradient (as :func:`node_call` reads a gradient), (-1, -1) where no
     call stands for the writer (another invocation's backward, an unknown operator's)."""
@@ -452,24 +469,25 @@ def head_writers(n: BackwardNode, heads: list[int]) -> list[tuple[int, int]]:
         if isinstance(r[0], BackwardNode):
             out.append((r[0].seq, r[1]) if r[0].op is not None and r[0].seq >= 0 else (-1, -1))
         else:  # ("head", k, meta)
-            out.append((heads[r[1]], 0) if r[1] < len(heads) else (-1, -1))
+            out.append(heads[r[1]] if r[1] < len(heads) else (-1, -1))
     return out
 
 
-def node_call(n: BackwardNode, t_us: int, pushed_us: int, thread: int, heads: list[int],
+def node_call(n: BackwardNode, t_us: int, pushed_us: int, thread: int, heads: list[tuple[int, int]],
               shapes: bool = True) -> Call:
     """The call of backward node ``n`` (its seq set): the forward call's attributes and stack,
-    its producers the backward nodes (or head gradients) whose outputs it reads; without
-    ``shapes`` (record_shapes off) no shapes."""
+    its producers the backward nodes (or head gradients) whose outputs it reads; ``heads``:
+    per head, the (seq, output) of its gradient's writer (the ``SetValueOp`` MXNet makes, or
+    the given gradient's producer); without ``shapes`` (record_shapes off) no shapes."""
     prod, slots = [], []
     for r in n.reads:
         if isinstance(r[0], BackwardNode):
             prod.append(r[0].seq if r[0].op is not None else -1)
             slots.append(r[1] if r[0].op is not None else -1)
         else:  # ("head", k, meta)
-            k = r[1]
-            prod.append(heads[k] if k < len(heads) else -1)
-            slots.append(0)
+            p, k = heads[r[1]] if r[1] < len(heads) else (-1, -1)
+            prod.append(p)
+            slots.append(k)
     f = n.fwd if isinstance(n.fwd, Call) else None
     fresh = None if not any(n.to_var) and not any(n.unread) else tuple(
         not (v or u) for v, u in zip(n.to_var, n.unread))

@@ -147,6 +147,7 @@ class Recorder:
         capi.hook_mxnet("MXAutogradBackwardEx", self._make_backward)
         capi.hook_mxnet("MXAutogradSetIsRecording", self._make_set_recording)
         capi.hook_mxnet("MXAutogradSetIsTraining", self._make_set_training)
+        capi.hook_mxnet("MXAutogradMarkVariables", self._make_mark_variables)
         if autograd.is_training():  # set before the recorder knew (a session inside train_mode)
             self._training.set(threading.get_ident(), True, self._store.seq())
         self.hooked = True
@@ -158,7 +159,8 @@ class Recorder:
             capi.hook_mxnet("MXImperativeInvokeEx")
             capi.hook_mxnet("MXNDArrayFree")
             for name in (*VIEWS, *_CACHED_INVOKE, *_CACHED_CREATE, "MXFreeCachedOp", *_EXECUTOR,
-                         "MXAutogradBackwardEx", "MXAutogradSetIsRecording", "MXAutogradSetIsTraining"):
+                         "MXAutogradBackwardEx", "MXAutogradSetIsRecording", "MXAutogradSetIsTraining",
+                         "MXAutogradMarkVariables"):
                 capi.hook_mxnet(name)
             self.hooked = False
         self._active[0] = False
@@ -287,7 +289,8 @@ class Recorder:
         s = shapes.setdefault(s, s)
         key = (e[2], e[3]) if e[2] >= 0 else (-1, self._views.tag())
         self._cache[h] = (s, d, *key)
-        self._views.add(kind, h, key, self._store.seq(), thread, src, e, (s, d), a)
+        self._views.add(kind, h, key, self._store.seq(), thread, src, e, (s, d), a,
+                        self._stack() if self.stack else None)
 
     def _meta(self, h: int) -> tuple:
         """The cache entry of input handle ``h``, queried and cached when not seen before."""
@@ -366,6 +369,25 @@ class Recorder:
             return rc
         return set_training
 
+    def _make_mark_variables(self, raw: Callable[..., int]) -> Callable[..., int]:
+        """``MXAutogradMarkVariables`` (``attach_grad``): an array a call wrote, or a taped view,
+        is a variable from now on, a leaf to the gradient graph (MXNet gives it a new entry)."""
+        active, cache = self._active, self._cache
+
+        def mark(*a: Any) -> int:
+            rc = raw(*a)
+            if rc == 0 and active[0]:
+                try:
+                    t = threading.get_ident()
+                    for h in a[1][:getattr(a[0], "value", a[0])]:
+                        e = cache.get(int(h or 0))
+                        if e is not None and (e[2] >= 0 or e[3] <= views.FIRST_TAG):
+                            self._views.add(None, int(h), (e[2], e[3]), self._store.seq(), t, 0, e, e[:2], a)
+                except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
+                    self._unrecorded += 1
+            return rc
+        return mark
+
     def _make_backward(self, raw: Callable[..., int]) -> Callable[..., int]:
         active, now = self._active, time.time_ns
 
@@ -384,29 +406,40 @@ class Recorder:
         """The backward of what autograd recorded on this thread (:mod:`pyprof.attribution.autograd`):
         the head gradients MXNet makes, then each backward node in MXNet's run order, an
         imperative call's as a call now, a CachedOp invocation's as its plan (calls made at
-        :meth:`take`); seqs reserved now. ``a``: MXAutogradBackwardEx's ctypes args."""
+        :meth:`take`); seqs reserved now. ``a``: MXAutogradBackwardEx's ctypes args; with its
+        ``retain_graph`` the tape stays for the next backward, as MXNet keeps the graph."""
         thread = threading.get_ident()
+        retain = bool(getattr(a[5], "value", a[5]))
         with self._lock:
-            taped, self._taped = self._taped, []
+            taped = self._taped if retain else self._taped[:]
+            if not retain:
+                self._taped = []
             logged = self._store.records(self._store.drain(False)[0])  # the C recorder's: the tape reads them
             if logged:
                 self.calls = sorted(self.calls + logged, key=seq_of)
-            spans = self._tape.taken(thread, self._store.seq())
+            spans = self._tape.taken(thread, self._store.seq(), keep=retain)
             calls = autograd.taped_calls(self.calls, spans, thread)
             writers: dict = {}
             start = self._store.seq()
-            made, nodes = autograd.derive(*autograd.backward_heads(a), calls, taped, self._cache,
+            handles, given = autograd.backward_heads(a)
+            made, nodes = autograd.derive(handles, given, calls, list(taped), self._cache,
                                           autograd.by_handle(), self._has_grad, writers, self._views)
-            unproven = self._views.consume(thread)  # a view not kept: the graph may be wrong
+            # a view not kept: the graph may be wrong
+            unproven = self._views.overflowed(thread) if retain else self._views.consume(thread)
             reached = {id(n.fwd) for n in nodes}
             nodes += [autograd.BackwardNode(None, None, None, [], inv) for inv in reversed(taped)
                       if id(inv) not in reached]  # not reached from the heads: as before
-            heads = []
-            for meta in made:
+            heads = []  # per head, its gradient's writer: the SetValueOp made, or the given one's
+            metas = iter(made)
+            for g in given:
+                if g is not None:
+                    e = self._cache.get(g)
+                    heads.append((e[2], e[3]) if e is not None else (-1, -1))
+                    continue
                 if (s := self._store.reserve(1)) < 0:
                     return
-                heads.append(s)
-                self.calls.append(autograd.head_call(s, t_us, pushed_us, meta, thread, self.shapes))
+                heads.append((s, 0))
+                self.calls.append(autograd.head_call(s, t_us, pushed_us, next(metas), thread, self.shapes))
             for n in nodes:
                 if n.op is not None:
                     if (s := self._store.reserve(1)) < 0:

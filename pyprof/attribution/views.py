@@ -8,7 +8,9 @@ autograd records, MXNet tapes it as a ``Reshape`` or ``slice`` node that pushes 
 (``NDArray::ReshapeWithRecord``, ``SliceWithRecord``, ``AtWithRecord``), whose backward node
 (``_backward_reshape``, ``_backward_slice``) runs at the backward and gives the nodes before it
 the source's shape; made otherwise, or detached, it is off the tape (a leaf), where its
-source's producer would link it into the gradient graph.
+source's producer would link it into the gradient graph. So is an array marked a variable
+(``attach_grad``: ``MXAutogradMarkVariables``) after a call wrote it: reads after the mark read
+the variable, not the call's output.
 
 :class:`Views` keeps, per thread until its next backward, each view by (handle, producer,
 slot): the taped ones as the forward calls of those nodes (seqs from :data:`SEQ_BASE`, never a
@@ -34,6 +36,8 @@ TAPES: dict[str, str | None] = _SPEC["views"]
 SEQ_BASE = 1 << 60
 _SOURCE: str = _SPEC["sources"]["backward"]
 _TAGS = 1 << 30  # tags cycle within int32 slots (the C recorder's), -3 down
+#: The first tag (:meth:`Views.tag`): a slot at or below it is a view's tag.
+FIRST_TAG = -3
 
 
 def _shape_text(shape: tuple) -> bytes:
@@ -57,26 +61,27 @@ class Views:
         """A slot for the cache entry of a new view without producer: unique among live views."""
         with self._lock:
             self._tag = (self._tag + 1) % _TAGS
-            return -3 - self._tag
+            return FIRST_TAG - self._tag
 
     def add(self, kind: str | None, h: int, key: tuple[int, int], made: int, thread: int,
-            src: int, src_meta: tuple, meta: tuple, a: tuple) -> None:
+            src: int, src_meta: tuple, meta: tuple, a: tuple, stack: tuple | None = None) -> None:
         """Keep view ``h`` (its cache entry's (producer, slot) ``key``), made at seq ``made`` by
         ``thread``: off the tape when ``kind`` is None, else taped as ``kind``'s nodes
         (:data:`TAPES`) from source ``src`` (producer and slot in ``src_meta``: (shape, dtype,
-        producer, slot)), ``meta`` the view's (shape, dtype), ``a`` the C call's arguments."""
+        producer, slot)), ``meta`` the view's (shape, dtype), ``a`` the C call's arguments,
+        ``stack`` the call's (:data:`pyprof.attribution.calls.RECORD`), its nodes' call site."""
         with self._lock:
             if self._count >= self.cap:
                 self._overflow.add(thread)
                 return
             node = None
             if kind is not None:
-                node = self._taped(kind, h, src, src_meta, meta, a, thread)
+                node = self._taped(kind, h, src, src_meta, meta, a, thread, stack)
             self._by.setdefault((h, *key), []).append((made, thread, node))
             self._count += 1
 
     def _taped(self, kind: str, h: int, src: int, src_meta: tuple, meta: tuple, a: tuple,
-               thread: int) -> Call:
+               thread: int, stack: tuple | None) -> Call:
         shape, dtype = meta
         prev = (src_meta[2], src_meta[3])  # the source's producer: a call, or a view's node
         if (src, *prev) in self._by:
@@ -99,7 +104,7 @@ class Views:
             self._seq += 1
             seq = SEQ_BASE + self._seq
             node = Call(seq, 0, 0, HANDLES.get(op, -1), ins, [h], [in_meta], [(out_shape, dtype, seq, 0)],
-                        keys, vals, (in_meta[2],), thread, None, (in_meta[3],), source=_SOURCE)
+                        keys, vals, (in_meta[2],), thread, stack, (in_meta[3],), source=_SOURCE)
             self._nodes[seq] = node
             ins, in_meta = [h], (out_shape, dtype, seq, 0)
         assert node is not None
@@ -138,6 +143,11 @@ class Views:
             missed = thread in self._overflow
             self._overflow.discard(thread)
             return missed
+
+    def overflowed(self, thread: int) -> bool:
+        """Whether one of ``thread``'s views was not kept (past the cap), nothing forgotten."""
+        with self._lock:
+            return thread in self._overflow
 
     def clear(self) -> None:
         """Forget every view (a window taken: its forwards get no backward calls later)."""

@@ -107,6 +107,91 @@ def test_a_bulk_segment_lists_the_views_backward_nodes(tmp_path):
         assert segment == [w[:2] for w in _WANT[kind]], r[kind]["report"]
 
 
+
+_GRAPHS = """
+import json, pyprof, mxnet as mx
+from mxnet import gluon
+from pyprof.attribution.matching import ARGS
+a = mx.nd.random.uniform(shape=(3, 4)); a.attach_grad()
+b = mx.nd.random.uniform(shape=(4, 5)); b.attach_grad()
+big = mx.nd.random.uniform(shape=(256, 256)); big.attach_grad()
+head = gluon.nn.Dense(2); head.initialize(); head.hybridize()
+def view_head():                 # a view is the head backward starts from
+    with mx.autograd.record():
+        h = mx.nd.dot(a, b)[1]
+    h.backward()
+def into_block():                # a view is a hybridized block's input
+    with mx.autograd.record():
+        loss = head(mx.nd.dot(a, b).reshape((1, -1))).sum()
+    loss.backward()
+def attach():                    # attach_grad on a taped view: the graph stops there
+    with mx.autograd.record():
+        z = mx.nd.dot(a, b).reshape((-1,)); z.attach_grad()
+        loss = (z * 2).sum()
+    loss.backward()
+def retain():                    # the graph kept for a second backward
+    with mx.autograd.record():
+        loss = mx.nd.dot(a, b).reshape((-1,)).sum()
+    loss.backward(retain_graph=True); loss.backward()
+def given():                     # one head with its gradient given, one without
+    with mx.autograd.record():
+        y1 = mx.nd.dot(big, big); y2 = mx.nd.dot(a, b)
+    mx.autograd.backward([y1, y2], head_grads=[mx.nd.ones((256, 256)), None])
+def add_n():                     # one identity (_copy) per input; slice_axis
+    with mx.autograd.record():
+        y = mx.nd.dot(a, b)
+        loss = mx.nd.add_n(y[1:].sum(), mx.nd.slice_axis(y, axis=1, begin=0, end=2).sum())
+    loss.backward()
+result = {}
+for step in (view_head, into_block, attach, retain, given, add_n):
+    step(); mx.nd.waitall()
+    path = step.__name__ + ".json"
+    with pyprof.profile(path=path, record_shapes=True, profile_memory=True) as p:
+        step(); mx.nd.waitall()
+    g = lambda e: e.get("args") or {}
+    ops = sorted((e for e in json.load(open(path))["traceEvents"] if e.get("ph") in ("B", "X")
+                  and e.get("cat") == "operator"), key=lambda e: e["ts"])
+    result[step.__name__] = {
+        "backward": [[e["name"], g(e).get(ARGS["input_dims"]), g(e).get(ARGS["output_dims"])] for e in ops
+                     if e["name"].startswith("_backward") or e["name"] in ("SetValueOp", "_copy")],
+        "labels": sorted({g(e).get(ARGS["match"]) for e in ops if ARGS["match"] in g(e)}),
+        "failed": [e["name"] for e in ops if g(e).get(ARGS["memory_check"]) is False],
+        "report": p.windows[0].attribution.as_dict()}
+"""
+
+_SUM, _HEAD = ["_backward_sum", [[1]], [[15]]], ["SetValueOp", [], [[1]]]
+_GRAPHS_WANT = {
+    "view_head": [["SetValueOp", [], [[5]]], ["_backward_reshape", [[5]], [[1, 5]]],
+                  ["_backward_slice", [[1, 5]], [[3, 5]]], _DOT],
+    "into_block": [_HEAD, ["_backward_sum", [[1]], [[1, 2]]],
+                   ["_backward_FullyConnected", [[1, 2], [1, 15], [2, 15]], [[1, 15], [2, 15], [2]]],
+                   ["_backward_reshape", [[1, 15]], [[3, 5]]], _DOT],
+    "attach": [_HEAD, _SUM, ["_backward_mul_scalar", [[15]], [[15]]]],
+    "retain": [_HEAD, _SUM, ["_backward_reshape", [[15]], [[3, 5]]], _DOT] * 2,
+    "given": [["SetValueOp", [], [[3, 5]]],
+              ["_backward_dot", [[256, 256]] * 3, [[256, 256]] * 2], _DOT],
+    "add_n": [_HEAD, ["_copy", [[1]], [[1]]], ["_copy", [[1]], [[1]]],
+              ["_backward_sum", [[1]], [[3, 2]]], ["_backward_sum", [[1]], [[2, 5]]],
+              ["_backward_slice_axis", [[3, 2]], [[3, 5]]], ["_backward_slice", [[2, 5]], [[3, 5]]], _DOT],
+}
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory):
+    return run_scenario(_GRAPHS, tmp_path_factory.mktemp("graphs"), env={"PYPROF_PER_OPERATOR": "1"},
+                        timeout=300)
+
+
+@pytest.mark.parametrize("step", list(_GRAPHS_WANT))
+def test_the_gradient_graph_is_mxnets_around_views_variables_and_heads(graphs, step):
+    # MXNet's events in its run order, each matched to the node of its shapes: a wrong graph
+    # leaves events unmatched or gives them another node's shapes
+    r = graphs[step]
+    assert r["backward"] == _GRAPHS_WANT[step], r["report"]
+    assert r["report"]["unmatched_events"] == {} and r["report"]["matched"] == r["report"]["calls"], r["report"]
+    assert r["labels"] == ["exact"] and r["failed"] == [], r
+
+
 # -- the registry alone (no MXNet): which view a call read, by handle, key and seq ------------
 
 def _views(cap=8):
