@@ -4,6 +4,7 @@
             [clojure.test :refer [deftest is are testing]]
             [pyprof.config :as config]
             [pyprof.output :as output]
+            [pyprof.steady]
             [pyprof.test-util :refer [python-json]]))
 
 (defn- error [options]
@@ -370,3 +371,13 @@
     (is (str/ends-with? (message {:profile-symbolc true})
                         "fix: use :profile-symbolic (or another valid key; docs/configuration.md lists them)"))
     (is (str/includes? (message {"profile_symbolc" true}) "fix: use \"profile_symbolic\" (or another"))))
+
+(deftest steady-mode-reads-filename-spelt-as-any-config-key
+  ;; a "filename" key was dropped: steady mode recorded into the raw trace, not the user's file
+  (let [split #'pyprof.steady/split-filename]
+    (is (= ["/tmp/s.json" {"profile_api" true}] (split {"filename" "/tmp/s.json" "profile_api" true})))
+    (is (= ["/tmp/s.json" {:profile-api true}] (split {:filename "/tmp/s.json" :profile-api true})))
+    (is (= [nil {}] (split {})))
+    (is (= "config.duplicate_key"
+           (try (split {:filename "a.json" "filename" "b.json"}) nil
+                (catch clojure.lang.ExceptionInfo e (:pyprof/code (ex-data e))))))))

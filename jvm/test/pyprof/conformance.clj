@@ -519,7 +519,7 @@
   "The Java classes whose public methods are counterparts of the Python API, each with the
   methods that count (nil: all public methods but Object's). Left out, having no Python
   counterpart: ProfileObject's accessors and helpers for the Clojure layer (kind, name,
-  isStarted, checkName, nameMaxBytes, refuseStep) and ProfilerSession.init (loads namespaces)."
+  isStarted, checkName, nameMaxBytes) and ProfilerSession.init (loads namespaces)."
   {pyprof.jvm.Profiler nil
    pyprof.jvm.ProfilerSession #{"start" "step" "stop" "dump" "stats" "state" "close"}
    pyprof.jvm.ProfileObject #{"start" "stop" "value" "setValue" "setUnsignedValue" "increment"

@@ -346,3 +346,15 @@
     (is (= 20 (some-> (first (filter #(= "_random_uniform" (% "name")) (st "operators"))) (get "count")))
         second-answer)
     (is (= second-answer third) "the result is kept until the windows change")))
+
+(deftest the-output-root-attribute-is-where-sessions-write
+  ;; a blank -Dpyprof.outputRoot: sessions write under <tmpdir>/pyprof, and so the bean says
+  ;; (it said "")
+  (let [before (System/getProperty "pyprof.outputRoot")]
+    (try
+      (System/setProperty "pyprof.outputRoot" " ")
+      (is (= (str (java.nio.file.Paths/get (System/getProperty "java.io.tmpdir") (into-array ["pyprof"])))
+             (.getOutputRoot (ProfilerControl/instance))
+             (str (.path (pyprof.jvm.OutputRoot/fromProperty)))))
+      (finally (if before (System/setProperty "pyprof.outputRoot" before)
+                   (System/clearProperty "pyprof.outputRoot"))))))

@@ -36,8 +36,6 @@
 
 (deftest the-example-of-issue-20
   (is (= "w_00.json" (template/fill (template/parse "w_{window:02d}.json") {"window" 0})))
-  (is (template/has? (template/parse "w_{window:02d}.json") "window"))
-  (is (not (template/has? (template/parse "w_{{window}}.json") "window")) "an escape is text")
   (is (= "a{b}/c" (template/fill (template/parse (str (template/escape "a{b}") "/c")) {}))))
 
 (deftest template-errors-name-the-place-and-the-fix

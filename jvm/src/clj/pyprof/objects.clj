@@ -140,10 +140,7 @@
     nil))
 
 (defn- adjust! [^ProfileObject counter delta]
-  (in-clojure
-   (if (<= Long/MIN_VALUE delta Long/MAX_VALUE)
-     (.increment counter (long delta))
-     (.refuseStep counter (biginteger delta))))
+  (in-clojure (.increment counter (biginteger delta)))
   nil)
 
 (defn increment

@@ -8,7 +8,8 @@
             [pyprof.profiler :as profiler]
             [pyprof.rules :as rules]
             [pyprof.session.raw :as raw]
-            [pyprof.tracker :as tracker]))
+            [pyprof.tracker :as tracker]
+            [pyprof.util :as util]))
 
 (set! *warn-on-reflection* true)
 
@@ -25,11 +26,20 @@
   (let [file (get (profiler/current-config) "filename")]
     (boolean (and file (or (= file (raw/raw-trace-path)) (output/session-raw-trace? file))))))
 
+(defn- split-filename
+  "[filename, the other options] of `opts`, its key spelt as any config key (:filename,
+  \"filename\"); config.duplicate_key when spelt twice."
+  [opts]
+  (let [given (when (map? opts) (filter #(= "filename" (util/key->c %)) (keys opts)))]
+    (when (next given)
+      (throw (rules/error "config.duplicate_key"
+                          {:key "filename" :value (get opts (second given)) :given (second given)})))
+    [(some->> (first given) (get opts)) (apply dissoc opts given)]))
+
 (defn begin-as!
   "`begin!` on behalf of `by` (a session's name, the system property)."
   [opts by]
-  (let [{:keys [filename]} opts
-        rec (dissoc opts :filename "filename")
+  (let [[filename rec] (split-filename opts)
         _ (when-not filename (run! config/check-session-key! (keys rec)))
         c-opts (config/validate rec)]
     (tracker/with-lock

@@ -44,11 +44,6 @@
   ^String [^String text]
   (-> text (str/replace "{" "{{") (str/replace "}" "}}")))
 
-(defn has?
-  "True when the parsed template `parts` hold the field `name` (an escaped `{{window}}` is text)."
-  [parts name]
-  (boolean (some #(and (map? %) (= name (:name %))) parts)))
-
 (defn fill
   "The parsed `parts` with each field's value in `values` (name -> integer >= 0)."
   ^String [parts values]
@@ -68,5 +63,3 @@
                          (<= (:width p) 1) (str "{" (:name p) "}")
                          :else (str "{" (:name p) ":" (when (= \0 (:fill p)) "0") (:width p) "d}")))
                  parts)))
-
-

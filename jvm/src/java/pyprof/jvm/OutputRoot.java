@@ -54,9 +54,14 @@ public final class OutputRoot {
 
   /** The root named by {@code -Dpyprof.outputRoot}, else {@code <java.io.tmpdir>/pyprof}. */
   public static OutputRoot fromProperty() {
+    return new OutputRoot(configured());
+  }
+
+  /** The directory {@link #fromProperty()} takes, as given (not created, not resolved). */
+  static String configured() {
     String dir = System.getProperty(PROPERTY);
-    return new OutputRoot(dir != null && !dir.isBlank() ? dir
-        : Paths.get(System.getProperty("java.io.tmpdir"), "pyprof").toString());
+    return dir != null && !dir.isBlank() ? dir
+        : Paths.get(System.getProperty("java.io.tmpdir"), "pyprof").toString();
   }
 
   /** The root directory (its real path). */

@@ -1,6 +1,5 @@
 package pyprof.jvm;
 
-import clojure.java.api.Clojure;
 import clojure.lang.BigInt;
 import clojure.lang.IDeref;
 import clojure.lang.IFn;
@@ -42,16 +41,15 @@ public final class ProfileObject extends NativeHandle {
     static final IFn LONE_SURROGATE;
 
     static {
-      Clojure.var("clojure.core", "require").invoke(Clojure.read("pyprof.rules"));
       MAX_BYTES = ((Number) rule("name-max-bytes")).intValue();
       FORBIDDEN_CHARS = (List<?>) rule("name-forbidden-chars");
       FORBIDDEN_BELOW = ((Number) rule("name-forbidden-below")).intValue();
       SHOWN_CHARS = ((Number) rule("name-shown-chars")).intValue();
-      LONE_SURROGATE = Clojure.var("pyprof.rules", "lone-surrogate");
+      LONE_SURROGATE = JavaData.var("pyprof.rules", "lone-surrogate");
     }
 
     private static Object rule(String name) {
-      return ((IDeref) Clojure.var("pyprof.rules", name)).deref();
+      return ((IDeref) JavaData.var("pyprof.rules", name)).deref();
     }
   }
 
@@ -226,7 +224,7 @@ public final class ProfileObject extends NativeHandle {
    * Throws the error of an adjustment by {@code delta}: object.closed, counter.below_zero,
    * counter.above_max, else (outside MXNet's int64) counter.step_range.
    */
-  public synchronized void refuseStep(BigInteger delta) {
+  private synchronized void refuseStep(BigInteger delta) {
     requireKind("increment()", true);
     pointer();
     BigInteger next = unsigned(value).add(delta);

@@ -165,7 +165,7 @@ public final class Profiler {
    */
   public static void steadyBegin(Map<String, ?> options) {
     call(() -> Vars.STEADY_BEGIN.invoke(  // who began it, as a Java caller reads it
-        options == null ? null : PersistentHashMap.create(keywords(options)),
+        options == null ? null : PersistentHashMap.create(options),
         "Profiler.steadyBegin(...)"));
   }
 
@@ -196,12 +196,6 @@ public final class Profiler {
    */
   public static boolean steadyFromProperty() {
     return Boolean.TRUE.equals(call(() -> Vars.STEADY_FROM_PROPERTY.invoke()));
-  }
-
-  private static Map<Object, Object> keywords(Map<String, ?> options) {
-    Map<Object, Object> out = new java.util.HashMap<>();
-    options.forEach((k, v) -> out.put("filename".equals(k) ? Keyword.intern(k) : k, v));
-    return out;
   }
 
   /** Pauses recording, the state staying "run" (C: {@code MXProcessProfilePause(1)}). */

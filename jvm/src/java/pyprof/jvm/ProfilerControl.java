@@ -65,7 +65,6 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
   public static final long AWAIT_MILLIS =
       ((Number) ProfilerSession.service("await_millis")).longValue();
 
-
   private static final class Vars {
     static final IFn WRITE_JSON = JavaData.var("clojure.data.json", "write-str");
   }
@@ -633,8 +632,7 @@ public final class ProfilerControl extends NotificationBroadcasterSupport
   @Override
   public synchronized String getOutputRoot() {
     // the running session's root; else the configured one, without creating it
-    return session != null ? session.outputRoot() : String.valueOf(System.getProperty(
-        OutputRoot.PROPERTY, System.getProperty("java.io.tmpdir") + "/pyprof"));
+    return session != null ? session.outputRoot() : OutputRoot.configured();
   }
 
   // ------------------------------------------------------------------ helpers

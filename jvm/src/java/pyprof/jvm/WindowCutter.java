@@ -524,13 +524,7 @@ public final class WindowCutter {
 
   /** The Clojure reader, loaded when first needed. */
   private static final class ParseRaw {
-    static final clojure.lang.IFn FN;
-
-    static {
-      clojure.java.api.Clojure.var("clojure.core", "require")
-          .invoke(clojure.java.api.Clojure.read("pyprof.trace.reader"));
-      FN = clojure.java.api.Clojure.var("pyprof.trace.reader", "parse-raw");
-    }
+    static final clojure.lang.IFn FN = JavaData.var("pyprof.trace.reader", "parse-raw");
   }
 
   /** Bytes the cut does not read: the caller reads them the tolerant way, never shown to a user. */
