@@ -82,6 +82,10 @@ class Tape:
                 self.open[thread] = seq
         return spans
 
+    def holds(self) -> bool:
+        """Whether a thread records now or recorded since its last backward."""
+        return bool(self.open or self.spans)
+
     def all_spans(self, seq: int) -> dict[int, list[tuple[int, int]]]:
         """Every thread's spans up to ``seq`` (the open ones too), nothing forgotten."""
         out = {t: list(v) for t, v in self.spans.items()}

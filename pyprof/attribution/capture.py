@@ -271,7 +271,7 @@ class Recorder:
                         s, d = self._store.meta(h) if self.shapes else (None, -1)
                         s = self._shapes.setdefault(s, s)
                         cache[h] = (s, d, e[2], e[3])  # one dict store, as the free's pop
-                        if e[2] >= 0:  # off the tape, where its source's producer is on it
+                        if e[2] >= 0 and self._tape.holds():  # off the tape; its source's producer may be on it
                             self._views.add(None, h, (e[2], e[3]), self._store.seq(), t, src, e, (s, d), a)
                 except Exception:  # noqa: BLE001 - the call succeeded: never the caller's error
                     self._unrecorded += 1

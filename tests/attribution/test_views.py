@@ -184,10 +184,13 @@ def graphs(tmp_path_factory):
 
 @pytest.mark.parametrize("step", list(_GRAPHS_WANT))
 def test_the_gradient_graph_is_mxnets_around_views_variables_and_heads(graphs, step):
-    # MXNet's events in its run order, each matched to the node of its shapes: a wrong graph
-    # leaves events unmatched or gives them another node's shapes
+    # MXNet's events, each matched to the node of its shapes: a wrong graph leaves events
+    # unmatched or gives them another node's shapes (whose bytes the memory counter refutes).
+    # Compared as sets: nodes of independent branches, and a second backward's, run in the
+    # order the engine makes them ready, which load moves
     r = graphs[step]
-    assert r["backward"] == _GRAPHS_WANT[step], r["report"]
+    key = lambda x: repr(x)  # noqa: E731
+    assert sorted(r["backward"], key=key) == sorted(_GRAPHS_WANT[step], key=key), r["report"]
     assert r["report"]["unmatched_events"] == {} and r["report"]["matched"] == r["report"]["calls"], r["report"]
     assert r["labels"] == ["exact"] and r["failed"] == [], r
 
