@@ -342,6 +342,16 @@ def derive(heads: list[int], head_grads: list, calls: list, invocations: list, c
             for x in ins:
                 grads.setdefault(_key(x), []).append(ograds[0])
             continue
+        if spec is not None and "nodes" in spec:  # its own nodes, one per gradient (batch_dot)
+            chosen = next((v for v in spec.get("variants", ()) if holds(v, f.attrs())), spec)
+            for n in chosen["nodes"]:
+                i = int(n["output"][1:])
+                m = in_meta[i] if in_meta is not None else None
+                node = BackwardNode(n["op"], _meta_of(n["inputs"], in_meta, f.out_meta, ograds),
+                                    [m] if in_meta is not None else None,
+                                    [ograds[int(r[1:])] for r in n["inputs"] if r[0] == "g"], f)
+                grads.setdefault(_key(ins[i]), []).append((node, 0, m))
+            continue
         if spec is not None and spec.get("per_input"):  # one node per input (add_n's identity)
             for i, x in enumerate(ins):
                 m = in_meta[i] if in_meta is not None else None

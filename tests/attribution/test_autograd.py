@@ -304,3 +304,42 @@ def test_layers_on_data_get_mxnets_backward_nodes_and_allocations(tmp_path):
     r = run_scenario(_LAYERS, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, timeout=240)
     assert {k: v[:2] for k, v in r.items()} == _LAYERS_WANT, r
     assert all(v[2] == "exact" and v[3] is not False for v in r.values()), r
+
+
+_SAME_NAME = """
+import json, pyprof, mxnet as mx
+from pyprof.attribution.matching import ARGS
+x = mx.nd.random.uniform(shape=(2, 3, 4)); k = mx.nd.random.uniform(shape=(2, 5, 4)); k.attach_grad()
+t = mx.nd.random.uniform(shape=(3, 4)); t.attach_grad()
+def step():
+    with mx.autograd.record():
+        s = mx.nd.batch_dot(x, k, transpose_b=True)
+    s.backward()
+    with mx.autograd.record():
+        u = mx.nd.transpose(t)
+    u.backward()
+for _ in range(6):  # every temp-space copy grown
+    step()
+mx.nd.waitall()
+with pyprof.profile(path="n.json", record_shapes=True, profile_memory=True) as p:
+    step(); mx.nd.waitall()
+a = lambda e: e.get("args") or {}
+result = {"events": sorted([e["name"], a(e).get(ARGS["input_dims"]), a(e).get(ARGS["output_dims"]), a(e).get(ARGS["match"]),
+                            a(e).get(ARGS["memory_check"]) is not False]
+                           for e in json.load(open("n.json"))["traceEvents"]
+                           if e.get("ph") in ("B", "X") and e.get("name") in ("batch_dot", "transpose")),
+          "report": p.windows[0].attribution.as_dict()}
+"""
+
+
+def test_backward_nodes_named_as_forward_operators_get_their_own_events(tmp_path):
+    # batch_dot's backward is batch_dot nodes (here the rhs's: transpose_b, dy = dot(dz.T, x)),
+    # transpose's a transpose: each event carries its own call's shapes
+    r = run_scenario(_SAME_NAME, tmp_path, env={"PYPROF_PER_OPERATOR": "1"}, timeout=120)
+    assert r["events"] == [
+        ["batch_dot", [[2, 3, 4], [2, 5, 4]], [[2, 3, 5]], "exact", True],   # forward
+        ["batch_dot", [[2, 3, 5], [2, 3, 4]], [[2, 5, 4]], "exact", True],   # k's gradient
+        ["transpose", [[3, 4]], [[4, 3]], "exact", True],
+        ["transpose", [[4, 3]], [[3, 4]], "exact", True],
+    ], r["report"]
+    assert r["report"]["unmatched_events"] == {} and r["report"]["matched"] == r["report"]["calls"], r["report"]
