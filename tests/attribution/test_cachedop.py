@@ -59,8 +59,8 @@ result = {
                sorted([[o.category, o.name, o.device], o.total_us] for o in st.operators)],
     "calls": [sum(g.count for g in sh.groups), sum(o.count for o in st.operators)],
     "graphs": [graphs, freed], "valid": pyprof.trace.validate("w.json").ok,
-    "autograd_checks": sorted({(e["name"], a(e).get(ARGS["memory_check"])) for e in ops
-                               if a(e).get(ARGS["source"]) == "derived, autograd"}),
+    "autograd_checks": sorted({(e["name"], a(e).get(ARGS["memory_check"])) for e in ops  # (None: not told)
+                               if a(e).get(ARGS["source"]) == "derived, autograd"}, key=repr),
     "workspace": sorted({(e["name"], a(e).get(ARGS["block"]), json.dumps([a(e).get(ARGS["input_dims"]), a(e).get(ARGS["input_type"]),
                                        a(e).get(ARGS["output_dims"]), a(e).get(ARGS["output_type"])], separators=(",", ":")))
                          for e in ops if e["name"] in ("_zeros_without_dtype", "_backward_Pooling")}),
