@@ -181,12 +181,6 @@ def _ready(c: Call, deps: list, ended: dict, after: dict, first: int, start: Any
     return _Ready(c, point, lo, hi, bind)
 
 
-def _after_guess(deps: list, guessed: set[int]) -> bool:
-    """Whether a producer in ``deps`` was matched by a guess (``ambiguous``): the end of the
-    event it got may be another call's, so when the call became ready is not known."""
-    return bool(guessed) and any(p in guessed for p, _ in deps)
-
-
 def _dependencies(calls: Sequence[Call], chain: dict[int, int]) -> dict[int, list]:
     """call seq -> [(producer seq, engine variable)]: its inputs' and its temp-space copy's."""
     deps: dict[int, list] = {}
@@ -280,7 +274,6 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
     ended: dict[int, Any] = {}  # call seq -> its event's end
     after: dict[int, Any] = {}  # call seq -> the next event start on its event's thread
     tainted: set[int] = set()  # calls of a tie guessed at: their own match is a guess too
-    guessed: set[int] = set()  # calls matched ambiguous: their event's end is no proof
     out: dict[int, tuple[Call, str, tuple[Call, ...]]] = {}
     workers: dict[str, int] = {}
     done: set[int] = set()  # matched calls
@@ -293,7 +286,7 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
 
     def release(c: Call) -> None:
         d = deps[c.seq]
-        r = _ready(c, d, ended, after, first, float("inf"), c.seq in unsure or _after_guess(d, guessed))
+        r = _ready(c, d, ended, after, first, float("inf"), c.seq in unsure)
         assert r is not None
         gate = max((ended[p] for p, _ in d if p >= first and p >= 0), default=float("-inf"))
         keys, got = pool.setdefault(c.op, ([], []))
@@ -356,9 +349,8 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
             if g is None or not bulk and c.source == _EXECUTOR and c.op in bulked:
                 continue
             groups[c.seq] = g
-            d = external_deps(g, deps) if bulk else deps[c.seq]
-            r = _ready(c, d, ended, after, first, ev.start,
-                       any(x.seq in unsure for x in g) or _after_guess(d, guessed))
+            r = _ready(c, external_deps(g, deps) if bulk else deps[c.seq], ended, after, first, ev.start,
+                       any(x.seq in unsure for x in g))
             if r is not None:
                 ready.append(r)
                 if best is None or (r.point, r.call.seq) < (best.point, best.call.seq):
@@ -386,8 +378,6 @@ def match(calls: Sequence[Call], events: Sequence[dict[str, Any]], *,
                     tainted.update(r.call.seq for r in tie)
         if (c.seq in tainted or c.unproven) and label == _LABELS["exact"]:
             label = _LABELS["ambiguous"]  # a label is a proof: not where a writer is unknown
-        if label == _LABELS["ambiguous"]:
-            guessed.update(x.seq for x in groups[c.seq])
         s = starts[ev.tid]
         k = bisect.bisect_right(s, ev.end)
         if engine_bulk:

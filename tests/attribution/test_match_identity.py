@@ -47,7 +47,6 @@ def reference_match(calls, events, *, env=None, rise=None, nbytes=None, paired=N
     ended: dict = {}
     after: dict = {}
     tainted: set = set()
-    guessed: set = set()
     out: dict = {}
     workers: dict = {}
     done: set = set()
@@ -77,9 +76,8 @@ def reference_match(calls, events, *, env=None, rise=None, nbytes=None, paired=N
             if g is None or not bulk and c.source == m._EXECUTOR and c.op in bulked:
                 continue
             groups[c.seq] = g
-            d = external_deps(g, deps) if bulk else deps[c.seq]
-            r = m._ready(c, d, ended, after, first, ev.start,
-                         any(x.seq in unsure for x in g) or any(p in guessed for p, _ in d))
+            r = m._ready(c, external_deps(g, deps) if bulk else deps[c.seq], ended, after, first,
+                         ev.start, any(x.seq in unsure for x in g))
             if r is not None:
                 ready.append(r)
                 if best is None or (r.point, r.call.seq) < (best.point, best.call.seq):
@@ -104,8 +102,6 @@ def reference_match(calls, events, *, env=None, rise=None, nbytes=None, paired=N
                     tainted.update(r.call.seq for r in tie)
         if (c.seq in tainted or c.unproven) and label == labels["exact"]:
             label = labels["ambiguous"]
-        if label == labels["ambiguous"]:
-            guessed.update(x.seq for x in groups[c.seq])
         s = starts[ev.tid]
         k = bisect.bisect_right(s, ev.end)
         if engine_bulk:

@@ -62,14 +62,3 @@ def test_each_thread_takes_its_own_temp_space_copies():
     assert [by_start[200 + 10 * k] for k in range(7)] == [2, 3, 4, 6, 7, 8, 9]
     assert by_start[5010] == 1
     assert 5 not in by_start.values()  # its event is not in this window
-
-
-def test_a_call_waiting_for_a_guessed_match_is_no_proof():
-    # two threads' relus called at the same moment: a tie, each matched by a guess; the sum each
-    # waits for then became ready at the end of whichever event its relu really got, so the
-    # sums' order is no proof either (before: exact, from the guessed relus' ends)
-    calls = [_call(0, 0, 10, RELU, 1), _call(1, 0, 10, RELU, 2),
-             _call(2, 20, 30, SUM, 1, (0,)), _call(3, 20, 30, SUM, 2, (1,))]
-    found = _matched(calls, _events(("relu", 100, 110), ("relu", 200, 210),
-                                    ("sum", 300, 310), ("sum", 400, 410)))
-    assert [label for _, label in found] == ["ambiguous"] * 4, found
