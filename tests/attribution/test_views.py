@@ -185,14 +185,21 @@ def graphs(tmp_path_factory):
 @pytest.mark.parametrize("step", list(_GRAPHS_WANT))
 def test_the_gradient_graph_is_mxnets_around_views_variables_and_heads(graphs, step):
     # MXNet's events, each matched to the node of its shapes: a wrong graph leaves events
-    # unmatched or gives them another node's shapes (whose bytes the memory counter refutes).
-    # Compared as sets: nodes of independent branches, and a second backward's, run in the
-    # order the engine makes them ready, which load moves
+    # unmatched or gives them another node's shapes. One chain, or pushes the engine takes in
+    # order (given: the big node ready at its push, the small one after SetValueOp), run in
+    # MXNet's order, each proven; the equal nodes of two backwards (retain) and of independent
+    # branches (add_n) run in the order the engine makes them ready, which load moves: there
+    # a tie between equal calls is an honest guess, and the events compare as a set
     r = graphs[step]
-    key = lambda x: repr(x)  # noqa: E731
-    assert sorted(r["backward"], key=key) == sorted(_GRAPHS_WANT[step], key=key), r["report"]
     assert r["report"]["unmatched_events"] == {} and r["report"]["matched"] == r["report"]["calls"], r["report"]
-    assert r["labels"] == ["exact"] and r["failed"] == [], r
+    assert r["failed"] == [], r
+    if step in ("retain", "add_n"):
+        key = lambda x: repr(x)  # noqa: E731
+        assert sorted(r["backward"], key=key) == sorted(_GRAPHS_WANT[step], key=key), r["report"]
+        assert set(r["labels"]) <= {"exact", "memory", "ambiguous"}, r
+    else:
+        assert r["backward"] == _GRAPHS_WANT[step], r["report"]
+        assert r["labels"] == ["exact"], r
 
 
 # -- the registry alone (no MXNet): which view a call read, by handle, key and seq ------------
